@@ -1,0 +1,104 @@
+//! Frequency oracles over a categorical domain [0, d).
+//!
+//! Each oracle is an immutable struct of precomputed constants (client side, `randomize`) with a
+//! mergeable aggregator next to it (server side). Estimates are unbiased fractions; standard
+//! errors use the exact aggregate variance including the f_v term (MECHANISMS.md §0), with the
+//! estimate plugged in for the unknown f_v (clamped to [0, 1]).
+
+use crate::aggregate::Aggregator;
+use crate::error::Result;
+use crate::estimate::FrequencyEstimate;
+use crate::params::{Epsilon, check_category};
+use rand::Rng;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A locally private frequency oracle over the domain [0, d).
+pub trait FrequencyOracle: std::fmt::Debug + Clone + PartialEq + Send + Sync {
+    /// The report one user sends.
+    type Report: std::fmt::Debug + Clone + PartialEq + Serialize + DeserializeOwned + Send + Sync;
+    /// The server-side accumulator.
+    type Aggregator: Aggregator<Report = Self::Report, Output = FrequencyEstimate>;
+
+    /// Name used in the CLI and JSON (`grr`, `oue`, `olh`, ...).
+    fn name(&self) -> &'static str;
+    /// The privacy budget.
+    fn epsilon(&self) -> Epsilon;
+    /// Domain size d.
+    fn domain_size(&self) -> usize;
+    /// Randomizes category v (checked by the caller to be < d).
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> Self::Report;
+    /// An empty aggregator.
+    fn aggregator(&self) -> Self::Aggregator;
+    /// Variance of one report's unbiased estimate of f_v when the user holds x.
+    fn report_variance(&self, x: usize, v: usize) -> f64;
+    /// The largest one-report variance over (x, v).
+    fn worst_case_variance(&self) -> f64;
+
+    /// Randomizes category v; an error if v ≥ d.
+    fn randomize<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> Result<Self::Report> {
+        check_category(v, self.domain_size())?;
+        Ok(self.randomize_unchecked(v, rng))
+    }
+    /// Randomizes a batch into `out` (appended); validates every input first (all or nothing).
+    fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<Self::Report>) -> Result<()> {
+        let d = self.domain_size();
+        for (i, &v) in vs.iter().enumerate() {
+            if v >= d {
+                return Err(crate::error::Error::input(format!("category {i}"), v, format!("an index in [0, {d})")));
+            }
+        }
+        out.reserve(vs.len());
+        out.extend(vs.iter().map(|&v| self.randomize_unchecked(v, rng)));
+        Ok(())
+    }
+    /// n·Var(f̂_v) when a fraction `freqs[x]` of the users holds x: Σ_x freqs[x]·Var(Y_v | x).
+    /// Exact (the f_v term included). Oracles override it with their closed form.
+    fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
+        freqs.iter().enumerate().map(|(x, &f)| f * self.report_variance(x, v)).sum()
+    }
+}
+
+/// A "pure" oracle (Wang et al. 2017): a report supports v with probability p* if x = v and q*
+/// otherwise. Its variance is determined by (p*, q*).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PureParams {
+    /// P[report supports v | x = v].
+    pub p: f64,
+    /// P[report supports v | x ≠ v].
+    pub q: f64,
+}
+
+impl PureParams {
+    /// One-report variance of (1[supports v] − q)/(p − q).
+    pub fn report_variance(&self, holds_v: bool) -> f64 {
+        let s = if holds_v { self.p } else { self.q };
+        s * (1.0 - s) / ((self.p - self.q) * (self.p - self.q))
+    }
+    /// n·Var(f̂_v) = Var* + f_v (1 − p − q)/(p − q).
+    pub fn aggregate_variance(&self, f_v: f64) -> f64 {
+        self.report_variance(false) + f_v * (1.0 - self.p - self.q) / (self.p - self.q)
+    }
+    /// Builds the estimate from support counts: f̂_v = (C(v)/n − q)/(p − q), with plug-in
+    /// standard errors.
+    pub fn estimate_from_counts<I: IntoIterator<Item = f64>>(&self, n: u64, counts: I) -> FrequencyEstimate {
+        let nf = n as f64;
+        let frequencies: Vec<f64> = if n == 0 {
+            counts.into_iter().map(|_| 0.0).collect()
+        } else {
+            counts.into_iter().map(|c| (c / nf - self.q) / (self.p - self.q)).collect()
+        };
+        let std_errors =
+            frequencies
+                .iter()
+                .map(|&f| {
+                    if n == 0 {
+                        f64::INFINITY
+                    } else {
+                        (self.aggregate_variance(f.clamp(0.0, 1.0)).max(0.0) / nf).sqrt()
+                    }
+                })
+                .collect();
+        FrequencyEstimate { n, frequencies, std_errors }
+    }
+}

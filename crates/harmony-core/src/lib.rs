@@ -1,0 +1,34 @@
+//! # harmony-core
+//!
+//! Local differential privacy (LDP) mechanisms: client-side randomizers and server-side
+//! mergeable aggregators, each with its exact ε and closed-form variance.
+//!
+//! * [`numeric`]: mean estimation on [-1, 1] (Laplace, Duchi, Piecewise, Hybrid, SCDF,
+//!   Staircase, Duchi multidimensional with Harmony's correction, Harmony's 1-bit sampling).
+//! * [`frequency`]: frequency oracles over [0, d) (GRR, SUE, OUE, OLH, 1-bit Hadamard, Hadamard
+//!   Response, Bassily–Smith, adaptive).
+//! * [`postprocess`]: opt-in, composable post-processing (norm-sub, simplex projection,
+//!   clip-and-renormalise).
+//! * [`wire`]: the versioned binary and JSON report encodings.
+//!
+//! Privacy rule: client paths use [`sampling::secure_rng`]; simulations and tests pass a seeded
+//! [`sampling::fast_rng`].
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod aggregate;
+pub mod error;
+pub mod estimate;
+pub mod frequency;
+pub mod numeric;
+pub mod params;
+pub mod postprocess;
+pub mod sampling;
+pub mod wire;
+
+pub use aggregate::Aggregator;
+pub use error::{Error, Result};
+pub use estimate::{Estimate, FrequencyEstimate};
+pub use frequency::FrequencyOracle;
+pub use numeric::NumericMechanism;
+pub use params::Epsilon;

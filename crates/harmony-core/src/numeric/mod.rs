@@ -1,0 +1,169 @@
+//! Numeric mean estimation on [-1, 1]: one value per user, one real (or one bit) per report.
+//!
+//! Every mechanism here has a per-report variance of the form `a·t² + b` (t the user's value),
+//! which [`NumericMechanism::variance_coefficients`] exposes. The aggregator uses it to give a
+//! plug-in standard error: E[Y²] = (1 + a)·t² + b, so Σt² is estimated without bias from ΣY²
+//! when 1 + a > 0 (and bounded by the mean's square otherwise).
+//!
+//! Real-valued outputs travel as fixed-point integers after unbiased randomized rounding on the
+//! grid [`GRID_STEP`]·ℤ (post-processing: keeps ε-LDP and unbiasedness, hides float low bits);
+//! the rounding variance (≤ step²/4, ≈ step²/6 on average) is included in `b` as step²/4 — an
+//! upper bound, smaller than 10⁻¹³.
+
+use crate::aggregate::{Aggregator, check_compatible};
+use crate::error::{Error, Result};
+use crate::estimate::Estimate;
+use crate::params::{Epsilon, check_unit};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// The fixed-point grid of real-valued reports: 2⁻²⁰ ≈ 9.5·10⁻⁷.
+pub const GRID_STEP: f64 = 1.0 / (1u64 << 20) as f64;
+/// Variance added by randomized rounding to the grid (upper bound step²/4).
+pub const GRID_VARIANCE: f64 = GRID_STEP * GRID_STEP / 4.0;
+
+/// One numeric report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NumericReport {
+    /// One bit: the report's value is `+scale` (true) or `-scale` (false), `scale` a public
+    /// constant of the mechanism (Duchi, HM's Duchi branch).
+    Sign(bool),
+    /// A fixed-point real: the value is `units · GRID_STEP`.
+    Fixed(i64),
+}
+
+impl NumericReport {
+    /// A real value rounded (unbiased, randomized) to the grid.
+    #[inline]
+    pub fn fixed<R: Rng + ?Sized>(rng: &mut R, y: f64) -> Self {
+        NumericReport::Fixed(crate::sampling::randomized_round(rng, y, GRID_STEP))
+    }
+}
+
+/// A mechanism for one value in [-1, 1] whose reports average to an unbiased mean.
+pub trait NumericMechanism: std::fmt::Debug + Clone + PartialEq + Send + Sync {
+    /// Name used in the CLI and JSON (`laplace`, `duchi`, `pm`, `hm`, `scdf`, `staircase`).
+    fn name(&self) -> &'static str;
+    /// The privacy budget.
+    fn epsilon(&self) -> Epsilon;
+    /// Randomizes t ∈ [-1, 1] (checked by the caller).
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport;
+    /// Checks a report and returns its unbiased value.
+    fn decode(&self, report: &NumericReport) -> Result<f64>;
+    /// (a, b) with Var(one report | t) = a·t² + b, rounding included.
+    fn variance_coefficients(&self) -> (f64, f64);
+
+    /// Randomizes t; an error if t is NaN or outside [-1, 1].
+    fn randomize<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> Result<NumericReport> {
+        check_unit("value", t)?;
+        Ok(self.randomize_unchecked(t, rng))
+    }
+    /// Randomizes a batch into `out` (appended). Validates all inputs first: on error nothing is
+    /// appended and the error names the index.
+    fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
+        for (i, &t) in ts.iter().enumerate() {
+            check_unit(&format!("value {i}"), t)?;
+        }
+        out.reserve(ts.len());
+        out.extend(ts.iter().map(|&t| self.randomize_unchecked(t, rng)));
+        Ok(())
+    }
+    /// Variance of one report when the user's value is t.
+    fn variance(&self, t: f64) -> f64 {
+        let (a, b) = self.variance_coefficients();
+        a * t * t + b
+    }
+    /// The largest one-report variance over t ∈ [-1, 1] (at t = 0 or |t| = 1).
+    fn worst_case_variance(&self) -> f64 {
+        let (a, b) = self.variance_coefficients();
+        b.max(a + b)
+    }
+    /// Exact variance of the mean estimate over the given inputs: (1/n²)·Σ Var(t_i).
+    fn aggregate_variance(&self, ts: &[f64]) -> f64 {
+        let n = ts.len() as f64;
+        ts.iter().map(|&t| self.variance(t)).sum::<f64>() / (n * n)
+    }
+    /// An empty aggregator for this mechanism.
+    fn aggregator(&self) -> MeanAggregator<Self> {
+        MeanAggregator::new(self.clone())
+    }
+}
+
+/// Mean aggregator for any [`NumericMechanism`]: count, Σy, Σy².
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeanAggregator<M> {
+    mechanism: M,
+    n: u64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl<M: NumericMechanism> MeanAggregator<M> {
+    /// An empty aggregator.
+    pub fn new(mechanism: M) -> Self {
+        MeanAggregator { mechanism, n: 0, sum: 0.0, sum_sq: 0.0 }
+    }
+    /// The mechanism whose reports this aggregates.
+    pub fn mechanism(&self) -> &M {
+        &self.mechanism
+    }
+}
+
+/// Plug-in variance of a mean of n unbiased reports with one-report variance a·t² + b, from the
+/// reports' sum and sum of squares. Shared by every numeric aggregator.
+pub fn plug_in_mean_variance(n: f64, sum: f64, sum_sq: f64, a: f64, b: f64) -> f64 {
+    if n < 1.0 {
+        return f64::INFINITY;
+    }
+    let mean = sum / n;
+    // Σt² estimate: unbiased from ΣY² when 1 + a is not ~0, else n·mean² (a lower bound on Σt²,
+    // which makes the variance an upper bound when a < 0).
+    let sum_t2 = if 1.0 + a > 1e-9 { ((sum_sq - n * b) / (1.0 + a)).clamp(0.0, n) } else { (n * mean * mean).min(n) };
+    ((a * sum_t2 + n * b) / (n * n)).max(0.0)
+}
+
+impl<M: NumericMechanism> Aggregator for MeanAggregator<M> {
+    type Report = NumericReport;
+    type Output = Estimate;
+
+    fn validate(&self, report: &NumericReport) -> Result<()> {
+        self.mechanism.decode(report).map(|_| ())
+    }
+    fn add_unchecked(&mut self, report: &NumericReport) {
+        let y = self.mechanism.decode(report).unwrap_or(0.0);
+        self.n += 1;
+        self.sum += y;
+        self.sum_sq += y * y;
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("numeric mechanism", &self.mechanism, &other.mechanism)?;
+        self.n += other.n;
+        self.sum += other.sum;
+        self.sum_sq += other.sum_sq;
+        Ok(())
+    }
+    fn count(&self) -> u64 {
+        self.n
+    }
+    fn estimate(&self) -> Estimate {
+        let n = self.n as f64;
+        let (a, b) = self.mechanism.variance_coefficients();
+        let mean = if self.n == 0 { 0.0 } else { self.sum / n };
+        Estimate::from_variance(mean, plug_in_mean_variance(n, self.sum, self.sum_sq, a, b))
+    }
+}
+
+/// Rejects a `Fixed` report outside ±bound (used by every bounded real-valued mechanism).
+pub fn decode_fixed_bounded(report: &NumericReport, bound: f64, mechanism: &str) -> Result<f64> {
+    match *report {
+        NumericReport::Fixed(u) => {
+            let y = u as f64 * GRID_STEP;
+            // One grid step of slack: randomized rounding may round the bound itself up.
+            if !(y.abs() <= bound + GRID_STEP) {
+                return Err(Error::report("value", y, format!("a {mechanism} output in [-{bound}, {bound}]")));
+            }
+            Ok(y)
+        }
+        NumericReport::Sign(_) => Err(Error::report("kind", "Sign", format!("a Fixed report for {mechanism}"))),
+    }
+}

@@ -1,0 +1,1 @@
+//! Opt-in post-processing of frequency estimates (placeholder, filled by the frequency work).
