@@ -3,6 +3,10 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+#[allow(dead_code)] // TEMP until simulate lands
+mod data;
+#[allow(dead_code)] // TEMP until simulate lands
+mod output;
 
 /// Harmony: local differential privacy collection and analysis.
 #[derive(Parser, Debug)]
@@ -14,13 +18,45 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Schema utilities.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
     /// Measure randomize and aggregation throughput of every mechanism.
     Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum SchemaCommand {
+    /// Print a schema (TOML) inferred from a CSV file.
+    Infer {
+        /// CSV file (`-` = stdin).
+        #[arg(long)]
+        data: std::path::PathBuf,
+        /// Categorical columns with more labels than this are left out.
+        #[arg(long, default_value_t = 100)]
+        max_categories: usize,
+        /// Columns to leave out (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        skip: Vec<String>,
+    },
+}
+
+fn schema_infer(data: &std::path::Path, max_categories: usize, skip: &[String]) -> anyhow::Result<()> {
+    let table = data::read_csv(data)?;
+    let (file, warnings) = data::infer(&table, max_categories, skip);
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    print!("{}", toml::to_string(&file)?);
+    Ok(())
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Schema(SchemaCommand::Infer { data, max_categories, skip }) => {
+            schema_infer(&data, max_categories, &skip)
+        }
         Command::Bench(args) => bench::run(args),
     };
     if let Err(e) = result {

@@ -24,6 +24,7 @@ pub mod numeric;
 pub mod params;
 pub mod postprocess;
 pub mod sampling;
+pub mod schema;
 pub mod wire;
 
 pub use aggregate::Aggregator;
