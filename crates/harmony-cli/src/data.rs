@@ -82,7 +82,8 @@ pub fn read_csv(path: &Path) -> Result<Table> {
         Box::new(std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?)
     };
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(reader);
-    let header: Vec<String> = rdr.headers().context("reading the CSV header")?.iter().map(|s| s.trim().to_string()).collect();
+    let header: Vec<String> =
+        rdr.headers().context("reading the CSV header")?.iter().map(|s| s.trim().to_string()).collect();
     let mut rows = Vec::new();
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.with_context(|| format!("{}: reading row {}", path.display(), i + 2))?;

@@ -3,10 +3,10 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
-#[allow(dead_code)] // TEMP until simulate lands
 mod data;
-#[allow(dead_code)] // TEMP until simulate lands
 mod output;
+mod plan;
+mod simulate;
 
 /// Harmony: local differential privacy collection and analysis.
 #[derive(Parser, Debug)]
@@ -18,6 +18,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Randomize every row of a CSV as a client would, aggregate, and compare with the truth.
+    Simulate(simulate::SimulateArgs),
+    /// Predict each attribute's standard error for every strategy before collecting.
+    Plan(plan::PlanArgs),
     /// Schema utilities.
     #[command(subcommand)]
     Schema(SchemaCommand),
@@ -54,6 +58,8 @@ fn schema_infer(data: &std::path::Path, max_categories: usize, skip: &[String]) 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Simulate(args) => simulate::run(args),
+        Command::Plan(args) => plan::run(args),
         Command::Schema(SchemaCommand::Infer { data, max_categories, skip }) => {
             schema_infer(&data, max_categories, &skip)
         }

@@ -25,6 +25,7 @@ pub mod params;
 pub mod postprocess;
 pub mod sampling;
 pub mod schema;
+pub mod strategy;
 pub mod wire;
 
 pub use aggregate::Aggregator;

@@ -131,6 +131,43 @@ impl BernoulliWords {
         // Remaining lanes have U's first nbits equal to p's: U >= p, so 0.
         ones
     }
+
+    /// Like [`BernoulliWords::sample`], but only the lanes set in `mask` are drawn (the others
+    /// are 0), and drawing stops as soon as those lanes are decided: fewer random words when
+    /// only a few lanes are needed (e.g. the last, partial word of a bit vector). Each masked
+    /// lane is still exactly Bernoulli(p), independent of the others.
+    #[inline]
+    pub fn sample_masked<R: Rng + ?Sized>(&self, rng: &mut R, mask: u64) -> u64 {
+        if self.always {
+            return mask;
+        }
+        let mut undecided = mask;
+        let mut ones = 0u64;
+        let mut i = 0;
+        while undecided != 0 && i < self.nbits {
+            let pbit = (self.bits[i / 64] >> (63 - (i % 64))) & 1;
+            let u = rng.next_u64();
+            if pbit == 1 {
+                ones |= undecided & !u;
+                undecided &= u;
+            } else {
+                undecided &= !u;
+            }
+            i += 1;
+        }
+        ones
+    }
+}
+
+/// The SplitMix64 output function of state `x` (Steele, Lea, Flood 2014): a fixed, public
+/// 64-bit mixer. Frequency oracles derive hash parameters and public matrices from it, so its
+/// values are part of the wire contract and must never change.
+#[inline]
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Splits a positive finite f64 into (m, e) with value = m · 2^e, m < 2^53 an integer.
@@ -167,6 +204,148 @@ pub fn exp1<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 #[inline]
 pub fn laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
     scale * (exp1(rng) - exp1(rng))
+}
+
+/// The 256-layer ziggurat for Exp(1) (Marsaglia & Tsang 2000): layer i ≥ 1 is the rectangle
+/// [0, x[i]] × [e^(−x[i]), e^(−x[i+1])]; layer 0 is the base strip of the same area v (the
+/// rectangle [0, r] × [0, e^(−r)] plus the tail beyond r), given the width x[0] = v/e^(−r).
+struct ExpZiggurat {
+    x: [f64; 257],
+    f: [f64; 257],
+}
+
+/// r and v of the 256-layer exponential ziggurat (x[256] = 0 to 4e-15 with these values).
+const ZIG_EXP_R: f64 = 7.697_117_470_131_05;
+const ZIG_EXP_V: f64 = 0.003_949_659_822_581_557;
+
+static EXP_ZIGGURAT: std::sync::OnceLock<ExpZiggurat> = std::sync::OnceLock::new();
+
+impl ExpZiggurat {
+    fn build() -> Self {
+        let mut x = [0.0; 257];
+        x[0] = ZIG_EXP_V / (-ZIG_EXP_R).exp();
+        x[1] = ZIG_EXP_R;
+        for i in 1..255 {
+            x[i + 1] = -(ZIG_EXP_V / x[i] + (-x[i]).exp()).ln();
+        }
+        x[256] = 0.0;
+        let mut f = [0.0; 257];
+        for i in 0..257 {
+            f[i] = (-x[i]).exp();
+        }
+        ExpZiggurat { x, f }
+    }
+}
+
+/// A fair sign and an independent Exp(1) draw. Ziggurat method: in ~99% of calls one `u64` and
+/// no `ln` (bits 0–7 pick the layer, bit 8 is the sign, bits 12–63 the uniform position); the
+/// rest take a wedge test (one `exp`) or the tail r + Exp(1) (one `ln`). Exact in distribution up
+/// to f64 rounding, like inversion.
+#[inline]
+pub fn sign_and_exp1<R: Rng + ?Sized>(rng: &mut R) -> (bool, f64) {
+    let z = EXP_ZIGGURAT.get_or_init(ExpZiggurat::build);
+    let u = rng.next_u64();
+    let (i, x) = ziggurat_point(z, u);
+    if x < z.x[i + 1] {
+        return ((u >> 8) & 1 == 1, x);
+    }
+    sign_and_exp1_slow(rng, z, u)
+}
+
+/// The layer index and the uniform point u·x[i] of a ziggurat draw (the uniform in [0, 1) is
+/// built from 52 bits through the exponent trick, no integer-to-float conversion).
+#[inline(always)]
+fn ziggurat_point(z: &ExpZiggurat, u: u64) -> (usize, f64) {
+    let i = (u & 0xff) as usize;
+    let unit = f64::from_bits((u >> 12) | 0x3ff0_0000_0000_0000) - 1.0;
+    (i, unit * z.x[i])
+}
+
+/// The rare cases of [`sign_and_exp1`]: the wedge test or the tail, then fresh draws.
+#[cold]
+#[inline(never)]
+fn sign_and_exp1_slow<R: Rng + ?Sized>(rng: &mut R, z: &ExpZiggurat, mut u: u64) -> (bool, f64) {
+    loop {
+        let negative = (u >> 8) & 1 == 1;
+        let (i, x) = ziggurat_point(z, u);
+        if x < z.x[i + 1] {
+            return (negative, x);
+        }
+        if i == 0 {
+            // Beyond r in the base strip: the tail, r + Exp(1) by memorylessness.
+            return (negative, ZIG_EXP_R + exp1(rng));
+        }
+        if z.f[i + 1] + (z.f[i] - z.f[i + 1]) * uniform01(rng) < (-x).exp() {
+            return (negative, x);
+        }
+        u = rng.next_u64();
+    }
+}
+
+/// Bernoulli(p) from one `u64`, branch-free: true iff the top 63 random bits, as an integer, are
+/// below p·2⁶³ (one signed conversion, cheaper than [`bernoulli`]'s unsigned one). P = p exactly
+/// for p ∈ [2⁻¹¹, 1) (p·2⁶³ is then an integer), within 2⁻⁶³ below 2⁻¹¹; p ≤ 0 or NaN is never and
+/// p ≥ 1 always.
+#[inline]
+pub fn bernoulli_fast<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
+    let threshold = (p * 9_223_372_036_854_775_808.0) as i64; // saturating
+    (((rng.next_u64() >> 1) as i64) < threshold) | (p >= 1.0)
+}
+
+/// Unbiased randomized rounding of `y` to `step`·ℤ like [`randomized_round`], about twice as
+/// fast: when |y/step| < 2³⁰ it writes y/step in fixed point with 32 fractional bits
+/// (truncating below 2⁻³² of a step, a bias under 2⁻³²·step) and adds 32 random bits; larger
+/// values fall back to [`randomized_round`].
+#[inline]
+pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
+    let scaled = y / step;
+    if scaled.abs() < (1u64 << 30) as f64 {
+        let fixed = (scaled * (1u64 << 32) as f64) as i64;
+        (fixed + (rng.next_u64() >> 32) as i64) >> 32
+    } else {
+        randomized_round(rng, y, step)
+    }
+}
+
+/// Standard Laplace(0, 1): a fair sign times an Exp(1) draw, both from [`sign_and_exp1`] (one
+/// `u64` and no `ln` in ~99% of calls; the older [`laplace`] uses two `u64`s and two `ln`s).
+#[inline]
+pub fn standard_laplace<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    let (negative, e) = sign_and_exp1(rng);
+    if negative { -e } else { e }
+}
+
+/// Geometric number of failures before the first success when the failure probability is
+/// r = e^(−λ), given `lambda` = λ = −ln r > 0: P[G = i] = (1 − r)·rⁱ. Computed as ⌊E/λ⌋ with
+/// E ~ Exp(1) from [`sign_and_exp1`] (no `ln r` per call), returned as `f64` so huge values
+/// cannot wrap.
+#[inline]
+pub fn geometric_rate<R: Rng + ?Sized>(rng: &mut R, lambda: f64) -> f64 {
+    (sign_and_exp1(rng).1 / lambda).floor()
+}
+
+/// Fills `words` with `nbits` independent fair bits (bit j of the vector is bit j % 64 of word
+/// j / 64); bits at positions ≥ `nbits` (the padding of the last word) are zero.
+/// `words.len()` must be ⌈nbits/64⌉.
+#[inline]
+pub fn fill_bits<R: Rng + ?Sized>(rng: &mut R, words: &mut [u64], nbits: usize) {
+    debug_assert_eq!(words.len(), nbits.div_ceil(64));
+    for w in words.iter_mut() {
+        *w = rng.next_u64();
+    }
+    if let Some(last) = words.last_mut() {
+        *last &= padding_mask(nbits);
+    }
+}
+
+/// The mask of the valid bits of the last word of an `nbits`-bit vector (all ones when `nbits`
+/// is a multiple of 64).
+#[inline]
+pub fn padding_mask(nbits: usize) -> u64 {
+    match nbits % 64 {
+        0 => u64::MAX,
+        r => (1u64 << r) - 1,
+    }
 }
 
 /// Geometric number of failures before the first success, success probability `1 - ratio`,
@@ -258,6 +437,35 @@ mod tests {
     }
 
     #[test]
+    fn bernoulli_words_masked_lanes_are_exact_and_confined() {
+        // z = 4.42 <-> two-sided false-failure rate 1e-5.
+        let mut rng = fast_rng(11);
+        let mask = 0xFFFFu64;
+        for &p in &[0.5, 0.2689414213699951, 0.05] {
+            let bw = BernoulliWords::new(p);
+            let words = 50_000u64;
+            let mut ones = 0u64;
+            for _ in 0..words {
+                let w = bw.sample_masked(&mut rng, mask);
+                assert_eq!(w & !mask, 0);
+                ones += w.count_ones() as u64;
+            }
+            let n = (words * 16) as f64;
+            let z = (ones as f64 - n * p) / (n * p * (1.0 - p)).sqrt();
+            assert!(z.abs() < 4.42, "p = {p}, n = {n}, ones = {ones}, z = {z}");
+        }
+        assert_eq!(BernoulliWords::new(1.0).sample_masked(&mut rng, 0b101), 0b101);
+        assert_eq!(BernoulliWords::new(0.0).sample_masked(&mut rng, 0b101), 0);
+    }
+
+    #[test]
+    fn splitmix64_is_pinned() {
+        // Reference values of SplitMix64 seeded with 0 (first outputs of the generator).
+        assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(splitmix64(0x9E37_79B9_7F4A_7C15), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
     fn uniform_below_covers_range_without_bias() {
         let mut rng = fast_rng(3);
         let n = 7u64;
@@ -289,6 +497,126 @@ mod tests {
         let e = 20_000.0 * 3.0 / 10.0;
         let chi2: f64 = counts.iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
         assert!(chi2 < 45.0, "chi2 = {chi2}");
+    }
+
+    #[test]
+    fn sign_and_exp1_moments() {
+        // z = 4.42 <-> two-sided false-failure rate 1e-5 per statistic.
+        let mut rng = fast_rng(6);
+        let n = 200_000;
+        let mut m = crate::estimate::Moments::default();
+        let mut negatives = 0u64;
+        for _ in 0..n {
+            let (neg, e) = sign_and_exp1(&mut rng);
+            assert!(e >= 0.0 && e.is_finite());
+            negatives += neg as u64;
+            m.push(e);
+        }
+        // Exp(1): mean 1, variance 1.
+        assert!(m.z_mean(1.0, 1.0).abs() < 4.42, "mean {} (n = {n})", m.mean);
+        assert!(m.z_variance(1.0).abs() < 4.42, "variance {} (n = {n})", m.variance());
+        let z = (negatives as f64 - n as f64 / 2.0) / (n as f64 / 4.0).sqrt();
+        assert!(z.abs() < 4.42, "negatives {negatives} of {n}");
+        // Laplace(0, 1): mean 0, variance 2.
+        let mut l = crate::estimate::Moments::default();
+        (0..n).for_each(|_| l.push(standard_laplace(&mut rng)));
+        assert!(l.z_mean(0.0, 2.0).abs() < 4.42, "mean {}", l.mean);
+        assert!(l.z_variance(2.0).abs() < 4.42, "variance {}", l.variance());
+    }
+
+    #[test]
+    fn exp_ziggurat_matches_the_exponential_cdf() {
+        // Chi-square over 64 equiprobable bins of Exp(1), plus the far tail beyond r = 7.7.
+        let z = ExpZiggurat::build();
+        assert!((z.x[0] - (ZIG_EXP_R + 1.0)).abs() < 1e-9, "base strip width {}", z.x[0]);
+        for i in 1..256 {
+            // Every layer has area v.
+            let area = z.x[i] * (z.f[i + 1] - z.f[i]);
+            assert!((area / ZIG_EXP_V - 1.0).abs() < 1e-9, "layer {i}: area {area}");
+        }
+        let mut rng = fast_rng(10);
+        let (n, bins) = (640_000usize, 64usize);
+        let mut counts = vec![0u64; bins];
+        let mut tail = 0u64;
+        for _ in 0..n {
+            let (_, e) = sign_and_exp1(&mut rng);
+            let cdf = -(-e).exp_m1();
+            counts[((cdf * bins as f64) as usize).min(bins - 1)] += 1;
+            tail += (e > ZIG_EXP_R) as u64;
+        }
+        let expect = n as f64 / bins as f64;
+        let chi2: f64 = counts.iter().map(|&c| (c as f64 - expect).powi(2) / expect).sum();
+        // chi-square with 63 dof: P[chi2 > 122.0] ~ 1e-5.
+        assert!(chi2 < 122.0, "chi2 = {chi2}");
+        let p = (-ZIG_EXP_R).exp();
+        let z_tail = (tail as f64 - n as f64 * p) / (n as f64 * p).sqrt();
+        assert!(z_tail.abs() < 4.42, "tail count {tail}, expected {}", n as f64 * p);
+    }
+
+    #[test]
+    fn bernoulli_fast_is_exact_at_the_edges_and_unbiased() {
+        let mut rng = fast_rng(12);
+        for _ in 0..1000 {
+            assert!(!bernoulli_fast(&mut rng, 0.0) && !bernoulli_fast(&mut rng, -1.0));
+            assert!(!bernoulli_fast(&mut rng, f64::NAN));
+            assert!(bernoulli_fast(&mut rng, 1.0) && bernoulli_fast(&mut rng, 2.0));
+        }
+        for &p in &[0.5, 0.2689414213699951, 0.01, 0.999] {
+            let n = 200_000;
+            let ones = (0..n).filter(|_| bernoulli_fast(&mut rng, p)).count() as f64;
+            let z = (ones - n as f64 * p) / (n as f64 * p * (1.0 - p)).sqrt();
+            assert!(z.abs() < 4.42, "p = {p}: {ones} of {n}");
+        }
+    }
+
+    #[test]
+    fn randomized_round_fast_is_unbiased_on_both_paths() {
+        let mut rng = fast_rng(13);
+        let step = 1.0 / (1u64 << 20) as f64;
+        for &y in &[0.3 * step, -2.7 * step, 1.0 + 0.25 * step, -5000.75 * step, 3000.0 + 0.4 * step] {
+            let n = 100_000;
+            let base = (y / step).floor();
+            let frac = y / step - base;
+            let ups = (0..n).filter(|_| randomized_round_fast(&mut rng, y, step) as f64 > base).count() as f64;
+            let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
+            assert!((ups - n as f64 * frac).abs() < 4.42 * sd + 1.0, "y = {y}: {ups} ups of {n}, frac {frac}");
+            let r = randomized_round_fast(&mut rng, y, step) as f64;
+            assert!(r == base || r == base + 1.0, "y = {y}: {r} not adjacent to {base}");
+        }
+        assert_eq!(randomized_round_fast(&mut rng, 2.0 * step, step), 2);
+    }
+
+    #[test]
+    fn geometric_rate_matches_geometric() {
+        let mut rng = fast_rng(7);
+        let r: f64 = 0.6;
+        let n = 100_000;
+        let mut m = crate::estimate::Moments::default();
+        (0..n).for_each(|_| m.push(geometric_rate(&mut rng, -r.ln())));
+        let (mean, var) = (r / (1.0 - r), r / ((1.0 - r) * (1.0 - r)));
+        assert!(m.z_mean(mean, var).abs() < 4.42, "mean {} vs {mean}", m.mean);
+        let zeros = {
+            let mut rng = fast_rng(8);
+            (0..n).filter(|_| geometric_rate(&mut rng, -r.ln()) == 0.0).count()
+        };
+        let z = (zeros as f64 - n as f64 * (1.0 - r)) / (n as f64 * r * (1.0 - r)).sqrt();
+        assert!(z.abs() < 4.42, "P[G = 0]: {zeros} of {n}");
+    }
+
+    #[test]
+    fn fill_bits_zeroes_padding_and_is_fair() {
+        let mut rng = fast_rng(9);
+        let mut w = [0u64; 2];
+        let mut ones = 0u64;
+        for _ in 0..10_000 {
+            fill_bits(&mut rng, &mut w, 70);
+            assert_eq!(w[1] >> 6, 0);
+            ones += (w[0].count_ones() + w[1].count_ones()) as u64;
+        }
+        let n = 700_000.0;
+        assert!(((ones as f64 - n / 2.0) / (n / 4.0).sqrt()).abs() < 4.42, "ones {ones}");
+        assert_eq!(padding_mask(64), u64::MAX);
+        assert_eq!(padding_mask(3), 0b111);
     }
 
     #[test]

@@ -108,7 +108,11 @@ impl Schema {
                     }
                     for (j, c) in categories.iter().enumerate() {
                         if map.insert(c.clone(), j as u32).is_some() {
-                            return Err(Error::param("categories", format!("{name}: \"{c}\" twice"), "distinct labels"));
+                            return Err(Error::param(
+                                "categories",
+                                format!("{name}: \"{c}\" twice"),
+                                "distinct labels",
+                            ));
                         }
                     }
                 }

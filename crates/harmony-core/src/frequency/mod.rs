@@ -5,6 +5,25 @@
 //! errors use the exact aggregate variance including the f_v term (MECHANISMS.md §0), with the
 //! estimate plugged in for the unknown f_v (clamped to [0, 1]).
 
+pub mod adaptive;
+pub mod any;
+pub mod bassily_smith;
+pub mod fwht;
+pub mod grr;
+pub mod hadamard;
+pub mod hr;
+pub mod olh;
+pub mod unary;
+
+pub use adaptive::{Adaptive, AdaptiveAggregator, AdaptiveReport};
+pub use any::{AnyAggregator, AnyOracle, AnyReport, FREQUENCY_NAMES};
+pub use bassily_smith::{BassilySmith, BassilySmithAggregator, BassilySmithReport};
+pub use grr::{Grr, GrrAggregator, GrrReport};
+pub use hadamard::{Hadamard, HadamardAggregator, HadamardReport};
+pub use hr::{HadamardResponse, HrAggregator, HrReport};
+pub use olh::{Olh, OlhAggregator, OlhReport};
+pub use unary::{Oue, Sue, UnaryAggregator, UnaryEncoding, UnaryKind, UnaryReport};
+
 use crate::aggregate::Aggregator;
 use crate::error::Result;
 use crate::estimate::FrequencyEstimate;
@@ -56,6 +75,19 @@ pub trait FrequencyOracle: std::fmt::Debug + Clone + PartialEq + Send + Sync {
     /// Exact (the f_v term included). Oracles override it with their closed form.
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         freqs.iter().enumerate().map(|(x, &f)| f * self.report_variance(x, v)).sum()
+    }
+
+    /// The one-report estimate Y of f_v carried by a (valid) report: the aggregate estimate is
+    /// the mean of Y over the reports, E[Y | x] = 1[x = v] (for the unbiased oracles) and
+    /// Var(Y | x) = [`report_variance`](Self::report_variance)`(x, v)`. Multi-attribute
+    /// strategies scale it per report.
+    ///
+    /// The default builds a one-report aggregator (O(d)); every oracle here overrides it with
+    /// an O(1) form. The report must have passed the aggregator's `validate`.
+    fn report_estimate(&self, report: &Self::Report, v: usize) -> f64 {
+        let mut a = self.aggregator();
+        a.add_unchecked(report);
+        a.estimate().frequencies[v]
     }
 }
 

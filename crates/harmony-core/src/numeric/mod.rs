@@ -9,6 +9,19 @@
 //! grid [`GRID_STEP`]·ℤ (post-processing: keeps ε-LDP and unbiasedness, hides float low bits);
 //! the rounding variance (≤ step²/4, ≈ step²/6 on average) is included in `b` as step²/4 — an
 //! upper bound, smaller than 10⁻¹³.
+//!
+//! | name | type | report | one-report variance |
+//! |---|---|---|---|
+//! | `laplace` | [`Laplace`] | `Fixed` | 8/ε² |
+//! | `duchi` | [`Duchi`] | `Sign` | C² − t², C = (e^ε+1)/(e^ε−1) |
+//! | `pm` | [`Piecewise`] | `Fixed` | t²/(e^{ε/2}−1) + (e^{ε/2}+3)/(3(e^{ε/2}−1)²) |
+//! | `hm` | [`Hybrid`] | `Sign` or `Fixed` | constant in t for ε > ε* = 0.609352, Duchi's below |
+//! | `scdf` | [`Scdf`] | `Fixed` | staircase noise with γ = 1/2 |
+//! | `staircase` | [`Staircase`] | `Fixed` | staircase noise with the variance-optimal γ |
+//!
+//! Multidimensional mechanisms (t ∈ [-1, 1]^d) implement [`VectorMechanism`]: [`DuchiMulti`]
+//! (`duchi-multi`, Duchi et al. with Harmony's correction) and [`HarmonyBit`] (`harmony-1bit`).
+//! [`AnyNumeric`] picks a 1-D mechanism by name at run time.
 
 use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
@@ -17,10 +30,68 @@ use crate::params::{Epsilon, check_unit};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+pub mod any;
+pub mod duchi;
+pub mod duchi_multi;
+pub mod harmony_bit;
+pub mod hybrid;
+pub mod laplace;
+pub mod piecewise;
+pub mod staircase;
+pub mod vector;
+
+pub use any::{AnyNumeric, NUMERIC_NAMES};
+pub use duchi::Duchi;
+pub use duchi_multi::{DuchiMulti, DuchiMultiReport};
+pub use harmony_bit::{HarmonyBit, HarmonyBitReport};
+pub use hybrid::{EPSILON_STAR, Hybrid};
+pub use laplace::Laplace;
+pub use piecewise::Piecewise;
+pub use staircase::{Scdf, Staircase, StaircaseNoise};
+pub use vector::{VectorMeanAggregator, VectorMechanism};
+
 /// The fixed-point grid of real-valued reports: 2⁻²⁰ ≈ 9.5·10⁻⁷.
 pub const GRID_STEP: f64 = 1.0 / (1u64 << 20) as f64;
 /// Variance added by randomized rounding to the grid (upper bound step²/4).
 pub const GRID_VARIANCE: f64 = GRID_STEP * GRID_STEP / 4.0;
+
+/// The largest magnitude of a fixed-point report, 2⁴² ≈ 4.4·10¹² (2⁶² grid units, so an `i64`
+/// never saturates). Unbounded mechanisms (Laplace, staircase) clamp their output to ±this bound
+/// before rounding: clamping is post-processing, so ε-LDP is kept exactly, and with
+/// ε ≥ [`MIN_FIXED_EPSILON`] the probability that it changes anything is below e⁻²⁰⁰⁰. Decoders
+/// reject any report beyond it.
+pub const FIXED_BOUND: f64 = (1u64 << 42) as f64;
+
+/// The smallest ε accepted by the mechanisms with fixed-point reports (Laplace, PM, SCDF,
+/// staircase): below it their outputs could reach [`FIXED_BOUND`]. Duchi and HM (which is Duchi
+/// for ε ≤ ε*) accept every ε of [`Epsilon::new`].
+pub const MIN_FIXED_EPSILON: f64 = 1e-9;
+
+/// Validates ε for a mechanism with fixed-point reports: [`Epsilon::new`] and ε ≥
+/// [`MIN_FIXED_EPSILON`].
+pub fn check_fixed_epsilon(eps: f64, mechanism: &str) -> Result<Epsilon> {
+    let e = Epsilon::new(eps)?;
+    if eps < MIN_FIXED_EPSILON {
+        return Err(Error::param(
+            "epsilon",
+            eps,
+            format!("a number >= {MIN_FIXED_EPSILON} for {mechanism} (its reports are fixed-point numbers below 2^42)"),
+        ));
+    }
+    Ok(e)
+}
+
+/// Checks every value of a batch against [-1, 1]; the error names the first bad index. The
+/// message is only formatted on failure (no allocation on the happy path).
+pub fn check_unit_batch(ts: &[f64]) -> Result<()> {
+    if ts.iter().all(|t| (-1.0..=1.0).contains(t)) {
+        return Ok(());
+    }
+    for (i, &t) in ts.iter().enumerate() {
+        check_unit(&format!("value {i}"), t)?;
+    }
+    Ok(())
+}
 
 /// One numeric report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +107,7 @@ impl NumericReport {
     /// A real value rounded (unbiased, randomized) to the grid.
     #[inline]
     pub fn fixed<R: Rng + ?Sized>(rng: &mut R, y: f64) -> Self {
-        NumericReport::Fixed(crate::sampling::randomized_round(rng, y, GRID_STEP))
+        NumericReport::Fixed(crate::sampling::randomized_round_fast(rng, y, GRID_STEP))
     }
 }
 
@@ -61,9 +132,7 @@ pub trait NumericMechanism: std::fmt::Debug + Clone + PartialEq + Send + Sync {
     /// Randomizes a batch into `out` (appended). Validates all inputs first: on error nothing is
     /// appended and the error names the index.
     fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
-        for (i, &t) in ts.iter().enumerate() {
-            check_unit(&format!("value {i}"), t)?;
-        }
+        check_unit_batch(ts)?;
         out.reserve(ts.len());
         out.extend(ts.iter().map(|&t| self.randomize_unchecked(t, rng)));
         Ok(())
@@ -158,8 +227,10 @@ pub fn decode_fixed_bounded(report: &NumericReport, bound: f64, mechanism: &str)
     match *report {
         NumericReport::Fixed(u) => {
             let y = u as f64 * GRID_STEP;
-            // One grid step of slack: randomized rounding may round the bound itself up.
-            if !(y.abs() <= bound + GRID_STEP) {
+            // Compared in grid units (exact for every i64), with one unit of slack: randomized
+            // rounding may round the bound itself up.
+            let limit = ((bound / GRID_STEP).ceil() + 1.0).min(i64::MAX as f64) as u64;
+            if u.unsigned_abs() > limit {
                 return Err(Error::report("value", y, format!("a {mechanism} output in [-{bound}, {bound}]")));
             }
             Ok(y)

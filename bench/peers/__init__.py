@@ -1,0 +1,1 @@
+"""Python LDP peers (and the vectorised NumPy reference) measured by bench/compare.py."""

@@ -1,0 +1,211 @@
+//! One benchmark case: seeded inputs, timed randomization (one thread, batch API) and timed
+//! aggregation (a rayon pool) for each family of mechanisms.
+
+use harmony_core::Aggregator;
+use harmony_core::aggregate::aggregate_parallel;
+use harmony_core::frequency::{AnyOracle, FrequencyOracle};
+use harmony_core::numeric::{AnyNumeric, DuchiMulti, HarmonyBit, NumericMechanism, VectorMechanism};
+use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
+use serde::Serialize;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// Zipf exponent of the categorical workload (the same as the Python peers' workload).
+pub const ZIPF_S: f64 = 1.1;
+/// Largest number of f64 coordinates held by the input pool of a vector mechanism (128 MiB).
+const VECTOR_POOL_COORDS: usize = 1 << 24;
+
+/// How long each measurement repeats its timed section, and how often at most.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Repeat until the timed sections add up to this.
+    pub min_time: Duration,
+    /// ... or this many repetitions.
+    pub max_reps: u32,
+}
+
+/// What one measurement produced (one row of the output).
+#[derive(Debug, Clone, Serialize)]
+pub struct Measured {
+    /// Reports per second through `randomize_batch` on one thread.
+    pub randomize_per_s: f64,
+    /// Reports per second through `aggregate_parallel` + `estimate`.
+    pub aggregate_per_s: f64,
+    /// Seconds per `randomize_batch` of all n inputs (mean over repetitions).
+    pub randomize_s: f64,
+    /// Seconds per aggregation of all n reports, `estimate` included (mean over repetitions).
+    pub aggregate_s: f64,
+    /// Of which `estimate` (debiasing, transforms, standard errors).
+    pub estimate_s: f64,
+    /// Repetitions of the randomize and of the aggregate measurement.
+    pub reps: (u32, u32),
+    /// Size of one report in the binary wire format (mean over a sample), when known.
+    pub bytes_per_report: Option<f64>,
+}
+
+/// Repeats `f` (which times its own critical section) until `timing` is satisfied; returns the
+/// number of repetitions and the summed durations.
+fn repeat<F: FnMut() -> (Duration, Duration)>(timing: Timing, mut f: F) -> (u32, Duration, Duration) {
+    let (mut reps, mut total, mut extra) = (0u32, Duration::ZERO, Duration::ZERO);
+    while reps == 0 || (total < timing.min_time && reps < timing.max_reps) {
+        let (t, e) = f();
+        total += t;
+        extra += e;
+        reps += 1;
+    }
+    (reps, total, extra)
+}
+
+fn per_s(items: usize, reps: u32, total: Duration) -> f64 {
+    items as f64 * reps as f64 / total.as_secs_f64().max(1e-12)
+}
+
+/// Times the aggregation of `reports` into clones of `empty` on `pool`, then `estimate`.
+fn time_aggregate<A>(
+    empty: &A,
+    reports: &[A::Report],
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> (u32, Duration, Duration)
+where
+    A: Aggregator,
+    A::Report: Sync,
+{
+    repeat(timing, || {
+        let t0 = Instant::now();
+        let agg = pool.install(|| aggregate_parallel(empty, reports)).expect("benchmark reports are valid");
+        let t1 = Instant::now();
+        let est = agg.estimate();
+        let t2 = Instant::now();
+        black_box(est);
+        drop(agg);
+        (t2 - t0, t2 - t1)
+    })
+}
+
+fn finish(n: usize, rand: (u32, Duration), agg: (u32, Duration, Duration), bytes: Option<f64>) -> Measured {
+    Measured {
+        randomize_per_s: per_s(n, rand.0, rand.1),
+        aggregate_per_s: per_s(n, agg.0, agg.1),
+        randomize_s: rand.1.as_secs_f64() / rand.0 as f64,
+        aggregate_s: agg.1.as_secs_f64() / agg.0 as f64,
+        estimate_s: agg.2.as_secs_f64() / agg.0 as f64,
+        reps: (rand.0, agg.0),
+        bytes_per_report: bytes,
+    }
+}
+
+/// Mean wire size of the first (up to) 256 reports.
+fn mean_size<T>(reports: &[T], size: impl Fn(&T) -> usize) -> Option<f64> {
+    let k = reports.len().min(256);
+    (k > 0).then(|| reports[..k].iter().map(size).sum::<usize>() as f64 / k as f64)
+}
+
+/// `n` values uniform on [-1, 1].
+pub fn numeric_inputs(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = fast_rng(seed);
+    (0..n).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect()
+}
+
+/// `n` categories from Zipf([`ZIPF_S`]) over [0, d) (category 0 the most frequent).
+pub fn zipf_inputs(n: usize, d: usize, seed: u64) -> Vec<usize> {
+    let mut cdf: Vec<f64> = Vec::with_capacity(d);
+    let mut acc = 0.0;
+    for k in 1..=d {
+        acc += (k as f64).powf(-ZIPF_S);
+        cdf.push(acc);
+    }
+    let mut rng = fast_rng(seed);
+    (0..n)
+        .map(|_| {
+            let u = uniform01(&mut rng) * acc;
+            cdf.partition_point(|&c| c <= u).min(d - 1)
+        })
+        .collect()
+}
+
+/// A pool of distinct input vectors in [-1, 1]^d, at most [`VECTOR_POOL_COORDS`] coordinates in all;
+/// user i holds row i mod pool size.
+pub fn vector_pool(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
+    let rows = (VECTOR_POOL_COORDS / d).clamp(1, n.max(1));
+    let mut rng = fast_rng(seed);
+    (0..rows).map(|_| (0..d).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect()).collect()
+}
+
+/// Benchmarks a 1-D numeric mechanism on `inputs`.
+pub fn numeric(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
+    let mut rng = fast_rng(seed);
+    let mut out = Vec::with_capacity(inputs.len());
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        mech.randomize_batch(inputs, &mut rng, &mut out).expect("inputs are in [-1, 1]");
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    let agg = time_aggregate(&mech.aggregator(), &out, pool, timing);
+    let bytes = mean_size(&out, |r| harmony_core::wire::encode(r).len());
+    finish(inputs.len(), (rr, rt), agg, bytes)
+}
+
+/// Benchmarks a vector mechanism: n users, user i holding `rows[i mod rows.len()]`.
+pub fn vector<M>(mech: &M, rows: &[Vec<f64>], n: usize, seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured
+where
+    M: VectorMechanism,
+    M::Report: harmony_core::wire::WireReport,
+{
+    let users: Vec<&[f64]> = (0..n).map(|i| rows[i % rows.len()].as_slice()).collect();
+    let mut rng = fast_rng(seed);
+    let mut out = Vec::with_capacity(n);
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        mech.randomize_batch(&users, &mut rng, &mut out).expect("inputs are in [-1, 1]^d");
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    drop(users);
+    let agg = time_aggregate(&mech.aggregator(), &out, pool, timing);
+    let bytes = mean_size(&out, |r| harmony_core::wire::encode(r).len());
+    finish(n, (rr, rt), agg, bytes)
+}
+
+/// Benchmarks a frequency oracle on `inputs`.
+pub fn frequency(
+    oracle: &AnyOracle,
+    inputs: &[usize],
+    seed: u64,
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> Measured {
+    let mut rng = fast_rng(seed);
+    let mut out = Vec::with_capacity(inputs.len());
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        oracle.randomize_batch(inputs, &mut rng, &mut out).expect("inputs are in [0, d)");
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    let agg = time_aggregate(&oracle.aggregator(), &out, pool, timing);
+    let bytes = mean_size(&out, |r| r.encode().len());
+    finish(inputs.len(), (rr, rt), agg, bytes)
+}
+
+/// Builds and benchmarks a vector mechanism by name.
+pub fn vector_by_name(
+    name: &str,
+    eps: f64,
+    d: usize,
+    n: usize,
+    seed: u64,
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> anyhow::Result<Measured> {
+    let rows = vector_pool(n, d, stream_seed(seed, d as u64));
+    Ok(match name {
+        "duchi-multi" => vector(&DuchiMulti::new(eps, d)?, &rows, n, seed, pool, timing),
+        "harmony-1bit" => vector(&HarmonyBit::new(eps, d)?, &rows, n, seed, pool, timing),
+        other => anyhow::bail!("not a vector mechanism: {other}"),
+    })
+}

@@ -1,0 +1,192 @@
+//! `harmony plan`: closed-form predicted standard errors per attribute for every strategy and
+//! mechanism, before any data exists; the recommended choice; and the users needed for a target.
+
+use crate::data::SchemaFile;
+use crate::output::Format;
+use anyhow::{Result, bail};
+use clap::Args;
+use harmony_core::schema::Attribute;
+use harmony_core::strategy::{KChoice, RecordMechanism, StrategyKind, StrategyOptions};
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Options of `harmony plan`.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// Schema (TOML). Default: the bundled examples/adult.toml.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Number of users.
+    #[arg(long)]
+    pub users: Option<u64>,
+    /// Privacy budgets, comma-separated (default: the schema's, else 1).
+    #[arg(long, value_delimiter = ',')]
+    pub epsilon: Option<Vec<f64>>,
+    /// Target standard error (on [-1, 1] for numeric, on frequencies for categorical): prints
+    /// the users each choice needs so that every attribute meets it.
+    #[arg(long)]
+    pub target_error: Option<f64>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Serialize)]
+struct Choice {
+    epsilon: f64,
+    strategy: &'static str,
+    numeric_mechanism: &'static str,
+    categorical_mechanism: &'static str,
+    k: usize,
+    /// Mean over attributes of the worst-case standard error at `users`.
+    mean_std_error: Option<f64>,
+    /// Users needed so every attribute's worst-case SE ≤ target.
+    users_needed: Option<u64>,
+    attributes: Vec<AttrPlan>,
+}
+
+#[derive(Serialize)]
+struct AttrPlan {
+    name: String,
+    kind: &'static str,
+    /// Worst-case variance contributed per user (divide by n).
+    variance_per_user: f64,
+    /// Worst-case standard error at `users` ([-1, 1] scale for numeric; frequency for categorical).
+    std_error: Option<f64>,
+    /// The same in the attribute's units (numeric only).
+    std_error_units: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct PlanOutput {
+    users: Option<u64>,
+    target_error: Option<f64>,
+    choices: Vec<Choice>,
+    recommended: Vec<usize>,
+}
+
+/// Mechanism combinations compared by `plan`.
+const COMBOS: &[(StrategyKind, &str, &str)] = &[
+    (StrategyKind::Split, "laplace", "oue"),
+    (StrategyKind::Split, "scdf", "oue"),
+    (StrategyKind::Split, "staircase", "oue"),
+    (StrategyKind::Split, "duchi-multi", "oue"),
+    (StrategyKind::Split, "duchi-multi", "bassily-smith"),
+    (StrategyKind::Harmony, "duchi", "hadamard"),
+    (StrategyKind::SampleK, "pm", "oue"),
+    (StrategyKind::SampleK, "hm", "oue"),
+    (StrategyKind::SampleK, "hm", "olh"),
+    (StrategyKind::SampleK, "hm", "adaptive"),
+];
+
+/// Runs `harmony plan`.
+pub fn run(args: PlanArgs) -> Result<()> {
+    let path = args.schema.clone().unwrap_or_else(|| crate::data::bundled("examples/adult.toml"));
+    let file = SchemaFile::load(&path)?;
+    let schema = file.schema()?;
+    if args.users.is_none() && args.target_error.is_none() {
+        bail!("give --users N (predicted errors) and/or --target-error E (users needed)");
+    }
+    if let Some(u) = args.users
+        && u == 0
+    {
+        bail!("--users is 0, expected an integer >= 1");
+    }
+    if let Some(t) = args.target_error
+        && !(t > 0.0 && t.is_finite())
+    {
+        bail!("--target-error is {t}, expected a finite number > 0");
+    }
+    let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![1.0]);
+    let mut choices = Vec::new();
+    let mut recommended = Vec::new();
+    for &eps in &epsilons {
+        let first = choices.len();
+        for &(kind, num, cat) in COMBOS {
+            let opts = StrategyOptions {
+                kind,
+                epsilon: eps,
+                numeric_mechanism: num.into(),
+                categorical_mechanism: cat.into(),
+                k: KChoice::Optimal,
+            };
+            let mech = RecordMechanism::new(schema.clone(), opts)?;
+            let vars = mech.worst_case_variances();
+            let (num_name, cat_name) = mech.mechanism_names();
+            let attributes: Vec<AttrPlan> = schema
+                .attributes()
+                .iter()
+                .zip(&vars)
+                .map(|(a, &v)| {
+                    let se = args.users.map(|n| (v / n as f64).sqrt());
+                    AttrPlan {
+                        name: a.name().to_string(),
+                        kind: if a.is_numeric() { "numeric" } else { "categorical" },
+                        variance_per_user: v,
+                        std_error: se,
+                        std_error_units: match a {
+                            Attribute::Numeric { min, max, .. } => se.map(|s| s * 0.5 * (max - min)),
+                            _ => None,
+                        },
+                    }
+                })
+                .collect();
+            let mean_se = args
+                .users
+                .map(|_| attributes.iter().map(|a| a.std_error.unwrap_or(0.0)).sum::<f64>() / attributes.len() as f64);
+            let worst = vars.iter().cloned().fold(0.0, f64::max);
+            let users_needed = args.target_error.map(|t| (worst / (t * t)).ceil() as u64);
+            choices.push(Choice {
+                epsilon: eps,
+                strategy: kind.name(),
+                numeric_mechanism: num_name,
+                categorical_mechanism: cat_name,
+                k: mech.k(),
+                mean_std_error: mean_se,
+                users_needed,
+                attributes,
+            });
+        }
+        // Recommend by mean SE (or by users needed when only a target is given).
+        let best = (first..choices.len())
+            .min_by(|&a, &b| {
+                let key = |c: &Choice| c.mean_std_error.unwrap_or(c.users_needed.unwrap_or(u64::MAX) as f64);
+                key(&choices[a]).total_cmp(&key(&choices[b]))
+            })
+            .expect("at least one combination");
+        recommended.push(best);
+    }
+    let out = PlanOutput { users: args.users, target_error: args.target_error, choices, recommended };
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => print_table(&out, &path.display().to_string()),
+    }
+    Ok(())
+}
+
+fn print_table(out: &PlanOutput, schema: &str) {
+    println!("harmony plan: {schema} — closed-form worst-case standard errors (no data needed)");
+    if let Some(u) = out.users {
+        println!("users: {u}; SE on [-1, 1] for numeric attributes, on frequencies for categorical ones");
+    }
+    println!();
+    println!(
+        "{:>5}  {:<9} {:<12} {:<14} {:>3}  {:>12} {:>12} {:>14}",
+        "eps", "strategy", "numeric", "categorical", "k", "mean SE", "worst SE", "users needed"
+    );
+    for (i, c) in out.choices.iter().enumerate() {
+        let worst = c.attributes.iter().filter_map(|a| a.std_error).fold(0.0, f64::max);
+        let mark = if out.recommended.contains(&i) { "  <- recommended" } else { "" };
+        println!(
+            "{:>5}  {:<9} {:<12} {:<14} {:>3}  {:>12} {:>12} {:>14}{mark}",
+            c.epsilon,
+            c.strategy,
+            c.numeric_mechanism,
+            c.categorical_mechanism,
+            c.k,
+            c.mean_std_error.map(|x| format!("{x:.3e}")).unwrap_or("-".into()),
+            if out.users.is_some() { format!("{worst:.3e}") } else { "-".into() },
+            c.users_needed.map(|x| x.to_string()).unwrap_or("-".into()),
+        );
+    }
+}

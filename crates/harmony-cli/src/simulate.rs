@@ -1,0 +1,520 @@
+//! `harmony simulate`: every row of a CSV is one user; each row is randomized exactly as a client
+//! would (the same `RecordMechanism::randomize_into`), aggregated, and compared with the truth.
+
+use crate::data::{self, InvalidPolicy, SchemaFile};
+use crate::output::{Format, progress};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use harmony_core::Aggregator;
+use harmony_core::estimate::Z95;
+use harmony_core::sampling::{fast_rng, stream_seed};
+use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_core::strategy::{
+    AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions,
+};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Options of `harmony simulate`.
+#[derive(Args, Debug)]
+pub struct SimulateArgs {
+    /// CSV file, one user per row (`-` = stdin). Default: the bundled data/adult.csv.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Schema (TOML). Default: examples/adult.toml for the bundled data, else inferred.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Privacy budgets, comma-separated (default: the schema's, else 0.5,1,2,4).
+    #[arg(long, value_delimiter = ',')]
+    pub epsilon: Option<Vec<f64>>,
+    /// Strategies: split, harmony, sample-k (default: the schema's, else all three).
+    #[arg(long, value_delimiter = ',')]
+    pub strategy: Option<Vec<String>>,
+    /// Numeric mechanism (split: laplace|scdf|staircase|duchi|pm|hm|duchi-multi; sample-k: pm|hm).
+    #[arg(long)]
+    pub numeric_mechanism: Option<String>,
+    /// Categorical frequency oracle (split: oue|bassily-smith|...; sample-k: any).
+    #[arg(long)]
+    pub categorical_mechanism: Option<String>,
+    /// k for sample-k: `optimal` (closed-form argmin), `paper` (⌊ε/2.5⌋) or a number.
+    #[arg(long, default_value = "optimal")]
+    pub k: String,
+    /// Independent runs (fresh randomness each).
+    #[arg(long, default_value_t = 10)]
+    pub runs: usize,
+    /// Seed of the simulation's fast RNG.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Inference only: categorical columns with more labels than this are left out.
+    #[arg(long, default_value_t = 100)]
+    pub max_categories: usize,
+}
+
+#[derive(Serialize)]
+struct Output {
+    data: String,
+    n: usize,
+    d: usize,
+    runs: usize,
+    seed: u64,
+    skipped_rows: usize,
+    clamped_values: usize,
+    parse_seconds: f64,
+    results: Vec<RunResult>,
+}
+
+#[derive(Serialize)]
+struct RunResult {
+    epsilon: f64,
+    strategy: &'static str,
+    k: usize,
+    numeric_mechanism: &'static str,
+    categorical_mechanism: &'static str,
+    numeric_mse: Option<f64>,
+    numeric_predicted_mse: Option<f64>,
+    categorical_mse: Option<f64>,
+    categorical_predicted_mse: Option<f64>,
+    categorical_linf: Option<f64>,
+    ci_coverage: f64,
+    seconds: f64,
+    seconds_per_run: f64,
+    attributes: Vec<AttrResult>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AttrResult {
+    Numeric {
+        name: String,
+        kind: &'static str,
+        true_mean: f64,
+        estimate: f64,
+        std_error: f64,
+        ci95: [f64; 2],
+        true_mean_unit: f64,
+        estimate_unit: f64,
+        std_error_unit: f64,
+        mse: f64,
+        predicted_mse: f64,
+        ci_coverage: f64,
+    },
+    Categorical {
+        name: String,
+        kind: &'static str,
+        mse: f64,
+        predicted_mse: f64,
+        linf: f64,
+        ci_coverage: f64,
+        categories: Vec<CategoryResult>,
+    },
+}
+
+#[derive(Serialize)]
+struct CategoryResult {
+    label: String,
+    #[serde(rename = "true")]
+    truth: f64,
+    estimate: f64,
+    std_error: f64,
+    ci95: [f64; 2],
+}
+
+/// Ground truth per attribute, on the randomizers' scale.
+enum Truth {
+    Numeric { mean: f64, sum_t2: f64 },
+    Categorical { freqs: Vec<f64> },
+}
+
+fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
+    let d = schema.len();
+    schema
+        .attributes()
+        .iter()
+        .enumerate()
+        .map(|(j, a)| match a {
+            Attribute::Numeric { .. } => {
+                let (mut s, mut s2) = (0.0, 0.0);
+                for row in values.chunks(d) {
+                    if let Value::Unit(t) = row[j] {
+                        s += t;
+                        s2 += t * t;
+                    }
+                }
+                Truth::Numeric { mean: s / n as f64, sum_t2: s2 }
+            }
+            Attribute::Categorical { categories, .. } => {
+                let mut c = vec![0.0; categories.len()];
+                for row in values.chunks(d) {
+                    if let Value::Category(v) = row[j] {
+                        c[v as usize] += 1.0;
+                    }
+                }
+                Truth::Categorical { freqs: c.iter().map(|x| x / n as f64).collect() }
+            }
+        })
+        .collect()
+}
+
+/// Randomizes every row as a client would and aggregates on all cores. Chunks get independent
+/// seeded streams, so a run is reproducible whatever the thread count.
+pub fn collect(mech: &RecordMechanism, values: &[Value], seed: u64) -> Result<RecordAggregator> {
+    const CHUNK: usize = 4096;
+    let d = mech.schema().len();
+    let parts: Vec<Result<RecordAggregator>> = values
+        .par_chunks(CHUNK * d)
+        .enumerate()
+        .map(|(ci, rows)| {
+            let mut rng = fast_rng(stream_seed(seed, ci as u64));
+            let mut agg = mech.aggregator();
+            let mut report = RecordReport::default();
+            let mut scratch = Vec::with_capacity(d);
+            for row in rows.chunks(d) {
+                mech.randomize_into(row, &mut rng, &mut report, &mut scratch)?;
+                agg.add_unchecked(&report);
+            }
+            Ok(agg)
+        })
+        .collect();
+    let mut total = mech.aggregator();
+    for p in parts {
+        total.merge(&p?)?;
+    }
+    Ok(total)
+}
+
+fn parse_k(s: &str) -> Result<KChoice> {
+    Ok(match s {
+        "optimal" => KChoice::Optimal,
+        "paper" => KChoice::Paper,
+        n => KChoice::Fixed(
+            n.parse().with_context(|| format!("--k is \"{n}\", expected optimal, paper or a positive integer"))?,
+        ),
+    })
+}
+
+/// Loads data and schema as `simulate` (and `plan`) resolve them.
+pub fn load_inputs(
+    data: &Option<PathBuf>,
+    schema: &Option<PathBuf>,
+    max_categories: usize,
+) -> Result<(String, SchemaFile, data::Table)> {
+    let (data_path, schema_path) = match (data, schema) {
+        (None, None) => (data::bundled("data/adult.csv"), Some(data::bundled("examples/adult.toml"))),
+        (None, Some(s)) => (data::bundled("data/adult.csv"), Some(s.clone())),
+        (Some(d), s) => (d.clone(), s.clone()),
+    };
+    let table = data::read_csv(&data_path)?;
+    let file = match schema_path {
+        Some(p) => SchemaFile::load(&p)?,
+        None => {
+            let (f, warnings) = data::infer(&table, max_categories, &[]);
+            eprintln!(
+                "note: no --schema given; inferred one from {} ({} attributes; see `harmony schema infer`)",
+                data_path.display(),
+                f.attributes.len()
+            );
+            for w in warnings {
+                eprintln!("warning: {w}");
+            }
+            f
+        }
+    };
+    Ok((data_path.display().to_string(), file, table))
+}
+
+/// Runs `harmony simulate`.
+pub fn run(args: SimulateArgs) -> Result<()> {
+    if args.runs == 0 {
+        bail!("--runs is 0, expected an integer >= 1");
+    }
+    let t_parse = Instant::now();
+    let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let schema = file.schema()?;
+    let enc = data::encode(&table, &schema, file.invalid)?;
+    let parse_seconds = t_parse.elapsed().as_secs_f64();
+    if enc.skipped > 0 || enc.clamped > 0 {
+        let what = if file.invalid == InvalidPolicy::Skip { "skip" } else { "clamp" };
+        eprintln!(
+            "note: invalid-value policy \"{what}\": {} rows skipped, {} values clamped",
+            enc.skipped, enc.clamped
+        );
+    }
+    let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
+    let strategies: Vec<StrategyKind> = args
+        .strategy
+        .clone()
+        .or(file.strategies.clone())
+        .unwrap_or(StrategyKind::NAMES.iter().map(|s| s.to_string()).collect())
+        .iter()
+        .map(|s| StrategyKind::parse(s))
+        .collect::<Result<_, _>>()?;
+    let k = parse_k(&args.k)?;
+    let n = enc.n;
+    let truth = truths(&schema, &enc.values, n);
+
+    let pb = progress((epsilons.len() * strategies.len() * args.runs) as u64, "simulate", args.format);
+    let mut results = Vec::new();
+    for (ei, &eps) in epsilons.iter().enumerate() {
+        for (si, &kind) in strategies.iter().enumerate() {
+            let mut opts = StrategyOptions::default_for(kind, eps);
+            opts.k = k;
+            if let Some(m) = args.numeric_mechanism.clone().or(file.numeric_mechanism.clone())
+                && kind != StrategyKind::Harmony
+            {
+                opts.numeric_mechanism = m;
+            }
+            if let Some(m) = args.categorical_mechanism.clone().or(file.categorical_mechanism.clone())
+                && kind != StrategyKind::Harmony
+            {
+                opts.categorical_mechanism = m;
+            }
+            let mech = RecordMechanism::new(schema.clone(), opts)
+                .with_context(|| format!("strategy {} at epsilon {eps}", kind.name()))?;
+            let start = Instant::now();
+            let mut acc = Accumulator::new(&schema);
+            for r in 0..args.runs {
+                let run_seed = stream_seed(args.seed, ((ei as u64) << 40) | ((si as u64) << 32) | r as u64);
+                let agg = collect(&mech, &enc.values, run_seed)?;
+                acc.add(&agg.estimates(), &truth, r == 0);
+                pb.inc(1);
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            results.push(acc.finish(&mech, &schema, &truth, n, args.runs, seconds));
+        }
+    }
+    pb.finish_and_clear();
+    let out = Output {
+        data: data_name,
+        n,
+        d: schema.len(),
+        runs: args.runs,
+        seed: args.seed,
+        skipped_rows: enc.skipped,
+        clamped_values: enc.clamped,
+        parse_seconds,
+        results,
+    };
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => print_table(&out),
+    }
+    Ok(())
+}
+
+/// Per-attribute accumulation over runs.
+struct Accumulator {
+    sq_err: Vec<f64>,
+    linf: Vec<f64>,
+    covered: Vec<u64>,
+    cells: Vec<u64>,
+    first: Vec<AttributeEstimate>,
+}
+
+impl Accumulator {
+    fn new(schema: &Schema) -> Self {
+        let d = schema.len();
+        Accumulator { sq_err: vec![0.0; d], linf: vec![0.0; d], covered: vec![0; d], cells: vec![0; d], first: vec![] }
+    }
+
+    fn add(&mut self, est: &[AttributeEstimate], truth: &[Truth], first: bool) {
+        for (j, (e, t)) in est.iter().zip(truth).enumerate() {
+            match (e, t) {
+                (AttributeEstimate::Numeric(e), Truth::Numeric { mean, .. }) => {
+                    self.sq_err[j] += (e.value - mean).powi(2);
+                    self.covered[j] += e.covers(*mean) as u64;
+                    self.cells[j] += 1;
+                }
+                (AttributeEstimate::Categorical(fe), Truth::Categorical { freqs }) => {
+                    let mut worst: f64 = 0.0;
+                    for (v, &f) in freqs.iter().enumerate() {
+                        let err = fe.frequencies[v] - f;
+                        self.sq_err[j] += err * err;
+                        worst = worst.max(err.abs());
+                        self.covered[j] += fe.get(v).covers(f) as u64;
+                        self.cells[j] += 1;
+                    }
+                    self.linf[j] += worst;
+                }
+                _ => unreachable!("estimate kinds follow the schema"),
+            }
+        }
+        if first {
+            self.first = est.to_vec();
+        }
+    }
+
+    fn finish(
+        &self,
+        mech: &RecordMechanism,
+        schema: &Schema,
+        truth: &[Truth],
+        n: usize,
+        runs: usize,
+        seconds: f64,
+    ) -> RunResult {
+        let nf = n as f64;
+        let r = runs as f64;
+        let mut attributes = Vec::new();
+        let (mut num, mut cat) = ((0.0, 0.0, 0), (0.0, 0.0, 0.0, 0));
+        let (mut covered, mut cells) = (0, 0);
+        for (j, a) in schema.attributes().iter().enumerate() {
+            covered += self.covered[j];
+            cells += self.cells[j];
+            let coverage = self.covered[j] as f64 / self.cells[j] as f64;
+            match (a, &truth[j], &self.first[j]) {
+                (
+                    Attribute::Numeric { name, min, max },
+                    Truth::Numeric { mean, sum_t2 },
+                    AttributeEstimate::Numeric(e),
+                ) => {
+                    let half = 0.5 * (max - min);
+                    let mid = 0.5 * (max + min);
+                    let units = e.affine(half, mid);
+                    let mse = self.sq_err[j] / r;
+                    let predicted = mech.numeric_variance(j, *sum_t2, nf);
+                    num = (num.0 + mse, num.1 + predicted, num.2 + 1);
+                    attributes.push(AttrResult::Numeric {
+                        name: name.clone(),
+                        kind: "numeric",
+                        true_mean: half * mean + mid,
+                        estimate: units.value,
+                        std_error: units.std_error,
+                        ci95: units.ci95,
+                        true_mean_unit: *mean,
+                        estimate_unit: e.value,
+                        std_error_unit: e.std_error,
+                        mse,
+                        predicted_mse: predicted,
+                        ci_coverage: coverage,
+                    });
+                }
+                (
+                    Attribute::Categorical { name, categories },
+                    Truth::Categorical { freqs },
+                    AttributeEstimate::Categorical(fe),
+                ) => {
+                    let k = categories.len() as f64;
+                    let mse = self.sq_err[j] / (r * k);
+                    let predicted = mech.categorical_variance(j, freqs, nf).iter().sum::<f64>() / k;
+                    let linf = self.linf[j] / r;
+                    cat = (cat.0 + mse, cat.1 + predicted, cat.2 + linf, cat.3 + 1);
+                    attributes.push(AttrResult::Categorical {
+                        name: name.clone(),
+                        kind: "categorical",
+                        mse,
+                        predicted_mse: predicted,
+                        linf,
+                        ci_coverage: coverage,
+                        categories: categories
+                            .iter()
+                            .enumerate()
+                            .map(|(v, label)| {
+                                let e = fe.get(v);
+                                CategoryResult {
+                                    label: label.clone(),
+                                    truth: freqs[v],
+                                    estimate: e.value,
+                                    std_error: e.std_error,
+                                    ci95: e.ci95,
+                                }
+                            })
+                            .collect(),
+                    });
+                }
+                _ => unreachable!("estimate kinds follow the schema"),
+            }
+        }
+        let avg = |s: f64, c: usize| if c == 0 { None } else { Some(s / c as f64) };
+        let (num_name, cat_name) = mech.mechanism_names();
+        RunResult {
+            epsilon: mech.options().epsilon,
+            strategy: mech.options().kind.name(),
+            k: mech.k(),
+            numeric_mechanism: num_name,
+            categorical_mechanism: cat_name,
+            numeric_mse: avg(num.0, num.2),
+            numeric_predicted_mse: avg(num.1, num.2),
+            categorical_mse: avg(cat.0, cat.3),
+            categorical_predicted_mse: avg(cat.1, cat.3),
+            categorical_linf: avg(cat.2, cat.3),
+            ci_coverage: covered as f64 / cells as f64,
+            seconds,
+            seconds_per_run: seconds / r,
+            attributes,
+        }
+    }
+}
+
+fn fmt_opt(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.3e}")).unwrap_or_else(|| "-".into())
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+        _ => "-".into(),
+    }
+}
+
+fn print_table(out: &Output) {
+    println!(
+        "harmony simulate: {} — n = {} users, d = {} attributes, {} runs, seed {} (CSV parse {:.2} s)",
+        out.data, out.n, out.d, out.runs, out.seed, out.parse_seconds
+    );
+    println!("MSE: numeric on the [-1, 1] scale, categorical on frequencies averaged over categories;");
+    println!(
+        "pred = closed-form variance; cover = share of 95% CIs (runs × attributes × categories) covering the truth."
+    );
+    println!();
+    println!(
+        "{:>5}  {:<9} {:>3}  {:<12} {:<14} {:>10} {:>10} {:>5}  {:>10} {:>10} {:>5}  {:>6} {:>8}",
+        "eps",
+        "strategy",
+        "k",
+        "numeric",
+        "categorical",
+        "num MSE",
+        "num pred",
+        "ratio",
+        "cat MSE",
+        "cat pred",
+        "ratio",
+        "cover",
+        "s/run"
+    );
+    for r in &out.results {
+        println!(
+            "{:>5}  {:<9} {:>3}  {:<12} {:<14} {:>10} {:>10} {:>5}  {:>10} {:>10} {:>5}  {:>5.1}% {:>8.3}",
+            r.epsilon,
+            r.strategy,
+            r.k,
+            r.numeric_mechanism,
+            r.categorical_mechanism,
+            fmt_opt(r.numeric_mse),
+            fmt_opt(r.numeric_predicted_mse),
+            ratio(r.numeric_mse, r.numeric_predicted_mse),
+            fmt_opt(r.categorical_mse),
+            fmt_opt(r.categorical_predicted_mse),
+            ratio(r.categorical_mse, r.categorical_predicted_mse),
+            100.0 * r.ci_coverage,
+            r.seconds_per_run
+        );
+    }
+    if let Some(first) = out.results.first() {
+        println!();
+        println!(
+            "Numeric means, first run of eps = {} / {} (attribute units, ± 1.96·SE):",
+            first.epsilon, first.strategy
+        );
+        for a in &first.attributes {
+            if let AttrResult::Numeric { name, true_mean, estimate, std_error, .. } = a {
+                println!("  {name:<16} true {true_mean:>14.4}   estimate {estimate:>14.4} ± {:>12.4}", Z95 * std_error);
+            }
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Every frequency oracle behind one type, chosen by name at run time (the CLI, configs).
+//!
+//! [`AnyOracle`] implements [`FrequencyOracle`] with [`AnyReport`] and [`AnyAggregator`], so
+//! generic code drives any oracle; a report of the wrong variant is an
+//! [`Error::InvalidReport`], merging aggregators of different oracles an [`Error::Incompatible`].
+
+use super::{
+    Adaptive, AdaptiveAggregator, AdaptiveReport, BassilySmith, BassilySmithAggregator, BassilySmithReport,
+    FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator, HadamardReport, HadamardResponse,
+    HrAggregator, HrReport, Olh, OlhAggregator, OlhReport, Oue, Sue, UnaryAggregator, UnaryEncoding, UnaryReport,
+};
+use crate::aggregate::{Aggregator, at_index};
+use crate::error::{Error, Result};
+use crate::estimate::FrequencyEstimate;
+use crate::params::Epsilon;
+use crate::wire::{self, ReportKind, WIRE_VERSION};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// The names accepted by [`AnyOracle::by_name`], in a stable order.
+pub const FREQUENCY_NAMES: &[&str] = &["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive"];
+
+/// Any frequency oracle.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnyOracle {
+    /// [`Grr`].
+    Grr(Grr),
+    /// [`Sue`].
+    Sue(UnaryEncoding),
+    /// [`Oue`].
+    Oue(UnaryEncoding),
+    /// [`Olh`].
+    Olh(Olh),
+    /// [`Hadamard`].
+    Hadamard(Hadamard),
+    /// [`HadamardResponse`].
+    Hr(HadamardResponse),
+    /// [`BassilySmith`] (biased baseline).
+    BassilySmith(BassilySmith),
+    /// [`Adaptive`].
+    Adaptive(Adaptive),
+}
+
+/// A report of any frequency oracle (SUE and OUE share [`UnaryReport`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AnyReport {
+    /// GRR.
+    Grr(GrrReport),
+    /// SUE or OUE.
+    Unary(UnaryReport),
+    /// OLH.
+    Olh(OlhReport),
+    /// 1-bit Hadamard.
+    Hadamard(HadamardReport),
+    /// Hadamard Response.
+    Hr(HrReport),
+    /// Bassily–Smith.
+    BassilySmith(BassilySmithReport),
+    /// Adaptive.
+    Adaptive(AdaptiveReport),
+}
+
+/// The aggregator of any frequency oracle.
+#[derive(Debug, Clone)]
+pub enum AnyAggregator {
+    /// GRR.
+    Grr(GrrAggregator),
+    /// SUE or OUE.
+    Unary(UnaryAggregator),
+    /// OLH.
+    Olh(OlhAggregator),
+    /// 1-bit Hadamard.
+    Hadamard(HadamardAggregator),
+    /// Hadamard Response.
+    Hr(HrAggregator),
+    /// Bassily–Smith.
+    BassilySmith(BassilySmithAggregator),
+    /// Adaptive.
+    Adaptive(AdaptiveAggregator),
+}
+
+macro_rules! each_oracle {
+    ($self:expr, $o:ident => $e:expr) => {
+        match $self {
+            AnyOracle::Grr($o) => $e,
+            AnyOracle::Sue($o) | AnyOracle::Oue($o) => $e,
+            AnyOracle::Olh($o) => $e,
+            AnyOracle::Hadamard($o) => $e,
+            AnyOracle::Hr($o) => $e,
+            AnyOracle::BassilySmith($o) => $e,
+            AnyOracle::Adaptive($o) => $e,
+        }
+    };
+}
+
+/// Matches an oracle (or aggregator) with a report of its own kind; `$other` otherwise.
+macro_rules! paired {
+    ($self:expr, $r:expr, $o:ident, $x:ident => $e:expr, _ => $other:expr) => {
+        match ($self, $r) {
+            (AnyOracle::Grr($o), AnyReport::Grr($x)) => $e,
+            (AnyOracle::Sue($o) | AnyOracle::Oue($o), AnyReport::Unary($x)) => $e,
+            (AnyOracle::Olh($o), AnyReport::Olh($x)) => $e,
+            (AnyOracle::Hadamard($o), AnyReport::Hadamard($x)) => $e,
+            (AnyOracle::Hr($o), AnyReport::Hr($x)) => $e,
+            (AnyOracle::BassilySmith($o), AnyReport::BassilySmith($x)) => $e,
+            (AnyOracle::Adaptive($o), AnyReport::Adaptive($x)) => $e,
+            _ => $other,
+        }
+    };
+}
+
+macro_rules! paired_agg {
+    ($self:expr, $r:expr, $o:ident, $x:ident => $e:expr, _ => $other:expr) => {
+        match ($self, $r) {
+            (AnyAggregator::Grr($o), AnyReport::Grr($x)) => $e,
+            (AnyAggregator::Unary($o), AnyReport::Unary($x)) => $e,
+            (AnyAggregator::Olh($o), AnyReport::Olh($x)) => $e,
+            (AnyAggregator::Hadamard($o), AnyReport::Hadamard($x)) => $e,
+            (AnyAggregator::Hr($o), AnyReport::Hr($x)) => $e,
+            (AnyAggregator::BassilySmith($o), AnyReport::BassilySmith($x)) => $e,
+            (AnyAggregator::Adaptive($o), AnyReport::Adaptive($x)) => $e,
+            _ => $other,
+        }
+    };
+}
+
+impl AnyOracle {
+    /// Builds the oracle called `name` (one of [`FREQUENCY_NAMES`]) with budget `epsilon` over
+    /// [0, d). Errors: an unknown name, or the oracle's own parameter errors.
+    pub fn by_name(name: &str, epsilon: f64, d: usize) -> Result<AnyOracle> {
+        Ok(match name {
+            "grr" => AnyOracle::Grr(Grr::new(epsilon, d)?),
+            "sue" => AnyOracle::Sue(Sue::new(epsilon, d)?),
+            "oue" => AnyOracle::Oue(Oue::new(epsilon, d)?),
+            "olh" => AnyOracle::Olh(Olh::new(epsilon, d)?),
+            "hadamard" => AnyOracle::Hadamard(Hadamard::new(epsilon, d)?),
+            "hr" => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
+            "bassily-smith" => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
+            "adaptive" => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
+            _ => {
+                return Err(Error::param(
+                    "mechanism",
+                    name,
+                    "one of grr, sue, oue, olh, hadamard, hr, bassily-smith, adaptive",
+                ));
+            }
+        })
+    }
+    /// The wire kind of this oracle's reports.
+    pub fn report_kind(&self) -> ReportKind {
+        match self {
+            AnyOracle::Grr(_) => ReportKind::Grr,
+            AnyOracle::Sue(_) | AnyOracle::Oue(_) => ReportKind::Unary,
+            AnyOracle::Olh(_) => ReportKind::Olh,
+            AnyOracle::Hadamard(_) => ReportKind::Hadamard,
+            AnyOracle::Hr(_) => ReportKind::HadamardResponse,
+            AnyOracle::BassilySmith(_) => ReportKind::BassilySmith,
+            AnyOracle::Adaptive(_) => ReportKind::Adaptive,
+        }
+    }
+    /// P[report | x] from the oracle's constants (0 for a report of another kind). For OLH it
+    /// is conditional on the report's seed.
+    pub fn output_probability(&self, x: usize, r: &AnyReport) -> f64 {
+        paired!(self, r, o, r => o.output_probability(x, r), _ => 0.0)
+    }
+    /// Decodes a binary report of this oracle's kind ([`wire::decode`]; range checks happen in
+    /// the aggregator's `validate`).
+    pub fn decode_report(&self, bytes: &[u8]) -> Result<AnyReport> {
+        decode_kind(self.report_kind(), bytes)
+    }
+    /// Parses the JSON form of a report of this oracle's kind (the inner report's JSON).
+    pub fn report_from_json(&self, text: &str) -> Result<AnyReport> {
+        Ok(match self.report_kind() {
+            ReportKind::Grr => AnyReport::Grr(wire::from_json(text)?),
+            ReportKind::Unary => AnyReport::Unary(wire::from_json(text)?),
+            ReportKind::Olh => AnyReport::Olh(wire::from_json(text)?),
+            ReportKind::Hadamard => AnyReport::Hadamard(wire::from_json(text)?),
+            ReportKind::HadamardResponse => AnyReport::Hr(wire::from_json(text)?),
+            ReportKind::BassilySmith => AnyReport::BassilySmith(wire::from_json(text)?),
+            _ => AnyReport::Adaptive(wire::from_json(text)?),
+        })
+    }
+}
+
+fn decode_kind(kind: ReportKind, bytes: &[u8]) -> Result<AnyReport> {
+    Ok(match kind {
+        ReportKind::Grr => AnyReport::Grr(wire::decode(bytes)?),
+        ReportKind::Unary => AnyReport::Unary(wire::decode(bytes)?),
+        ReportKind::Olh => AnyReport::Olh(wire::decode(bytes)?),
+        ReportKind::Hadamard => AnyReport::Hadamard(wire::decode(bytes)?),
+        ReportKind::HadamardResponse => AnyReport::Hr(wire::decode(bytes)?),
+        ReportKind::BassilySmith => AnyReport::BassilySmith(wire::decode(bytes)?),
+        ReportKind::Adaptive => AnyReport::Adaptive(wire::decode(bytes)?),
+        other => return Err(Error::report("kind", other as u8, "a frequency report kind (2 to 8)")),
+    })
+}
+
+const FREQUENCY_KINDS: [ReportKind; 7] = [
+    ReportKind::Grr,
+    ReportKind::Unary,
+    ReportKind::Olh,
+    ReportKind::Hadamard,
+    ReportKind::HadamardResponse,
+    ReportKind::BassilySmith,
+    ReportKind::Adaptive,
+];
+
+impl AnyReport {
+    /// The wire kind.
+    pub fn kind(&self) -> ReportKind {
+        match self {
+            AnyReport::Grr(_) => ReportKind::Grr,
+            AnyReport::Unary(_) => ReportKind::Unary,
+            AnyReport::Olh(_) => ReportKind::Olh,
+            AnyReport::Hadamard(_) => ReportKind::Hadamard,
+            AnyReport::Hr(_) => ReportKind::HadamardResponse,
+            AnyReport::BassilySmith(_) => ReportKind::BassilySmith,
+            AnyReport::Adaptive(_) => ReportKind::Adaptive,
+        }
+    }
+    /// The binary encoding, `[version][kind][payload]` of the inner report.
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            AnyReport::Grr(r) => wire::encode(r),
+            AnyReport::Unary(r) => wire::encode(r),
+            AnyReport::Olh(r) => wire::encode(r),
+            AnyReport::Hadamard(r) => wire::encode(r),
+            AnyReport::Hr(r) => wire::encode(r),
+            AnyReport::BassilySmith(r) => wire::encode(r),
+            AnyReport::Adaptive(r) => wire::encode(r),
+        }
+    }
+    /// Decodes a binary report of any frequency kind (dispatching on the kind byte). Errors:
+    /// [`Error::InvalidReport`] for a bad header, version or kind, a garbled or truncated
+    /// payload, or trailing bytes.
+    pub fn decode(bytes: &[u8]) -> Result<AnyReport> {
+        match bytes {
+            [WIRE_VERSION, k, ..] => match FREQUENCY_KINDS.iter().find(|kind| **kind as u8 == *k) {
+                Some(kind) => decode_kind(*kind, bytes),
+                None => Err(Error::report("kind", k, "a frequency report kind (2 to 8)")),
+            },
+            // Header and version errors, worded by the wire module.
+            _ => wire::decode::<GrrReport>(bytes).map(AnyReport::Grr),
+        }
+    }
+}
+
+impl FrequencyOracle for AnyOracle {
+    type Report = AnyReport;
+    type Aggregator = AnyAggregator;
+
+    fn name(&self) -> &'static str {
+        each_oracle!(self, o => o.name())
+    }
+    fn epsilon(&self) -> Epsilon {
+        each_oracle!(self, o => o.epsilon())
+    }
+    fn domain_size(&self) -> usize {
+        each_oracle!(self, o => o.domain_size())
+    }
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> AnyReport {
+        match self {
+            AnyOracle::Grr(o) => AnyReport::Grr(o.randomize_unchecked(v, rng)),
+            AnyOracle::Sue(o) | AnyOracle::Oue(o) => AnyReport::Unary(o.randomize_unchecked(v, rng)),
+            AnyOracle::Olh(o) => AnyReport::Olh(o.randomize_unchecked(v, rng)),
+            AnyOracle::Hadamard(o) => AnyReport::Hadamard(o.randomize_unchecked(v, rng)),
+            AnyOracle::Hr(o) => AnyReport::Hr(o.randomize_unchecked(v, rng)),
+            AnyOracle::BassilySmith(o) => AnyReport::BassilySmith(o.randomize_unchecked(v, rng)),
+            AnyOracle::Adaptive(o) => AnyReport::Adaptive(o.randomize_unchecked(v, rng)),
+        }
+    }
+    fn aggregator(&self) -> AnyAggregator {
+        match self {
+            AnyOracle::Grr(o) => AnyAggregator::Grr(o.aggregator()),
+            AnyOracle::Sue(o) | AnyOracle::Oue(o) => AnyAggregator::Unary(o.aggregator()),
+            AnyOracle::Olh(o) => AnyAggregator::Olh(o.aggregator()),
+            AnyOracle::Hadamard(o) => AnyAggregator::Hadamard(o.aggregator()),
+            AnyOracle::Hr(o) => AnyAggregator::Hr(o.aggregator()),
+            AnyOracle::BassilySmith(o) => AnyAggregator::BassilySmith(o.aggregator()),
+            AnyOracle::Adaptive(o) => AnyAggregator::Adaptive(o.aggregator()),
+        }
+    }
+    fn report_variance(&self, x: usize, v: usize) -> f64 {
+        each_oracle!(self, o => o.report_variance(x, v))
+    }
+    fn worst_case_variance(&self) -> f64 {
+        each_oracle!(self, o => o.worst_case_variance())
+    }
+    fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
+        each_oracle!(self, o => o.aggregate_variance(freqs, v))
+    }
+    /// NaN for a report of another oracle's kind.
+    fn report_estimate(&self, r: &AnyReport, v: usize) -> f64 {
+        paired!(self, r, o, r => o.report_estimate(r, v), _ => f64::NAN)
+    }
+}
+
+impl AnyAggregator {
+    fn kind(&self) -> ReportKind {
+        match self {
+            AnyAggregator::Grr(_) => ReportKind::Grr,
+            AnyAggregator::Unary(_) => ReportKind::Unary,
+            AnyAggregator::Olh(_) => ReportKind::Olh,
+            AnyAggregator::Hadamard(_) => ReportKind::Hadamard,
+            AnyAggregator::Hr(_) => ReportKind::HadamardResponse,
+            AnyAggregator::BassilySmith(_) => ReportKind::BassilySmith,
+            AnyAggregator::Adaptive(_) => ReportKind::Adaptive,
+        }
+    }
+}
+
+macro_rules! each_aggregator {
+    ($self:expr, $a:ident => $e:expr) => {
+        match $self {
+            AnyAggregator::Grr($a) => $e,
+            AnyAggregator::Unary($a) => $e,
+            AnyAggregator::Olh($a) => $e,
+            AnyAggregator::Hadamard($a) => $e,
+            AnyAggregator::Hr($a) => $e,
+            AnyAggregator::BassilySmith($a) => $e,
+            AnyAggregator::Adaptive($a) => $e,
+        }
+    };
+}
+
+impl Aggregator for AnyAggregator {
+    type Report = AnyReport;
+    type Output = FrequencyEstimate;
+
+    fn validate(&self, r: &AnyReport) -> Result<()> {
+        paired_agg!(self, r, a, r => a.validate(r), _ => Err(Error::report(
+            "kind",
+            format!("a {:?} report", r.kind()),
+            format!("a {:?} report", self.kind()),
+        )))
+    }
+    fn add_unchecked(&mut self, r: &AnyReport) {
+        // A report of another kind cannot pass `validate`; it is ignored here.
+        paired_agg!(self, r, a, r => a.add_unchecked(r), _ => ())
+    }
+    fn add_batch(&mut self, reports: &[AnyReport]) -> Result<()> {
+        for (i, r) in reports.iter().enumerate() {
+            self.validate(r).map_err(|e| at_index(e, i))?;
+        }
+        match self {
+            AnyAggregator::Unary(a) => {
+                a.add_validated(reports.iter().filter_map(|r| if let AnyReport::Unary(r) = r { Some(r) } else { None }))
+            }
+            AnyAggregator::Olh(a) => {
+                let inner: Vec<OlhReport> =
+                    reports.iter().filter_map(|r| if let AnyReport::Olh(r) = r { Some(*r) } else { None }).collect();
+                a.add_batch(&inner)?;
+            }
+            AnyAggregator::Adaptive(a) => {
+                let inner: Vec<AdaptiveReport> = reports
+                    .iter()
+                    .filter_map(|r| if let AnyReport::Adaptive(r) = r { Some(r.clone()) } else { None })
+                    .collect();
+                a.add_batch(&inner)?;
+            }
+            _ => reports.iter().for_each(|r| self.add_unchecked(r)),
+        }
+        Ok(())
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        match (self, other) {
+            (AnyAggregator::Grr(a), AnyAggregator::Grr(b)) => a.merge(b),
+            (AnyAggregator::Unary(a), AnyAggregator::Unary(b)) => a.merge(b),
+            (AnyAggregator::Olh(a), AnyAggregator::Olh(b)) => a.merge(b),
+            (AnyAggregator::Hadamard(a), AnyAggregator::Hadamard(b)) => a.merge(b),
+            (AnyAggregator::Hr(a), AnyAggregator::Hr(b)) => a.merge(b),
+            (AnyAggregator::BassilySmith(a), AnyAggregator::BassilySmith(b)) => a.merge(b),
+            (AnyAggregator::Adaptive(a), AnyAggregator::Adaptive(b)) => a.merge(b),
+            (a, b) => Err(Error::Incompatible(format!("aggregators of {:?} and {:?} reports", a.kind(), b.kind()))),
+        }
+    }
+    fn count(&self) -> u64 {
+        each_aggregator!(self, a => a.count())
+    }
+    fn estimate(&self) -> FrequencyEstimate {
+        each_aggregator!(self, a => a.estimate())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::fast_rng;
+
+    #[test]
+    fn by_name_builds_every_oracle_and_rejects_unknown_names() {
+        for &name in FREQUENCY_NAMES {
+            let o = AnyOracle::by_name(name, 1.0, 10).unwrap();
+            assert_eq!(o.name(), name);
+            assert_eq!(o.domain_size(), 10);
+        }
+        let e = AnyOracle::by_name("rappor", 1.0, 10).unwrap_err();
+        assert!(matches!(e, Error::InvalidParameter { name: "mechanism", .. }));
+        assert!(e.to_string().contains("\"rappor\"") && e.to_string().contains("bassily-smith"), "{e}");
+        assert!(matches!(
+            AnyOracle::by_name("grr", f64::NAN, 10),
+            Err(Error::InvalidParameter { name: "epsilon", .. })
+        ));
+    }
+
+    #[test]
+    fn reports_roundtrip_and_wrong_kinds_are_rejected() {
+        let mut rng = fast_rng(701);
+        for &name in FREQUENCY_NAMES {
+            let o = AnyOracle::by_name(name, 1.0, 10).unwrap();
+            let r = o.randomize(3, &mut rng).unwrap();
+            assert_eq!(r.kind(), o.report_kind());
+            let bytes = r.encode();
+            assert_eq!(AnyReport::decode(&bytes).unwrap(), r, "{name}");
+            assert_eq!(o.decode_report(&bytes).unwrap(), r, "{name}");
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(serde_json::from_str::<AnyReport>(&json).unwrap(), r);
+            let inner_json = match &r {
+                AnyReport::Grr(x) => wire::to_json(x),
+                AnyReport::Unary(x) => wire::to_json(x),
+                AnyReport::Olh(x) => wire::to_json(x),
+                AnyReport::Hadamard(x) => wire::to_json(x),
+                AnyReport::Hr(x) => wire::to_json(x),
+                AnyReport::BassilySmith(x) => wire::to_json(x),
+                AnyReport::Adaptive(x) => wire::to_json(x),
+            };
+            assert_eq!(o.report_from_json(&inner_json).unwrap(), r);
+            let mut a = o.aggregator();
+            a.add(&r).unwrap();
+            let other =
+                if name == "grr" { AnyReport::Hr(HrReport { y: 0 }) } else { AnyReport::Grr(GrrReport { y: 0 }) };
+            let e = a.add(&other).unwrap_err();
+            assert!(matches!(e, Error::InvalidReport { .. }) && e.to_string().contains("kind"), "{name}: {e}");
+            assert_eq!(a.count(), 1);
+            assert!(o.report_estimate(&other, 0).is_nan());
+        }
+        let e = AnyReport::decode(&[1, 1, 0]).unwrap_err().to_string();
+        assert!(e.contains("kind is 1"), "{e}");
+        assert!(AnyReport::decode(&[2, 2, 0]).unwrap_err().to_string().contains("version is 2"));
+        assert!(AnyReport::decode(&[1]).unwrap_err().to_string().contains("header"));
+        let oue = AnyOracle::by_name("oue", 1.0, 10).unwrap();
+        assert!(oue.decode_report(&AnyReport::Grr(GrrReport { y: 1 }).encode()).is_err());
+    }
+
+    #[test]
+    fn different_oracles_do_not_merge() {
+        let sue = AnyOracle::by_name("sue", 1.0, 10).unwrap();
+        let oue = AnyOracle::by_name("oue", 1.0, 10).unwrap();
+        let grr = AnyOracle::by_name("grr", 1.0, 10).unwrap();
+        assert!(matches!(sue.aggregator().merge(&oue.aggregator()), Err(Error::Incompatible(_))));
+        assert!(matches!(sue.aggregator().merge(&grr.aggregator()), Err(Error::Incompatible(_))));
+    }
+}

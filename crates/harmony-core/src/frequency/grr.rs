@@ -1,0 +1,231 @@
+//! Generalized randomized response (GRR, "direct encoding"; MECHANISMS.md §A2).
+//!
+//! The user keeps x with probability p = e^ε/(e^ε + d − 1) and otherwise reports
+//! `(x + 1 + U{0..d−2}) mod d`, uniform over the d − 1 other values, each with probability
+//! q = 1/(e^ε + d − 1). Every output o has P[o | x] ∈ {p, q} and p/q = e^ε, so the mechanism is
+//! exactly ε-LDP. A report supports v iff it equals v: p* = p, q* = q, and
+//! f̂_v = (C(v)/n − q)/(p − q) is unbiased with n·Var = (d − 2 + e^ε)/(e^ε − 1)² +
+//! f_v (d − 2)/(e^ε − 1).
+//!
+//! p and q are computed as 1/(1 + (d − 1)e^−ε) and e^−ε·p, which neither overflow nor lose
+//! precision at large ε.
+
+use super::{FrequencyOracle, PureParams};
+use crate::aggregate::{Aggregator, check_compatible};
+use crate::error::{Error, Result};
+use crate::estimate::FrequencyEstimate;
+use crate::params::{Epsilon, check_domain};
+use crate::sampling::{bernoulli, uniform_below};
+use crate::wire::{ReportKind, WireReport};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Generalized randomized response over [0, d).
+///
+/// # Privacy
+/// P[o | x] = p = e^ε/(e^ε + d − 1) if o = x and q = 1/(e^ε + d − 1) otherwise, so for any two
+/// inputs and any output the ratio is at most p/q = e^ε, attained at o = x: exactly ε-LDP.
+///
+/// # Utility
+/// With f_v the fraction of users holding v, the estimate of f_v has
+/// `Var = [ (d − 2 + e^ε)/(e^ε − 1)² + f_v (d − 2)/(e^ε − 1) ] / n`; one report has variance
+/// e^ε(d − 1)/(e^ε − 1)² if x = v and (d − 2 + e^ε)/(e^ε − 1)² otherwise. Best when
+/// d < 3e^ε + 2. Report: ⌈log₂ d⌉ bits; aggregation O(n + d).
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::Grr;
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let grr = Grr::new(2.0, 4).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// let mut agg = grr.aggregator();
+/// for i in 0..4000 {
+///     let v = if i % 4 == 0 { 1 } else { 0 }; // 75% hold 0, 25% hold 1
+///     agg.add(&grr.randomize(v, &mut rng).unwrap()).unwrap();
+/// }
+/// let est = agg.estimate();
+/// assert!((est.frequencies[0] - 0.75).abs() < 5.0 * est.std_errors[0]);
+/// assert!((est.frequencies[3] - 0.0).abs() < 5.0 * est.std_errors[3]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grr {
+    eps: Epsilon,
+    d: usize,
+    p: f64,
+    q: f64,
+}
+
+/// A GRR report: the reported category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GrrReport {
+    /// The reported category, in [0, d).
+    pub y: u32,
+}
+
+impl WireReport for GrrReport {
+    const KIND: ReportKind = ReportKind::Grr;
+}
+
+impl Grr {
+    /// GRR with budget `epsilon` over [0, d). Errors: ε not finite and > 0, d < 2.
+    pub fn new(epsilon: f64, d: usize) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        let d = check_domain("d", d)?;
+        let em = (-eps.value()).exp();
+        let p = 1.0 / (1.0 + (d as f64 - 1.0) * em);
+        let q = em * p;
+        Ok(Grr { eps, d, p, q })
+    }
+    /// P[report = x | x] = e^ε/(e^ε + d − 1).
+    pub fn p(&self) -> f64 {
+        self.p
+    }
+    /// P[report = o | x] for each o ≠ x: 1/(e^ε + d − 1).
+    pub fn q(&self) -> f64 {
+        self.q
+    }
+    /// Support probabilities (p*, q*) = (p, q).
+    pub fn pure_params(&self) -> PureParams {
+        PureParams { p: self.p, q: self.q }
+    }
+    /// P[report | x] computed from the oracle's constants (0 for an out-of-range report).
+    pub fn output_probability(&self, x: usize, report: &GrrReport) -> f64 {
+        match report.y as usize {
+            y if y >= self.d => 0.0,
+            y if y == x => self.p,
+            _ => self.q,
+        }
+    }
+}
+
+impl FrequencyOracle for Grr {
+    type Report = GrrReport;
+    type Aggregator = GrrAggregator;
+
+    fn name(&self) -> &'static str {
+        "grr"
+    }
+    fn epsilon(&self) -> Epsilon {
+        self.eps
+    }
+    fn domain_size(&self) -> usize {
+        self.d
+    }
+    #[inline]
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> GrrReport {
+        let y =
+            if bernoulli(rng, self.p) { v } else { (v + 1 + uniform_below(rng, self.d as u64 - 1) as usize) % self.d };
+        GrrReport { y: y as u32 }
+    }
+    fn aggregator(&self) -> GrrAggregator {
+        GrrAggregator { oracle: self.clone(), counts: vec![0; self.d], n: 0 }
+    }
+    fn report_variance(&self, x: usize, v: usize) -> f64 {
+        self.pure_params().report_variance(x == v)
+    }
+    fn worst_case_variance(&self) -> f64 {
+        let pp = self.pure_params();
+        pp.report_variance(true).max(pp.report_variance(false))
+    }
+    fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
+        self.pure_params().aggregate_variance(freqs[v])
+    }
+    fn report_estimate(&self, report: &GrrReport, v: usize) -> f64 {
+        let s = (report.y as usize == v) as u8 as f64;
+        (s - self.q) / (self.p - self.q)
+    }
+}
+
+/// Server-side GRR state: one count per category. O(d) memory, O(1) per report.
+#[derive(Debug, Clone)]
+pub struct GrrAggregator {
+    oracle: Grr,
+    counts: Vec<u64>,
+    n: u64,
+}
+
+impl GrrAggregator {
+    /// The number of reports equal to each category.
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+}
+
+impl Aggregator for GrrAggregator {
+    type Report = GrrReport;
+    type Output = FrequencyEstimate;
+
+    fn validate(&self, r: &GrrReport) -> Result<()> {
+        if r.y as usize >= self.oracle.d {
+            return Err(Error::report("y", r.y, format!("a category in [0, {})", self.oracle.d)));
+        }
+        Ok(())
+    }
+    #[inline]
+    fn add_unchecked(&mut self, r: &GrrReport) {
+        self.counts[r.y as usize] += 1;
+        self.n += 1;
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("grr parameters", &self.oracle, &other.oracle)?;
+        self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+        self.n += other.n;
+        Ok(())
+    }
+    fn count(&self) -> u64 {
+        self.n
+    }
+    fn estimate(&self) -> FrequencyEstimate {
+        self.oracle.pure_params().estimate_from_counts(self.n, self.counts.iter().map(|&c| c as f64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::fast_rng;
+
+    #[test]
+    fn constants_are_stable_at_large_epsilon() {
+        let g = Grr::new(700.0, 1 << 20).unwrap();
+        assert!(g.p() > 0.0 && g.p() <= 1.0 && g.q() >= 0.0);
+        assert!(g.worst_case_variance().is_finite());
+        let g = Grr::new(1.0, 3).unwrap();
+        let e = 1f64.exp();
+        assert!((g.p() - e / (e + 2.0)).abs() < 1e-15 && (g.q() - 1.0 / (e + 2.0)).abs() < 1e-15);
+        assert!((g.p() / g.q() - e).abs() < 1e-12);
+    }
+
+    #[test]
+    fn closed_forms_match_the_reference_sheet() {
+        let (eps, d) = (1.3f64, 9usize);
+        let g = Grr::new(eps, d).unwrap();
+        let e = eps.exp();
+        let df = d as f64;
+        assert!((g.report_variance(2, 2) - e * (df - 1.0) / (e - 1.0).powi(2)).abs() < 1e-12);
+        assert!((g.report_variance(1, 2) - (df - 2.0 + e) / (e - 1.0).powi(2)).abs() < 1e-12);
+        let mut f = vec![0.0; d];
+        f[0] = 0.7;
+        f[3] = 0.3;
+        let closed = (df - 2.0 + e) / (e - 1.0).powi(2) + 0.3 * (df - 2.0) / (e - 1.0);
+        assert!((g.aggregate_variance(&f, 3) - closed).abs() < 1e-12);
+        let by_sum: f64 = f.iter().enumerate().map(|(x, &fx)| fx * g.report_variance(x, 3)).sum();
+        assert!((by_sum - closed).abs() < 1e-12);
+    }
+
+    #[test]
+    fn randomize_stays_in_range_and_validate_rejects() {
+        let g = Grr::new(0.5, 3).unwrap();
+        let mut rng = fast_rng(101);
+        let mut agg = g.aggregator();
+        for _ in 0..1000 {
+            let r = g.randomize(2, &mut rng).unwrap();
+            assert!(r.y < 3);
+            agg.add(&r).unwrap();
+        }
+        let e = agg.add(&GrrReport { y: 3 }).unwrap_err();
+        assert!(e.to_string().contains("y is 3") && e.to_string().contains("[0, 3)"), "{e}");
+        assert_eq!(agg.count(), 1000);
+        assert!(g.randomize(3, &mut rng).is_err());
+    }
+}

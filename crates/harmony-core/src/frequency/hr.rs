@@ -1,0 +1,313 @@
+//! Hadamard Response, general block form (Acharya–Sun–Zhang, AISTATS'19; MECHANISMS.md §A6).
+//!
+//! Parameters: B = 2^⌊log₂ min(e^ε, 2d)⌋ blocks (B = 1 if e^ε < 2), block size
+//! b = 2^⌈log₂(d/B + 1)⌉ (the smallest power of two with (b − 1)·B ≥ d), K = B·b outputs and
+//! D = 2B − 1 + e^ε. Item x lives in block j = ⌊x/(b − 1)⌋ and uses row r = (x mod (b − 1)) + 1
+//! of H_b; C_x = {j·b + y' : H_b[r, y'] = +1} (|C_x| = b/2).
+//!
+//! Sampling: with probability 2B/D output uniform on [K], otherwise uniform on C_x. Then
+//! P[y | x] = 2e^ε/(bD) on C_x and 2/(bD) elsewhere. A report y contributes ±D/(e^ε − 1) to the
+//! items of its block (+ if y ∈ C_v) and 0 to all others; the server histograms the reports and
+//! runs one FWHT of size b per block: O(n + K log b).
+
+use super::FrequencyOracle;
+use super::fwht::{fwht, hadamard_entry, hadamard_positive};
+use crate::aggregate::{Aggregator, check_compatible};
+use crate::error::{Error, Result};
+use crate::estimate::FrequencyEstimate;
+use crate::params::{Epsilon, check_domain};
+use crate::sampling::{bernoulli, uniform_below};
+use crate::wire::{ReportKind, WireReport};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Hadamard Response (general block form).
+///
+/// # Privacy
+/// P[y | x] = 2e^ε/(bD) for y ∈ C_x and 2/(bD) for every other y ∈ [K]: (b/2)·2e^ε/(bD) +
+/// (K − b/2)·2/(bD) = (e^ε + 2B − 1)/D = 1. Any output's ratio between two inputs is at most
+/// e^ε, attained on C_x ∖ C_x': exactly ε-LDP.
+///
+/// # Utility
+/// One report's estimate has mean 1[x = v] and variance
+/// D(2 + (e^ε − 1)·1[x ∈ block(v)])/(e^ε − 1)² − 1[x = v], so
+/// `Var = [ D(2 + (e^ε − 1)π_v)/(e^ε − 1)² − f_v ] / n` where π_v is the total frequency of
+/// v's block (standard errors plug in the estimated block mass). Worst case (π_v = 1):
+/// D(e^ε + 1)/((e^ε − 1)² n). HR minimises the *total* error; for a single item at large ε,
+/// OUE or GRR is better. Report: log₂ K bits.
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::HadamardResponse;
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let hr = HadamardResponse::new(3.0, 100).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// let mut agg = hr.aggregator();
+/// for i in 0..5000 {
+///     agg.add(&hr.randomize(if i % 4 == 0 { 42 } else { i % 20 }, &mut rng).unwrap()).unwrap();
+/// }
+/// let est = agg.estimate();
+/// assert!((est.frequencies[42] - 0.25).abs() < 5.0 * est.std_errors[42]);
+/// assert!((est.frequencies[90] - 0.0).abs() < 5.0 * est.std_errors[90]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct HadamardResponse {
+    eps: Epsilon,
+    d: usize,
+    blocks: usize,
+    b: usize,
+    k: usize,
+    /// D = 2B − 1 + e^ε.
+    big_d: f64,
+    /// 2B/D: probability of the uniform branch.
+    uniform: f64,
+    /// D/(e^ε − 1): the magnitude of one report's contribution.
+    scale: f64,
+    /// 2e^ε/(bD) and 2/(bD).
+    p_in: f64,
+    p_out: f64,
+}
+
+/// A Hadamard Response report: one output index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HrReport {
+    /// The output, in [0, K).
+    pub y: u32,
+}
+
+impl WireReport for HrReport {
+    const KIND: ReportKind = ReportKind::HadamardResponse;
+}
+
+impl HadamardResponse {
+    /// Hadamard Response with budget `epsilon` over [0, d). Errors: ε not finite and > 0,
+    /// d < 2, or K = B·b ≥ 2^32.
+    pub fn new(epsilon: f64, d: usize) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        let d = check_domain("d", d)?;
+        let e = eps.exp();
+        // B: the largest power of two ≤ min(e, 2d) (1 if e < 2); compared in integers.
+        let m = if e >= (2 * d) as f64 { 2 * d as u64 } else { e.floor() as u64 };
+        let blocks = if m < 2 { 1 } else { 1usize << (63 - m.leading_zeros()) };
+        let b = (d.div_ceil(blocks) + 1).next_power_of_two();
+        let k = blocks * b;
+        if k > u32::MAX as usize {
+            return Err(Error::param("d", d, format!("a domain whose HR output space K = {k} fits in 32 bits")));
+        }
+        let big_d = 2.0 * blocks as f64 - 1.0 + e;
+        let e_over_d = 1.0 / (1.0 + (2.0 * blocks as f64 - 1.0) * (-eps.value()).exp());
+        Ok(HadamardResponse {
+            eps,
+            d,
+            blocks,
+            b,
+            k,
+            big_d,
+            uniform: 2.0 * blocks as f64 / big_d,
+            scale: big_d / eps.exp_m1(),
+            p_in: 2.0 / b as f64 * e_over_d,
+            p_out: 2.0 / (b as f64 * big_d),
+        })
+    }
+    /// B: the number of blocks.
+    pub fn blocks(&self) -> usize {
+        self.blocks
+    }
+    /// b: the block size (a power of two; each block holds b − 1 items).
+    pub fn block_size(&self) -> usize {
+        self.b
+    }
+    /// K = B·b: the number of outputs.
+    pub fn outputs(&self) -> usize {
+        self.k
+    }
+    /// D = 2B − 1 + e^ε.
+    pub fn big_d(&self) -> f64 {
+        self.big_d
+    }
+    /// Block j and Hadamard row r of item x.
+    #[inline]
+    fn locate(&self, x: usize) -> (usize, u64) {
+        (x / (self.b - 1), (x % (self.b - 1)) as u64 + 1)
+    }
+    /// Items of block j: [j(b − 1), min((j + 1)(b − 1), d)).
+    fn block_items(&self, j: usize) -> std::ops::Range<usize> {
+        (j * (self.b - 1)).min(self.d)..((j + 1) * (self.b - 1)).min(self.d)
+    }
+    /// P[report | x] from the oracle's constants (0 if y ≥ K).
+    pub fn output_probability(&self, x: usize, r: &HrReport) -> f64 {
+        let y = r.y as usize;
+        if y >= self.k {
+            return 0.0;
+        }
+        let (j, row) = self.locate(x);
+        if y / self.b == j && hadamard_positive(row, (y % self.b) as u64) { self.p_in } else { self.p_out }
+    }
+}
+
+impl FrequencyOracle for HadamardResponse {
+    type Report = HrReport;
+    type Aggregator = HrAggregator;
+
+    fn name(&self) -> &'static str {
+        "hr"
+    }
+    fn epsilon(&self) -> Epsilon {
+        self.eps
+    }
+    fn domain_size(&self) -> usize {
+        self.d
+    }
+    #[inline]
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> HrReport {
+        if bernoulli(rng, self.uniform) {
+            return HrReport { y: uniform_below(rng, self.k as u64) as u32 };
+        }
+        let (j, row) = self.locate(v);
+        let mut y = uniform_below(rng, self.b as u64);
+        if !hadamard_positive(row, y) {
+            // Flipping the lowest set bit of the row flips the parity: a bijection onto C_x.
+            y ^= row & row.wrapping_neg();
+        }
+        HrReport { y: (j * self.b) as u32 + y as u32 }
+    }
+    fn aggregator(&self) -> HrAggregator {
+        HrAggregator { oracle: self.clone(), hist: vec![0; self.k], n: 0 }
+    }
+    fn report_variance(&self, x: usize, v: usize) -> f64 {
+        let same_block = self.locate(x).0 == self.locate(v).0;
+        self.scale * (2.0 / self.eps.exp_m1() + same_block as u8 as f64) - (x == v) as u8 as f64
+    }
+    fn worst_case_variance(&self) -> f64 {
+        let base = 2.0 / self.eps.exp_m1();
+        let same = self.scale * (base + 1.0);
+        // b ≥ 4: block 0 holds two items x ≠ v; b = 2: one item per block.
+        if self.b >= 4 { same } else { (same - 1.0).max(self.scale * base) }
+    }
+    fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
+        let mass: f64 = freqs[self.block_items(self.locate(v).0)].iter().sum();
+        self.scale * (2.0 / self.eps.exp_m1() + mass) - freqs[v]
+    }
+    fn report_estimate(&self, r: &HrReport, v: usize) -> f64 {
+        let (j, row) = self.locate(v);
+        let y = r.y as usize;
+        if y / self.b != j {
+            return 0.0;
+        }
+        self.scale * hadamard_entry(row, (y % self.b) as u64) as f64
+    }
+}
+
+/// Server-side HR state: a histogram of the K outputs. O(K) memory.
+#[derive(Debug, Clone)]
+pub struct HrAggregator {
+    oracle: HadamardResponse,
+    hist: Vec<u64>,
+    n: u64,
+}
+
+impl Aggregator for HrAggregator {
+    type Report = HrReport;
+    type Output = FrequencyEstimate;
+
+    fn validate(&self, r: &HrReport) -> Result<()> {
+        if r.y as usize >= self.oracle.k {
+            return Err(Error::report("y", r.y, format!("an output in [0, {})", self.oracle.k)));
+        }
+        Ok(())
+    }
+    #[inline]
+    fn add_unchecked(&mut self, r: &HrReport) {
+        self.hist[r.y as usize] += 1;
+        self.n += 1;
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("hr parameters", &self.oracle, &other.oracle)?;
+        self.hist.iter_mut().zip(&other.hist).for_each(|(a, b)| *a += b);
+        self.n += other.n;
+        Ok(())
+    }
+    fn count(&self) -> u64 {
+        self.n
+    }
+    fn estimate(&self) -> FrequencyEstimate {
+        let o = &self.oracle;
+        let (d, n) = (o.d, self.n);
+        if n == 0 {
+            return FrequencyEstimate { n, frequencies: vec![0.0; d], std_errors: vec![f64::INFINITY; d] };
+        }
+        let nf = n as f64;
+        let mut frequencies = vec![0.0; d];
+        let mut std_errors = vec![0.0; d];
+        let mut t = vec![0i64; o.b];
+        for j in 0..d.div_ceil(o.b - 1) {
+            t.iter_mut().zip(&self.hist[j * o.b..(j + 1) * o.b]).for_each(|(a, &h)| *a = h as i64);
+            fwht(&mut t);
+            let items = o.block_items(j);
+            for x in items.clone() {
+                frequencies[x] = o.scale * t[o.locate(x).1 as usize] as f64 / nf;
+            }
+            let mass = frequencies[items.clone()].iter().sum::<f64>().clamp(0.0, 1.0);
+            for x in items {
+                let f = frequencies[x].clamp(0.0, mass);
+                std_errors[x] = ((o.scale * (2.0 / o.eps.exp_m1() + mass) - f).max(0.0) / nf).sqrt();
+            }
+        }
+        FrequencyEstimate { n, frequencies, std_errors }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::fast_rng;
+
+    #[test]
+    fn block_parameters_match_the_reference_examples() {
+        // MECHANISMS.md §A6: k = 100, eps = 1 -> B = 2, b = 64, worst 7.20;
+        // eps = 3 -> B = 16, b = 8, worst 2.96; k = 1000, eps = 5: worst 2.77.
+        let h = HadamardResponse::new(1.0, 100).unwrap();
+        assert_eq!((h.blocks(), h.block_size(), h.outputs()), (2, 64, 128));
+        assert!((h.worst_case_variance() - 7.20).abs() < 0.005, "{}", h.worst_case_variance());
+        let h = HadamardResponse::new(3.0, 100).unwrap();
+        assert_eq!((h.blocks(), h.block_size()), (16, 8));
+        assert!((h.worst_case_variance() - 2.96).abs() < 0.005, "{}", h.worst_case_variance());
+        let h = HadamardResponse::new(5.0, 1000).unwrap();
+        assert!((h.worst_case_variance() - 2.77).abs() < 0.005, "{}", h.worst_case_variance());
+        // High-privacy form: one block, K = 2^ceil(log2(d + 1)).
+        let h = HadamardResponse::new(0.5, 7).unwrap();
+        assert_eq!((h.blocks(), h.block_size()), (1, 8));
+        // Large eps caps B at the largest power of two <= 2d.
+        let h = HadamardResponse::new(20.0, 3).unwrap();
+        assert_eq!((h.blocks(), h.block_size()), (4, 2));
+    }
+
+    #[test]
+    fn estimate_equals_mean_of_report_estimates() {
+        for &(eps, d) in &[(0.5, 13usize), (3.0, 100), (20.0, 3)] {
+            let h = HadamardResponse::new(eps, d).unwrap();
+            let mut rng = fast_rng(501);
+            let reports: Vec<_> = (0..400).map(|i| h.randomize(i * 7 % d, &mut rng).unwrap()).collect();
+            let mut a = h.aggregator();
+            a.add_batch(&reports).unwrap();
+            let est = a.estimate();
+            for v in 0..d {
+                let mean = reports.iter().map(|r| h.report_estimate(r, v)).sum::<f64>() / 400.0;
+                assert!((est.frequencies[v] - mean).abs() < 1e-9 * h.scale.max(1.0), "eps {eps} d {d} v {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn aggregate_variance_is_the_weighted_report_variance() {
+        let h = HadamardResponse::new(3.0, 30).unwrap();
+        let f: Vec<f64> = (0..30).map(|i| 2.0 * (i + 1) as f64 / (30.0 * 31.0)).collect();
+        for v in [0, 5, 7, 29] {
+            let sum: f64 = f.iter().enumerate().map(|(x, &fx)| fx * h.report_variance(x, v)).sum();
+            assert!((h.aggregate_variance(&f, v) - sum).abs() < 1e-12, "v = {v}");
+        }
+        let k = h.outputs();
+        let e = h.aggregator().validate(&HrReport { y: k as u32 }).unwrap_err().to_string();
+        assert!(e.contains(&format!("y is {k}")) && e.contains(&format!("[0, {k})")), "{e}");
+    }
+}

@@ -1,0 +1,482 @@
+//! Optimized local hashing (OLH; MECHANISMS.md §A4).
+//!
+//! Each user draws a fresh 64-bit seed s (independent of the data), hashes the item with
+//! H_s: u64 → [g] and sends (s, y) with y = GRR_g(H_s(x)): y = H_s(x) w.p. p = e^ε/(e^ε + g − 1),
+//! each other hash value w.p. q = 1/(e^ε + g − 1). The server counts, for each candidate v, the
+//! reports that support it, C(v) = #{i : H_{s_i}(v) = y_i}, and estimates
+//! f̂_v = (C(v)/n − 1/g)/(p − 1/g).
+//!
+//! # The hash family
+//! Multiply-add-shift (Dietzfelbinger 1996) followed by a multiply-shift range reduction:
+//! `a = splitmix64(s) | 1`, `b = splitmix64(s + 1)`, `x_v = a·v + b (mod 2^64)`,
+//! `H_s(v) = ((x_v >> 32)·g) >> 32`. For keys below 2^33 and uniform (a, b) the top 32 bits of
+//! x_v are strongly 2-universal; forcing a odd (so v ↦ x_v is a bijection of u64) and deriving
+//! (a, b) from one seed makes the family *near*-2-universal, with
+//! P[H(v) = H(x)] = 1/g + O(2^-32) for v ≠ x, which is what the estimator assumes (q* = 1/g).
+//! The tests check the empirical collision rate against 1/g and the one-report variance against
+//! the closed form. Domain value v is the item `v as u64`; [`Olh::randomize_item`] and
+//! [`Olh::support_counts_for`] accept arbitrary u64 items (heavy hitters). The hash is part of
+//! the wire contract.
+//!
+//! # Aggregation kernel
+//! H(v) = y iff the top 32 bits t_v of x_v lie in the interval [lo, lo + width) of values that
+//! map to y. Walking v upwards adds `a` to x_v each step, so per (report, candidate) the test is
+//! an add, a carry and a compare on 32-bit halves (biased by 2^31 so that signed compares serve as
+//! unsigned ones), over 16 lanes that LLVM vectorises. Candidates are processed in tiles of 4096
+//! `u32` counters (L1-resident), all reports of a block per tile, then flushed into `u64`.
+
+use super::{FrequencyOracle, PureParams};
+use crate::aggregate::{Aggregator, at_index, check_compatible};
+use crate::error::{Error, Result};
+use crate::estimate::FrequencyEstimate;
+use crate::params::{Epsilon, check_domain};
+use crate::sampling::{bernoulli, splitmix64, uniform_below};
+use crate::wire::{ReportKind, WireReport};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// The largest hash range used: beyond ε ≈ 11 the optimum g = e^ε + 1 is capped here (the
+/// variance formula uses the actual g, so estimates stay exact).
+pub const MAX_G: u32 = 1 << 16;
+
+/// Optimized local hashing over [0, d) (and arbitrary u64 items).
+///
+/// # Privacy
+/// The seed is drawn independently of x, and given the seed the hashed value goes through GRR
+/// over [g]: P[(s, y) | x] = P[s]·(p if y = H_s(x) else q) with p/q = e^ε. For any two inputs the
+/// ratio is at most e^ε, attained whenever H_s(x) ≠ H_s(x'): exactly ε-LDP.
+///
+/// # Utility
+/// With g the exact integer optimum (u = ⌊e^ε⌋; g = u + 1 if e^(2ε) ≤ u(u + 1), else u + 2):
+/// `Var = [ (e^ε − 1 + g)²/((e^ε − 1)²(g − 1)) + f_v (1 − p − 1/g)/(p − 1/g) ] / n`
+/// (≈ [4e^ε/(e^ε − 1)² + f_v]/n, like OUE). Report: a 64-bit seed and ⌈log₂ g⌉ bits.
+/// Aggregation: O(n·d) hash tests (≥ 10⁹ per second per core), or O(n·|candidates|).
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::Olh;
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let olh = Olh::new(2.0, 1000).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// let mut agg = olh.aggregator();
+/// for i in 0..5000 {
+///     let v = if i % 5 == 0 { 999 } else { i % 500 }; // 20% hold 999
+///     agg.add(&olh.randomize(v, &mut rng).unwrap()).unwrap();
+/// }
+/// let est = agg.estimate();
+/// assert!((est.frequencies[999] - 0.2).abs() < 5.0 * est.std_errors[999]);
+/// assert!((est.frequencies[700] - 0.0).abs() < 5.0 * est.std_errors[700]);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Olh {
+    eps: Epsilon,
+    d: usize,
+    g: u32,
+    p: f64,
+    q: f64,
+}
+
+/// An OLH report: the public hash seed and the randomized hash value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OlhReport {
+    /// The user's hash seed (uniform, independent of the data).
+    pub seed: u64,
+    /// The randomized hash value, in [0, g).
+    pub y: u32,
+}
+
+impl WireReport for OlhReport {
+    const KIND: ReportKind = ReportKind::Olh;
+}
+
+/// The exact variance-minimising integer g for budget ε (MECHANISMS.md §A4), in [2, MAX_G].
+pub fn optimal_g(eps: Epsilon) -> u32 {
+    let e = eps.exp();
+    if e >= MAX_G as f64 {
+        return MAX_G;
+    }
+    let u = e.floor();
+    let g = if (2.0 * eps.value()).exp() <= u * (u + 1.0) { u + 1.0 } else { u + 2.0 };
+    (g as u32).clamp(2, MAX_G)
+}
+
+/// The hash parameters (a, b) of a seed.
+#[inline]
+fn hash_params(seed: u64) -> (u64, u64) {
+    (splitmix64(seed) | 1, splitmix64(seed.wrapping_add(1)))
+}
+
+/// [lo, lo + width): the top-32-bit values t with (t·g) >> 32 = y.
+#[inline]
+fn interval(y: u32, g: u32) -> (u32, u32) {
+    let ceil_div = |k: u64| (k << 32).div_ceil(g as u64);
+    let lo = ceil_div(y as u64);
+    let hi = ceil_div(y as u64 + 1);
+    (lo as u32, (hi - lo) as u32)
+}
+
+/// A report unpacked for the kernels.
+#[derive(Debug, Clone, Copy)]
+struct Prepared {
+    a: u64,
+    b: u64,
+    lo: u32,
+    width: u32,
+}
+
+impl Prepared {
+    #[inline]
+    fn new(r: &OlhReport, g: u32) -> Self {
+        let (a, b) = hash_params(r.seed);
+        let (lo, width) = interval(r.y, g);
+        Prepared { a, b, lo, width }
+    }
+}
+
+const LANES: usize = 16;
+const TILE: usize = 4096;
+/// Reports per block (tile counters are u32, so a block must stay below 2^32).
+const BLOCK: usize = 1 << 20;
+/// Reports buffered by `add_unchecked` before one kernel pass.
+const PENDING: usize = 256;
+const BIAS: u32 = 0x8000_0000;
+
+/// Adds to `tile[k]` whether report `p` supports candidate `v0 + k` (tile length a multiple of
+/// LANES). State per lane: `lob` = low half of x ⊕ 2^31, `z` = (high half − lo) ⊕ 2^31; a hit
+/// is `z < width ⊕ 2^31` and a carry out of the low half is `lob < step_lo ⊕ 2^31` (signed).
+#[inline]
+fn sweep(tile: &mut [u32], p: &Prepared, v0: u64) {
+    let step = p.a.wrapping_mul(LANES as u64);
+    let step_lo = step as u32 as i32;
+    let carry_bound = ((step as u32) ^ BIAS) as i32;
+    let step_hi = (step >> 32) as u32 as i32;
+    let hit_bound = (p.width ^ BIAS) as i32;
+    let mut lob = [0i32; LANES];
+    let mut z = [0i32; LANES];
+    for i in 0..LANES {
+        let x = p.a.wrapping_mul(v0 + i as u64).wrapping_add(p.b);
+        lob[i] = ((x as u32) ^ BIAS) as i32;
+        z[i] = (((x >> 32) as u32).wrapping_sub(p.lo) ^ BIAS) as i32;
+    }
+    for chunk in tile.chunks_exact_mut(LANES) {
+        for i in 0..LANES {
+            chunk[i] += (z[i] < hit_bound) as u32;
+            lob[i] = lob[i].wrapping_add(step_lo);
+            z[i] = z[i].wrapping_add(step_hi).wrapping_add((lob[i] < carry_bound) as i32);
+        }
+    }
+}
+
+/// counts[v] += #{reports supporting v} for v in [0, counts.len()).
+fn accumulate_domain(prepared: &[Prepared], counts: &mut [u64]) {
+    if prepared.is_empty() {
+        return;
+    }
+    let d = counts.len();
+    let mut tile = vec![0u32; TILE];
+    for block in prepared.chunks(BLOCK) {
+        for start in (0..d).step_by(TILE) {
+            let len = TILE.min(d - start);
+            let t = &mut tile[..len.next_multiple_of(LANES)];
+            t.fill(0);
+            for p in block {
+                sweep(t, p, start as u64);
+            }
+            counts[start..start + len].iter_mut().zip(t.iter()).for_each(|(c, &x)| *c += x as u64);
+        }
+    }
+}
+
+/// counts[k] += #{reports supporting candidates[k]} for arbitrary u64 items.
+fn accumulate_candidates(prepared: &[Prepared], candidates: &[u64], counts: &mut [u64]) {
+    let mut tile = vec![0u32; TILE.min(candidates.len())];
+    for block in prepared.chunks(BLOCK) {
+        for (cands, out) in candidates.chunks(TILE).zip(counts.chunks_mut(TILE)) {
+            let t = &mut tile[..cands.len()];
+            t.fill(0);
+            for p in block {
+                let (lo, width) = ((p.lo as u64) << 32, (p.width as u64) << 32);
+                for (c, &item) in t.iter_mut().zip(cands) {
+                    let x = p.a.wrapping_mul(item).wrapping_add(p.b);
+                    *c += (x.wrapping_sub(lo) < width) as u32;
+                }
+            }
+            out.iter_mut().zip(t.iter()).for_each(|(c, &x)| *c += x as u64);
+        }
+    }
+}
+
+impl Olh {
+    /// OLH with budget `epsilon` over [0, d), with the optimal integer g. Errors: ε not finite
+    /// and > 0, d < 2.
+    pub fn new(epsilon: f64, d: usize) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        Self::build(eps, check_domain("d", d)?, optimal_g(eps))
+    }
+    /// OLH with an explicit hash range g ∈ [2, MAX_G] (g = 2 is binary local hashing, BLH).
+    pub fn with_g(epsilon: f64, d: usize, g: u32) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        let d = check_domain("d", d)?;
+        if !(2..=MAX_G).contains(&g) {
+            return Err(Error::param("g", g, format!("an integer in [2, {MAX_G}]")));
+        }
+        Self::build(eps, d, g)
+    }
+    fn build(eps: Epsilon, d: usize, g: u32) -> Result<Self> {
+        let em = (-eps.value()).exp();
+        let p = 1.0 / (1.0 + (g as f64 - 1.0) * em);
+        Ok(Olh { eps, d, g, p, q: em * p })
+    }
+    /// The hash range g.
+    pub fn g(&self) -> u32 {
+        self.g
+    }
+    /// P[y = H_s(x)] = e^ε/(e^ε + g − 1).
+    pub fn p(&self) -> f64 {
+        self.p
+    }
+    /// P[y = k] for each hash value k ≠ H_s(x): 1/(e^ε + g − 1).
+    pub fn q(&self) -> f64 {
+        self.q
+    }
+    /// Support probabilities (p*, q*) = (p, 1/g).
+    pub fn pure_params(&self) -> PureParams {
+        PureParams { p: self.p, q: 1.0 / self.g as f64 }
+    }
+    /// H_seed(item) ∈ [0, g).
+    #[inline]
+    pub fn hash(&self, seed: u64, item: u64) -> u32 {
+        let (a, b) = hash_params(seed);
+        let x = a.wrapping_mul(item).wrapping_add(b);
+        (((x >> 32) * self.g as u64) >> 32) as u32
+    }
+    /// Randomizes an arbitrary u64 item (domain value v is item v).
+    #[inline]
+    pub fn randomize_item<R: Rng + ?Sized>(&self, item: u64, rng: &mut R) -> OlhReport {
+        let seed = rng.next_u64();
+        let h = self.hash(seed, item);
+        let y =
+            if bernoulli(rng, self.p) { h } else { (h + 1 + uniform_below(rng, self.g as u64 - 1) as u32) % self.g };
+        OlhReport { seed, y }
+    }
+    /// P[y | x, seed] from the oracle's constants (the seed's own probability does not depend
+    /// on x); 0 if y ≥ g.
+    pub fn output_probability(&self, x: usize, report: &OlhReport) -> f64 {
+        if report.y >= self.g {
+            0.0
+        } else if self.hash(report.seed, x as u64) == report.y {
+            self.p
+        } else {
+            self.q
+        }
+    }
+    fn check_report(&self, r: &OlhReport) -> Result<()> {
+        if r.y >= self.g {
+            return Err(Error::report("y", r.y, format!("a hash value in [0, {})", self.g)));
+        }
+        Ok(())
+    }
+    /// Support counts C(c) = #{i : H_{s_i}(c) = y_i} of arbitrary u64 candidates (heavy
+    /// hitters). O(n·|candidates|). Errors: a report with y ≥ g (its index is named).
+    pub fn support_counts_for(&self, reports: &[OlhReport], candidates: &[u64]) -> Result<Vec<u64>> {
+        let prepared = self.prepare_all(reports)?;
+        let mut counts = vec![0u64; candidates.len()];
+        accumulate_candidates(&prepared, candidates, &mut counts);
+        Ok(counts)
+    }
+    /// Unbiased frequency estimates of arbitrary u64 candidates from a set of reports.
+    pub fn estimate_for(&self, reports: &[OlhReport], candidates: &[u64]) -> Result<FrequencyEstimate> {
+        let counts = self.support_counts_for(reports, candidates)?;
+        Ok(self.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
+    }
+    fn prepare_all(&self, reports: &[OlhReport]) -> Result<Vec<Prepared>> {
+        reports
+            .iter()
+            .enumerate()
+            .map(|(i, r)| self.check_report(r).map(|_| Prepared::new(r, self.g)).map_err(|e| at_index(e, i)))
+            .collect()
+    }
+}
+
+impl FrequencyOracle for Olh {
+    type Report = OlhReport;
+    type Aggregator = OlhAggregator;
+
+    fn name(&self) -> &'static str {
+        "olh"
+    }
+    fn epsilon(&self) -> Epsilon {
+        self.eps
+    }
+    fn domain_size(&self) -> usize {
+        self.d
+    }
+    #[inline]
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> OlhReport {
+        self.randomize_item(v as u64, rng)
+    }
+    fn aggregator(&self) -> OlhAggregator {
+        OlhAggregator { oracle: self.clone(), counts: vec![0; self.d], pending: Vec::new(), n: 0 }
+    }
+    fn report_variance(&self, x: usize, v: usize) -> f64 {
+        self.pure_params().report_variance(x == v)
+    }
+    fn worst_case_variance(&self) -> f64 {
+        let pp = self.pure_params();
+        pp.report_variance(true).max(pp.report_variance(false))
+    }
+    fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
+        self.pure_params().aggregate_variance(freqs[v])
+    }
+    fn report_estimate(&self, report: &OlhReport, v: usize) -> f64 {
+        let pp = self.pure_params();
+        let s = (self.hash(report.seed, v as u64) == report.y) as u8 as f64;
+        (s - pp.q) / (pp.p - pp.q)
+    }
+}
+
+/// Server-side OLH state: support counts over [0, d), plus up to 256 reports buffered for one
+/// vectorised pass (`estimate` includes them). [`Aggregator::add_batch`] runs the kernel on the
+/// whole batch at once.
+#[derive(Debug, Clone)]
+pub struct OlhAggregator {
+    oracle: Olh,
+    counts: Vec<u64>,
+    pending: Vec<OlhReport>,
+    n: u64,
+}
+
+impl OlhAggregator {
+    fn prepared(&self, reports: &[OlhReport]) -> Vec<Prepared> {
+        reports.iter().map(|r| Prepared::new(r, self.oracle.g)).collect()
+    }
+    fn flush(&mut self) {
+        let prepared = self.prepared(&self.pending);
+        accumulate_domain(&prepared, &mut self.counts);
+        self.pending.clear();
+    }
+    /// Support counts C(v) for every v in [0, d).
+    pub fn support_counts(&self) -> Vec<u64> {
+        let mut counts = self.counts.clone();
+        accumulate_domain(&self.prepared(&self.pending), &mut counts);
+        counts
+    }
+}
+
+impl Aggregator for OlhAggregator {
+    type Report = OlhReport;
+    type Output = FrequencyEstimate;
+
+    fn validate(&self, r: &OlhReport) -> Result<()> {
+        self.oracle.check_report(r)
+    }
+    fn add_unchecked(&mut self, r: &OlhReport) {
+        self.pending.push(*r);
+        self.n += 1;
+        if self.pending.len() >= PENDING {
+            self.flush();
+        }
+    }
+    fn add_batch(&mut self, reports: &[OlhReport]) -> Result<()> {
+        for (i, r) in reports.iter().enumerate() {
+            self.validate(r).map_err(|e| at_index(e, i))?;
+        }
+        let mut prepared = self.prepared(&self.pending);
+        prepared.extend(reports.iter().map(|r| Prepared::new(r, self.oracle.g)));
+        accumulate_domain(&prepared, &mut self.counts);
+        self.pending.clear();
+        self.n += reports.len() as u64;
+        Ok(())
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("olh parameters", &self.oracle, &other.oracle)?;
+        self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+        self.pending.extend_from_slice(&other.pending);
+        self.n += other.n;
+        if self.pending.len() >= PENDING {
+            self.flush();
+        }
+        Ok(())
+    }
+    fn count(&self) -> u64 {
+        self.n
+    }
+    fn estimate(&self) -> FrequencyEstimate {
+        let counts = self.support_counts();
+        self.oracle.pure_params().estimate_from_counts(self.n, counts.into_iter().map(|c| c as f64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::fast_rng;
+
+    #[test]
+    fn optimal_g_follows_the_integer_rule() {
+        for &(eps, g) in &[(0.1, 2u32), (0.5, 3), (1.0, 4), (2.0, 8), (3.0, 21), (4.0, 56), (30.0, MAX_G)] {
+            assert_eq!(optimal_g(Epsilon::new(eps).unwrap()), g, "eps = {eps}");
+        }
+        // Brute force: the integer g minimising Var* = (e − 1 + g)²/((e − 1)²(g − 1)).
+        for i in 1..=60 {
+            let eps = Epsilon::new(i as f64 * 0.1).unwrap();
+            let e = eps.exp();
+            let var = |g: f64| (e - 1.0 + g).powi(2) / ((e - 1.0).powi(2) * (g - 1.0));
+            let best = (2..2000).min_by(|&a, &b| var(a as f64).total_cmp(&var(b as f64))).unwrap();
+            let g = optimal_g(eps);
+            assert!(var(g as f64) <= var(best as f64) * (1.0 + 1e-12), "eps = {}, g = {g}, best = {best}", eps.value());
+        }
+    }
+
+    #[test]
+    fn intervals_partition_the_hash_range() {
+        for &g in &[2u32, 3, 7, 56, 1000, MAX_G] {
+            let mut next = 0u64;
+            for y in 0..g {
+                let (lo, w) = interval(y, g);
+                assert_eq!(lo as u64, next);
+                // endpoints map to y, neighbours do not
+                let f = |t: u64| ((t * g as u64) >> 32) as u32;
+                assert_eq!(f(lo as u64), y);
+                assert_eq!(f(lo as u64 + w as u64 - 1), y);
+                if lo > 0 {
+                    assert_eq!(f(lo as u64 - 1), y - 1);
+                }
+                next = lo as u64 + w as u64;
+            }
+            assert_eq!(next, 1 << 32, "g = {g}");
+        }
+    }
+
+    #[test]
+    fn kernels_equal_direct_hashing() {
+        let mut rng = fast_rng(301);
+        for &(eps, d) in &[(1.0, 37usize), (3.0, 4096 + 19), (0.3, 2)] {
+            let o = Olh::new(eps, d).unwrap();
+            let reports: Vec<_> = (0..300).map(|i| o.randomize_unchecked(i % d, &mut rng)).collect();
+            let naive: Vec<u64> =
+                (0..d).map(|v| reports.iter().filter(|r| o.hash(r.seed, v as u64) == r.y).count() as u64).collect();
+            let mut a = o.aggregator();
+            a.add_batch(&reports[..100]).unwrap();
+            reports[100..].iter().for_each(|r| a.add(r).unwrap());
+            assert_eq!(a.support_counts(), naive, "eps = {eps}, d = {d}");
+            let cands: Vec<u64> = (0..d as u64).collect();
+            assert_eq!(o.support_counts_for(&reports, &cands).unwrap(), naive);
+            let big = [u64::MAX, 1 << 40, 12_345_678_901];
+            let direct: Vec<u64> =
+                big.iter().map(|&c| reports.iter().filter(|r| o.hash(r.seed, c) == r.y).count() as u64).collect();
+            assert_eq!(o.support_counts_for(&reports, &big).unwrap(), direct);
+        }
+    }
+
+    #[test]
+    fn bad_reports_are_named() {
+        let o = Olh::new(1.0, 10).unwrap();
+        assert_eq!(o.g(), 4);
+        let e = o.aggregator().validate(&OlhReport { seed: 1, y: 4 }).unwrap_err().to_string();
+        assert!(e.contains("y is 4") && e.contains("[0, 4)"), "{e}");
+        let e = o.support_counts_for(&[OlhReport { seed: 1, y: 0 }, OlhReport { seed: 1, y: 9 }], &[1]).unwrap_err();
+        assert!(e.to_string().contains("report 1: y is 9"), "{e}");
+        assert!(Olh::with_g(1.0, 10, 1).is_err() && Olh::with_g(1.0, 10, MAX_G + 1).is_err());
+    }
+}

@@ -1,0 +1,560 @@
+//! Unary encoding: symmetric (SUE, basic RAPPOR) and optimized (OUE) — MECHANISMS.md §A3.
+//!
+//! The user sends d independent bits: bit x is 1 with probability p and every other bit with
+//! probability q. For two inputs x ≠ x' only bits x and x' differ in distribution, so the
+//! worst-case likelihood ratio is (p/q)·((1 − q)/(1 − p)), attained by the vectors with bit x
+//! set and bit x' clear:
+//! * SUE: p = e^(ε/2)/(e^(ε/2) + 1), q = 1 − p, ratio (p/q)² = e^ε;
+//! * OUE: p = 1/2, q = 1/(e^ε + 1), ratio (1 − q)/q = e^ε.
+//!
+//! Randomization is word-parallel: 64 Bernoulli(q) lanes per [`BernoulliWords`] draw (exact for
+//! the f64 q), then the true bit is drawn with probability p. Aggregation is bit-sliced: each
+//! group of 64 categories keeps 12 vertical counter planes; 16 reports at a time are added with
+//! a Harley–Seal carry-save tree (15 full adders on whole words) whose carry-out ripples into the
+//! upper planes, and the planes are flushed into `u64` counts every 2^12 − 1 reports.
+
+use super::{FrequencyOracle, PureParams};
+use crate::aggregate::{Aggregator, at_index, check_compatible};
+use crate::error::{Error, Result};
+use crate::estimate::FrequencyEstimate;
+use crate::params::{Epsilon, check_domain};
+use crate::sampling::{BernoulliWords, bernoulli, padding_mask};
+use crate::wire::{ReportKind, WireReport};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// Which unary encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryKind {
+    /// Symmetric unary encoding (basic one-time RAPPOR): p = e^(ε/2)/(e^(ε/2) + 1), q = 1 − p.
+    Sue,
+    /// Optimized unary encoding: p = 1/2, q = 1/(e^ε + 1).
+    Oue,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct UnaryParams {
+    kind: UnaryKind,
+    eps: Epsilon,
+    d: usize,
+    p: f64,
+    q: f64,
+}
+
+/// A unary-encoding frequency oracle (SUE or OUE), built by [`Sue::new`] or [`Oue::new`].
+///
+/// # Privacy
+/// Bits are independent; bit x (the user's value) is 1 w.p. p and every other bit w.p. q. For
+/// inputs x ≠ x' the likelihood ratio of any bit vector is at most (p/q)·(1 − q)/(1 − p) = e^ε
+/// (SUE: (p/q)² with p/q = e^(ε/2); OUE: p = 1/2, (1 − q)/q = e^ε): exactly ε-LDP.
+///
+/// # Utility
+/// f̂_v = (C(v)/n − q)/(p − q) with C(v) the number of reports with bit v set.
+/// OUE: `Var = [4e^ε/(e^ε − 1)² + f_v]/n`. SUE: `Var = e^(ε/2)/(e^(ε/2) − 1)²/n` for every f_v
+/// (p + q = 1 cancels the f_v term). Report: d bits; aggregation O(nd/64) word operations.
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::Oue;
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let oue = Oue::new(1.0, 100).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// let reports: Vec<_> = (0..5000).map(|i| oue.randomize(i % 10, &mut rng).unwrap()).collect();
+/// let mut agg = oue.aggregator();
+/// agg.add_batch(&reports).unwrap();
+/// let est = agg.estimate();
+/// assert!((est.frequencies[3] - 0.1).abs() < 5.0 * est.std_errors[3]);
+/// assert!((est.frequencies[50] - 0.0).abs() < 5.0 * est.std_errors[50]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct UnaryEncoding {
+    params: UnaryParams,
+    words: usize,
+    noise: BernoulliWords,
+}
+
+impl PartialEq for UnaryEncoding {
+    fn eq(&self, other: &Self) -> bool {
+        self.params == other.params
+    }
+}
+
+/// Symmetric unary encoding (basic one-time RAPPOR): a namespace for [`Sue::new`].
+///
+/// # Privacy
+/// p = e^(ε/2)/(e^(ε/2) + 1) for the user's bit, q = 1 − p for the others: the ratio of any
+/// bit vector under two inputs is at most (p/q)² = e^ε.
+///
+/// # Utility
+/// `Var = e^(ε/2)/(e^(ε/2) − 1)²/n` for every item whatever f_v (the f_v term cancels because
+/// p + q = 1).
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::Sue;
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let sue = Sue::new(2.0, 8).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// let mut agg = sue.aggregator();
+/// for i in 0..4000 {
+///     agg.add(&sue.randomize(i % 2, &mut rng).unwrap()).unwrap();
+/// }
+/// let est = agg.estimate();
+/// assert!((est.frequencies[1] - 0.5).abs() < 5.0 * est.std_errors[1]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sue;
+
+/// Optimized unary encoding (Wang et al. 2017): a namespace for [`Oue::new`].
+///
+/// # Privacy
+/// p = 1/2 for the user's bit, q = 1/(e^ε + 1) for the others: the ratio of any bit vector
+/// under two inputs is at most (p/q)·(1 − q)/(1 − p) = e^ε.
+///
+/// # Utility
+/// `Var = [4e^ε/(e^ε − 1)² + f_v]/n`; worst case (f_v = 1) (e^ε + 1)²/((e^ε − 1)² n).
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::Oue;
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let oue = Oue::new(2.0, 8).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// let mut agg = oue.aggregator();
+/// for i in 0..4000 {
+///     agg.add(&oue.randomize(i % 4, &mut rng).unwrap()).unwrap();
+/// }
+/// let est = agg.estimate();
+/// assert!((est.frequencies[2] - 0.25).abs() < 5.0 * est.std_errors[2]);
+/// assert!((est.frequencies[7] - 0.0).abs() < 5.0 * est.std_errors[7]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oue;
+
+impl Sue {
+    /// SUE with budget `epsilon` over [0, d). Errors: ε not finite and > 0, d < 2.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(epsilon: f64, d: usize) -> Result<UnaryEncoding> {
+        UnaryEncoding::new(UnaryKind::Sue, epsilon, d)
+    }
+}
+
+impl Oue {
+    /// OUE with budget `epsilon` over [0, d). Errors: ε not finite and > 0, d < 2.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(epsilon: f64, d: usize) -> Result<UnaryEncoding> {
+        UnaryEncoding::new(UnaryKind::Oue, epsilon, d)
+    }
+}
+
+/// A unary report: d bits packed little-endian into ⌈d/64⌉ words (bit v is bit v % 64 of word
+/// v / 64); the padding bits of the last word are zero.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct UnaryReport {
+    /// The packed bits.
+    pub bits: Vec<u64>,
+}
+
+impl UnaryReport {
+    /// Bit v.
+    #[inline]
+    pub fn bit(&self, v: usize) -> bool {
+        (self.bits[v / 64] >> (v % 64)) & 1 == 1
+    }
+}
+
+impl WireReport for UnaryReport {
+    const KIND: ReportKind = ReportKind::Unary;
+}
+
+impl UnaryEncoding {
+    /// A unary encoding of the given kind. Errors: ε not finite and > 0, d < 2.
+    pub fn new(kind: UnaryKind, epsilon: f64, d: usize) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        let d = check_domain("d", d)?;
+        let (p, q) = match kind {
+            UnaryKind::Sue => {
+                let em = (-eps.value() / 2.0).exp();
+                let p = 1.0 / (1.0 + em);
+                (p, em * p)
+            }
+            UnaryKind::Oue => {
+                let em = (-eps.value()).exp();
+                (0.5, em / (1.0 + em))
+            }
+        };
+        Ok(UnaryEncoding {
+            params: UnaryParams { kind, eps, d, p, q },
+            words: d.div_ceil(64),
+            noise: BernoulliWords::new(q),
+        })
+    }
+    /// SUE or OUE.
+    pub fn kind(&self) -> UnaryKind {
+        self.params.kind
+    }
+    /// P[bit x = 1 | x].
+    pub fn p(&self) -> f64 {
+        self.params.p
+    }
+    /// P[bit v = 1 | x ≠ v].
+    pub fn q(&self) -> f64 {
+        self.params.q
+    }
+    /// Number of 64-bit words of a report.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+    /// Support probabilities (p*, q*) = (p, q).
+    pub fn pure_params(&self) -> PureParams {
+        PureParams { p: self.params.p, q: self.params.q }
+    }
+    /// P[report | x] = Π_v P[bit v], from the oracle's constants (0 for a malformed report).
+    pub fn output_probability(&self, x: usize, report: &UnaryReport) -> f64 {
+        if validate_bits(&report.bits, self.params.d).is_err() {
+            return 0.0;
+        }
+        (0..self.params.d)
+            .map(|v| {
+                let pr = if v == x { self.params.p } else { self.params.q };
+                if report.bit(v) { pr } else { 1.0 - pr }
+            })
+            .product()
+    }
+}
+
+fn validate_bits(bits: &[u64], d: usize) -> Result<()> {
+    let words = d.div_ceil(64);
+    if bits.len() != words {
+        return Err(Error::report("bits", format!("{} words", bits.len()), format!("{words} words ({d} bits)")));
+    }
+    let pad = bits[words - 1] & !padding_mask(d);
+    if pad != 0 {
+        return Err(Error::report(
+            "bits",
+            format!("padding bits {pad:#x} set in word {}", words - 1),
+            format!("zero bits at positions >= {d}"),
+        ));
+    }
+    Ok(())
+}
+
+impl FrequencyOracle for UnaryEncoding {
+    type Report = UnaryReport;
+    type Aggregator = UnaryAggregator;
+
+    fn name(&self) -> &'static str {
+        match self.params.kind {
+            UnaryKind::Sue => "sue",
+            UnaryKind::Oue => "oue",
+        }
+    }
+    fn epsilon(&self) -> Epsilon {
+        self.params.eps
+    }
+    fn domain_size(&self) -> usize {
+        self.params.d
+    }
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> UnaryReport {
+        let d = self.params.d;
+        let mut bits = Vec::with_capacity(self.words);
+        for _ in 0..self.words - 1 {
+            bits.push(self.noise.sample(rng));
+        }
+        bits.push(self.noise.sample_masked(rng, padding_mask(d)));
+        let (w, b) = (v / 64, v % 64);
+        let truth = bernoulli(rng, self.params.p) as u64;
+        bits[w] = (bits[w] & !(1u64 << b)) | (truth << b);
+        UnaryReport { bits }
+    }
+    fn aggregator(&self) -> UnaryAggregator {
+        UnaryAggregator { params: self.params.clone(), n: 0, counts: BitSlicedCounts::new(self.words) }
+    }
+    fn report_variance(&self, x: usize, v: usize) -> f64 {
+        self.pure_params().report_variance(x == v)
+    }
+    fn worst_case_variance(&self) -> f64 {
+        let pp = self.pure_params();
+        pp.report_variance(true).max(pp.report_variance(false))
+    }
+    fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
+        self.pure_params().aggregate_variance(freqs[v])
+    }
+    fn report_estimate(&self, report: &UnaryReport, v: usize) -> f64 {
+        (report.bit(v) as u8 as f64 - self.params.q) / (self.params.p - self.params.q)
+    }
+}
+
+/// Server-side unary state: bit-sliced counters (see the module docs). Adding a batch with
+/// [`Aggregator::add_batch`] uses the 16-report carry-save path.
+#[derive(Debug, Clone)]
+pub struct UnaryAggregator {
+    params: UnaryParams,
+    n: u64,
+    counts: BitSlicedCounts,
+}
+
+impl UnaryAggregator {
+    /// The number of reports with each bit set (length d).
+    pub fn counts(&self) -> Vec<u64> {
+        let mut c = self.counts.totals();
+        c.truncate(self.params.d);
+        c
+    }
+}
+
+impl UnaryAggregator {
+    /// Adds already validated reports 16 at a time (the carry-save path), the rest one by one.
+    pub(crate) fn add_validated<'a>(&mut self, reports: impl Iterator<Item = &'a UnaryReport>) {
+        let mut group: [&[u64]; 16] = [&[]; 16];
+        let mut k = 0;
+        for r in reports {
+            group[k] = &r.bits;
+            k += 1;
+            if k == 16 {
+                self.counts.add16(&group);
+                k = 0;
+            }
+            self.n += 1;
+        }
+        for bits in &group[..k] {
+            self.counts.add_one(bits);
+        }
+    }
+}
+
+impl Aggregator for UnaryAggregator {
+    type Report = UnaryReport;
+    type Output = FrequencyEstimate;
+
+    fn validate(&self, r: &UnaryReport) -> Result<()> {
+        validate_bits(&r.bits, self.params.d)
+    }
+    fn add_unchecked(&mut self, r: &UnaryReport) {
+        self.counts.add_one(&r.bits);
+        self.n += 1;
+    }
+    fn add_batch(&mut self, reports: &[UnaryReport]) -> Result<()> {
+        for (i, r) in reports.iter().enumerate() {
+            self.validate(r).map_err(|e| at_index(e, i))?;
+        }
+        self.add_validated(reports.iter());
+        Ok(())
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("unary-encoding parameters", &self.params, &other.params)?;
+        self.counts.absorb(&other.counts);
+        self.n += other.n;
+        Ok(())
+    }
+    fn count(&self) -> u64 {
+        self.n
+    }
+    fn estimate(&self) -> FrequencyEstimate {
+        let pp = PureParams { p: self.params.p, q: self.params.q };
+        pp.estimate_from_counts(self.n, self.counts().into_iter().map(|c| c as f64))
+    }
+}
+
+/// Planes per 64-lane group: each lane counts up to 2^12 − 1 reports between flushes.
+const PLANES: usize = 12;
+const CAPACITY: u64 = (1 << PLANES) - 1;
+
+/// Bit-sliced (vertical) counters: for word w, `planes[w * PLANES + i]` holds bit i of the 64
+/// lane counters of categories 64w..64w+63. `pending` bounds every lane counter.
+#[derive(Debug, Clone)]
+struct BitSlicedCounts {
+    words: usize,
+    planes: Vec<u64>,
+    pending: u64,
+    flushed: Vec<u64>,
+}
+
+#[inline(always)]
+fn csa(a: u64, b: u64, c: u64) -> (u64, u64) {
+    let u = a ^ b;
+    ((a & b) | (u & c), u ^ c)
+}
+
+impl BitSlicedCounts {
+    fn new(words: usize) -> Self {
+        BitSlicedCounts { words, planes: vec![0; words * PLANES], pending: 0, flushed: vec![0; words * 64] }
+    }
+
+    /// Adds one bit vector: a ripple-carry add of each word into its planes.
+    fn add_one(&mut self, bits: &[u64]) {
+        if self.pending + 1 > CAPACITY {
+            self.flush();
+        }
+        for (planes, &x) in self.planes.chunks_exact_mut(PLANES).zip(bits) {
+            let mut carry = x;
+            for p in planes.iter_mut() {
+                if carry == 0 {
+                    break;
+                }
+                let t = *p & carry;
+                *p ^= carry;
+                carry = t;
+            }
+        }
+        self.pending += 1;
+    }
+
+    /// Adds 16 bit vectors: per word a Harley–Seal carry-save tree into planes 0–3, then the
+    /// sixteens word ripples into planes 4 and up.
+    fn add16(&mut self, r: &[&[u64]; 16]) {
+        if self.pending + 16 > CAPACITY {
+            self.flush();
+        }
+        let words = self.words;
+        let r: [&[u64]; 16] = std::array::from_fn(|k| &r[k][..words]);
+        for (w, planes) in self.planes.chunks_exact_mut(PLANES).enumerate() {
+            let (ones, twos, fours, eights) = (planes[0], planes[1], planes[2], planes[3]);
+            let (twos_a, o) = csa(ones, r[0][w], r[1][w]);
+            let (twos_b, o) = csa(o, r[2][w], r[3][w]);
+            let (fours_a, t) = csa(twos, twos_a, twos_b);
+            let (twos_a, o) = csa(o, r[4][w], r[5][w]);
+            let (twos_b, o) = csa(o, r[6][w], r[7][w]);
+            let (fours_b, t) = csa(t, twos_a, twos_b);
+            let (eights_a, f) = csa(fours, fours_a, fours_b);
+            let (twos_a, o) = csa(o, r[8][w], r[9][w]);
+            let (twos_b, o) = csa(o, r[10][w], r[11][w]);
+            let (fours_a, t) = csa(t, twos_a, twos_b);
+            let (twos_a, o) = csa(o, r[12][w], r[13][w]);
+            let (twos_b, o) = csa(o, r[14][w], r[15][w]);
+            let (fours_b, t) = csa(t, twos_a, twos_b);
+            let (eights_b, f) = csa(f, fours_a, fours_b);
+            let (sixteens, e) = csa(eights, eights_a, eights_b);
+            planes[..4].copy_from_slice(&[o, t, f, e]);
+            let mut carry = sixteens;
+            for p in planes[4..].iter_mut() {
+                let t = *p & carry;
+                *p ^= carry;
+                carry = t;
+            }
+        }
+        self.pending += 16;
+    }
+
+    /// Decodes every plane into `out` (64 counts per word), adding.
+    fn decode_into(&self, out: &mut [u64]) {
+        for (w, planes) in self.planes.chunks_exact(PLANES).enumerate() {
+            for (i, &plane) in planes.iter().enumerate() {
+                let mut bits = plane;
+                while bits != 0 {
+                    out[w * 64 + bits.trailing_zeros() as usize] += 1 << i;
+                    bits &= bits - 1;
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut flushed = std::mem::take(&mut self.flushed);
+        self.decode_into(&mut flushed);
+        self.flushed = flushed;
+        self.planes.iter_mut().for_each(|p| *p = 0);
+        self.pending = 0;
+    }
+
+    /// All counts (64 per word).
+    fn totals(&self) -> Vec<u64> {
+        let mut t = self.flushed.clone();
+        self.decode_into(&mut t);
+        t
+    }
+
+    fn absorb(&mut self, other: &Self) {
+        let t = other.totals();
+        self.flushed.iter_mut().zip(&t).for_each(|(a, b)| *a += b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampling::fast_rng;
+
+    fn naive_counts(reports: &[UnaryReport], d: usize) -> Vec<u64> {
+        (0..d).map(|v| reports.iter().filter(|r| r.bit(v)).count() as u64).collect()
+    }
+
+    #[test]
+    fn bit_sliced_counts_equal_naive_counts_across_flushes() {
+        let mut rng = fast_rng(201);
+        for &d in &[2usize, 64, 70, 130] {
+            let o = Oue::new(1.0, d).unwrap();
+            // 9000 reports cross the 4095-report flush twice, with odd batch sizes.
+            let reports: Vec<_> = (0..9000).map(|i| o.randomize_unchecked(i % d, &mut rng)).collect();
+            let mut a = o.aggregator();
+            let mut start = 0;
+            for (k, len) in [1usize, 17, 4096, 33, 15, 16, 4000, 822].into_iter().enumerate() {
+                let part = &reports[start..start + len];
+                if k % 2 == 0 {
+                    a.add_batch(part).unwrap();
+                } else {
+                    part.iter().for_each(|r| a.add(r).unwrap());
+                }
+                start += len;
+            }
+            assert_eq!(start, reports.len());
+            assert_eq!(a.counts(), naive_counts(&reports, d), "d = {d}");
+            assert_eq!(a.count(), 9000);
+        }
+    }
+
+    #[test]
+    fn saturated_reports_count_exactly() {
+        // All-ones vectors drive every lane to the capacity: exercises every carry.
+        let d = 100;
+        let o = Sue::new(1.0, d).unwrap();
+        let mut full = vec![u64::MAX, padding_mask(d)];
+        full[1] &= padding_mask(d);
+        let reports = vec![UnaryReport { bits: full }; 10_000];
+        let mut a = o.aggregator();
+        a.add_batch(&reports).unwrap();
+        a.add(&reports[0]).unwrap();
+        assert!(a.counts().iter().all(|&c| c == 10_001));
+    }
+
+    #[test]
+    fn validate_names_the_problem() {
+        let o = Oue::new(1.0, 70).unwrap();
+        let a = o.aggregator();
+        let e = a.validate(&UnaryReport { bits: vec![0] }).unwrap_err().to_string();
+        assert!(e.contains("bits is \"1 words\"") && e.contains("2 words (70 bits)"), "{e}");
+        let e = a.validate(&UnaryReport { bits: vec![0, 1 << 6] }).unwrap_err().to_string();
+        assert!(e.contains("padding") && e.contains(">= 70"), "{e}");
+        assert!(a.validate(&UnaryReport { bits: vec![u64::MAX, (1 << 6) - 1] }).is_ok());
+    }
+
+    #[test]
+    fn randomize_keeps_padding_zero() {
+        let o = Oue::new(0.1, 65).unwrap();
+        let mut rng = fast_rng(202);
+        for _ in 0..2000 {
+            let r = o.randomize(64, &mut rng).unwrap();
+            assert_eq!(r.bits.len(), 2);
+            assert_eq!(r.bits[1] >> 1, 0);
+        }
+    }
+
+    #[test]
+    fn constants_and_closed_forms() {
+        let e = 2f64.exp();
+        let oue = Oue::new(2.0, 10).unwrap();
+        assert_eq!(oue.p(), 0.5);
+        assert!((oue.q() - 1.0 / (e + 1.0)).abs() < 1e-15);
+        let f: Vec<f64> = (0..10).map(|i| if i == 4 { 0.4 } else { 0.6 / 9.0 }).collect();
+        let closed = 4.0 * e / (e - 1.0).powi(2) + 0.4;
+        assert!((oue.aggregate_variance(&f, 4) - closed).abs() < 1e-12);
+        assert!((oue.worst_case_variance() - (e + 1.0).powi(2) / (e - 1.0).powi(2)).abs() < 1e-12);
+        let sue = Sue::new(2.0, 10).unwrap();
+        let h = 1f64.exp();
+        assert!((sue.aggregate_variance(&f, 4) - h / (h - 1.0).powi(2)).abs() < 1e-12);
+        assert!((sue.p() + sue.q() - 1.0).abs() < 1e-15);
+        assert_eq!(sue.name(), "sue");
+        assert_eq!(oue.name(), "oue");
+        assert_ne!(sue, oue);
+    }
+}

@@ -1,0 +1,137 @@
+//! The Laplace mechanism (MECHANISMS.md §B1): t + Lap(2/ε).
+//!
+//! Derivation. The density of the output y given t is (ε/4)·exp(−ε|y − t|/2). For two inputs
+//! t, t' ∈ [-1, 1] the ratio is exp(ε(|y − t'| − |y − t|)/2) ≤ exp(ε|t − t'|/2) ≤ e^ε (triangle
+//! inequality, |t − t'| ≤ 2), with equality for t = 1, t' = −1 and y ≥ 1. Lap(λ) has variance
+//! 2λ², so one report has variance 8/ε² whatever t.
+
+use super::{FIXED_BOUND, GRID_VARIANCE, NumericMechanism, NumericReport, check_fixed_epsilon, decode_fixed_bounded};
+use crate::error::Result;
+use crate::params::Epsilon;
+use crate::sampling::standard_laplace;
+use rand::Rng;
+
+/// The Laplace mechanism on [-1, 1]: the report is t + Lap(2/ε), rounded to the fixed-point grid.
+///
+/// # Privacy
+/// The sensitivity of t ∈ [-1, 1] is 2, and Laplace noise of scale 2/ε makes the output density
+/// ratio of any two inputs at most exp(ε·|t − t'|/2) ≤ e^ε, with equality at t = ±1: exactly
+/// ε-LDP. Rounding to the grid and clamping to ±[`FIXED_BOUND`] are post-processing.
+///
+/// # Utility
+/// Var = 8/ε² (+ the grid's rounding variance ≤ 2⁻⁴²), constant in t: `variance_coefficients()`
+/// is (0, 8/ε² + [`GRID_VARIANCE`]). Outputs are unbounded, so reports are only checked against
+/// the sanity bound ±[`FIXED_BOUND`] = ±2⁴².
+///
+/// # Example
+/// ```
+/// use harmony_core::numeric::{Laplace, NumericMechanism};
+/// use harmony_core::{Aggregator, sampling::fast_rng};
+///
+/// let mech = Laplace::new(2.0)?;
+/// let mut rng = fast_rng(42);
+/// let mut agg = mech.aggregator();
+/// let ts: Vec<f64> = (0..5000).map(|i| (i % 21) as f64 / 10.0 - 1.0).collect();
+/// for &t in &ts {
+///     agg.add(&mech.randomize(t, &mut rng)?)?;
+/// }
+/// let truth = ts.iter().sum::<f64>() / ts.len() as f64;
+/// let est = agg.estimate();
+/// println!("laplace: {:.3} ± {:.3} (truth {truth:.3})", est.value, est.std_error);
+/// assert!((est.value - truth).abs() < 5.0 * est.std_error);
+/// # Ok::<(), harmony_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Laplace {
+    eps: Epsilon,
+    scale: f64,
+}
+
+impl Laplace {
+    /// A Laplace mechanism with budget ε ≥ [`super::MIN_FIXED_EPSILON`] (finite, ≤ 700).
+    pub fn new(epsilon: f64) -> Result<Self> {
+        let eps = check_fixed_epsilon(epsilon, "laplace")?;
+        Ok(Laplace { eps, scale: 2.0 / epsilon })
+    }
+
+    /// The noise scale λ = 2/ε (density (1/2λ)·exp(−|x|/λ)).
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// The output density at y for input t (before rounding): exp(−|y − t|/λ)/(2λ).
+    pub fn density(&self, t: f64, y: f64) -> f64 {
+        (-(y - t).abs() / self.scale).exp() / (2.0 * self.scale)
+    }
+}
+
+impl NumericMechanism for Laplace {
+    fn name(&self) -> &'static str {
+        "laplace"
+    }
+    fn epsilon(&self) -> Epsilon {
+        self.eps
+    }
+    #[inline]
+    fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
+        let y = (t + self.scale * standard_laplace(rng)).clamp(-FIXED_BOUND, FIXED_BOUND);
+        NumericReport::fixed(rng, y)
+    }
+    fn decode(&self, report: &NumericReport) -> Result<f64> {
+        decode_fixed_bounded(report, FIXED_BOUND, "laplace")
+    }
+    fn variance_coefficients(&self) -> (f64, f64) {
+        (0.0, 2.0 * self.scale * self.scale + GRID_VARIANCE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use crate::numeric::GRID_STEP;
+
+    #[test]
+    fn density_ratio_is_exactly_e_eps() {
+        for eps in [0.1, 0.5, 1.0, 2.0, 4.0, 8.0] {
+            let m = Laplace::new(eps).unwrap();
+            let grid: Vec<f64> = (0..=40).map(|i| -1.0 + i as f64 * 0.05).collect();
+            let ys: Vec<f64> = (0..=200).map(|i| -5.0 + i as f64 * 0.05).collect();
+            let mut worst = 0.0f64;
+            for &t in &grid {
+                for &u in &grid {
+                    for &y in &ys {
+                        worst = worst.max(m.density(t, y) / m.density(u, y));
+                    }
+                }
+            }
+            let target = eps.exp();
+            assert!((worst / target - 1.0).abs() < 1e-9, "eps {eps}: max ratio {worst}, e^eps {target}");
+        }
+    }
+
+    #[test]
+    fn constants_and_bad_parameters() {
+        let m = Laplace::new(1.0).unwrap();
+        assert_eq!(m.name(), "laplace");
+        assert_eq!(m.scale(), 2.0);
+        assert!((m.worst_case_variance() - 8.0).abs() < 1e-12);
+        for bad in [f64::NAN, f64::INFINITY, 0.0, -1.0, 1e-12] {
+            let e = Laplace::new(bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidParameter { name: "epsilon", .. }), "{e}");
+        }
+        assert!(Laplace::new(1e-12).unwrap_err().to_string().contains(">= 0.000000001"));
+    }
+
+    #[test]
+    fn decode_accepts_huge_but_bounded_values() {
+        let m = Laplace::new(1.0).unwrap();
+        let units = (FIXED_BOUND / GRID_STEP) as i64;
+        assert_eq!(m.decode(&NumericReport::Fixed(units)).unwrap(), FIXED_BOUND);
+        assert_eq!(m.decode(&NumericReport::Fixed(-units)).unwrap(), -FIXED_BOUND);
+        let e = m.decode(&NumericReport::Fixed(units + 2)).unwrap_err();
+        assert!(matches!(e, Error::InvalidReport { .. }) && e.to_string().contains("laplace"), "{e}");
+        assert!(m.decode(&NumericReport::Fixed(i64::MIN)).is_err());
+        assert!(m.decode(&NumericReport::Sign(true)).unwrap_err().to_string().contains("kind"));
+    }
+}

@@ -1,0 +1,594 @@
+//! Whole records under one ε: multi-attribute collection strategies.
+//!
+//! A record of d attributes becomes one report that is ε-LDP for the whole record:
+//!
+//! * `split` (baseline): every attribute reported at ε/d (numeric by a 1-D mechanism, or the
+//!   numeric part jointly by Duchi's multidimensional mechanism at d_n·ε/d; categorical by a
+//!   frequency oracle). Sequential composition gives ε.
+//! * `sample-k` (Wang et al. ICDE'19, Alg. 4): sample k of the d attributes without replacement,
+//!   report each at ε/k and scale by d/k (Horvitz–Thompson). The attributes not sampled reveal
+//!   nothing; composition over the k sampled ones gives ε.
+//! * `harmony` (Nguyen et al. 2016): sample one attribute at full ε; numeric by Duchi's 1-bit
+//!   mechanism, categorical by the 1-bit Hadamard mechanism, scaled by d. It is `sample-k` with
+//!   k = 1 and those two mechanisms.
+//!
+//! # Variance (exact, per attribute)
+//! With s = d/k and a user's contribution Z = s·1[sampled]·Y (Y the mechanism's unbiased
+//! report), E[Z²] = s·E[Y²], so for a numeric attribute with one-report variance a·t² + b:
+//! `Var(t̂) = [(s(a+1) − 1)·Σt² + s·n·b] / n²`, and for a categorical item v:
+//! `Var(f̂_v) = [s·(V̄_v + f_v) − f_v] / n`, V̄_v the oracle's mean one-report variance
+//! (`FrequencyOracle::aggregate_variance`). With s = 1 (split) both reduce to the plain forms.
+//! Standard errors plug in estimates for Σt² and f_v.
+
+use crate::aggregate::Aggregator;
+use crate::error::{Error, Result};
+use crate::estimate::{Estimate, FrequencyEstimate};
+use crate::frequency::{AnyAggregator, AnyOracle, AnyReport, FrequencyOracle};
+use crate::numeric::{AnyNumeric, DuchiMulti, NumericMechanism, NumericReport, VectorMechanism};
+use crate::params::Epsilon;
+use crate::sampling::sample_k_of_d;
+use crate::schema::{Attribute, Schema, Value};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+/// The multi-attribute strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StrategyKind {
+    /// ε/d per attribute.
+    Split,
+    /// Sample one attribute (Duchi 1-bit / 1-bit Hadamard), scaled by d.
+    Harmony,
+    /// Sample k attributes at ε/k each, scaled by d/k.
+    SampleK,
+}
+
+impl StrategyKind {
+    /// Names used by the CLI and JSON.
+    pub const NAMES: &'static [&'static str] = &["split", "harmony", "sample-k"];
+    /// Parses a strategy name.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "split" => Ok(StrategyKind::Split),
+            "harmony" => Ok(StrategyKind::Harmony),
+            "sample-k" => Ok(StrategyKind::SampleK),
+            _ => Err(Error::param("strategy", name, "one of split, harmony, sample-k")),
+        }
+    }
+    /// The strategy's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Split => "split",
+            StrategyKind::Harmony => "harmony",
+            StrategyKind::SampleK => "sample-k",
+        }
+    }
+}
+
+/// How `sample-k` picks k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KChoice {
+    /// argmin of the closed-form worst-case variance (default).
+    Optimal,
+    /// The paper's rule k = max(1, min(d, ⌊ε/2.5⌋)).
+    Paper,
+    /// A fixed k.
+    Fixed(usize),
+}
+
+/// Everything that defines a collection's randomizer besides the schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyOptions {
+    /// The strategy.
+    pub kind: StrategyKind,
+    /// The total budget for the whole record.
+    pub epsilon: f64,
+    /// Numeric mechanism: `split`: laplace | scdf | staircase | duchi | pm | hm | duchi-multi;
+    /// `sample-k`: pm | hm (any 1-D works); ignored by `harmony` (duchi).
+    pub numeric_mechanism: String,
+    /// Categorical oracle: any frequency-oracle name; ignored by `harmony` (hadamard).
+    pub categorical_mechanism: String,
+    /// How `sample-k` chooses k (ignored by the other strategies).
+    pub k: KChoice,
+}
+
+impl StrategyOptions {
+    /// The defaults of each strategy: split → duchi-multi + oue, sample-k → hm + oue (k optimal),
+    /// harmony → duchi + hadamard.
+    pub fn default_for(kind: StrategyKind, epsilon: f64) -> Self {
+        let (num, cat) = match kind {
+            StrategyKind::Split => ("duchi-multi", "oue"),
+            StrategyKind::SampleK => ("hm", "oue"),
+            StrategyKind::Harmony => ("duchi", "hadamard"),
+        };
+        StrategyOptions {
+            kind,
+            epsilon,
+            numeric_mechanism: num.into(),
+            categorical_mechanism: cat.into(),
+            k: KChoice::Optimal,
+        }
+    }
+}
+
+/// The per-attribute mechanism of a record mechanism.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttributeMechanism {
+    /// A 1-D numeric mechanism on [-1, 1].
+    Numeric(AnyNumeric),
+    /// A frequency oracle over the attribute's categories.
+    Categorical(AnyOracle),
+    /// Covered by the joint numeric mechanism (split with duchi-multi).
+    Joint,
+}
+
+/// One sampled attribute's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AttributeReport {
+    /// From a numeric mechanism.
+    Numeric(NumericReport),
+    /// From a frequency oracle.
+    Categorical(AnyReport),
+}
+
+/// A whole record's report: the sampled attributes (index, report) and, for split with
+/// duchi-multi, the joint report of the numeric part.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RecordReport {
+    /// (attribute index, report) for each reported attribute.
+    pub attributes: Vec<(u32, AttributeReport)>,
+    /// The joint numeric report (split + duchi-multi only).
+    pub joint: Option<<DuchiMulti as VectorMechanism>::Report>,
+}
+
+impl crate::wire::WireReport for RecordReport {
+    const KIND: crate::wire::ReportKind = crate::wire::ReportKind::Record;
+}
+
+/// A record randomizer: schema + strategy, with every mechanism precomputed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordMechanism {
+    schema: Schema,
+    options: StrategyOptions,
+    k: usize,
+    scale: f64,
+    mechanisms: Vec<AttributeMechanism>,
+    joint: Option<DuchiMulti>,
+    numeric_positions: Vec<usize>,
+}
+
+fn unit_value(record: &[Value], j: usize, schema: &Schema) -> Result<f64> {
+    match record[j] {
+        Value::Unit(t) if (-1.0..=1.0).contains(&t) => Ok(t),
+        other => Err(Error::input(schema.attributes()[j].name(), other, "a numeric value mapped to [-1, 1]")),
+    }
+}
+
+fn category_value(record: &[Value], j: usize, schema: &Schema) -> Result<usize> {
+    let d = schema.attributes()[j].cardinality();
+    match record[j] {
+        Value::Category(c) if (c as usize) < d => Ok(c as usize),
+        other => Err(Error::input(schema.attributes()[j].name(), other, format!("a category index in [0, {d})"))),
+    }
+}
+
+impl RecordMechanism {
+    /// Builds the record mechanism; errors name the bad option.
+    pub fn new(schema: Schema, options: StrategyOptions) -> Result<Self> {
+        let eps = Epsilon::new(options.epsilon)?;
+        let d = schema.len();
+        let (num_name, cat_name) = match options.kind {
+            StrategyKind::Harmony => ("duchi".to_string(), "hadamard".to_string()),
+            _ => (options.numeric_mechanism.clone(), options.categorical_mechanism.clone()),
+        };
+        let k = match options.kind {
+            StrategyKind::Split => d,
+            StrategyKind::Harmony => 1,
+            StrategyKind::SampleK => match options.k {
+                KChoice::Fixed(k) if (1..=d).contains(&k) => k,
+                KChoice::Fixed(k) => return Err(Error::param("k", k, format!("an integer in [1, {d}]"))),
+                KChoice::Paper => paper_k(options.epsilon, d),
+                KChoice::Optimal => optimal_k(&schema, options.epsilon, &num_name, &cat_name)?,
+            },
+        };
+        let per_attr = eps.split(k)?.value();
+        let numeric_positions: Vec<usize> =
+            schema.attributes().iter().enumerate().filter(|(_, a)| a.is_numeric()).map(|(j, _)| j).collect();
+        let joint = if options.kind == StrategyKind::Split && num_name == "duchi-multi" && !numeric_positions.is_empty()
+        {
+            Some(DuchiMulti::new(per_attr * numeric_positions.len() as f64, numeric_positions.len())?)
+        } else {
+            None
+        };
+        let mut mechanisms = Vec::with_capacity(d);
+        for a in schema.attributes() {
+            mechanisms.push(match a {
+                Attribute::Numeric { .. } if joint.is_some() => AttributeMechanism::Joint,
+                Attribute::Numeric { .. } => AttributeMechanism::Numeric(AnyNumeric::by_name(&num_name, per_attr)?),
+                Attribute::Categorical { categories, .. } => {
+                    AttributeMechanism::Categorical(AnyOracle::by_name(&cat_name, per_attr, categories.len())?)
+                }
+            });
+        }
+        Ok(RecordMechanism { scale: d as f64 / k as f64, schema, options, k, mechanisms, joint, numeric_positions })
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+    /// The options it was built with.
+    pub fn options(&self) -> &StrategyOptions {
+        &self.options
+    }
+    /// Attributes reported per record (k; d for split).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+    /// The Horvitz–Thompson scale d/k.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// Per-attribute mechanisms.
+    pub fn mechanisms(&self) -> &[AttributeMechanism] {
+        &self.mechanisms
+    }
+    /// The joint numeric mechanism (split + duchi-multi).
+    pub fn joint(&self) -> Option<&DuchiMulti> {
+        self.joint.as_ref()
+    }
+    /// Names of the numeric and categorical mechanisms actually used.
+    pub fn mechanism_names(&self) -> (&'static str, &'static str) {
+        let num = if let Some(j) = &self.joint {
+            j.name()
+        } else {
+            self.mechanisms
+                .iter()
+                .find_map(|m| if let AttributeMechanism::Numeric(x) = m { Some(x.name()) } else { None })
+                .unwrap_or("none")
+        };
+        let cat = self
+            .mechanisms
+            .iter()
+            .find_map(|m| if let AttributeMechanism::Categorical(x) = m { Some(x.name()) } else { None })
+            .unwrap_or("none");
+        (num, cat)
+    }
+
+    /// Randomizes a record (values already encoded by [`Schema::encode`]) into `out`, reusing
+    /// its buffers. Errors name the attribute.
+    pub fn randomize_into<R: Rng + ?Sized>(
+        &self,
+        record: &[Value],
+        rng: &mut R,
+        out: &mut RecordReport,
+        scratch: &mut Vec<usize>,
+    ) -> Result<()> {
+        let d = self.schema.len();
+        if record.len() != d {
+            return Err(Error::input("record", format!("{} values", record.len()), format!("{d} values")));
+        }
+        out.attributes.clear();
+        out.joint = None;
+        if self.k == d {
+            scratch.clear();
+            scratch.extend(0..d);
+        } else {
+            sample_k_of_d(rng, self.k, d, scratch);
+        }
+        for &j in scratch.iter() {
+            let rep = match &self.mechanisms[j] {
+                AttributeMechanism::Joint => continue,
+                AttributeMechanism::Numeric(m) => {
+                    AttributeReport::Numeric(m.randomize_unchecked(unit_value(record, j, &self.schema)?, rng))
+                }
+                AttributeMechanism::Categorical(o) => {
+                    AttributeReport::Categorical(o.randomize_unchecked(category_value(record, j, &self.schema)?, rng))
+                }
+            };
+            out.attributes.push((j as u32, rep));
+        }
+        if let Some(joint) = &self.joint {
+            let mut t = Vec::with_capacity(self.numeric_positions.len());
+            for &j in &self.numeric_positions {
+                t.push(unit_value(record, j, &self.schema)?);
+            }
+            out.joint = Some(joint.randomize_unchecked(&t, rng));
+        }
+        Ok(())
+    }
+
+    /// Randomizes a record into a fresh report.
+    pub fn randomize<R: Rng + ?Sized>(&self, record: &[Value], rng: &mut R) -> Result<RecordReport> {
+        let mut out = RecordReport::default();
+        self.randomize_into(record, rng, &mut out, &mut Vec::new())?;
+        Ok(out)
+    }
+
+    /// An empty aggregator.
+    pub fn aggregator(&self) -> RecordAggregator {
+        RecordAggregator {
+            mechanism: self.clone(),
+            n: 0,
+            numeric: vec![NumSums::default(); self.schema.len()],
+            categorical: self
+                .mechanisms
+                .iter()
+                .map(|m| if let AttributeMechanism::Categorical(o) = m { Some(o.aggregator()) } else { None })
+                .collect(),
+            joint: self.joint.as_ref().map(|j| j.aggregator()),
+        }
+    }
+
+    /// Worst-case one-user variance of every attribute's estimate (numeric: on [-1, 1], over
+    /// t; categorical: over items and distributions, an upper bound). Divide by n for the
+    /// variance of the estimate. Used by `plan` and by the choice of k.
+    pub fn worst_case_variances(&self) -> Vec<f64> {
+        self.mechanisms
+            .iter()
+            .map(|m| match m {
+                AttributeMechanism::Numeric(x) => {
+                    let (a, b) = x.variance_coefficients();
+                    sampled_numeric_worst(a, b, self.scale)
+                }
+                AttributeMechanism::Joint => self.joint.as_ref().map(|j| j.worst_case_variance()).unwrap_or(f64::NAN),
+                AttributeMechanism::Categorical(o) => self.scale * (o.worst_case_variance() + 1.0) - 1.0,
+            })
+            .collect()
+    }
+
+    /// Exact variance of attribute j's numeric estimate (on [-1, 1]) given the true values'
+    /// Σt² over n users.
+    pub fn numeric_variance(&self, j: usize, sum_t2: f64, n: f64) -> f64 {
+        let (a, b) = match &self.mechanisms[j] {
+            AttributeMechanism::Numeric(m) => m.variance_coefficients(),
+            AttributeMechanism::Joint => self.joint.as_ref().map(|m| m.variance_coefficients()).unwrap_or((0.0, 0.0)),
+            AttributeMechanism::Categorical(_) => return f64::NAN,
+        };
+        let s = if matches!(self.mechanisms[j], AttributeMechanism::Joint) { 1.0 } else { self.scale };
+        ((s * (a + 1.0) - 1.0) * sum_t2 + s * n * b) / (n * n)
+    }
+
+    /// Exact variance of attribute j's frequency estimate of every category, given the true
+    /// frequencies over n users.
+    pub fn categorical_variance(&self, j: usize, freqs: &[f64], n: f64) -> Vec<f64> {
+        match &self.mechanisms[j] {
+            AttributeMechanism::Categorical(o) => (0..freqs.len())
+                .map(|v| (self.scale * (o.aggregate_variance(freqs, v) + freqs[v]) - freqs[v]) / n)
+                .collect(),
+            _ => vec![f64::NAN; freqs.len()],
+        }
+    }
+}
+
+/// The paper's rule k = max(1, min(d, ⌊ε/2.5⌋)).
+pub fn paper_k(epsilon: f64, d: usize) -> usize {
+    ((epsilon / 2.5).floor() as usize).clamp(1, d)
+}
+
+/// Worst-case one-user variance of a numeric attribute under sampling with scale s = d/k and a
+/// mechanism with coefficients (a, b): max over t ∈ {0, 1} of (s(a+1) − 1)t² + s·b.
+pub fn sampled_numeric_worst(a: f64, b: f64, s: f64) -> f64 {
+    (s * b).max(s * (a + 1.0) - 1.0 + s * b)
+}
+
+/// k minimising the summed closed-form worst-case variance over the schema's attributes
+/// (numeric: [`sampled_numeric_worst`]; categorical: s·(V_worst + 1) − 1 with V_worst the
+/// oracle's worst one-report variance at ε/k).
+pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: &str, categorical: &str) -> Result<usize> {
+    let d = schema.len();
+    let mut best = (f64::INFINITY, 1);
+    for k in 1..=d {
+        let per = epsilon / k as f64;
+        let s = d as f64 / k as f64;
+        let mut total = 0.0;
+        let mut num_worst = None;
+        for a in schema.attributes() {
+            total += match a {
+                Attribute::Numeric { .. } => *num_worst.get_or_insert_with(|| {
+                    AnyNumeric::by_name(numeric, per)
+                        .map(|m| {
+                            let (ca, cb) = m.variance_coefficients();
+                            sampled_numeric_worst(ca, cb, s)
+                        })
+                        .unwrap_or(f64::INFINITY)
+                }),
+                Attribute::Categorical { categories, .. } => {
+                    let o = AnyOracle::by_name(categorical, per, categories.len())?;
+                    s * (o.worst_case_variance() + 1.0) - 1.0
+                }
+            };
+        }
+        // Validate the numeric name once (errors rather than silently infinite).
+        if schema.numeric_count() > 0 && k == 1 {
+            AnyNumeric::by_name(numeric, per)?;
+        }
+        if total < best.0 {
+            best = (total, k);
+        }
+    }
+    Ok(best.1)
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct NumSums {
+    n: u64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+/// The per-attribute estimate of a record collection.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum AttributeEstimate {
+    /// Mean on [-1, 1].
+    Numeric(Estimate),
+    /// Category frequencies.
+    Categorical(FrequencyEstimate),
+}
+
+/// Mergeable aggregator of [`RecordReport`]s.
+#[derive(Debug, Clone)]
+pub struct RecordAggregator {
+    mechanism: RecordMechanism,
+    n: u64,
+    numeric: Vec<NumSums>,
+    categorical: Vec<Option<AnyAggregator>>,
+    joint: Option<crate::numeric::VectorMeanAggregator<DuchiMulti>>,
+}
+
+impl RecordAggregator {
+    /// The record mechanism.
+    pub fn mechanism(&self) -> &RecordMechanism {
+        &self.mechanism
+    }
+    /// Per-attribute unbiased estimates (numeric on [-1, 1]) with plug-in standard errors.
+    pub fn estimates(&self) -> Vec<AttributeEstimate> {
+        let n = self.n as f64;
+        let s = self.mechanism.scale;
+        let joint = self.joint.as_ref().map(|j| j.estimate());
+        let mut out = Vec::with_capacity(self.numeric.len());
+        for (j, m) in self.mechanism.mechanisms.iter().enumerate() {
+            out.push(match m {
+                AttributeMechanism::Joint => {
+                    let pos = self.mechanism.numeric_positions.iter().position(|&p| p == j).unwrap_or(0);
+                    AttributeEstimate::Numeric(joint.as_ref().map(|e| e[pos]).unwrap_or(Estimate::new(0.0, f64::NAN)))
+                }
+                AttributeMechanism::Numeric(mech) => {
+                    let sums = self.numeric[j];
+                    if self.n == 0 {
+                        AttributeEstimate::Numeric(Estimate::new(0.0, f64::INFINITY))
+                    } else {
+                        let value = s * sums.sum / n;
+                        let (a, b) = mech.variance_coefficients();
+                        let sum_t2 = if 1.0 + a > 1e-9 {
+                            ((s * sums.sum_sq - n * b) / (1.0 + a)).clamp(0.0, n)
+                        } else {
+                            (n * value * value).min(n)
+                        };
+                        let var = ((s * (a + 1.0) - 1.0) * sum_t2 + s * n * b) / (n * n);
+                        AttributeEstimate::Numeric(Estimate::from_variance(value, var))
+                    }
+                }
+                AttributeMechanism::Categorical(_) => {
+                    let agg = self.categorical[j].as_ref().expect("categorical aggregator");
+                    let fe = agg.estimate();
+                    let nj = agg.count() as f64;
+                    let ratio = if self.n == 0 { 0.0 } else { s * nj / n };
+                    let frequencies: Vec<f64> = fe.frequencies.iter().map(|f| ratio * f).collect();
+                    let std_errors = fe
+                        .frequencies
+                        .iter()
+                        .zip(&fe.std_errors)
+                        .map(|(&f, &se)| {
+                            if self.n == 0 || nj == 0.0 {
+                                return f64::INFINITY;
+                            }
+                            let fc = (ratio * f).clamp(0.0, 1.0);
+                            let vbar = se * se * nj;
+                            ((s * (vbar + fc) - fc).max(0.0) / n).sqrt()
+                        })
+                        .collect();
+                    AttributeEstimate::Categorical(FrequencyEstimate { n: self.n, frequencies, std_errors })
+                }
+            });
+        }
+        out
+    }
+}
+
+impl Aggregator for RecordAggregator {
+    type Report = RecordReport;
+    type Output = Vec<AttributeEstimate>;
+
+    fn validate(&self, r: &RecordReport) -> Result<()> {
+        let m = &self.mechanism;
+        let d = m.schema.len();
+        let expected_len = if m.joint.is_some() { m.k - m.numeric_positions.len() } else { m.k };
+        if r.attributes.len() != expected_len {
+            return Err(Error::report("attributes", r.attributes.len(), format!("{expected_len} sampled attributes")));
+        }
+        for (i, (j, rep)) in r.attributes.iter().enumerate() {
+            let j = *j as usize;
+            if j >= d {
+                return Err(Error::report(format!("attributes[{i}].index"), j, format!("an attribute index < {d}")));
+            }
+            if r.attributes[..i].iter().any(|(p, _)| *p as usize == j) {
+                return Err(Error::report(format!("attributes[{i}].index"), j, "distinct attribute indices"));
+            }
+            match (&m.mechanisms[j], rep) {
+                (AttributeMechanism::Numeric(mech), AttributeReport::Numeric(x)) => {
+                    mech.decode(x)?;
+                }
+                (AttributeMechanism::Categorical(_), AttributeReport::Categorical(x)) => {
+                    self.categorical[j].as_ref().expect("categorical aggregator").validate(x)?;
+                }
+                _ => {
+                    return Err(Error::report(
+                        format!("attributes[{i}]"),
+                        "a report of the wrong kind",
+                        format!("the kind of attribute {}", m.schema.attributes()[j].name()),
+                    ));
+                }
+            }
+        }
+        match (&self.joint, &r.joint) {
+            (Some(agg), Some(x)) => agg.validate(x),
+            (None, None) => Ok(()),
+            (Some(_), None) => Err(Error::report("joint", "missing", "a duchi-multi report")),
+            (None, Some(_)) => Err(Error::report("joint", "present", "no joint report for this strategy")),
+        }
+    }
+
+    fn add_unchecked(&mut self, r: &RecordReport) {
+        self.n += 1;
+        for (j, rep) in &r.attributes {
+            let j = *j as usize;
+            match (&self.mechanism.mechanisms[j], rep) {
+                (AttributeMechanism::Numeric(mech), AttributeReport::Numeric(x)) => {
+                    let y = mech.decode(x).unwrap_or(0.0);
+                    let s = &mut self.numeric[j];
+                    s.n += 1;
+                    s.sum += y;
+                    s.sum_sq += y * y;
+                }
+                (AttributeMechanism::Categorical(_), AttributeReport::Categorical(x)) => {
+                    if let Some(agg) = self.categorical[j].as_mut() {
+                        agg.add_unchecked(x);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let (Some(agg), Some(x)) = (self.joint.as_mut(), r.joint.as_ref()) {
+            agg.add_unchecked(x);
+        }
+    }
+
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        crate::aggregate::check_compatible("record mechanism", &self.mechanism, &other.mechanism)?;
+        self.n += other.n;
+        for (a, b) in self.numeric.iter_mut().zip(&other.numeric) {
+            a.n += b.n;
+            a.sum += b.sum;
+            a.sum_sq += b.sum_sq;
+        }
+        for (a, b) in self.categorical.iter_mut().zip(&other.categorical) {
+            if let (Some(a), Some(b)) = (a.as_mut(), b.as_ref()) {
+                a.merge(b)?;
+            }
+        }
+        if let (Some(a), Some(b)) = (self.joint.as_mut(), other.joint.as_ref()) {
+            a.merge(b)?;
+        }
+        Ok(())
+    }
+
+    fn count(&self) -> u64 {
+        self.n
+    }
+
+    fn estimate(&self) -> Vec<AttributeEstimate> {
+        self.estimates()
+    }
+}

@@ -1,0 +1,155 @@
+//! Shared Monte-Carlo helpers of the numeric integration tests (fast and heavy tiers).
+//!
+//! Every statistic is compared at |z| < Z_TEST = 4.42, a two-sided false-failure rate of 1e-5
+//! per statistic for a normal statistic. The seeds are fixed, so a run is reproducible; a failure
+//! message prints n, the estimate, the target and the tolerance.
+#![allow(dead_code)]
+
+use harmony_core::estimate::{Moments, Z_TEST};
+use harmony_core::numeric::{AnyNumeric, NUMERIC_NAMES, NumericMechanism, VectorMechanism};
+use harmony_core::sampling::{fast_rng, stream_seed};
+
+/// The budgets every Monte-Carlo test covers.
+pub const EPSILONS: [f64; 4] = [0.5, 1.0, 2.0, 4.0];
+/// The inputs every 1-D Monte-Carlo test covers (both ends, the middle, two interior points).
+pub const TS: [f64; 5] = [-1.0, -0.3, 0.0, 0.6, 1.0];
+
+/// All six 1-D mechanisms at budget ε.
+pub fn all_1d(eps: f64) -> Vec<AnyNumeric> {
+    NUMERIC_NAMES.iter().map(|n| AnyNumeric::by_name(n, eps).unwrap()).collect()
+}
+
+/// Checks, for n reports of input t, that the sample mean is within Z_TEST·σ/√n of t and the
+/// sample variance within Z_TEST standard errors of the closed form `m.variance(t)`.
+pub fn check_1d<M: NumericMechanism>(m: &M, t: f64, n: usize, seed: u64) -> Result<(), String> {
+    let mut rng = fast_rng(seed);
+    let (mut mo, mut sq) = (Moments::default(), Moments::default());
+    for _ in 0..n {
+        let r = m.randomize(t, &mut rng).map_err(|e| e.to_string())?;
+        let y = m.decode(&r).map_err(|e| e.to_string())?;
+        mo.push(y);
+        sq.push(y * y);
+    }
+    let tag = format!("{} eps={} t={t}", m.name(), m.epsilon().value());
+    check_moments(&tag, &mo, &sq, t, m.variance(t))
+}
+
+/// The mean and variance checks on the moments of Y (`mo`) and of Y² (`sq`).
+///
+/// When |Y| is constant (Duchi-type ±B outputs) the sample variance is a function of the sample
+/// mean, its first-order standard error vanishes near t = 0 and `z_variance` is not a valid z;
+/// the second moment E[Y²] = Var + t² is then checked exactly instead (to 1e-9 relative).
+pub fn check_moments(tag: &str, mo: &Moments, sq: &Moments, t: f64, var: f64) -> Result<(), String> {
+    let n = mo.n;
+    let zm = mo.z_mean(t, var);
+    if zm.abs() >= Z_TEST {
+        return Err(format!(
+            "{tag}: n = {n}, mean {:.6}, target {t}, tolerance ±{:.6} (z = {zm:.2})",
+            mo.mean,
+            Z_TEST * (var / n as f64).sqrt()
+        ));
+    }
+    let second = var + t * t;
+    if sq.variance() <= 1e-12 * second * second {
+        if (sq.mean - second).abs() > 1e-9 * second {
+            return Err(format!("{tag}: n = {n}, E[Y^2] {:.9} (|Y| constant), target {second:.9}", sq.mean));
+        }
+        return Ok(());
+    }
+    let zv = mo.z_variance(var);
+    if zv.abs() >= Z_TEST {
+        let se = (mo.variance() - var) / zv;
+        return Err(format!(
+            "{tag}: n = {n}, variance {:.6}, target {var:.6}, tolerance ±{:.6} (z = {zv:.2})",
+            mo.variance(),
+            Z_TEST * se.abs()
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `check_1d` for every mechanism, ε and t; collects every failure.
+pub fn check_all_1d(n: usize, base_seed: u64) -> Vec<String> {
+    let mut failures = Vec::new();
+    let mut stream = 0;
+    for eps in EPSILONS {
+        for m in all_1d(eps) {
+            for t in TS {
+                stream += 1;
+                if let Err(e) = check_1d(&m, t, n, stream_seed(base_seed, stream)) {
+                    failures.push(e);
+                }
+            }
+        }
+    }
+    failures
+}
+
+/// Per-coordinate mean and variance checks of a vector mechanism at input t (n reports).
+pub fn check_vector<M: VectorMechanism>(m: &M, t: &[f64], n: usize, seed: u64) -> Result<(), String> {
+    let d = m.dimension();
+    let mut rng = fast_rng(seed);
+    let mut mo = vec![Moments::default(); d];
+    let mut sq = vec![Moments::default(); d];
+    for _ in 0..n {
+        let r = m.randomize(t, &mut rng).map_err(|e| e.to_string())?;
+        let y = m.decode(&r).map_err(|e| e.to_string())?;
+        for j in 0..d {
+            mo[j].push(y[j]);
+            sq[j].push(y[j] * y[j]);
+        }
+    }
+    for j in 0..d {
+        let tag = format!("{} eps={} d={d} coordinate {j} (t_j = {})", m.name(), m.epsilon().value(), t[j]);
+        check_moments(&tag, &mo[j], &sq[j], t[j], m.variance(t[j]))?;
+    }
+    Ok(())
+}
+
+/// A deterministic test vector in [-1, 1]^d with distinct coordinates, including ±1 and 0 when
+/// d ≥ 3.
+pub fn test_vector(d: usize) -> Vec<f64> {
+    (0..d)
+        .map(|j| match j {
+            0 => 1.0,
+            1 => -1.0,
+            2 => 0.0,
+            _ => (j as f64 * 0.7).sin(),
+        })
+        .collect()
+}
+
+/// Empirical ε audit over a finite output space: given output counts for two inputs (n draws
+/// each), checks that every output's log probability ratio ln(p̂₁/p̂₂) is at most ε + Z_TEST·se
+/// (se by the delta method, √((1 − p)/(np)) per side) and that the largest one is at least
+/// ε − Z_TEST·se (the bound is attained). Outputs seen fewer than 100 times on either side are
+/// skipped (their ratio is too noisy to test).
+pub fn audit_ratio(counts1: &[u64], counts2: &[u64], n: u64, eps: f64) -> Result<f64, String> {
+    let nf = n as f64;
+    let mut best = f64::NEG_INFINITY;
+    let mut best_se = 0.0;
+    for (o, (&c1, &c2)) in counts1.iter().zip(counts2).enumerate() {
+        for (a, b) in [(c1, c2), (c2, c1)] {
+            if a < 100 || b < 100 {
+                continue;
+            }
+            let (pa, pb) = (a as f64 / nf, b as f64 / nf);
+            let lr = (pa / pb).ln();
+            let se = ((1.0 - pa) / (nf * pa) + (1.0 - pb) / (nf * pb)).sqrt();
+            if lr > eps + Z_TEST * se {
+                return Err(format!(
+                    "output {o}: n = {n} per input, ln ratio {lr:.5} > eps {eps} + {:.5} (counts {a} vs {b})",
+                    Z_TEST * se
+                ));
+            }
+            if lr > best {
+                best = lr;
+                best_se = se;
+            }
+        }
+    }
+    if best < eps - Z_TEST * best_se {
+        return Err(format!("n = {n} per input: largest ln ratio {best:.5} < eps {eps} - {:.5}", Z_TEST * best_se));
+    }
+    Ok(best)
+}
