@@ -66,6 +66,43 @@ pub fn bernoulli<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
     rng.next_u64() < threshold
 }
 
+/// A precomputed [`bernoulli`]: the same draws (same exactness, same random words consumed)
+/// without recomputing the threshold p·2^64 on every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bernoulli {
+    threshold: u64,
+    /// 0: never (p ≤ 0 or NaN), 1: compare, 2: always (p ≥ 1).
+    mode: u8,
+}
+
+impl Bernoulli {
+    /// Precomputes Bernoulli(p).
+    pub fn new(p: f64) -> Self {
+        if p >= 1.0 {
+            Bernoulli { threshold: 0, mode: 2 }
+        } else if !(p > 0.0) {
+            Bernoulli { threshold: 0, mode: 0 }
+        } else {
+            Bernoulli { threshold: (p * 18_446_744_073_709_551_616.0) as u64, mode: 1 }
+        }
+    }
+    /// One draw: true with probability p.
+    #[inline]
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> bool {
+        match self.mode {
+            1 => rng.next_u64() < self.threshold,
+            m => m == 2,
+        }
+    }
+    /// The exact probability of `true`: threshold/2^64 (or 0 / 1).
+    pub fn probability(&self) -> f64 {
+        match self.mode {
+            1 => self.threshold as f64 / 18_446_744_073_709_551_616.0,
+            m => (m == 2) as u8 as f64,
+        }
+    }
+}
+
 /// A precomputed Bernoulli(p) sampler that fills 64 independent lanes per call, consuming about
 /// eight random words per 64 bits whatever p is.
 ///
@@ -303,8 +340,16 @@ pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) ->
         let fixed = (scaled * (1u64 << 32) as f64) as i64;
         (fixed + (rng.next_u64() >> 32) as i64) >> 32
     } else {
-        randomized_round(rng, y, step)
+        randomized_round_cold(rng, y, step)
     }
+}
+
+/// The out-of-line large-value path of [`randomized_round_fast`] (keeps the hot path small
+/// enough to inline).
+#[cold]
+#[inline(never)]
+fn randomized_round_cold<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
+    randomized_round(rng, y, step)
 }
 
 /// Standard Laplace(0, 1): a fair sign times an Exp(1) draw, both from [`sign_and_exp1`] (one
@@ -312,7 +357,14 @@ pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) ->
 #[inline]
 pub fn standard_laplace<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     let (negative, e) = sign_and_exp1(rng);
-    if negative { -e } else { e }
+    with_sign(e, negative)
+}
+
+/// −x if `negative`, else x, without a branch (the sign is a coin flip: a branch on it would be
+/// mispredicted half the time).
+#[inline(always)]
+pub fn with_sign(x: f64, negative: bool) -> f64 {
+    f64::from_bits(x.to_bits() ^ ((negative as u64) << 63))
 }
 
 /// Geometric number of failures before the first success when the failure probability is
@@ -456,6 +508,20 @@ mod tests {
         }
         assert_eq!(BernoulliWords::new(1.0).sample_masked(&mut rng, 0b101), 0b101);
         assert_eq!(BernoulliWords::new(0.0).sample_masked(&mut rng, 0b101), 0);
+    }
+
+    #[test]
+    fn precomputed_bernoulli_matches_bernoulli() {
+        for &p in &[0.0, 1e-30, 0.25, 0.7310585786300049, 0.999, 1.0, 2.0, f64::NAN] {
+            let b = Bernoulli::new(p);
+            let (mut r1, mut r2) = (fast_rng(12), fast_rng(12));
+            for _ in 0..1000 {
+                assert_eq!(b.sample(&mut r1), bernoulli(&mut r2, p), "p = {p}");
+            }
+            if (0.0..=1.0).contains(&p) && p >= 1.0 / 4096.0 || p == 0.0 {
+                assert_eq!(b.probability(), p);
+            }
+        }
     }
 
     #[test]

@@ -268,6 +268,18 @@ impl RecordMechanism {
         if record.len() != d {
             return Err(Error::input("record", format!("{} values", record.len()), format!("{d} values")));
         }
+        // Validate the whole record first, so a bad value is an error whichever attributes the
+        // sampling picks (and nothing depends on the sample).
+        for (j, m) in self.mechanisms.iter().enumerate() {
+            match m {
+                AttributeMechanism::Categorical(_) => {
+                    category_value(record, j, &self.schema)?;
+                }
+                _ => {
+                    unit_value(record, j, &self.schema)?;
+                }
+            }
+        }
         out.attributes.clear();
         out.joint = None;
         if self.k == d {

@@ -15,7 +15,7 @@ use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{bernoulli, padding_mask, splitmix64, uniform_below};
+use crate::sampling::{Bernoulli, padding_mask, splitmix64, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -70,6 +70,7 @@ pub struct BassilySmith {
     seed: u64,
     p: f64,
     c: f64,
+    keep: Bernoulli,
     /// Column v (the signs s(·, v), bit j set for +1) in words [v·wpc, (v + 1)·wpc).
     columns: Arc<[u64]>,
     worst: Arc<OnceLock<f64>>,
@@ -136,7 +137,17 @@ impl BassilySmith {
             columns[last] &= padding_mask(m);
         }
         let p = 1.0 / (1.0 + (-eps.value()).exp());
-        Ok(BassilySmith { eps, d, m, seed, p, c: eps.c(), columns: columns.into(), worst: Arc::default() })
+        Ok(BassilySmith {
+            eps,
+            d,
+            m,
+            seed,
+            p,
+            c: eps.c(),
+            keep: Bernoulli::new(p),
+            columns: columns.into(),
+            worst: Arc::default(),
+        })
     }
     /// The number of rows m.
     pub fn rows(&self) -> usize {
@@ -194,7 +205,7 @@ impl FrequencyOracle for BassilySmith {
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> BassilySmithReport {
         let j = uniform_below(rng, self.m as u64) as usize;
-        let keep = bernoulli(rng, self.p);
+        let keep = self.keep.sample(rng);
         BassilySmithReport { j: j as u32, bit: self.sign(j, v) == keep }
     }
     fn aggregator(&self) -> BassilySmithAggregator {

@@ -15,7 +15,7 @@ use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{bernoulli, uniform_below};
+use crate::sampling::{Bernoulli, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -53,6 +53,7 @@ pub struct Grr {
     d: usize,
     p: f64,
     q: f64,
+    keep: Bernoulli,
 }
 
 /// A GRR report: the reported category.
@@ -74,7 +75,7 @@ impl Grr {
         let em = (-eps.value()).exp();
         let p = 1.0 / (1.0 + (d as f64 - 1.0) * em);
         let q = em * p;
-        Ok(Grr { eps, d, p, q })
+        Ok(Grr { eps, d, p, q, keep: Bernoulli::new(p) })
     }
     /// P[report = x | x] = e^ε/(e^ε + d − 1).
     pub fn p(&self) -> f64 {
@@ -113,9 +114,12 @@ impl FrequencyOracle for Grr {
     }
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> GrrReport {
-        let y =
-            if bernoulli(rng, self.p) { v } else { (v + 1 + uniform_below(rng, self.d as u64 - 1) as usize) % self.d };
-        GrrReport { y: y as u32 }
+        if self.keep.sample(rng) {
+            return GrrReport { y: v as u32 };
+        }
+        // v + 1 + U{0..d−2} < 2d: one conditional subtraction replaces `mod d`.
+        let t = v + 1 + uniform_below(rng, self.d as u64 - 1) as usize;
+        GrrReport { y: (if t >= self.d { t - self.d } else { t }) as u32 }
     }
     fn aggregator(&self) -> GrrAggregator {
         GrrAggregator { oracle: self.clone(), counts: vec![0; self.d], n: 0 }

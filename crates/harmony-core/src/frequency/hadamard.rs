@@ -13,7 +13,7 @@ use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{bernoulli, uniform_below};
+use crate::sampling::{Bernoulli, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,7 @@ pub struct Hadamard {
     k: usize,
     p: f64,
     c: f64,
+    keep: Bernoulli,
 }
 
 /// A 1-bit Hadamard report: the row and the randomized sign.
@@ -73,7 +74,7 @@ impl Hadamard {
         let eps = Epsilon::new(epsilon)?;
         let d = check_domain("d", d)?;
         let p = 1.0 / (1.0 + (-eps.value()).exp());
-        Ok(Hadamard { eps, d, k: d.next_power_of_two(), p, c: eps.c() })
+        Ok(Hadamard { eps, d, k: d.next_power_of_two(), p, c: eps.c(), keep: Bernoulli::new(p) })
     }
     /// K: the number of rows (the next power of two ≥ d).
     pub fn rows(&self) -> usize {
@@ -110,7 +111,7 @@ impl FrequencyOracle for Hadamard {
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> HadamardReport {
         let j = uniform_below(rng, self.k as u64);
-        let keep = bernoulli(rng, self.p);
+        let keep = self.keep.sample(rng);
         HadamardReport { j: j as u32, bit: hadamard_positive(j, v as u64) == keep }
     }
     fn aggregator(&self) -> HadamardAggregator {

@@ -16,7 +16,7 @@ use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{bernoulli, uniform_below};
+use crate::sampling::{Bernoulli, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -60,7 +60,7 @@ pub struct HadamardResponse {
     /// D = 2B − 1 + e^ε.
     big_d: f64,
     /// 2B/D: probability of the uniform branch.
-    uniform: f64,
+    uniform: Bernoulli,
     /// D/(e^ε − 1): the magnitude of one report's contribution.
     scale: f64,
     /// 2e^ε/(bD) and 2/(bD).
@@ -103,7 +103,7 @@ impl HadamardResponse {
             b,
             k,
             big_d,
-            uniform: 2.0 * blocks as f64 / big_d,
+            uniform: Bernoulli::new(2.0 * blocks as f64 / big_d),
             scale: big_d / eps.exp_m1(),
             p_in: 2.0 / b as f64 * e_over_d,
             p_out: 2.0 / (b as f64 * big_d),
@@ -160,7 +160,7 @@ impl FrequencyOracle for HadamardResponse {
     }
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> HrReport {
-        if bernoulli(rng, self.uniform) {
+        if self.uniform.sample(rng) {
             return HrReport { y: uniform_below(rng, self.k as u64) as u32 };
         }
         let (j, row) = self.locate(v);

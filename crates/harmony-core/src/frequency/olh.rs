@@ -30,7 +30,7 @@ use crate::aggregate::{Aggregator, at_index, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{bernoulli, splitmix64, uniform_below};
+use crate::sampling::{Bernoulli, splitmix64, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -74,6 +74,7 @@ pub struct Olh {
     g: u32,
     p: f64,
     q: f64,
+    keep: Bernoulli,
 }
 
 /// An OLH report: the public hash seed and the randomized hash value.
@@ -225,7 +226,7 @@ impl Olh {
     fn build(eps: Epsilon, d: usize, g: u32) -> Result<Self> {
         let em = (-eps.value()).exp();
         let p = 1.0 / (1.0 + (g as f64 - 1.0) * em);
-        Ok(Olh { eps, d, g, p, q: em * p })
+        Ok(Olh { eps, d, g, p, q: em * p, keep: Bernoulli::new(p) })
     }
     /// The hash range g.
     pub fn g(&self) -> u32 {
@@ -255,9 +256,12 @@ impl Olh {
     pub fn randomize_item<R: Rng + ?Sized>(&self, item: u64, rng: &mut R) -> OlhReport {
         let seed = rng.next_u64();
         let h = self.hash(seed, item);
-        let y =
-            if bernoulli(rng, self.p) { h } else { (h + 1 + uniform_below(rng, self.g as u64 - 1) as u32) % self.g };
-        OlhReport { seed, y }
+        if self.keep.sample(rng) {
+            return OlhReport { seed, y: h };
+        }
+        // h + 1 + U{0..g−2} < 2g: one conditional subtraction replaces `mod g`.
+        let t = h + 1 + uniform_below(rng, self.g as u64 - 1) as u32;
+        OlhReport { seed, y: if t >= self.g { t - self.g } else { t } }
     }
     /// P[y | x, seed] from the oracle's constants (the seed's own probability does not depend
     /// on x); 0 if y ≥ g.

@@ -18,7 +18,7 @@ use crate::aggregate::{Aggregator, at_index, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{BernoulliWords, bernoulli, padding_mask};
+use crate::sampling::{Bernoulli, BernoulliWords, padding_mask};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,7 @@ pub struct UnaryEncoding {
     params: UnaryParams,
     words: usize,
     noise: BernoulliWords,
+    truth: Bernoulli,
 }
 
 impl PartialEq for UnaryEncoding {
@@ -187,6 +188,7 @@ impl UnaryEncoding {
             params: UnaryParams { kind, eps, d, p, q },
             words: d.div_ceil(64),
             noise: BernoulliWords::new(q),
+            truth: Bernoulli::new(p),
         })
     }
     /// SUE or OUE.
@@ -263,7 +265,7 @@ impl FrequencyOracle for UnaryEncoding {
         }
         bits.push(self.noise.sample_masked(rng, padding_mask(d)));
         let (w, b) = (v / 64, v % 64);
-        let truth = bernoulli(rng, self.params.p) as u64;
+        let truth = self.truth.sample(rng) as u64;
         bits[w] = (bits[w] & !(1u64 << b)) | (truth << b);
         UnaryReport { bits }
     }
@@ -334,11 +336,29 @@ impl Aggregator for UnaryAggregator {
         self.counts.add_one(&r.bits);
         self.n += 1;
     }
+    /// All or nothing in one pass over the reports: each group of 16 is validated and added
+    /// to a scratch counter, which is folded in only if every report was valid.
     fn add_batch(&mut self, reports: &[UnaryReport]) -> Result<()> {
-        for (i, r) in reports.iter().enumerate() {
-            self.validate(r).map_err(|e| at_index(e, i))?;
+        if reports.len() < 64 {
+            for (i, r) in reports.iter().enumerate() {
+                self.validate(r).map_err(|e| at_index(e, i))?;
+            }
+            self.add_validated(reports.iter());
+            return Ok(());
         }
-        self.add_validated(reports.iter());
+        let mut scratch = BitSlicedCounts::new(self.counts.words);
+        for (g, group) in reports.chunks(16).enumerate() {
+            for (k, r) in group.iter().enumerate() {
+                self.validate(r).map_err(|e| at_index(e, 16 * g + k))?;
+            }
+            if group.len() == 16 {
+                scratch.add16(&std::array::from_fn(|k| group[k].bits.as_slice()));
+            } else {
+                group.iter().for_each(|r| scratch.add_one(&r.bits));
+            }
+        }
+        self.counts.absorb(&scratch);
+        self.n += reports.len() as u64;
         Ok(())
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
@@ -359,9 +379,12 @@ impl Aggregator for UnaryAggregator {
 /// Planes per 64-lane group: each lane counts up to 2^12 − 1 reports between flushes.
 const PLANES: usize = 12;
 const CAPACITY: u64 = (1 << PLANES) - 1;
+/// Words processed together by the carry-save path (two SSE2 registers per plane).
+const LANES: usize = 4;
 
-/// Bit-sliced (vertical) counters: for word w, `planes[w * PLANES + i]` holds bit i of the 64
-/// lane counters of categories 64w..64w+63. `pending` bounds every lane counter.
+/// Bit-sliced (vertical) counters: `planes[i * words + w]` holds bit i of the 64 lane
+/// counters of categories 64w..64w+63 (plane-major, so neighbouring words vectorise).
+/// `pending` bounds every lane counter.
 #[derive(Debug, Clone)]
 struct BitSlicedCounts {
     words: usize,
@@ -370,10 +393,51 @@ struct BitSlicedCounts {
     flushed: Vec<u64>,
 }
 
+/// A full adder on L words at once: (carry, sum) of a + b + c.
 #[inline(always)]
-fn csa(a: u64, b: u64, c: u64) -> (u64, u64) {
-    let u = a ^ b;
-    ((a & b) | (u & c), u ^ c)
+fn csa<const L: usize>(a: [u64; L], b: [u64; L], c: [u64; L]) -> ([u64; L], [u64; L]) {
+    let (mut h, mut l) = ([0; L], [0; L]);
+    for i in 0..L {
+        let u = a[i] ^ b[i];
+        h[i] = (a[i] & b[i]) | (u & c[i]);
+        l[i] = u ^ c[i];
+    }
+    (h, l)
+}
+
+/// Words w..w+L of 16 reports into the planes: a Harley–Seal carry-save tree into planes
+/// 0–3 (ones, twos, fours, eights), then the sixteens ripple into planes 4 and up.
+#[inline(always)]
+fn add16_at<const L: usize>(planes: &mut [u64], words: usize, w: usize, r: &[&[u64]; 16]) {
+    let ld = |k: usize| -> [u64; L] { r[k][w..w + L].try_into().expect("L words") };
+    let get = |planes: &[u64], i: usize| -> [u64; L] { planes[i * words + w..][..L].try_into().expect("L words") };
+    let (ones, twos, fours, eights) = (get(planes, 0), get(planes, 1), get(planes, 2), get(planes, 3));
+    let (twos_a, o) = csa(ones, ld(0), ld(1));
+    let (twos_b, o) = csa(o, ld(2), ld(3));
+    let (fours_a, t) = csa(twos, twos_a, twos_b);
+    let (twos_a, o) = csa(o, ld(4), ld(5));
+    let (twos_b, o) = csa(o, ld(6), ld(7));
+    let (fours_b, t) = csa(t, twos_a, twos_b);
+    let (eights_a, f) = csa(fours, fours_a, fours_b);
+    let (twos_a, o) = csa(o, ld(8), ld(9));
+    let (twos_b, o) = csa(o, ld(10), ld(11));
+    let (fours_a, t) = csa(t, twos_a, twos_b);
+    let (twos_a, o) = csa(o, ld(12), ld(13));
+    let (twos_b, o) = csa(o, ld(14), ld(15));
+    let (fours_b, t) = csa(t, twos_a, twos_b);
+    let (eights_b, f) = csa(f, fours_a, fours_b);
+    let (mut carry, e) = csa(eights, eights_a, eights_b);
+    for (i, x) in [o, t, f, e].into_iter().enumerate() {
+        planes[i * words + w..][..L].copy_from_slice(&x);
+    }
+    for i in 4..PLANES {
+        let p = &mut planes[i * words + w..][..L];
+        for l in 0..L {
+            let t = p[l] & carry[l];
+            p[l] ^= carry[l];
+            carry[l] = t;
+        }
+    }
 }
 
 impl BitSlicedCounts {
@@ -386,12 +450,13 @@ impl BitSlicedCounts {
         if self.pending + 1 > CAPACITY {
             self.flush();
         }
-        for (planes, &x) in self.planes.chunks_exact_mut(PLANES).zip(bits) {
+        for (w, &x) in bits.iter().enumerate().take(self.words) {
             let mut carry = x;
-            for p in planes.iter_mut() {
+            for i in 0..PLANES {
                 if carry == 0 {
                     break;
                 }
+                let p = &mut self.planes[i * self.words + w];
                 let t = *p & carry;
                 *p ^= carry;
                 carry = t;
@@ -400,47 +465,27 @@ impl BitSlicedCounts {
         self.pending += 1;
     }
 
-    /// Adds 16 bit vectors: per word a Harley–Seal carry-save tree into planes 0–3, then the
-    /// sixteens word ripples into planes 4 and up.
+    /// Adds 16 bit vectors of `words` words each, LANES words at a time.
     fn add16(&mut self, r: &[&[u64]; 16]) {
         if self.pending + 16 > CAPACITY {
             self.flush();
         }
         let words = self.words;
-        let r: [&[u64]; 16] = std::array::from_fn(|k| &r[k][..words]);
-        for (w, planes) in self.planes.chunks_exact_mut(PLANES).enumerate() {
-            let (ones, twos, fours, eights) = (planes[0], planes[1], planes[2], planes[3]);
-            let (twos_a, o) = csa(ones, r[0][w], r[1][w]);
-            let (twos_b, o) = csa(o, r[2][w], r[3][w]);
-            let (fours_a, t) = csa(twos, twos_a, twos_b);
-            let (twos_a, o) = csa(o, r[4][w], r[5][w]);
-            let (twos_b, o) = csa(o, r[6][w], r[7][w]);
-            let (fours_b, t) = csa(t, twos_a, twos_b);
-            let (eights_a, f) = csa(fours, fours_a, fours_b);
-            let (twos_a, o) = csa(o, r[8][w], r[9][w]);
-            let (twos_b, o) = csa(o, r[10][w], r[11][w]);
-            let (fours_a, t) = csa(t, twos_a, twos_b);
-            let (twos_a, o) = csa(o, r[12][w], r[13][w]);
-            let (twos_b, o) = csa(o, r[14][w], r[15][w]);
-            let (fours_b, t) = csa(t, twos_a, twos_b);
-            let (eights_b, f) = csa(f, fours_a, fours_b);
-            let (sixteens, e) = csa(eights, eights_a, eights_b);
-            planes[..4].copy_from_slice(&[o, t, f, e]);
-            let mut carry = sixteens;
-            for p in planes[4..].iter_mut() {
-                let t = *p & carry;
-                *p ^= carry;
-                carry = t;
-            }
+        let paired = words - words % LANES;
+        for w in (0..paired).step_by(LANES) {
+            add16_at::<LANES>(&mut self.planes, words, w, r);
+        }
+        for w in paired..words {
+            add16_at::<1>(&mut self.planes, words, w, r);
         }
         self.pending += 16;
     }
 
     /// Decodes every plane into `out` (64 counts per word), adding.
     fn decode_into(&self, out: &mut [u64]) {
-        for (w, planes) in self.planes.chunks_exact(PLANES).enumerate() {
-            for (i, &plane) in planes.iter().enumerate() {
-                let mut bits = plane;
+        for (i, plane) in self.planes.chunks_exact(self.words).enumerate() {
+            for (w, &bits) in plane.iter().enumerate() {
+                let mut bits = bits;
                 while bits != 0 {
                     out[w * 64 + bits.trailing_zeros() as usize] += 1 << i;
                     bits &= bits - 1;
@@ -464,9 +509,10 @@ impl BitSlicedCounts {
         t
     }
 
+    /// Adds another counter's totals into this one's flushed counts.
     fn absorb(&mut self, other: &Self) {
-        let t = other.totals();
-        self.flushed.iter_mut().zip(&t).for_each(|(a, b)| *a += b);
+        self.flushed.iter_mut().zip(&other.flushed).for_each(|(a, b)| *a += b);
+        other.decode_into(&mut self.flushed);
     }
 }
 

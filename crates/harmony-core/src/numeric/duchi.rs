@@ -89,7 +89,7 @@ impl NumericMechanism for Duchi {
     fn epsilon(&self) -> Epsilon {
         self.eps
     }
-    #[inline]
+    #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         NumericReport::Sign(bernoulli_fast(rng, self.prob_positive(t)))
     }

@@ -27,7 +27,7 @@
 use super::VectorMechanism;
 use crate::error::{Error, Result};
 use crate::params::{Epsilon, check_dimension};
-use crate::sampling::{bernoulli, fill_bits, padding_mask};
+use crate::sampling::{bernoulli, bernoulli_fast, fill_bits, padding_mask};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -163,7 +163,7 @@ impl DuchiMulti {
         for (w, chunk) in bits.iter_mut().zip(t.chunks(64)) {
             let mut v = 0u64;
             for (i, &tj) in chunk.iter().enumerate() {
-                v |= (bernoulli(rng, 0.5 + 0.5 * tj) as u64) << i;
+                v |= (bernoulli_fast(rng, 0.5 + 0.5 * tj) as u64) << i;
             }
             *w ^= v;
         }

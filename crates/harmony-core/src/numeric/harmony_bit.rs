@@ -10,7 +10,7 @@
 use super::VectorMechanism;
 use crate::error::{Error, Result};
 use crate::params::{Epsilon, check_dimension};
-use crate::sampling::{bernoulli, uniform_below};
+use crate::sampling::{bernoulli_fast, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -106,7 +106,7 @@ impl VectorMechanism for HarmonyBit {
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: &[f64], rng: &mut R) -> HarmonyBitReport {
         let j = uniform_below(rng, self.d as u64) as usize;
-        HarmonyBitReport { j: j as u32, positive: bernoulli(rng, self.prob_positive(t[j])) }
+        HarmonyBitReport { j: j as u32, positive: bernoulli_fast(rng, self.prob_positive(t[j])) }
     }
     fn validate(&self, report: &HarmonyBitReport) -> Result<()> {
         if report.j as usize >= self.d {

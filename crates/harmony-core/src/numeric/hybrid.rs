@@ -92,7 +92,7 @@ impl NumericMechanism for Hybrid {
     fn epsilon(&self) -> Epsilon {
         self.eps
     }
-    #[inline]
+    #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         match &self.pm {
             Some(pm) if bernoulli_fast(rng, self.alpha) => pm.randomize_unchecked(t, rng),

@@ -72,7 +72,7 @@ impl NumericMechanism for Laplace {
     fn epsilon(&self) -> Epsilon {
         self.eps
     }
-    #[inline]
+    #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         let y = (t + self.scale * standard_laplace(rng)).clamp(-FIXED_BOUND, FIXED_BOUND);
         NumericReport::fixed(rng, y)

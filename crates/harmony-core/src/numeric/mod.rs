@@ -129,12 +129,23 @@ pub trait NumericMechanism: std::fmt::Debug + Clone + PartialEq + Send + Sync {
         check_unit("value", t)?;
         Ok(self.randomize_unchecked(t, rng))
     }
-    /// Randomizes a batch into `out` (appended). Validates all inputs first: on error nothing is
-    /// appended and the error names the index.
+    /// Randomizes a batch into `out` (appended). All or nothing: if any input is NaN or outside
+    /// [-1, 1], nothing is appended and the error names the first bad index.
+    ///
+    /// The range check is fused into the randomizing loop (one pass over the inputs); on error
+    /// the reports already written are truncated away, so no report of the batch escapes.
     fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
-        check_unit_batch(ts)?;
+        let start = out.len();
+        let mut ok = true;
         out.reserve(ts.len());
-        out.extend(ts.iter().map(|&t| self.randomize_unchecked(t, rng)));
+        out.extend(ts.iter().map(|&t| {
+            ok &= (-1.0..=1.0).contains(&t);
+            self.randomize_unchecked(t, rng)
+        }));
+        if !ok {
+            out.truncate(start);
+            check_unit_batch(ts)?;
+        }
         Ok(())
     }
     /// Variance of one report when the user's value is t.

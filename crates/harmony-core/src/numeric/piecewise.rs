@@ -157,7 +157,7 @@ impl NumericMechanism for Piecewise {
     fn epsilon(&self) -> Epsilon {
         self.eps
     }
-    #[inline]
+    #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         let u = uniform01(rng);
         NumericReport::fixed(rng, self.sample_real(t, u))

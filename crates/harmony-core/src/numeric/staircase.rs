@@ -27,8 +27,9 @@
 use super::{FIXED_BOUND, GRID_VARIANCE, NumericMechanism, NumericReport, check_fixed_epsilon, decode_fixed_bounded};
 use crate::error::{Error, Result};
 use crate::params::Epsilon;
-use crate::sampling::{bernoulli, sign_and_exp1, uniform01};
+use crate::sampling::{bernoulli_fast, sign_and_exp1, uniform01, with_sign};
 use rand::Rng;
+use std::hint::select_unpredictable;
 
 /// The sensitivity of a value in [-1, 1].
 const DELTA: f64 = 2.0;
@@ -47,6 +48,8 @@ pub struct StaircaseNoise {
     p_first: f64,
     /// The noise variance (without rounding).
     noise_variance: f64,
+    /// 1/ε.
+    inv_eps: f64,
 }
 
 impl StaircaseNoise {
@@ -71,6 +74,7 @@ impl StaircaseNoise {
             a: beta / (2.0 * DELTA * w),
             p_first: gamma / w,
             noise_variance: DELTA * DELTA * (2.0 * b / (beta * beta) + gamma_term(b, beta, gamma)),
+            inv_eps: 1.0 / e,
         }
     }
 
@@ -107,18 +111,18 @@ impl StaircaseNoise {
     }
 
     /// One noise draw.
-    #[inline]
+    #[inline(always)]
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> f64 {
         let (negative, e) = sign_and_exp1(rng);
-        let g = (e / self.eps.value()).floor();
-        let first = bernoulli(rng, self.p_first);
+        // ⌊E/ε⌋ by truncation (E/ε ≥ 0 and < 2⁶³ for ε ≥ MIN_FIXED_EPSILON): no libm floor.
+        let g = (e * self.inv_eps) as i64 as f64;
+        let first = bernoulli_fast(rng, self.p_first);
         let u = uniform01(rng);
-        let steps = if first { g + self.gamma * u } else { g + self.gamma + (1.0 - self.gamma) * u };
-        let x = DELTA * steps;
-        if negative { -x } else { x }
+        let (offset, width) = select_unpredictable(first, (0.0, self.gamma), (self.gamma, 1.0 - self.gamma));
+        with_sign(DELTA * (g + offset + width * u), negative)
     }
 
-    #[inline]
+    #[inline(always)]
     fn randomize<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         let y = (t + self.sample(rng)).clamp(-FIXED_BOUND, FIXED_BOUND);
         NumericReport::fixed(rng, y)
@@ -173,7 +177,7 @@ macro_rules! staircase_mechanism {
             fn epsilon(&self) -> Epsilon {
                 self.0.eps
             }
-            #[inline]
+            #[inline(always)]
             fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
                 self.0.randomize(t, rng)
             }

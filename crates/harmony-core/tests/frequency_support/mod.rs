@@ -1,0 +1,118 @@
+//! Shared helpers of the frequency-oracle tests: thresholds at stated false-failure rates, a
+//! skewed test population and the enumeration of every output of a small oracle.
+#![allow(dead_code)]
+
+use harmony_core::FrequencyOracle;
+use harmony_core::frequency::*;
+
+/// Complementary error function (Numerical Recipes `erfcc`, relative error < 1.2e-7).
+pub fn erfc(x: f64) -> f64 {
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let r = t * poly.exp();
+    if x >= 0.0 { r } else { 2.0 - r }
+}
+
+/// The z with P[|Z| > z] = alpha for a standard normal Z (bisection).
+pub fn z_two_sided(alpha: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 40.0f64);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if erfc(mid / std::f64::consts::SQRT_2) > alpha {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+/// Per-check z for `checks` two-sided checks whose union has false-failure rate `alpha`
+/// (Bonferroni). `z_bonferroni(1e-5, 1)` = 4.42.
+pub fn z_bonferroni(alpha: f64, checks: usize) -> f64 {
+    z_two_sided(alpha / checks as f64)
+}
+
+/// The upper `alpha` quantile of χ² with k degrees of freedom (Wilson–Hilferty; exact for
+/// k = 1 through the normal).
+pub fn chi2_critical(k: usize, alpha: f64) -> f64 {
+    let z = z_two_sided(2.0 * alpha);
+    if k == 1 {
+        return z * z;
+    }
+    let k = k as f64;
+    let a = 2.0 / (9.0 * k);
+    k * (1.0 - a + z * a.sqrt()).powi(3)
+}
+
+/// A skewed population of n users over [0, d): Zipf(1.2) weights on the first 3d/4 items and
+/// none on the last quarter (so f_v = 0 items are covered). Returns the values and the exact
+/// fractions (counts / n).
+pub fn skewed_population(d: usize, n: usize) -> (Vec<usize>, Vec<f64>) {
+    let support = (3 * d / 4).max(1);
+    let w: Vec<f64> = (0..support).map(|x| 1.0 / ((x + 1) as f64).powf(1.2)).collect();
+    let total: f64 = w.iter().sum();
+    let mut counts: Vec<usize> = w.iter().map(|wx| (wx / total * n as f64).floor() as usize).collect();
+    counts[0] += n - counts.iter().sum::<usize>();
+    counts.resize(d, 0);
+    let values = counts.iter().enumerate().flat_map(|(x, &c)| std::iter::repeat_n(x, c)).collect();
+    let freqs = counts.iter().map(|&c| c as f64 / n as f64).collect();
+    (values, freqs)
+}
+
+/// E[one report's estimate of f_v | x]: 1[x = v], or ⟨Φ_x, Φ_v⟩ for Bassily–Smith.
+pub fn report_mean(o: &AnyOracle, x: usize, v: usize) -> f64 {
+    match o {
+        AnyOracle::BassilySmith(b) => b.inner_product(x, v),
+        _ => (x == v) as u8 as f64,
+    }
+}
+
+/// E[f̂_v] for a population with fractions `f`: f_v, or the biased Bassily–Smith expectation.
+pub fn estimate_mean(o: &AnyOracle, f: &[f64], v: usize) -> f64 {
+    match o {
+        AnyOracle::BassilySmith(b) => b.expectation(f, v),
+        _ => f[v],
+    }
+}
+
+fn unary_outputs(d: usize) -> Vec<UnaryReport> {
+    assert!(d <= 12, "enumerating 2^{d} bit vectors");
+    (0u64..1 << d).map(|b| UnaryReport { bits: vec![b] }).collect()
+}
+
+/// Every possible report of a small oracle. For OLH: the reports carrying `olh_seed`.
+pub fn all_outputs(o: &AnyOracle, olh_seed: u64) -> Vec<AnyReport> {
+    let signed = |rows: usize| -> Vec<(u32, bool)> {
+        (0..rows as u32).flat_map(|j| [(j, false), (j, true)]).collect()
+    };
+    match o {
+        AnyOracle::Grr(g) => (0..g.domain_size() as u32).map(|y| AnyReport::Grr(GrrReport { y })).collect(),
+        AnyOracle::Sue(u) | AnyOracle::Oue(u) => unary_outputs(u.domain_size()).into_iter().map(AnyReport::Unary).collect(),
+        AnyOracle::Olh(h) => (0..h.g()).map(|y| AnyReport::Olh(OlhReport { seed: olh_seed, y })).collect(),
+        AnyOracle::Hadamard(h) => {
+            signed(h.rows()).into_iter().map(|(j, bit)| AnyReport::Hadamard(HadamardReport { j, bit })).collect()
+        }
+        AnyOracle::Hr(h) => (0..h.outputs() as u32).map(|y| AnyReport::Hr(HrReport { y })).collect(),
+        AnyOracle::BassilySmith(b) => {
+            signed(b.rows()).into_iter().map(|(j, bit)| AnyReport::BassilySmith(BassilySmithReport { j, bit })).collect()
+        }
+        AnyOracle::Adaptive(Adaptive::Grr(g)) => (0..g.domain_size() as u32)
+            .map(|y| AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y })))
+            .collect(),
+        AnyOracle::Adaptive(Adaptive::Oue(u)) => unary_outputs(u.domain_size())
+            .into_iter()
+            .map(|r| AnyReport::Adaptive(AdaptiveReport::Oue(r)))
+            .collect(),
+    }
+}
+
+/// The test parameters of the Monte-Carlo tiers.
+pub const EPSILONS: [f64; 4] = [0.5, 1.0, 2.0, 4.0];
