@@ -58,7 +58,7 @@ pub fn bernoulli<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
     if p >= 1.0 {
         return true;
     }
-    if !(p > 0.0) {
+    if p.is_nan() || p <= 0.0 {
         return false;
     }
     // p < 1 so p * 2^64 < 2^64 and the cast is exact for p >= 2^-12.
@@ -80,10 +80,11 @@ impl Bernoulli {
     pub fn new(p: f64) -> Self {
         if p >= 1.0 {
             Bernoulli { threshold: 0, mode: 2 }
-        } else if !(p > 0.0) {
-            Bernoulli { threshold: 0, mode: 0 }
-        } else {
+        } else if p > 0.0 {
             Bernoulli { threshold: (p * 18_446_744_073_709_551_616.0) as u64, mode: 1 }
+        } else {
+            // p ≤ 0 or NaN: never.
+            Bernoulli { threshold: 0, mode: 0 }
         }
     }
     /// One draw: true with probability p.
@@ -108,7 +109,7 @@ impl Bernoulli {
 ///
 /// Each lane compares a lazily generated uniform U = 0.u₁u₂… with the binary expansion of p
 /// (the exact `f64` value), most significant bit first, stopping as soon as every lane is
-/// decided. Lane = 1 iff U < p, so P[1] = p exactly (for the f64 p).
+/// decided. Lane = 1 iff U < p, so P\[1\] = p exactly (for the f64 p).
 #[derive(Debug, Clone)]
 pub struct BernoulliWords {
     /// Bits of p after the binary point, MSB first (up to 1074 for subnormals; we keep 64·k).

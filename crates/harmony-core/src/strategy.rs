@@ -13,8 +13,8 @@
 //!   k = 1 and those two mechanisms.
 //!
 //! # Variance (exact, per attribute)
-//! With s = d/k and a user's contribution Z = s·1[sampled]·Y (Y the mechanism's unbiased
-//! report), E[Z²] = s·E[Y²], so for a numeric attribute with one-report variance a·t² + b:
+//! With s = d/k and a user's contribution Z = s·1\[sampled\]·Y (Y the mechanism's unbiased
+//! report), E\[Z²\] = s·E\[Y²\], so for a numeric attribute with one-report variance a·t² + b:
 //! `Var(t̂) = [(s(a+1) − 1)·Σt² + s·n·b] / n²`, and for a categorical item v:
 //! `Var(f̂_v) = [s·(V̄_v + f_v) − f_v] / n`, V̄_v the oracle's mean one-report variance
 //! (`FrequencyOracle::aggregate_variance`). With s = 1 (split) both reduce to the plain forms.

@@ -129,11 +129,12 @@ impl FrequencyOracle for Adaptive {
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         both!(self, o => o.aggregate_variance(freqs, v))
     }
+    /// NaN for a report of the other branch.
     fn report_estimate(&self, r: &AdaptiveReport, v: usize) -> f64 {
         match (self, r) {
             (Adaptive::Grr(o), AdaptiveReport::Grr(r)) => o.report_estimate(r, v),
             (Adaptive::Oue(o), AdaptiveReport::Oue(r)) => o.report_estimate(r, v),
-            _ => 0.0,
+            _ => f64::NAN,
         }
     }
 }
@@ -179,16 +180,7 @@ impl Aggregator for AdaptiveAggregator {
         for (i, r) in reports.iter().enumerate() {
             self.validate(r).map_err(|e| crate::aggregate::at_index(e, i))?;
         }
-        match self {
-            AdaptiveAggregator::Grr(a) => reports.iter().for_each(|r| {
-                if let AdaptiveReport::Grr(r) = r {
-                    a.add_unchecked(r)
-                }
-            }),
-            AdaptiveAggregator::Oue(a) => a.add_validated(
-                reports.iter().filter_map(|r| if let AdaptiveReport::Oue(r) = r { Some(r) } else { None }),
-            ),
-        }
+        self.add_validated(reports.iter());
         Ok(())
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
@@ -217,6 +209,19 @@ impl Aggregator for AdaptiveAggregator {
 }
 
 impl AdaptiveAggregator {
+    /// Adds already validated reports (the OUE branch uses the carry-save batch path).
+    pub(crate) fn add_validated<'a>(&mut self, reports: impl Iterator<Item = &'a AdaptiveReport>) {
+        match self {
+            AdaptiveAggregator::Grr(a) => reports.for_each(|r| {
+                if let AdaptiveReport::Grr(r) = r {
+                    a.add_unchecked(r)
+                }
+            }),
+            AdaptiveAggregator::Oue(a) => {
+                a.add_validated(reports.filter_map(|r| if let AdaptiveReport::Oue(r) = r { Some(r) } else { None }))
+            }
+        }
+    }
     fn branch(&self) -> &'static str {
         match self {
             AdaptiveAggregator::Grr(_) => "grr",

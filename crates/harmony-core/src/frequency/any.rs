@@ -20,7 +20,25 @@ use serde::{Deserialize, Serialize};
 /// The names accepted by [`AnyOracle::by_name`], in a stable order.
 pub const FREQUENCY_NAMES: &[&str] = &["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive"];
 
-/// Any frequency oracle.
+/// Any frequency oracle, chosen by name.
+///
+/// # Example
+/// ```
+/// use harmony_core::frequency::{AnyOracle, FREQUENCY_NAMES};
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// let mut rng = harmony_core::sampling::fast_rng(42);
+/// for name in FREQUENCY_NAMES {
+///     let o = AnyOracle::by_name(name, 2.0, 8).unwrap();
+///     let mut agg = o.aggregator();
+///     for i in 0..4000 {
+///         let bytes = o.randomize(i % 2, &mut rng).unwrap().encode(); // what a client sends
+///         agg.add(&o.decode_report(&bytes).unwrap()).unwrap();
+///     }
+///     let est = agg.estimate();
+///     let tolerance = if *name == "bassily-smith" { 0.5 } else { 5.0 * est.std_errors[1] };
+///     assert!((est.frequencies[1] - 0.5).abs() < tolerance, "{name}");
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum AnyOracle {
     /// [`Grr`].
@@ -351,13 +369,9 @@ impl Aggregator for AnyAggregator {
                     reports.iter().filter_map(|r| if let AnyReport::Olh(r) = r { Some(*r) } else { None }).collect();
                 a.add_batch(&inner)?;
             }
-            AnyAggregator::Adaptive(a) => {
-                let inner: Vec<AdaptiveReport> = reports
-                    .iter()
-                    .filter_map(|r| if let AnyReport::Adaptive(r) = r { Some(r.clone()) } else { None })
-                    .collect();
-                a.add_batch(&inner)?;
-            }
+            AnyAggregator::Adaptive(a) => a.add_validated(
+                reports.iter().filter_map(|r| if let AnyReport::Adaptive(r) = r { Some(r) } else { None }),
+            ),
             _ => reports.iter().for_each(|r| self.add_unchecked(r)),
         }
         Ok(())

@@ -3,7 +3,7 @@
 //!
 //! A public m×d matrix Φ with entries s(j, v)/√m, s = ±1, is generated from a public seed
 //! (SplitMix64 of the seed, the column and the word index: reproducible on every platform and
-//! version). The user draws j ~ U[m] and sends b = s(j, x) with probability e^ε/(e^ε + 1),
+//! version). The user draws j ~ U\[m\] and sends b = s(j, x) with probability e^ε/(e^ε + 1),
 //! −s(j, x) otherwise. The server's estimate is f̂_v = (c/n) Σ_i b_i s(j_i, v).
 //!
 //! For a *fixed* Φ, E[f̂_v] = Σ_x f_x ⟨Φ_x, Φ_v⟩ = f_v + Σ_{x≠v} f_x ⟨Φ_x, Φ_v⟩: the estimate is
@@ -166,22 +166,25 @@ impl BassilySmith {
     pub fn sign(&self, j: usize, v: usize) -> bool {
         (self.column(v)[j / 64] >> (j % 64)) & 1 == 1
     }
-    /// ρ(x, v) = ⟨Φ_x, Φ_v⟩ = (1/m) Σ_j s(j, x)s(j, v) (1 when x = v).
+    /// ρ(x, v) = ⟨Φ_x, Φ_v⟩ = (1/m) Σ_j s(j, x)s(j, v) (1 when x = v). O(m/64).
+    ///
+    /// # Panics
+    /// If x or v is ≥ d (as do `report_variance` and `aggregate_variance`, which use it).
     pub fn inner_product(&self, x: usize, v: usize) -> f64 {
         let diff: u32 = self.column(x).iter().zip(self.column(v)).map(|(a, b)| (a ^ b).count_ones()).sum();
         (self.m as f64 - 2.0 * diff as f64) / self.m as f64
     }
-    /// E[f̂_v] = Σ_x freqs[x]·ρ(x, v) for a population with fractions `freqs`.
+    /// E[f̂_v] = Σ_x freqs\[x\]·ρ(x, v) for a population with fractions `freqs`.
     pub fn expectation(&self, freqs: &[f64], v: usize) -> f64 {
         freqs.iter().enumerate().map(|(x, &f)| f * self.inner_product(x, v)).sum()
     }
-    /// The bias E[f̂_v] − f_v = Σ_{x≠v} freqs[x]·ρ(x, v).
+    /// The bias E[f̂_v] − f_v = Σ_{x≠v} freqs\[x\]·ρ(x, v).
     pub fn bias(&self, freqs: &[f64], v: usize) -> f64 {
         self.expectation(freqs, v) - freqs[v]
     }
-    /// P[report | x] from the oracle's constants (0 if j ≥ m).
+    /// P[report | x] from the oracle's constants (0 if j ≥ m or x ≥ d).
     pub fn output_probability(&self, x: usize, r: &BassilySmithReport) -> f64 {
-        if r.j as usize >= self.m {
+        if r.j as usize >= self.m || x >= self.d {
             return 0.0;
         }
         let pr = if self.sign(r.j as usize, x) == r.bit { self.p } else { self.p * (-self.eps.value()).exp() };

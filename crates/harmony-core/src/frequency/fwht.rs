@@ -9,13 +9,13 @@ use std::ops::{Add, Sub};
 /// `H[i, j]` as ±1: `+1` when `popcount(i & j)` is even.
 #[inline]
 pub fn hadamard_entry(i: u64, j: u64) -> i8 {
-    if (i & j).count_ones() % 2 == 0 { 1 } else { -1 }
+    if (i & j).count_ones().is_multiple_of(2) { 1 } else { -1 }
 }
 
 /// Whether `H[i, j] = +1`.
 #[inline]
 pub fn hadamard_positive(i: u64, j: u64) -> bool {
-    (i & j).count_ones() % 2 == 0
+    (i & j).count_ones().is_multiple_of(2)
 }
 
 /// In-place fast Walsh–Hadamard transform `a ← H a`, natural order, unnormalised.

@@ -89,10 +89,10 @@ impl Grr {
     pub fn pure_params(&self) -> PureParams {
         PureParams { p: self.p, q: self.q }
     }
-    /// P[report | x] computed from the oracle's constants (0 for an out-of-range report).
+    /// P[report | x] computed from the oracle's constants (0 for an out-of-range report or input).
     pub fn output_probability(&self, x: usize, report: &GrrReport) -> f64 {
         match report.y as usize {
-            y if y >= self.d => 0.0,
+            y if y >= self.d || x >= self.d => 0.0,
             y if y == x => self.p,
             _ => self.q,
         }

@@ -2,9 +2,9 @@
 //! MECHANISMS.md §A5).
 //!
 //! K = the next power of two ≥ d and H the K×K Sylvester matrix, H[j, x] = (−1)^popcount(j & x).
-//! The user draws a row j ~ U[K] (independent of the data; it may come from public randomness)
+//! The user draws a row j ~ U\[K\] (independent of the data; it may come from public randomness)
 //! and sends b = H[j, x] with probability e^ε/(e^ε + 1), −H[j, x] otherwise. The server
-//! accumulates A[j] += b and computes every estimate at once with one fast Walsh–Hadamard
+//! accumulates A\[j\] += b and computes every estimate at once with one fast Walsh–Hadamard
 //! transform: f̂ = (c/n)·H A with c = (e^ε + 1)/(e^ε − 1). O(n + K log K).
 
 use super::FrequencyOracle;
@@ -84,9 +84,9 @@ impl Hadamard {
     pub fn c(&self) -> f64 {
         self.c
     }
-    /// P[report | x] from the oracle's constants (0 if j ≥ K).
+    /// P[report | x] from the oracle's constants (0 if j ≥ K or x ≥ d).
     pub fn output_probability(&self, x: usize, r: &HadamardReport) -> f64 {
-        if r.j as usize >= self.k {
+        if r.j as usize >= self.k || x >= self.d {
             return 0.0;
         }
         let agree = hadamard_positive(r.j as u64, x as u64) == r.bit;
@@ -132,7 +132,7 @@ impl FrequencyOracle for Hadamard {
     }
 }
 
-/// Server-side 1-bit Hadamard state: the signed sum A[j] of each row's bits. O(K) memory.
+/// Server-side 1-bit Hadamard state: the signed sum A\[j\] of each row's bits. O(K) memory.
 #[derive(Debug, Clone)]
 pub struct HadamardAggregator {
     oracle: Hadamard,

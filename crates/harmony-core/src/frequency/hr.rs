@@ -5,7 +5,7 @@
 //! D = 2B − 1 + e^ε. Item x lives in block j = ⌊x/(b − 1)⌋ and uses row r = (x mod (b − 1)) + 1
 //! of H_b; C_x = {j·b + y' : H_b[r, y'] = +1} (|C_x| = b/2).
 //!
-//! Sampling: with probability 2B/D output uniform on [K], otherwise uniform on C_x. Then
+//! Sampling: with probability 2B/D output uniform on \[K\], otherwise uniform on C_x. Then
 //! P[y | x] = 2e^ε/(bD) on C_x and 2/(bD) elsewhere. A report y contributes ±D/(e^ε − 1) to the
 //! items of its block (+ if y ∈ C_v) and 0 to all others; the server histograms the reports and
 //! runs one FWHT of size b per block: O(n + K log b).
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 /// Hadamard Response (general block form).
 ///
 /// # Privacy
-/// P[y | x] = 2e^ε/(bD) for y ∈ C_x and 2/(bD) for every other y ∈ [K]: (b/2)·2e^ε/(bD) +
+/// P[y | x] = 2e^ε/(bD) for y ∈ C_x and 2/(bD) for every other y ∈ \[K\]: (b/2)·2e^ε/(bD) +
 /// (K − b/2)·2/(bD) = (e^ε + 2B − 1)/D = 1. Any output's ratio between two inputs is at most
 /// e^ε, attained on C_x ∖ C_x': exactly ε-LDP.
 ///
@@ -134,10 +134,10 @@ impl HadamardResponse {
     fn block_items(&self, j: usize) -> std::ops::Range<usize> {
         (j * (self.b - 1)).min(self.d)..((j + 1) * (self.b - 1)).min(self.d)
     }
-    /// P[report | x] from the oracle's constants (0 if y ≥ K).
+    /// P[report | x] from the oracle's constants (0 if y ≥ K or x ≥ d).
     pub fn output_probability(&self, x: usize, r: &HrReport) -> f64 {
         let y = r.y as usize;
-        if y >= self.k {
+        if y >= self.k || x >= self.d {
             return 0.0;
         }
         let (j, row) = self.locate(x);

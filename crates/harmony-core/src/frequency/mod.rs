@@ -1,5 +1,18 @@
 //! Frequency oracles over a categorical domain [0, d).
 //!
+//! | oracle | name | report | one-report variance (x ≠ v, f_v = 0) | aggregation |
+//! |---|---|---|---|---|
+//! | [`Grr`] | `grr` | category | (d − 2 + e^ε)/(e^ε − 1)² | O(n + d) |
+//! | [`Sue`] | `sue` | d bits | e^(ε/2)/(e^(ε/2) − 1)² | O(nd/64), bit-sliced |
+//! | [`Oue`] | `oue` | d bits | 4e^ε/(e^ε − 1)² | O(nd/64), bit-sliced |
+//! | [`Olh`] | `olh` | seed + hash value | (e^ε − 1 + g)²/((e^ε − 1)²(g − 1)) | O(nd), vectorised |
+//! | [`Hadamard`] | `hadamard` | row + 1 bit | c² = ((e^ε + 1)/(e^ε − 1))² | O(n + K log K) |
+//! | [`HadamardResponse`] | `hr` | output in \[K\] | 2D/(e^ε − 1)² (block-mass term added) | O(n + K log b) |
+//! | [`BassilySmith`] | `bassily-smith` | row + 1 bit | c² − ⟨Φ_x, Φ_v⟩², **biased** baseline | O(n + md) |
+//! | [`Adaptive`] | `adaptive` | GRR or OUE | the smaller of GRR's and OUE's | |
+//!
+//! [`AnyOracle`] picks one by name at run time; [`fwht`] is the shared Walsh–Hadamard transform.
+//!
 //! Each oracle is an immutable struct of precomputed constants (client side, `randomize`) with a
 //! mergeable aggregator next to it (server side). Estimates are unbiased fractions; standard
 //! errors use the exact aggregate variance including the f_v term (MECHANISMS.md §0), with the
@@ -71,8 +84,9 @@ pub trait FrequencyOracle: std::fmt::Debug + Clone + PartialEq + Send + Sync {
         out.extend(vs.iter().map(|&v| self.randomize_unchecked(v, rng)));
         Ok(())
     }
-    /// n·Var(f̂_v) when a fraction `freqs[x]` of the users holds x: Σ_x freqs[x]·Var(Y_v | x).
-    /// Exact (the f_v term included). Oracles override it with their closed form.
+    /// n·Var(f̂_v) when a fraction `freqs[x]` of the users holds x: Σ_x freqs\[x\]·Var(Y_v | x).
+    /// Exact (the f_v term included). Oracles override it with their closed form, which assumes
+    /// the fractions sum to 1.
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         freqs.iter().enumerate().map(|(x, &f)| f * self.report_variance(x, v)).sum()
     }

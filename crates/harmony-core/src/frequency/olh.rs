@@ -1,7 +1,7 @@
 //! Optimized local hashing (OLH; MECHANISMS.md §A4).
 //!
 //! Each user draws a fresh 64-bit seed s (independent of the data), hashes the item with
-//! H_s: u64 → [g] and sends (s, y) with y = GRR_g(H_s(x)): y = H_s(x) w.p. p = e^ε/(e^ε + g − 1),
+//! H_s: u64 → \[g\] and sends (s, y) with y = GRR_g(H_s(x)): y = H_s(x) w.p. p = e^ε/(e^ε + g − 1),
 //! each other hash value w.p. q = 1/(e^ε + g − 1). The server counts, for each candidate v, the
 //! reports that support it, C(v) = #{i : H_{s_i}(v) = y_i}, and estimates
 //! f̂_v = (C(v)/n − 1/g)/(p − 1/g).
@@ -43,7 +43,7 @@ pub const MAX_G: u32 = 1 << 16;
 ///
 /// # Privacy
 /// The seed is drawn independently of x, and given the seed the hashed value goes through GRR
-/// over [g]: P[(s, y) | x] = P[s]·(p if y = H_s(x) else q) with p/q = e^ε. For any two inputs the
+/// over \[g\]: P[(s, y) | x] = P\[s\]·(p if y = H_s(x) else q) with p/q = e^ε. For any two inputs the
 /// ratio is at most e^ε, attained whenever H_s(x) ≠ H_s(x'): exactly ε-LDP.
 ///
 /// # Utility
@@ -168,7 +168,7 @@ fn sweep(tile: &mut [u32], p: &Prepared, v0: u64) {
     }
 }
 
-/// counts[v] += #{reports supporting v} for v in [0, counts.len()).
+/// counts\[v\] += #{reports supporting v} for v in [0, counts.len()).
 fn accumulate_domain(prepared: &[Prepared], counts: &mut [u64]) {
     if prepared.is_empty() {
         return;
@@ -188,7 +188,7 @@ fn accumulate_domain(prepared: &[Prepared], counts: &mut [u64]) {
     }
 }
 
-/// counts[k] += #{reports supporting candidates[k]} for arbitrary u64 items.
+/// counts\[k\] += #{reports supporting candidates\[k\]} for arbitrary u64 items.
 fn accumulate_candidates(prepared: &[Prepared], candidates: &[u64], counts: &mut [u64]) {
     let mut tile = vec![0u32; TILE.min(candidates.len())];
     for block in prepared.chunks(BLOCK) {
@@ -264,9 +264,9 @@ impl Olh {
         OlhReport { seed, y: if t >= self.g { t - self.g } else { t } }
     }
     /// P[y | x, seed] from the oracle's constants (the seed's own probability does not depend
-    /// on x); 0 if y ≥ g.
+    /// on x); 0 if y ≥ g or x ≥ d.
     pub fn output_probability(&self, x: usize, report: &OlhReport) -> f64 {
-        if report.y >= self.g {
+        if report.y >= self.g || x >= self.d {
             0.0
         } else if self.hash(report.seed, x as u64) == report.y {
             self.p

@@ -211,9 +211,9 @@ impl UnaryEncoding {
     pub fn pure_params(&self) -> PureParams {
         PureParams { p: self.params.p, q: self.params.q }
     }
-    /// P[report | x] = Π_v P[bit v], from the oracle's constants (0 for a malformed report).
+    /// P[report | x] = Π_v P[bit v], from the oracle's constants (0 for a malformed report or x ≥ d).
     pub fn output_probability(&self, x: usize, report: &UnaryReport) -> f64 {
-        if validate_bits(&report.bits, self.params.d).is_err() {
+        if validate_bits(&report.bits, self.params.d).is_err() || x >= self.params.d {
             return 0.0;
         }
         (0..self.params.d)

@@ -1,7 +1,7 @@
 //! Duchi et al.'s one-dimensional mechanism (MECHANISMS.md §B2): one bit per user.
 //!
 //! Derivation. The report is +C with probability P₊(t) = 1/2 + t/(2C), else −C, with
-//! C = (e^ε + 1)/(e^ε − 1). Then E[Y] = C(2P₊ − 1) = t and E[Y²] = C², so Var = C² − t².
+//! C = (e^ε + 1)/(e^ε − 1). Then E\[Y] = C(2P₊ − 1) = t and E\[Y²] = C², so Var = C² − t².
 //! P₊ is increasing in t, so the worst ratio is P₊(1)/P₊(−1) = (C + 1)/(C − 1) = e^ε (and the
 //! same for the −C output by symmetry).
 
@@ -16,7 +16,9 @@ use rand::Rng;
 /// # Privacy
 /// P[+C | t] = 1/2 + t/(2C) ranges over [1/(e^ε + 1), e^ε/(e^ε + 1)] for t ∈ [-1, 1], so the
 /// probability of either output changes by a factor of at most e^ε between two inputs, with
-/// equality at t = ±1: exactly ε-LDP.
+/// equality at t = ±1: exactly ε-LDP. (Numerically: the coin is drawn against P₊·2⁶³, exact for
+/// P₊ ≥ 2⁻¹¹; for ε ≳ 30, 1 − 1/(e^ε + 1) is no longer representable in f64 and the ratio is only
+/// approximately e^ε — such budgets give no meaningful privacy anyway.)
 ///
 /// # Utility
 /// Var = C² − t²; worst case C² at t = 0. `variance_coefficients()` is (−1, C²).

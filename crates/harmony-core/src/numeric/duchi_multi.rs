@@ -8,12 +8,12 @@
 //!
 //! * every s has probability π/|T₊| or (1 − π)/|T₋| given v, and
 //!   π = e^ε·h/((e^ε − 1)h + 1) makes their ratio exactly e^ε, for every d;
-//! * B = (1 + h(e^ε − 1))/(r(e^ε − 1)) with r = C(d − 1, ⌈(d − 1)/2⌉)/2^d makes E[B·s | v] = v;
+//! * B = (1 + h(e^ε − 1))/(r(e^ε − 1)) with r = C(d − 1, ⌈(d − 1)/2⌉)/2^d makes E\[B·s | v] = v;
 //!   both are Harmony's π = e·C_d^H/((e − 1)C_d^H + 2^d) and
 //!   B = (2^d + C_d^H(e − 1))/(C(d − 1, ⌈(d − 1)/2⌉)(e − 1)) divided through by 2^d, so they stay
 //!   finite for any d (the central binomial ratios are computed without ever forming 2^d).
 //!
-//! Var_j = B² − t_j² (E[(B s_j)²] = B²).
+//! Var_j = B² − t_j² (E\[(B s_j)²] = B²).
 //!
 //! Sampler (O(d), never enumerating 2^d outputs): draw a uniformly random flip mask f ∈ {0,1}^d
 //! and set s = v with the bits of f flipped. The agreement count a = d − |f| is Binomial(d, 1/2),
@@ -188,7 +188,7 @@ fn complement(bits: &mut [u64], d: usize) {
 /// (πk)^{-1/2}(1 − 1/(8k) + 1/(128k²) + 5/(1024k³) − 21/(32768k⁴)), k = n/2, whose truncation
 /// error is below 1e-18 there.
 pub(crate) fn central_binomial_ratio(n: usize) -> f64 {
-    debug_assert!(n % 2 == 0);
+    debug_assert!(n.is_multiple_of(2));
     let k = n / 2;
     if k < 1000 {
         (1..=k).fold(1.0, |acc, i| acc * (2 * i - 1) as f64 / (2 * i) as f64)

@@ -4,7 +4,7 @@
 //! Derivation. The user draws j uniformly from [0, d) (independently of t) and reports j and a
 //! sign: + with probability P₊(t_j) = 1/2 + t_j/(2c), c = (e^ε + 1)/(e^ε − 1) (Duchi's 1-D
 //! mechanism on coordinate j). The decoded vector is ±c·d at j and 0 elsewhere, so
-//! E[Y_j] = (1/d)·c·d·(2P₊ − 1) = t_j and E[Y_j²] = (1/d)(c·d)² = d·c², hence
+//! E\[Y_j] = (1/d)·c·d·(2P₊ − 1) = t_j and E\[Y_j²] = (1/d)(c·d)² = d·c², hence
 //! Var_j = d·c² − t_j².
 
 use super::VectorMechanism;

@@ -4,6 +4,10 @@
 //! t, t' ∈ [-1, 1] the ratio is exp(ε(|y − t'| − |y − t|)/2) ≤ exp(ε|t − t'|/2) ≤ e^ε (triangle
 //! inequality, |t − t'| ≤ 2), with equality for t = 1, t' = −1 and y ≥ 1. Lap(λ) has variance
 //! 2λ², so one report has variance 8/ε² whatever t.
+//!
+//! Sampling: a fair sign and an Exp(1) draw from one `u64` by the ziggurat method
+//! ([`crate::sampling::standard_laplace`]: no `ln` in ~99% of draws), then randomized rounding
+//! to the grid with one more `u64`.
 
 use super::{FIXED_BOUND, GRID_VARIANCE, NumericMechanism, NumericReport, check_fixed_epsilon, decode_fixed_bounded};
 use crate::error::Result;

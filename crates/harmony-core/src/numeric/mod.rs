@@ -2,7 +2,7 @@
 //!
 //! Every mechanism here has a per-report variance of the form `a·t² + b` (t the user's value),
 //! which [`NumericMechanism::variance_coefficients`] exposes. The aggregator uses it to give a
-//! plug-in standard error: E[Y²] = (1 + a)·t² + b, so Σt² is estimated without bias from ΣY²
+//! plug-in standard error: E\[Y²] = (1 + a)·t² + b, so Σt² is estimated without bias from ΣY²
 //! when 1 + a > 0 (and bounded by the mean's square otherwise).
 //!
 //! Real-valued outputs travel as fixed-point integers after unbiased randomized rounding on the

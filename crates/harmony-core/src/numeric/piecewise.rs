@@ -5,7 +5,7 @@
 //! p/e^ε = 1/(2Cx) on the rest of [−C, C]. Its mass: p(C − 1) = x/(x + 1) in the centre, and
 //! k(1 + t) on the left tail [−C, l), k(1 − t) on the right tail (r, C], with
 //! k = (C + 1)/(4Cx) = 1/(2(x + 1)). The densities of any two inputs are each p or p/e^ε, so the
-//! ratio is at most e^ε; E[Y] = t and Var = t²/(x − 1) + (x + 3)/(3(x − 1)²).
+//! ratio is at most e^ε; E\[Y] = t and Var = t²/(x − 1) + (x + 3)/(3(x − 1)²).
 //!
 //! Sampler: one uniform u ∈ [0, 1) read through the inverse CDF: u < k(1 + t) is the left tail,
 //! u ≥ 1 − k(1 − t) the right tail, the rest the centre. At t = ±1 one tail has mass exactly 0

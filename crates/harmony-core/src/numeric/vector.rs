@@ -61,6 +61,8 @@ pub trait VectorMechanism: std::fmt::Debug + Clone + PartialEq + Send + Sync {
                 check_vector(row, d, &format!("row {i} "))?;
             }
         }
+        // (Rows are validated in a first pass, unlike the 1-D batch: a row is d values, so the
+        // second read is cheap next to randomizing it.)
         out.reserve(rows.len());
         out.extend(rows.iter().map(|row| self.randomize_unchecked(row.as_ref(), rng)));
         Ok(())
@@ -89,10 +91,14 @@ pub trait VectorMechanism: std::fmt::Debug + Clone + PartialEq + Send + Sync {
     }
 }
 
-/// Checks a vector's length and coordinates; `prefix` (e.g. `"row 3 "`) starts the names.
+/// Checks a vector's length and coordinates; `prefix` (e.g. `"row 3 "`) starts the names. No
+/// allocation unless the vector is bad.
 fn check_vector(t: &[f64], d: usize, prefix: &str) -> Result<()> {
     if t.len() != d {
         return Err(Error::input(format!("{prefix}vector length"), t.len(), format!("{d} coordinates")));
+    }
+    if t.iter().all(|x| (-1.0..=1.0).contains(x)) {
+        return Ok(());
     }
     for (j, &x) in t.iter().enumerate() {
         check_unit(&format!("{prefix}coordinate {j}"), x)?;

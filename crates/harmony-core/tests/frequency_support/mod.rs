@@ -2,8 +2,10 @@
 //! skewed test population and the enumeration of every output of a small oracle.
 #![allow(dead_code)]
 
-use harmony_core::FrequencyOracle;
+use harmony_core::estimate::Moments;
 use harmony_core::frequency::*;
+use harmony_core::sampling::fast_rng;
+use harmony_core::{Aggregator, FrequencyOracle};
 
 /// Complementary error function (Numerical Recipes `erfcc`, relative error < 1.2e-7).
 pub fn erfc(x: f64) -> f64 {
@@ -90,29 +92,118 @@ fn unary_outputs(d: usize) -> Vec<UnaryReport> {
 
 /// Every possible report of a small oracle. For OLH: the reports carrying `olh_seed`.
 pub fn all_outputs(o: &AnyOracle, olh_seed: u64) -> Vec<AnyReport> {
-    let signed = |rows: usize| -> Vec<(u32, bool)> {
-        (0..rows as u32).flat_map(|j| [(j, false), (j, true)]).collect()
-    };
+    let signed = |rows: usize| -> Vec<(u32, bool)> { (0..rows as u32).flat_map(|j| [(j, false), (j, true)]).collect() };
     match o {
         AnyOracle::Grr(g) => (0..g.domain_size() as u32).map(|y| AnyReport::Grr(GrrReport { y })).collect(),
-        AnyOracle::Sue(u) | AnyOracle::Oue(u) => unary_outputs(u.domain_size()).into_iter().map(AnyReport::Unary).collect(),
+        AnyOracle::Sue(u) | AnyOracle::Oue(u) => {
+            unary_outputs(u.domain_size()).into_iter().map(AnyReport::Unary).collect()
+        }
         AnyOracle::Olh(h) => (0..h.g()).map(|y| AnyReport::Olh(OlhReport { seed: olh_seed, y })).collect(),
         AnyOracle::Hadamard(h) => {
             signed(h.rows()).into_iter().map(|(j, bit)| AnyReport::Hadamard(HadamardReport { j, bit })).collect()
         }
         AnyOracle::Hr(h) => (0..h.outputs() as u32).map(|y| AnyReport::Hr(HrReport { y })).collect(),
-        AnyOracle::BassilySmith(b) => {
-            signed(b.rows()).into_iter().map(|(j, bit)| AnyReport::BassilySmith(BassilySmithReport { j, bit })).collect()
-        }
-        AnyOracle::Adaptive(Adaptive::Grr(g)) => (0..g.domain_size() as u32)
-            .map(|y| AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y })))
-            .collect(),
-        AnyOracle::Adaptive(Adaptive::Oue(u)) => unary_outputs(u.domain_size())
+        AnyOracle::BassilySmith(b) => signed(b.rows())
             .into_iter()
-            .map(|r| AnyReport::Adaptive(AdaptiveReport::Oue(r)))
+            .map(|(j, bit)| AnyReport::BassilySmith(BassilySmithReport { j, bit }))
             .collect(),
+        AnyOracle::Adaptive(Adaptive::Grr(g)) => {
+            (0..g.domain_size() as u32).map(|y| AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y }))).collect()
+        }
+        AnyOracle::Adaptive(Adaptive::Oue(u)) => {
+            unary_outputs(u.domain_size()).into_iter().map(|r| AnyReport::Adaptive(AdaptiveReport::Oue(r))).collect()
+        }
     }
 }
 
 /// The test parameters of the Monte-Carlo tiers.
 pub const EPSILONS: [f64; 4] = [0.5, 1.0, 2.0, 4.0];
+
+/// Checks the estimates of one oracle at every ε; `n` reports each.
+pub fn check_estimates(name: &str, d: usize, n: usize, seed: u64) {
+    let report_pairs = [(0usize, 0usize), (0, 1), (d - 1, 0), (1, 1), (5, d - 1)];
+    let draws = n / 2;
+    let checks = EPSILONS.len() * (d + 2 * report_pairs.len());
+    let z = z_bonferroni(1e-5, checks);
+    let (values, f) = skewed_population(d, n);
+    for (k, &eps) in EPSILONS.iter().enumerate() {
+        let o = AnyOracle::by_name(name, eps, d).unwrap();
+        let mut rng = fast_rng(seed + k as u64);
+        let mut reports = Vec::new();
+        o.randomize_batch(&values, &mut rng, &mut reports).unwrap();
+        let mut agg = o.aggregator();
+        agg.add_batch(&reports).unwrap();
+        let est = agg.estimate();
+        assert_eq!(est.n, n as u64);
+        for v in 0..d {
+            let target = estimate_mean(&o, &f, v);
+            let sigma = (o.aggregate_variance(&f, v) / n as f64).sqrt();
+            let err = est.frequencies[v] - target;
+            assert!(
+                err.abs() < z * sigma,
+                "{name} eps = {eps} v = {v}: n = {n}, estimate {:.5}, target {target:.5}, tolerance {:.5} (z = {z:.2})",
+                est.frequencies[v],
+                z * sigma
+            );
+            let ratio = est.std_errors[v] / sigma;
+            assert!(
+                (ratio - 1.0).abs() < 0.25,
+                "{name} eps = {eps} v = {v}: plug-in se {} vs sigma {sigma}",
+                est.std_errors[v]
+            );
+        }
+        // One report's estimate: mean and variance against the closed forms.
+        for (j, &(x, v)) in report_pairs.iter().enumerate() {
+            let mut rng = fast_rng(seed + 1000 * (k as u64 + 1) + j as u64);
+            let (mut m, mut m2) = (Moments::default(), Moments::default());
+            for _ in 0..draws {
+                let r = o.randomize(x, &mut rng).unwrap();
+                let y = o.report_estimate(&r, v);
+                m.push(y);
+                m2.push(y * y);
+            }
+            let (mean, var) = (report_mean(&o, x, v), o.report_variance(x, v));
+            let zm = m.z_mean(mean, var);
+            assert!(
+                zm.abs() < z,
+                "{name} eps = {eps} x = {x} v = {v}: n = {draws}, mean {:.5}, target {mean:.5}, z = {zm:.2} (tolerance {z:.2})",
+                m.mean
+            );
+            check_variance(&format!("{name} eps = {eps} x = {x} v = {v}"), &m2, mean, var, z);
+        }
+    }
+}
+
+/// Tests Var(Y) = `var` through the second moment E[Y²] = var + mean² (with `mean` the closed
+/// form): a sample average, so its z-test is valid even for two-point Y, whose sample variance
+/// is a degenerate (non-normal) statistic. When Y² is constant the check is exact.
+pub fn check_variance(what: &str, m2: &Moments, mean: f64, var: f64, z: f64) {
+    let target = var + mean * mean;
+    if m2.variance() <= 1e-12 * target * target {
+        assert!((m2.mean - target).abs() <= 1e-9 * target, "{what}: E[Y^2] = {} is constant, target {target}", m2.mean);
+        return;
+    }
+    let zv = m2.z_mean(target, m2.variance());
+    assert!(
+        zv.abs() < z,
+        "{what}: n = {}, variance {:.5}, target {var:.5}, z = {zv:.2} (tolerance {z:.2})",
+        m2.n,
+        m2.mean - mean * mean
+    );
+}
+
+/// Empirical ε on E = {o : P[o | x] > P[o | x']}, with its delta-method standard error.
+pub fn audit(o: &AnyOracle, x: usize, x2: usize, n: usize, seed: u64) -> (f64, f64) {
+    let mut rng = fast_rng(seed);
+    let mut hits = [0u64; 2];
+    for (k, &input) in [x, x2].iter().enumerate() {
+        for _ in 0..n {
+            let r = o.randomize(input, &mut rng).unwrap();
+            // A margin keeps exact ties (ratio 1, up to rounding of the products) out of E.
+            hits[k] += (o.output_probability(x, &r) > o.output_probability(x2, &r) * (1.0 + 1e-9)) as u64;
+        }
+    }
+    let (p1, p0) = (hits[0] as f64 / n as f64, hits[1] as f64 / n as f64);
+    let se = ((1.0 - p1) / (n as f64 * p1) + (1.0 - p0) / (n as f64 * p0)).sqrt();
+    ((p1 / p0).ln(), se)
+}

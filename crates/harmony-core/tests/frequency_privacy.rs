@@ -1,0 +1,152 @@
+//! Privacy of every frequency oracle, three ways:
+//!
+//! 1. **Exact**: enumerate every output's probability P[o | x] from the oracle's own constants
+//!    (`output_probability`) on small domains and assert that the worst ratio over inputs is
+//!    e^ε to 1e-9 relative (and that each row sums to 1).
+//! 2. **The sampler matches those probabilities**: a χ² goodness-of-fit test of a few 10⁵ draws
+//!    (each test's overall false-failure rate ≤ 1e-5, Bonferroni over its χ² statistics).
+//! 3. **Empirical ε audit** on input pairs: the frequency of the most distinguishing event
+//!    E = {o : P[o | x] > P[o | x']} under x and x', whose exact log-ratio is ε; the empirical
+//!    log-ratio must be within z·SE of ε (delta-method SE, Bonferroni z for a 1e-5 overall rate).
+
+mod frequency_support;
+
+use frequency_support::*;
+use harmony_core::FrequencyOracle;
+use harmony_core::frequency::*;
+use harmony_core::sampling::fast_rng;
+use std::collections::HashMap;
+
+/// Asserts the exact privacy of `o` over `outputs`; returns the largest ratio found.
+fn max_ratio(o: &AnyOracle, outputs: &[AnyReport]) -> f64 {
+    let d = o.domain_size();
+    let probs: Vec<Vec<f64>> = (0..d).map(|x| outputs.iter().map(|r| o.output_probability(x, r)).collect()).collect();
+    for (x, row) in probs.iter().enumerate() {
+        let total: f64 = row.iter().sum();
+        assert!((total - 1.0).abs() < 1e-12, "{}: P[. | x = {x}] sums to {total}", o.name());
+        assert!(row.iter().all(|&p| p > 0.0), "{}: an output has probability 0 under x = {x}", o.name());
+    }
+    let mut worst = 1.0f64;
+    for a in &probs {
+        for b in &probs {
+            for (pa, pb) in a.iter().zip(b) {
+                worst = worst.max(pa / pb);
+            }
+        }
+    }
+    worst
+}
+
+#[test]
+fn exact_privacy_ratio_is_e_to_the_epsilon() {
+    for &eps in &[0.1, 0.5, 1.0, 2.0, 4.0, 8.0] {
+        for name in FREQUENCY_NAMES.iter().filter(|&&n| n != "olh") {
+            for d in [2usize, 3, 5, 8] {
+                let o = AnyOracle::by_name(name, eps, d).unwrap();
+                let worst = max_ratio(&o, &all_outputs(&o, 0));
+                let rel = worst / eps.exp() - 1.0;
+                assert!(rel.abs() < 1e-9, "{name} eps = {eps} d = {d}: max ratio {worst}, e^eps = {}", eps.exp());
+            }
+        }
+        // OLH: given a seed, the ratio is e^eps exactly when two inputs hash apart, else 1.
+        for d in [2usize, 5, 8] {
+            let o = AnyOracle::by_name("olh", eps, d).unwrap();
+            let AnyOracle::Olh(olh) = &o else { unreachable!() };
+            let mut apart_seen = false;
+            for seed in 0..40u64 {
+                let worst = max_ratio(&o, &all_outputs(&o, seed));
+                let hashes: Vec<u32> = (0..d as u64).map(|x| olh.hash(seed, x)).collect();
+                let apart = hashes.iter().any(|&h| h != hashes[0]);
+                apart_seen |= apart;
+                let expected = if apart { eps.exp() } else { 1.0 };
+                assert!(
+                    (worst / expected - 1.0).abs() < 1e-9,
+                    "olh eps = {eps} d = {d} seed = {seed}: max ratio {worst}, expected {expected}"
+                );
+            }
+            assert!(apart_seen, "olh d = {d}: no seed separated two inputs");
+        }
+    }
+}
+
+/// χ² of `draws` reports of x against the enumerated probabilities.
+fn chi_square(o: &AnyOracle, x: usize, draws: usize, seed: u64) -> (f64, usize) {
+    let outputs = all_outputs(o, 0);
+    let mut rng = fast_rng(seed);
+    let mut counts: HashMap<AnyReport, u64> = HashMap::new();
+    for _ in 0..draws {
+        *counts.entry(o.randomize(x, &mut rng).unwrap()).or_default() += 1;
+    }
+    let mut chi2 = 0.0;
+    let mut seen = 0;
+    for r in &outputs {
+        let e = draws as f64 * o.output_probability(x, r);
+        let c = counts.get(r).copied().unwrap_or(0);
+        seen += c;
+        chi2 += (c as f64 - e).powi(2) / e;
+    }
+    assert_eq!(seen, draws as u64, "{}: the sampler produced an output outside the enumeration", o.name());
+    (chi2, outputs.len() - 1)
+}
+
+#[test]
+fn samplers_match_the_enumerated_probabilities() {
+    // 8 names x 2 cases, plus OLH's two statistics.
+    let cases: [(f64, usize, usize); 2] = [(1.0, 5, 3), (0.5, 4, 0)];
+    let checks = FREQUENCY_NAMES.len() * cases.len() + 2;
+    let alpha = 1e-5 / checks as f64;
+    let draws = 200_000;
+    for (i, name) in FREQUENCY_NAMES.iter().filter(|&&n| n != "olh").enumerate() {
+        for (k, &(eps, d, x)) in cases.iter().enumerate() {
+            let o = AnyOracle::by_name(name, eps, d).unwrap();
+            let (chi2, dof) = chi_square(&o, x, draws, 1000 + 10 * i as u64 + k as u64);
+            let crit = chi2_critical(dof, alpha);
+            assert!(
+                chi2 < crit,
+                "{name} eps = {eps} d = {d} x = {x}: n = {draws}, chi2 = {chi2:.1} >= {crit:.1} ({dof} dof)"
+            );
+        }
+    }
+    // OLH: the offset (y − H_s(x)) mod g is p at 0 and q elsewhere; H_s(x) is uniform on [g].
+    let olh = Olh::new(2.0, 100).unwrap();
+    let g = olh.g() as usize;
+    let mut rng = fast_rng(1100);
+    let (mut offsets, mut hashes) = (vec![0u64; g], vec![0u64; g]);
+    for _ in 0..draws {
+        let r = olh.randomize(42, &mut rng).unwrap();
+        let h = olh.hash(r.seed, 42) as usize;
+        hashes[h] += 1;
+        offsets[(r.y as usize + g - h) % g] += 1;
+    }
+    let n = draws as f64;
+    let chi = |counts: &[u64], p: &dyn Fn(usize) -> f64| -> f64 {
+        counts.iter().enumerate().map(|(k, &c)| (c as f64 - n * p(k)).powi(2) / (n * p(k))).sum()
+    };
+    let c1 = chi(&offsets, &|k| if k == 0 { olh.p() } else { olh.q() });
+    let c2 = chi(&hashes, &|_| 1.0 / g as f64);
+    let crit = chi2_critical(g - 1, alpha);
+    assert!(c1 < crit, "olh offsets: n = {draws}, chi2 = {c1:.1} >= {crit:.1}, counts {offsets:?}");
+    assert!(c2 < crit, "olh hashes: n = {draws}, chi2 = {c2:.1} >= {crit:.1}, counts {hashes:?}");
+}
+
+#[test]
+fn empirical_epsilon_audit_on_input_pairs() {
+    let n = 100_000;
+    let pairs = [(0usize, 1usize), (3, 12)];
+    let checks = FREQUENCY_NAMES.len() * EPSILONS.len() * pairs.len();
+    let z = z_bonferroni(1e-5, checks);
+    for (i, name) in FREQUENCY_NAMES.iter().enumerate() {
+        for (j, &eps) in EPSILONS.iter().enumerate() {
+            let o = AnyOracle::by_name(name, eps, 16).unwrap();
+            for (k, &(x, x2)) in pairs.iter().enumerate() {
+                let (eps_hat, se) = audit(&o, x, x2, n, 2000 + 100 * i as u64 + 10 * j as u64 + k as u64);
+                let tol = z * se;
+                assert!(
+                    eps_hat <= eps + tol && eps_hat >= eps - tol,
+                    "{name} eps = {eps} (x, x') = ({x}, {x2}): n = {n}, empirical {eps_hat:.4}, target {eps}, \
+                     tolerance {tol:.4} (z = {z:.2})"
+                );
+            }
+        }
+    }
+}
