@@ -53,6 +53,75 @@ pub struct SimulateArgs {
     /// Inference only: categorical columns with more labels than this are left out.
     #[arg(long, default_value_t = 100)]
     pub max_categories: usize,
+    /// Instead of a CSV, simulate this many synthetic users with 16 attributes (8 numeric:
+    /// truncated normals N(μ_j, 1/4) on [-1, 1]; 8 categorical: Zipf(1.1) over 4–32 labels).
+    #[arg(long, conflicts_with_all = ["data", "schema"])]
+    pub synthetic: Option<usize>,
+}
+
+/// A seeded synthetic population: 8 numeric attributes (truncated N(μ_j, 0.25²) on [-1, 1], as
+/// in Wang et al.'s synthetic data) and 8 categorical ones (Zipf(1.1) over 4·(j+1) labels).
+fn synthetic(n: usize, seed: u64) -> Result<(SchemaFile, data::Encoded)> {
+    use harmony_core::sampling::uniform01;
+    if n == 0 {
+        bail!("--synthetic is 0, expected a number of users >= 1");
+    }
+    let mut attributes = Vec::new();
+    for j in 0..8 {
+        attributes.push(Attribute::Numeric { name: format!("num{j}"), min: -1.0, max: 1.0 });
+    }
+    let cards: Vec<usize> = (0..8).map(|j| 4 * (j + 1)).collect();
+    for (j, &c) in cards.iter().enumerate() {
+        attributes.push(Attribute::Categorical {
+            name: format!("cat{j}"),
+            categories: (0..c).map(|v| format!("c{v}")).collect(),
+        });
+    }
+    // Zipf(1.1) cumulative tables.
+    let cdfs: Vec<Vec<f64>> = cards
+        .iter()
+        .map(|&c| {
+            let w: Vec<f64> = (1..=c).map(|r| (r as f64).powf(-1.1)).collect();
+            let total: f64 = w.iter().sum();
+            w.iter()
+                .scan(0.0, |acc, x| {
+                    *acc += x / total;
+                    Some(*acc)
+                })
+                .collect()
+        })
+        .collect();
+    let mut rng = fast_rng(stream_seed(seed, u64::MAX));
+    let mut values = Vec::with_capacity(n * 16);
+    for _ in 0..n {
+        for j in 0..8 {
+            let mu = -0.6 + 0.15 * j as f64;
+            // Box–Muller, rejected outside [-1, 1] (truncation).
+            let t = loop {
+                let (u1, u2) = (1.0 - uniform01(&mut rng), uniform01(&mut rng));
+                let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                let t = mu + 0.25 * z;
+                if (-1.0..=1.0).contains(&t) {
+                    break t;
+                }
+            };
+            values.push(Value::Unit(t));
+        }
+        for cdf in &cdfs {
+            let u = uniform01(&mut rng);
+            let v = cdf.iter().position(|&c| u < c).unwrap_or(cdf.len() - 1);
+            values.push(Value::Category(v as u32));
+        }
+    }
+    let file = SchemaFile {
+        epsilon: None,
+        strategies: None,
+        numeric_mechanism: None,
+        categorical_mechanism: None,
+        invalid: InvalidPolicy::Error,
+        attributes,
+    };
+    Ok((file, data::Encoded { values, n, skipped: 0, clamped: 0 }))
 }
 
 #[derive(Serialize)]
@@ -233,9 +302,18 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         bail!("--runs is 0, expected an integer >= 1");
     }
     let t_parse = Instant::now();
-    let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let (data_name, file, enc) = match args.synthetic {
+        Some(n) => {
+            let (file, enc) = synthetic(n, args.seed)?;
+            (format!("synthetic ({n} users, 16 attributes)"), file, enc)
+        }
+        None => {
+            let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+            let enc = data::encode(&table, &file.schema()?, file.invalid)?;
+            (data_name, file, enc)
+        }
+    };
     let schema = file.schema()?;
-    let enc = data::encode(&table, &schema, file.invalid)?;
     let parse_seconds = t_parse.elapsed().as_secs_f64();
     if enc.skipped > 0 || enc.clamped > 0 {
         let what = if file.invalid == InvalidPolicy::Skip { "skip" } else { "clamp" };

@@ -155,8 +155,11 @@ pub struct RecordMechanism {
     mechanisms: Vec<AttributeMechanism>,
     joint: Option<DuchiMulti>,
     numeric_positions: Vec<usize>,
+    /// Category count per attribute (0 for numeric ones), for the per-record validation.
+    cards: Vec<u32>,
 }
 
+#[inline]
 fn unit_value(record: &[Value], j: usize, schema: &Schema) -> Result<f64> {
     match record[j] {
         Value::Unit(t) if (-1.0..=1.0).contains(&t) => Ok(t),
@@ -164,10 +167,10 @@ fn unit_value(record: &[Value], j: usize, schema: &Schema) -> Result<f64> {
     }
 }
 
-fn category_value(record: &[Value], j: usize, schema: &Schema) -> Result<usize> {
-    let d = schema.attributes()[j].cardinality();
+#[inline]
+fn category_value(record: &[Value], j: usize, d: u32, schema: &Schema) -> Result<usize> {
     match record[j] {
-        Value::Category(c) if (c as usize) < d => Ok(c as usize),
+        Value::Category(c) if c < d => Ok(c as usize),
         other => Err(Error::input(schema.attributes()[j].name(), other, format!("a category index in [0, {d})"))),
     }
 }
@@ -210,7 +213,18 @@ impl RecordMechanism {
                 }
             });
         }
-        Ok(RecordMechanism { scale: d as f64 / k as f64, schema, options, k, mechanisms, joint, numeric_positions })
+        let cards =
+            schema.attributes().iter().map(|a| if a.is_numeric() { 0 } else { a.cardinality() as u32 }).collect();
+        Ok(RecordMechanism {
+            scale: d as f64 / k as f64,
+            schema,
+            options,
+            k,
+            mechanisms,
+            joint,
+            numeric_positions,
+            cards,
+        })
     }
 
     /// The schema.
@@ -270,14 +284,11 @@ impl RecordMechanism {
         }
         // Validate the whole record first, so a bad value is an error whichever attributes the
         // sampling picks (and nothing depends on the sample).
-        for (j, m) in self.mechanisms.iter().enumerate() {
-            match m {
-                AttributeMechanism::Categorical(_) => {
-                    category_value(record, j, &self.schema)?;
-                }
-                _ => {
-                    unit_value(record, j, &self.schema)?;
-                }
+        for (j, &card) in self.cards.iter().enumerate() {
+            if card == 0 {
+                unit_value(record, j, &self.schema)?;
+            } else {
+                category_value(record, j, card, &self.schema)?;
             }
         }
         out.attributes.clear();
@@ -294,9 +305,9 @@ impl RecordMechanism {
                 AttributeMechanism::Numeric(m) => {
                     AttributeReport::Numeric(m.randomize_unchecked(unit_value(record, j, &self.schema)?, rng))
                 }
-                AttributeMechanism::Categorical(o) => {
-                    AttributeReport::Categorical(o.randomize_unchecked(category_value(record, j, &self.schema)?, rng))
-                }
+                AttributeMechanism::Categorical(o) => AttributeReport::Categorical(
+                    o.randomize_unchecked(category_value(record, j, self.cards[j], &self.schema)?, rng),
+                ),
             };
             out.attributes.push((j as u32, rep));
         }
