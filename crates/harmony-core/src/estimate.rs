@@ -50,6 +50,11 @@ pub struct FrequencyEstimate {
 }
 
 impl FrequencyEstimate {
+    /// The estimate of an aggregator that has no reports yet: zeros with infinite standard
+    /// errors.
+    pub fn empty(d: usize) -> Self {
+        FrequencyEstimate { n: 0, frequencies: vec![0.0; d], std_errors: vec![f64::INFINITY; d] }
+    }
     /// Item `v` as an [`Estimate`].
     pub fn get(&self, v: usize) -> Estimate {
         Estimate::new(self.frequencies[v], self.std_errors[v])

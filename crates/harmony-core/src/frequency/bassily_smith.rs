@@ -14,6 +14,7 @@ use super::FrequencyOracle;
 use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
+use crate::frequency::SignedRowSums;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, padding_mask, splitmix64, uniform_below};
 use crate::wire::{ReportKind, WireReport};
@@ -220,7 +221,7 @@ impl FrequencyOracle for BassilySmith {
         BassilySmithReport { j: j as u32, bit: self.sign(j, v) == keep }
     }
     fn aggregator(&self) -> BassilySmithAggregator {
-        BassilySmithAggregator { oracle: self.clone(), sums: vec![0; self.m], n: 0 }
+        BassilySmithAggregator { oracle: self.clone(), state: SignedRowSums::new(self.m) }
     }
     /// c² − ρ(x, v)²: the variance around the (biased) mean ρ(x, v).
     fn report_variance(&self, x: usize, v: usize) -> f64 {
@@ -254,8 +255,7 @@ impl FrequencyOracle for BassilySmith {
 #[derive(Debug, Clone)]
 pub struct BassilySmithAggregator {
     oracle: BassilySmith,
-    sums: Vec<i64>,
-    n: u64,
+    state: SignedRowSums,
 }
 
 impl Aggregator for BassilySmithAggregator {
@@ -263,40 +263,35 @@ impl Aggregator for BassilySmithAggregator {
     type Output = FrequencyEstimate;
 
     fn validate(&self, r: &BassilySmithReport) -> Result<()> {
-        if r.j as usize >= self.oracle.m {
-            return Err(Error::report("j", r.j, format!("a row index in [0, {})", self.oracle.m)));
-        }
-        Ok(())
+        self.state.validate(r.j)
     }
     #[inline]
     fn add_unchecked(&mut self, r: &BassilySmithReport) {
-        self.sums[r.j as usize] += if r.bit { 1 } else { -1 };
-        self.n += 1;
+        self.state.add(r.j, r.bit);
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
         check_compatible("bassily-smith parameters", &self.oracle, &other.oracle)?;
-        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
-        self.n += other.n;
+        self.state.merge(&other.state);
         Ok(())
     }
     fn count(&self) -> u64 {
-        self.n
+        self.state.n
     }
     fn estimate(&self) -> FrequencyEstimate {
         let o = &self.oracle;
-        let (d, n) = (o.d, self.n);
+        let (d, n) = (o.d, self.state.n);
         if n == 0 {
-            return FrequencyEstimate { n, frequencies: vec![0.0; d], std_errors: vec![f64::INFINITY; d] };
+            return FrequencyEstimate::empty(d);
         }
         let nf = n as f64;
-        let total: i64 = self.sums.iter().sum();
+        let total: i64 = self.state.sums.iter().sum();
         let frequencies: Vec<f64> = (0..d)
             .map(|v| {
                 let mut plus = 0i64;
                 for (w, &word) in o.column(v).iter().enumerate() {
                     let mut bits = word;
                     while bits != 0 {
-                        plus += self.sums[w * 64 + bits.trailing_zeros() as usize];
+                        plus += self.state.sums[w * 64 + bits.trailing_zeros() as usize];
                         bits &= bits - 1;
                     }
                 }

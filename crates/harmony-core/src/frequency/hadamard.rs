@@ -10,8 +10,9 @@
 use super::FrequencyOracle;
 use super::fwht::{fwht, hadamard_entry, hadamard_positive};
 use crate::aggregate::{Aggregator, check_compatible};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::estimate::FrequencyEstimate;
+use crate::frequency::SignedRowSums;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, uniform_below};
 use crate::wire::{ReportKind, WireReport};
@@ -115,7 +116,7 @@ impl FrequencyOracle for Hadamard {
         HadamardReport { j: j as u32, bit: hadamard_positive(j, v as u64) == keep }
     }
     fn aggregator(&self) -> HadamardAggregator {
-        HadamardAggregator { oracle: self.clone(), sums: vec![0; self.k], n: 0 }
+        HadamardAggregator { oracle: self.clone(), state: SignedRowSums::new(self.k) }
     }
     fn report_variance(&self, x: usize, v: usize) -> f64 {
         self.c * self.c - (x == v) as u8 as f64
@@ -136,8 +137,7 @@ impl FrequencyOracle for Hadamard {
 #[derive(Debug, Clone)]
 pub struct HadamardAggregator {
     oracle: Hadamard,
-    sums: Vec<i64>,
-    n: u64,
+    state: SignedRowSums,
 }
 
 impl Aggregator for HadamardAggregator {
@@ -145,31 +145,26 @@ impl Aggregator for HadamardAggregator {
     type Output = FrequencyEstimate;
 
     fn validate(&self, r: &HadamardReport) -> Result<()> {
-        if r.j as usize >= self.oracle.k {
-            return Err(Error::report("j", r.j, format!("a row index in [0, {})", self.oracle.k)));
-        }
-        Ok(())
+        self.state.validate(r.j)
     }
     #[inline]
     fn add_unchecked(&mut self, r: &HadamardReport) {
-        self.sums[r.j as usize] += if r.bit { 1 } else { -1 };
-        self.n += 1;
+        self.state.add(r.j, r.bit);
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
         check_compatible("hadamard parameters", &self.oracle, &other.oracle)?;
-        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
-        self.n += other.n;
+        self.state.merge(&other.state);
         Ok(())
     }
     fn count(&self) -> u64 {
-        self.n
+        self.state.n
     }
     fn estimate(&self) -> FrequencyEstimate {
-        let (d, n) = (self.oracle.d, self.n);
+        let (d, n) = (self.oracle.d, self.state.n);
         if n == 0 {
-            return FrequencyEstimate { n, frequencies: vec![0.0; d], std_errors: vec![f64::INFINITY; d] };
+            return FrequencyEstimate::empty(d);
         }
-        let mut t = self.sums.clone();
+        let mut t = self.state.sums.clone();
         fwht(&mut t);
         let c = self.oracle.c;
         let frequencies: Vec<f64> = t[..d].iter().map(|&s| c * s as f64 / n as f64).collect();

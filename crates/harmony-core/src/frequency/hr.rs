@@ -234,7 +234,7 @@ impl Aggregator for HrAggregator {
         let o = &self.oracle;
         let (d, n) = (o.d, self.n);
         if n == 0 {
-            return FrequencyEstimate { n, frequencies: vec![0.0; d], std_errors: vec![f64::INFINITY; d] };
+            return FrequencyEstimate::empty(d);
         }
         let nf = n as f64;
         let mut frequencies = vec![0.0; d];

@@ -148,3 +148,38 @@ impl PureParams {
         FrequencyEstimate { n, frequencies, std_errors }
     }
 }
+
+/// The state of a (row index j, sign bit) oracle's aggregator — 1-bit Hadamard and
+/// Bassily–Smith: the signed sum of the bits reported for each row, and the report count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignedRowSums {
+    /// Σ ±1 per row.
+    pub sums: Vec<i64>,
+    /// Number of reports.
+    pub n: u64,
+}
+
+impl SignedRowSums {
+    /// Zero sums for `rows` rows.
+    pub fn new(rows: usize) -> Self {
+        SignedRowSums { sums: vec![0; rows], n: 0 }
+    }
+    /// Checks a row index.
+    pub fn validate(&self, j: u32) -> Result<()> {
+        if j as usize >= self.sums.len() {
+            return Err(crate::error::Error::report("j", j, format!("a row index in [0, {})", self.sums.len())));
+        }
+        Ok(())
+    }
+    /// Adds one report (row checked by [`validate`](Self::validate)).
+    #[inline]
+    pub fn add(&mut self, j: u32, bit: bool) {
+        self.sums[j as usize] += if bit { 1 } else { -1 };
+        self.n += 1;
+    }
+    /// Adds another state of the same size.
+    pub fn merge(&mut self, other: &Self) {
+        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
+        self.n += other.n;
+    }
+}
