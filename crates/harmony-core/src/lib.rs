@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+pub mod client;
 pub mod error;
 pub mod estimate;
 pub mod frequency;
