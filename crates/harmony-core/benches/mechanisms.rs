@@ -11,7 +11,8 @@
 use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use harmony_core::Aggregator;
-use harmony_core::frequency::{AnyOracle, FrequencyOracle};
+use harmony_core::aggregate::aggregate_parallel;
+use harmony_core::frequency::{AnyOracle, FrequencyOracle, Grr};
 use harmony_core::numeric::{AnyNumeric, HarmonyBit, NumericMechanism, VectorMechanism};
 use harmony_core::sampling::{fast_rng, uniform_below, uniform01};
 
@@ -65,6 +66,43 @@ fn randomize_frequency<const D: usize>(bencher: Bencher, name: &str) {
         out.clear();
         oracle.randomize_batch(black_box(&inputs), &mut rng, &mut out).expect("valid inputs");
         black_box(&out);
+    });
+}
+
+/// The concrete `Grr` (no `AnyOracle` dispatch per report), as a reference for the above.
+#[divan::bench(consts = [16, 1024])]
+fn randomize_grr_concrete<const D: usize>(bencher: Bencher) {
+    let grr = Grr::new(EPS, D).expect("valid oracle");
+    let inputs = categorical_inputs(D);
+    let mut rng = fast_rng(5);
+    let mut out = Vec::with_capacity(N);
+    bencher.counter(ItemsCount::new(N)).bench_local(|| {
+        out.clear();
+        grr.randomize_batch(black_box(&inputs), &mut rng, &mut out).expect("valid inputs");
+        black_box(&out);
+    });
+}
+
+/// 2^17 HR reports at large d: one accumulator vs `aggregate_parallel` (which clones the empty
+/// aggregator per 16 384-report chunk), on the calling thread's rayon pool; `estimate` included.
+#[divan::bench(args = ["single", "aggregate_parallel"], consts = [65536, 1048576], sample_count = 10)]
+fn aggregate_hr_large_d<const D: usize>(bencher: Bencher, how: &str) {
+    let oracle = AnyOracle::by_name("hr", EPS, D).expect("valid oracle");
+    let n = 1 << 17;
+    let mut rng = fast_rng(7);
+    let inputs: Vec<usize> = (0..n).map(|_| uniform_below(&mut rng, D as u64) as usize).collect();
+    let mut reports = Vec::with_capacity(n);
+    oracle.randomize_batch(&inputs, &mut rng, &mut reports).expect("valid inputs");
+    let empty = oracle.aggregator();
+    bencher.counter(ItemsCount::new(n)).bench_local(|| {
+        let agg = if how == "single" {
+            let mut a = empty.clone();
+            a.add_batch(black_box(&reports)).expect("valid reports");
+            a
+        } else {
+            aggregate_parallel(&empty, black_box(&reports)).expect("valid reports")
+        };
+        agg.estimate()
     });
 }
 

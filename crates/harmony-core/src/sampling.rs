@@ -110,7 +110,7 @@ impl Bernoulli {
 /// Each lane compares a lazily generated uniform U = 0.u₁u₂… with the binary expansion of p
 /// (the exact `f64` value), most significant bit first, stopping as soon as every lane is
 /// decided. Lane = 1 iff U < p, so P\[1\] = p exactly (for the f64 p).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BernoulliWords {
     /// Bits of p after the binary point, MSB first (up to 1074 for subnormals; we keep 64·k).
     bits: Vec<u64>,
@@ -146,28 +146,7 @@ impl BernoulliWords {
     /// 64 independent Bernoulli(p) lanes.
     #[inline]
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
-        if self.always {
-            return u64::MAX;
-        }
-        let mut undecided = u64::MAX;
-        let mut ones = 0u64;
-        for i in 0..self.nbits {
-            let pbit = (self.bits[i / 64] >> (63 - (i % 64))) & 1;
-            let u = rng.next_u64();
-            if pbit == 1 {
-                // lanes where u-bit is 0 < 1: U < p, decided 1
-                ones |= undecided & !u;
-                undecided &= u;
-            } else {
-                // lanes where u-bit is 1 > 0: U > p, decided 0
-                undecided &= !u;
-            }
-            if undecided == 0 {
-                break;
-            }
-        }
-        // Remaining lanes have U's first nbits equal to p's: U >= p, so 0.
-        ones
+        self.sample_masked(rng, u64::MAX)
     }
 
     /// Like [`BernoulliWords::sample`], but only the lanes set in `mask` are drawn (the others
@@ -181,18 +160,21 @@ impl BernoulliWords {
         }
         let mut undecided = mask;
         let mut ones = 0u64;
-        let mut i = 0;
-        while undecided != 0 && i < self.nbits {
-            let pbit = (self.bits[i / 64] >> (63 - (i % 64))) & 1;
-            let u = rng.next_u64();
-            if pbit == 1 {
-                ones |= undecided & !u;
-                undecided &= u;
-            } else {
-                undecided &= !u;
+        // Branch-free rounds: m is all ones where p's bit is 1. Lanes whose uniform bit is below
+        // p's bit are decided 1, above it decided 0, equal stay undecided.
+        'words: for (wi, &pw) in self.bits.iter().enumerate() {
+            let in_word = (self.nbits - 64 * wi).min(64);
+            for b in 0..in_word {
+                let m = 0u64.wrapping_sub((pw >> (63 - b)) & 1);
+                let u = rng.next_u64();
+                ones |= undecided & !u & m;
+                undecided &= !(u ^ m);
+                if undecided == 0 {
+                    break 'words;
+                }
             }
-            i += 1;
         }
+        // Lanes still undecided have U's first nbits equal to p's: U ≥ p, so 0.
         ones
     }
 }
@@ -214,6 +196,30 @@ fn decompose(x: f64) -> (u64, i32) {
     let exp = ((bits >> 52) & 0x7ff) as i32;
     let frac = bits & ((1u64 << 52) - 1);
     if exp == 0 { (frac, -1074) } else { (frac | (1u64 << 52), exp - 1075) }
+}
+
+/// Uniform integer in [0, n) from a first random word `r` already drawn (n ≥ 1), exact: Lemire's
+/// multiply; in the rare rejection zone (probability < n/2^64) a fresh [`uniform_below`] draw
+/// replaces it, so the result is exactly uniform and branch-predictable on hot loops.
+#[inline(always)]
+pub fn uniform_below_from<R: Rng + ?Sized>(rng: &mut R, r: u64, n: u64) -> u64 {
+    let m = (r as u128) * (n as u128);
+    if (m as u64) < n {
+        let threshold = n.wrapping_neg() % n;
+        if (m as u64) < threshold {
+            return uniform_below(rng, n);
+        }
+    }
+    (m >> 64) as u64
+}
+
+impl Bernoulli {
+    /// The draw for a random word `r` already drawn: true with probability p exactly (as
+    /// [`Bernoulli::sample`], which consumes one word the same way).
+    #[inline(always)]
+    pub fn from_word(&self, r: u64) -> bool {
+        (r < self.threshold) & (self.mode == 1) | (self.mode == 2)
+    }
 }
 
 /// Uniform integer in [0, n) without modulo bias (Lemire's nearly divisionless method). n ≥ 1.

@@ -10,12 +10,12 @@
 //! p and q are computed as 1/(1 + (d − 1)e^−ε) and e^−ε·p, which neither overflow nor lose
 //! precision at large ε.
 
-use super::{FrequencyOracle, PureParams};
+use super::{FrequencyOracle, PureParams, check_batch};
 use crate::aggregate::{Aggregator, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{Bernoulli, uniform_below};
+use crate::sampling::{Bernoulli, BernoulliWords, uniform_below, uniform_below_from};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,8 @@ pub struct Grr {
     p: f64,
     q: f64,
     keep: Bernoulli,
+    /// The same Bernoulli(p), 64 lanes per draw, for the batch path.
+    keep_words: BernoulliWords,
 }
 
 /// A GRR report: the reported category.
@@ -75,7 +77,7 @@ impl Grr {
         let em = (-eps.value()).exp();
         let p = 1.0 / (1.0 + (d as f64 - 1.0) * em);
         let q = em * p;
-        Ok(Grr { eps, d, p, q, keep: Bernoulli::new(p) })
+        Ok(Grr { eps, d, p, q, keep: Bernoulli::new(p), keep_words: BernoulliWords::new(p) })
     }
     /// P[report = x | x] = e^ε/(e^ε + d − 1).
     pub fn p(&self) -> f64 {
@@ -120,6 +122,26 @@ impl FrequencyOracle for Grr {
         // v + 1 + U{0..d−2} < 2d: one conditional subtraction replaces `mod d`.
         let t = v + 1 + uniform_below(rng, self.d as u64 - 1) as usize;
         GrrReport { y: (if t >= self.d { t - self.d } else { t }) as u32 }
+    }
+    /// Branch-free batch: keep-or-not decisions come 64 at a time from the exact word-parallel
+    /// Bernoulli, and every report draws its other value whichever branch it takes, so the loop
+    /// has no unpredictable branch. Same distribution as
+    /// `randomize_unchecked`.
+    fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<GrrReport>) -> Result<()> {
+        check_batch(vs, self.d)?;
+        out.reserve(vs.len());
+        let (d, d1) = (self.d as u64, self.d as u64 - 1);
+        for chunk in vs.chunks(64) {
+            let mut keep = self.keep_words.sample(rng);
+            for &v in chunk {
+                let r = rng.next_u64();
+                let t = v as u64 + 1 + uniform_below_from(rng, r, d1);
+                let other = if t >= d { t - d } else { t };
+                out.push(GrrReport { y: if keep & 1 == 1 { v as u64 } else { other } as u32 });
+                keep >>= 1;
+            }
+        }
+        Ok(())
     }
     fn aggregator(&self) -> GrrAggregator {
         GrrAggregator { oracle: self.clone(), counts: vec![0; self.d], n: 0 }

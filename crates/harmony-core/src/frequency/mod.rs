@@ -74,12 +74,7 @@ pub trait FrequencyOracle: std::fmt::Debug + Clone + PartialEq + Send + Sync {
     }
     /// Randomizes a batch into `out` (appended); validates every input first (all or nothing).
     fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<Self::Report>) -> Result<()> {
-        let d = self.domain_size();
-        for (i, &v) in vs.iter().enumerate() {
-            if v >= d {
-                return Err(crate::error::Error::input(format!("category {i}"), v, format!("an index in [0, {d})")));
-            }
-        }
+        check_batch(vs, self.domain_size())?;
         out.reserve(vs.len());
         out.extend(vs.iter().map(|&v| self.randomize_unchecked(v, rng)));
         Ok(())
@@ -182,4 +177,12 @@ impl SignedRowSums {
         self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
         self.n += other.n;
     }
+}
+
+/// Checks every input of a batch against [0, d); the error names the first bad index.
+pub fn check_batch(vs: &[usize], d: usize) -> Result<()> {
+    if let Some(i) = vs.iter().position(|&v| v >= d) {
+        return Err(crate::error::Error::input(format!("category {i}"), vs[i], format!("an index in [0, {d})")));
+    }
+    Ok(())
 }

@@ -30,7 +30,7 @@ use crate::aggregate::{Aggregator, at_index, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{Bernoulli, splitmix64, uniform_below};
+use crate::sampling::{Bernoulli, BernoulliWords, splitmix64, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -75,6 +75,8 @@ pub struct Olh {
     p: f64,
     q: f64,
     keep: Bernoulli,
+    /// The same Bernoulli(p), 64 lanes per draw, for the batch path.
+    keep_words: BernoulliWords,
 }
 
 /// An OLH report: the public hash seed and the randomized hash value.
@@ -226,7 +228,7 @@ impl Olh {
     fn build(eps: Epsilon, d: usize, g: u32) -> Result<Self> {
         let em = (-eps.value()).exp();
         let p = 1.0 / (1.0 + (g as f64 - 1.0) * em);
-        Ok(Olh { eps, d, g, p, q: em * p, keep: Bernoulli::new(p) })
+        Ok(Olh { eps, d, g, p, q: em * p, keep: Bernoulli::new(p), keep_words: BernoulliWords::new(p) })
     }
     /// The hash range g.
     pub fn g(&self) -> u32 {
@@ -318,6 +320,26 @@ impl FrequencyOracle for Olh {
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> OlhReport {
         self.randomize_item(v as u64, rng)
+    }
+    /// Branch-free batch: keep-or-not decisions 64 at a time (exact word-parallel Bernoulli), then
+    /// two random words per report (seed, other value).
+    fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<OlhReport>) -> Result<()> {
+        crate::frequency::check_batch(vs, self.d)?;
+        out.reserve(vs.len());
+        let (g, g1) = (self.g, self.g as u64 - 1);
+        for chunk in vs.chunks(64) {
+            let mut keep = self.keep_words.sample(rng);
+            for &v in chunk {
+                let seed = rng.next_u64();
+                let h = self.hash(seed, v as u64);
+                let r = rng.next_u64();
+                let t = h + 1 + crate::sampling::uniform_below_from(rng, r, g1) as u32;
+                let other = if t >= g { t - g } else { t };
+                out.push(OlhReport { seed, y: if keep & 1 == 1 { h } else { other } });
+                keep >>= 1;
+            }
+        }
+        Ok(())
     }
     fn aggregator(&self) -> OlhAggregator {
         OlhAggregator { oracle: self.clone(), counts: vec![0; self.d], pending: Vec::new(), n: 0 }

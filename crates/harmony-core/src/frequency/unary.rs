@@ -225,6 +225,91 @@ impl UnaryEncoding {
     }
 }
 
+impl UnaryEncoding {
+    /// Randomizes a batch into one flat buffer, [`words`](Self::words) `u64`s per report (report
+    /// i at `out[i·w..(i+1)·w]`): no allocation per report. Same distribution as
+    /// `randomize_unchecked` — every bit is an independent exact Bernoulli: the noise lanes come
+    /// from [`BernoulliWords`] (for d ≤ 32 one 64-lane word serves ⌊64/d⌋ reports; lanes of an
+    /// i.i.d. word are i.i.d.), the user's own bit from 64-lane words of Bernoulli(p).
+    /// All inputs are validated first (all or nothing).
+    pub fn randomize_packed<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<u64>) -> Result<()> {
+        let d = self.params.d;
+        super::check_batch(vs, d)?;
+        let w = self.words;
+        out.reserve(vs.len() * w);
+        let truth = BernoulliWords::new(self.params.p);
+        if d <= 32 {
+            let mask = padding_mask(d);
+            let (mut buf, mut avail) = (0u64, 0usize);
+            for chunk in vs.chunks(64) {
+                let mut own = truth.sample(rng);
+                for &v in chunk {
+                    if avail < d {
+                        buf = self.noise.sample(rng);
+                        avail = 64;
+                    }
+                    let bits = buf & mask;
+                    buf >>= d;
+                    avail -= d;
+                    out.push((bits & !(1u64 << v)) | ((own & 1) << v));
+                    own >>= 1;
+                }
+            }
+        } else {
+            let last = padding_mask(d);
+            for chunk in vs.chunks(64) {
+                let mut own = truth.sample(rng);
+                for &v in chunk {
+                    let start = out.len();
+                    for _ in 0..w - 1 {
+                        out.push(self.noise.sample(rng));
+                    }
+                    out.push(self.noise.sample_masked(rng, last));
+                    let word = &mut out[start + v / 64];
+                    *word = (*word & !(1u64 << (v % 64))) | ((own & 1) << (v % 64));
+                    own >>= 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl UnaryAggregator {
+    /// Adds a flat buffer of reports as written by [`UnaryEncoding::randomize_packed`]
+    /// (`words` `u64`s each). Validates every report first (length, padding bits): all or
+    /// nothing, the error names the report's index.
+    pub fn add_packed(&mut self, packed: &[u64]) -> Result<()> {
+        let d = self.params.d;
+        let w = d.div_ceil(64);
+        if packed.len() % w != 0 {
+            return Err(Error::report(
+                "packed",
+                format!("{} words", packed.len()),
+                format!("a multiple of {w} words ({d} bits per report)"),
+            ));
+        }
+        for (i, bits) in packed.chunks_exact(w).enumerate() {
+            validate_bits(bits, d).map_err(|e| crate::aggregate::at_index(e, i))?;
+        }
+        let mut group: [&[u64]; 16] = [&[]; 16];
+        let mut k = 0;
+        for bits in packed.chunks_exact(w) {
+            group[k] = bits;
+            k += 1;
+            if k == 16 {
+                self.counts.add16(&group);
+                k = 0;
+            }
+        }
+        for bits in &group[..k] {
+            self.counts.add_one(bits);
+        }
+        self.n += (packed.len() / w) as u64;
+        Ok(())
+    }
+}
+
 fn validate_bits(bits: &[u64], d: usize) -> Result<()> {
     let words = d.div_ceil(64);
     if bits.len() != words {
@@ -602,5 +687,63 @@ mod tests {
         assert_eq!(sue.name(), "sue");
         assert_eq!(oue.name(), "oue");
         assert_ne!(sue, oue);
+    }
+}
+
+#[cfg(test)]
+mod packed_tests {
+    use super::*;
+    use crate::estimate::Z_TEST;
+    use crate::sampling::fast_rng;
+
+    /// The packed batch path gives unbiased estimates with the closed-form variance (z = 4.42 per
+    /// item, Bonferroni over the d items of each case: false-failure ≈ 1e-5·d), and its reports
+    /// aggregate exactly as the same bits sent as `UnaryReport`s.
+    #[test]
+    fn packed_batch_matches_closed_form_and_per_report_aggregation() {
+        let mut rng = fast_rng(4242);
+        for (kind, eps, d) in [(UnaryKind::Oue, 1.0, 16), (UnaryKind::Sue, 2.0, 5), (UnaryKind::Oue, 0.5, 130)] {
+            let ue = UnaryEncoding::new(kind, eps, d).unwrap();
+            let n = 60_000;
+            let vs: Vec<usize> = (0..n).map(|i| if i % 3 == 0 { 0 } else { i % d }).collect();
+            let mut packed = Vec::new();
+            ue.randomize_packed(&vs, &mut rng, &mut packed).unwrap();
+            assert_eq!(packed.len(), n * ue.words());
+            let mut agg = ue.aggregator();
+            agg.add_packed(&packed).unwrap();
+            let reports: Vec<UnaryReport> =
+                packed.chunks_exact(ue.words()).map(|b| UnaryReport { bits: b.to_vec() }).collect();
+            let mut one = ue.aggregator();
+            one.add_batch(&reports).unwrap();
+            assert_eq!(agg.counts(), one.counts());
+            let est = agg.estimate();
+            let mut truth = vec![0.0; d];
+            vs.iter().for_each(|&v| truth[v] += 1.0 / n as f64);
+            for v in 0..d {
+                let sd = (ue.aggregate_variance(&truth, v) / n as f64).sqrt();
+                let z = (est.frequencies[v] - truth[v]) / sd;
+                assert!(
+                    z.abs() < Z_TEST,
+                    "{kind:?} eps {eps} d {d} item {v}: est {} truth {} z {z}",
+                    est.frequencies[v],
+                    truth[v]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn packed_rejects_bad_input_and_bad_reports() {
+        let ue = UnaryEncoding::new(UnaryKind::Oue, 1.0, 10).unwrap();
+        let mut rng = fast_rng(1);
+        let mut out = Vec::new();
+        assert!(ue.randomize_packed(&[1, 10], &mut rng, &mut out).unwrap_err().to_string().contains("category 1"));
+        assert!(out.is_empty());
+        let mut agg = ue.aggregator();
+        let e = agg.add_packed(&[0b11, 1 << 12]).unwrap_err().to_string();
+        assert!(e.contains("report 1") && e.contains("padding"), "{e}");
+        assert_eq!(agg.count(), 0);
+        let wide = UnaryEncoding::new(UnaryKind::Oue, 1.0, 100).unwrap();
+        assert!(wide.aggregator().add_packed(&[0, 0, 0]).unwrap_err().to_string().contains("multiple of 2"));
     }
 }
