@@ -282,7 +282,7 @@ impl UnaryAggregator {
     pub fn add_packed(&mut self, packed: &[u64]) -> Result<()> {
         let d = self.params.d;
         let w = d.div_ceil(64);
-        if packed.len() % w != 0 {
+        if !packed.len().is_multiple_of(w) {
             return Err(Error::report(
                 "packed",
                 format!("{} words", packed.len()),
