@@ -10,7 +10,8 @@ U[-1, 1] numbers):
   * every Python peer library that implements the mechanism (pure-ldp, multi-freq-ldpy,
     ldp-toolbox, OpenDP), through its public per-user (or batch) API,
   * numpy_ref, a vectorised NumPy implementation of the same mechanism (not a peer),
-  * Harmony, through `harmony bench --format json ... --threads 1`,
+  * Harmony, through `harmony bench --format json ... --threads 1`, run right before the Python
+    measurements of the same mechanism (so both see the same load on a shared machine),
 all single-threaded. Each Python measurement runs in its own process (OMP/OPENBLAS/NUMBA threads
 = 1, LOKY_MAX_CPU_COUNT = 1) and is calibrated first: n is the largest of {1M, 300k, 100k, 30k,
 10k, 3k, 1k, 300, 100} whose predicted time fits the budget (and whose reports fit in memory).
@@ -204,11 +205,13 @@ def nfmt(n):
     return f"{n / 1e6:g}M" if n >= 1e6 else (f"{n / 1e3:g}k" if n >= 1e3 else str(int(n)))
 
 
-def ratio(a, b):
+def ratio(a, b, goal=None):
+    """a / b as "12.3×"; with a goal, followed by ✓ (met) or ✗ (missed)."""
     if a is None or b is None or b == 0:
         return "-"
     r = a / b
-    return f"{r:,.0f}×" if r >= 100 else (f"{r:.1f}×" if r >= 10 else f"{r:.2f}×")
+    txt = f"{r:,.0f}×" if r >= 100 else (f"{r:.1f}×" if r >= 10 else f"{r:.2f}×")
+    return txt if goal is None else txt + (" ✓" if r >= goal else " ✗")
 
 
 def md_table(header, rows):
@@ -241,8 +244,11 @@ def build_report(meta, peers, harm, extras, args):
     md.append("Reports per second. Best peer = the fastest Python library implementing the mechanism "
               "(n = the user count it was measured at: the largest that fitted the time budget). numpy_ref = "
               "vectorised NumPy, not a peer. Harmony: `harmony bench --threads 1`, batch API, seeded "
-              "Xoshiro256++. Goals: Harmony ≥ 100× best peer and ≥ 5× numpy.\n")
-    H = ["mechanism", "d", "best Python peer", "numpy_ref", "Harmony", "Harmony / best peer", "Harmony / numpy"]
+              "Xoshiro256++, through each mechanism's own batch API (SUE/OUE: the packed one); the last column is the "
+              "frequency oracle's rate through `AnyOracle::randomize_batch` (run-time dispatch, `AnyReport` output). "
+              "Goals: Harmony ≥ 100× best peer and ≥ 5× numpy.\n")
+    H = ["mechanism", "d", "best Python peer", "numpy_ref", "Harmony", "Harmony / best peer", "Harmony / numpy",
+         "Harmony via AnyOracle"]
     R = []
     for mech in FREQ + NUMERIC:
         for d in ([1] if mech in NUMERIC else args.d):
@@ -253,8 +259,8 @@ def build_report(meta, peers, harm, extras, args):
             hr = h["randomize_per_s"] if h else None
             R.append([mech, d if mech not in NUMERIC else "-", with_n(bp, "randomize_per_s"),
                       with_n(npr, "randomize_per_s") if npr else "-",
-                      f"{rate(hr)} (n={nfmt(h['n'])})" if h else "-", ratio(hr, bp and bp["randomize_per_s"]),
-                      ratio(hr, npr and npr["randomize_per_s"])])
+                      f"{rate(hr)} (n={nfmt(h['n'])})" if h else "-", ratio(hr, bp and bp["randomize_per_s"], 100),
+                      ratio(hr, npr and npr["randomize_per_s"], 5), rate(h.get("randomize_any_per_s")) if h else "-"])
     md.append(md_table(H, R) + "\n")
 
     # ---- aggregation
@@ -315,9 +321,20 @@ def harmony_extras(harmony, quick):
         R.append([r["mechanism"], r["d"], nfmt(r["n"]), r["threads"], f"{r['aggregate_s']:.3g}",
                   rate(r["aggregate_per_s"]), rate(ev), rate(ev / r["threads"]) if ev else "-"])
     md.append(md_table(H, R) + "\n")
+    for r in rows:
+        if r["mechanism"] == "olh" and r["d"] == 65536:
+            per = r["evaluations_per_s"] / r["threads"]
+            md.append(f"* OLH full-domain aggregation, n = {nfmt(r['n'])}, d = 65 536: {rate(per)} evaluations/s per "
+                      f"thread (goal ≥ 1G {'✓' if per >= 1e9 else '✗'}), {r['aggregate_s']:.1f} s on {r['threads']} "
+                      f"threads (goal: well under a minute {'✓' if r['aggregate_s'] < 40 else '✗'}).")
+        if r["mechanism"] == "oue" and r["d"] == 1024:
+            a = r["aggregate_per_s"]
+            md.append(f"* OUE aggregation, d = 1024, n = {nfmt(r['n'])}: {rate(a)} reports/s on {r['threads']} threads "
+                      f"(goal ≥ 20M {'✓' if a >= 20e6 else '✗'}).")
+    md.append("")
 
     log("harmony: HR / Hadamard aggregation vs n and d")
-    H = ["mechanism", "n", "d", "aggregate s (add + estimate)", "estimate s", "reports/s"]
+    H = ["mechanism", "n", "d", "aggregate s (add + estimate)", "of which add", "of which estimate", "reports/s"]
     R = []
     scaling = []
     for n in ([10_000, 100_000] if quick else [100_000, 1_000_000]):
@@ -327,8 +344,9 @@ def harmony_extras(harmony, quick):
     scaling.sort(key=lambda r: (r["mechanism"], r["n"], r["d"]))
     raw["scaling"] = scaling
     for r in scaling:
-        R.append([r["mechanism"], nfmt(r["n"]), r["d"], f"{r['aggregate_s']:.4f}", f"{r.get('estimate_s', 0):.4f}",
-                  rate(r["aggregate_per_s"])])
+        est = r.get("estimate_s", 0.0)
+        R.append([r["mechanism"], nfmt(r["n"]), r["d"], f"{r['aggregate_s']:.4f}", f"{r['aggregate_s'] - est:.4f}",
+                  f"{est:.4f}", rate(r["aggregate_per_s"])])
     md.append("Aggregation time against n and d (O(n + d log d): the per-report part grows with n, the FWHT in "
               "`estimate` with d log d):\n")
     md.append(md_table(H, R) + "\n")
@@ -432,27 +450,28 @@ def main():
         meta["versions"].pop("harmony")
     t0 = time.time()
 
-    # 1. Harmony first (one thread), on the same grid
-    mechs = ",".join(HARMONY_NAME[m] for m in FREQ + NUMERIC)
+    # 1-2. mechanism by mechanism: Harmony (one thread) right before every Python measurement of
+    # the same mechanism, so both see the same load on the shared machine
     n = 100_000 if args.quick else 1_000_000
-    hrows = []
-    if not args.skip_harmony:
-        log(f"harmony: {mechs} d={args.d} n={n} threads=1")
-        hrows, _ = harmony_json(args.harmony, ["--mechanisms", mechs, "--d", ",".join(map(str, args.d)), "--epsilon",
-                                               "1", "--n", str(n), "--threads", "1"])
-    harm = {(r["mechanism"], r["d"]): r for r in hrows}
-
-    # 2. every Python measurement in its own single-threaded process
-    peers = []
+    hrows, peers = [], []
     tasks = peer_tasks(args)
-    for i, spec in enumerate(tasks):
-        t = time.time()
-        r = run_child(spec, timeout=12 * args.budget + 120)
-        peers.append(r)
-        msg = r.get("error") or (f"n={nfmt(r['n'])} rand {rate(r['randomize_per_s'])}/s"
-                                 + (f", agg {rate(r['aggregate_per_s'])}/s (n={nfmt(r['n_aggregate'])})"
-                                    if r.get("aggregate_per_s") else ""))
-        log(f"[{i + 1}/{len(tasks)}] {spec['lib']}:{spec['mech']} d={spec['d']}: {msg} ({time.time() - t:.1f} s)")
+    done = 0
+    for mech in FREQ + NUMERIC:
+        if not args.skip_harmony:
+            log(f"harmony: {HARMONY_NAME[mech]} d={args.d} n={n} threads=1")
+            rows, _ = harmony_json(args.harmony, ["--mechanisms", HARMONY_NAME[mech], "--d", ",".join(map(str, args.d)),
+                                                  "--epsilon", "1", "--n", str(n), "--threads", "1"])
+            hrows += rows
+        for spec in [t for t in tasks if t["mech"] == mech]:
+            t = time.time()
+            r = run_child(spec, timeout=12 * args.budget + 120)
+            peers.append(r)
+            done += 1
+            msg = r.get("error") or (f"n={nfmt(r['n'])} rand {rate(r['randomize_per_s'])}/s"
+                                     + (f", agg {rate(r['aggregate_per_s'])}/s (n={nfmt(r['n_aggregate'])})"
+                                        if r.get("aggregate_per_s") else ""))
+            log(f"[{done}/{len(tasks)}] {spec['lib']}:{spec['mech']} d={spec['d']}: {msg} ({time.time() - t:.1f} s)")
+    harm = {(r["mechanism"], r["d"]): r for r in hrows}
 
     # 3. Harmony alone on all cores
     extras, raw = ("", {}) if args.no_extras else harmony_extras(args.harmony, args.quick)

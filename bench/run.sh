@@ -3,7 +3,7 @@
 # changes), builds the release `harmony` binary, then runs bench/compare.py, which writes the
 # generated block of docs/BENCHMARKS.md (--quick: bench/results/BENCHMARKS-quick.md).
 #
-#   bench/run.sh            # full comparison, about 10-15 min on 2 cores
+#   bench/run.sh            # full comparison, about 10 min on 2 cores
 #   bench/run.sh --quick    # smoke run, about 2 min
 # Any other argument is passed to compare.py (see `bench/.venv/bin/python bench/compare.py -h`).
 set -euo pipefail

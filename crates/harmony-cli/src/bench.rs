@@ -1,14 +1,18 @@
 //! `harmony bench`: randomize and aggregation throughput of every mechanism.
 //!
-//! For each (mechanism, d, ε) of the grid: seeded inputs are generated (untimed), then
-//! `randomize_batch` runs on one thread with a seeded [`harmony_core::sampling::fast_rng`]
+//! For each (mechanism, d, ε) of the grid: seeded inputs are generated (untimed), then the
+//! mechanism's batch API runs on one thread with a seeded [`harmony_core::sampling::fast_rng`]
 //! (repeated until the timed part reaches a minimum duration), then the last batch of reports is
 //! aggregated with [`harmony_core::aggregate::aggregate_parallel`] on a rayon pool of `--threads`
-//! threads (all cores by default) followed by `estimate` (also repeated). Numeric 1-D mechanisms
+//! threads (all cores by default) followed by `estimate` (also repeated). Frequency oracles are
+//! built with `AnyOracle::by_name` and measured through the concrete oracle inside it
+//! (`randomize_batch`; SUE / OUE: `randomize_packed` + `add_packed`); the rate through
+//! `AnyOracle::randomize_batch` itself (run-time dispatch) is reported as `randomize_any_per_s`. Numeric 1-D mechanisms
 //! have no d (reported as d = 1); `duchi-multi` and `harmony-1bit` use d as the dimension;
-//! frequency oracles use it as the domain size. Mechanisms whose reports are O(d) bits (SUE, OUE,
-//! adaptive when it picks OUE, duchi-multi) run at a smaller n when d is large, so that the
-//! reports fit in [`REPORT_BYTES_CAP`]; the row's `note` says so.
+//! frequency oracles use it as the domain size. Mechanisms with O(d) work per user (SUE, OUE and
+//! adaptive when it picks OUE: d-bit reports; duchi-multi and harmony-1bit: d input coordinates)
+//! run at a smaller n when d is large, so that n·d/8 bytes stay under [`REPORT_BYTES_CAP`]; the
+//! row's `note` says so. OLH is never reduced: its n·d aggregation is what it measures.
 
 mod cases;
 
@@ -29,9 +33,11 @@ pub const VECTOR: [&str; 2] = ["duchi-multi", "harmony-1bit"];
 pub const FREQUENCY: [&str; 8] = ["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive"];
 /// Frequency oracles whose aggregation evaluates every report against every candidate.
 const PER_CANDIDATE: [&str; 1] = ["olh"];
-/// The reports of one measurement are kept under this many bytes (wire size): n is reduced
-/// for mechanisms with O(d)-bit reports at large d.
+/// For mechanisms with O(d) work per user, n·d/8 is kept under this many bytes (n·d ≤ 2^30):
+/// n is reduced at large d.
 pub const REPORT_BYTES_CAP: f64 = (1u64 << 27) as f64;
+/// A frequency report above this many bytes (wire format) is taken to be a d-bit vector.
+const O_D_REPORT_BYTES: f64 = 64.0;
 /// n is never reduced below this.
 const MIN_CAPPED_N: usize = 1024;
 
@@ -85,6 +91,9 @@ struct Row {
     randomize_reps: u32,
     aggregate_reps: u32,
     bytes_per_report: Option<f64>,
+    /// Frequency oracles: randomize rate through `AnyOracle::randomize_batch` (run-time
+    /// dispatch, `AnyReport` output) instead of the concrete oracle's batch API.
+    randomize_any_per_s: Option<f64>,
     note: Option<String>,
 }
 
@@ -206,15 +215,11 @@ fn cells(p: &Plan) -> Vec<(String, Family, usize, f64)> {
     out
 }
 
-/// n for a mechanism whose reports take `bytes` each: capped so that all reports fit in
-/// [`REPORT_BYTES_CAP`].
-fn capped_n(n: usize, bytes: f64) -> (usize, Option<String>) {
+/// n for a mechanism with `bytes` of O(d) data per user (reports, or input coordinates / 8):
+/// capped so that it all fits in [`REPORT_BYTES_CAP`]; the note says why.
+fn capped_n(n: usize, bytes: f64, why: &str) -> (usize, Option<String>) {
     let cap = ((REPORT_BYTES_CAP / bytes.max(1.0)) as usize).max(MIN_CAPPED_N);
-    if n > cap {
-        (cap, Some(format!("n reduced from {n} to {cap}: {bytes:.0}-byte reports (O(d) per report)")))
-    } else {
-        (n, None)
-    }
+    if n > cap { (cap, Some(format!("n reduced from {n} to {cap}: {why} (O(d) work per user)"))) } else { (n, None) }
 }
 
 /// Mean wire size of a few reports of a frequency oracle (to decide the n cap).
@@ -243,8 +248,9 @@ fn measure(
             (p.n, cases::numeric(&mech, &inputs, rseed, pool, p.timing), None)
         }
         Family::Vector => {
-            // duchi-multi's reports are d sign bits; harmony-1bit's a coordinate and a bit.
-            let (n, note) = if name == "duchi-multi" { capped_n(p.n, d.div_ceil(8) as f64) } else { (p.n, None) };
+            // Every user holds d coordinates (all read and checked by the batch API), so the work
+            // per report is O(d) for both; cap n·d like O(d)-byte reports.
+            let (n, note) = capped_n(p.n, d.div_ceil(8) as f64, &format!("{d} input coordinates per user"));
             let m = cases::vector_by_name(name, eps, d, n, rseed, pool, p.timing)
                 .with_context(|| format!("{name} at d = {d}, epsilon {eps}"))?;
             (n, m, note)
@@ -252,10 +258,20 @@ fn measure(
         Family::Frequency => {
             let oracle =
                 AnyOracle::by_name(name, eps, d).with_context(|| format!("{name} at d = {d}, epsilon {eps}"))?;
-            let (n, note) =
-                if PER_CANDIDATE.contains(&name) { (p.n, None) } else { capped_n(p.n, probe_frequency(&oracle, d)) };
+            let (n, note) = if PER_CANDIDATE.contains(&name) {
+                (p.n, None)
+            } else {
+                // Reports of more than a few words are d-bit vectors (SUE, OUE, adaptive as OUE).
+                let bytes = probe_frequency(&oracle, d);
+                if bytes > O_D_REPORT_BYTES {
+                    capped_n(p.n, d.div_ceil(8) as f64, &format!("{d}-bit reports"))
+                } else {
+                    (p.n, None)
+                }
+            };
             let inputs = cases::zipf_inputs(n, d, stream_seed(seed, d as u64));
-            (n, cases::frequency(&oracle, &inputs, rseed, pool, p.timing), note)
+            let (m, any) = cases::frequency(&oracle, &inputs, rseed, pool, p.timing);
+            (n, Measured { randomize_any_per_s: Some(any), ..m }, note)
         }
     })
 }
@@ -300,6 +316,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             randomize_reps: m.reps.0,
             aggregate_reps: m.reps.1,
             bytes_per_report: m.bytes_per_report,
+            randomize_any_per_s: m.randomize_any_per_s,
             note,
         });
         pb.inc(1);
@@ -342,9 +359,10 @@ fn si(x: f64) -> String {
 
 /// Human-readable aligned table (numbers right-aligned), with notes below.
 fn table(rows: &[Row], wall_s: f64) -> String {
-    let header = ["mechanism", "d", "ε", "n", "threads", "randomize/s", "aggregate/s", "eval/s", "bytes/rep", "note"];
+    let header =
+        ["mechanism", "d", "ε", "n", "threads", "randomize/s", "(any)/s", "aggregate/s", "eval/s", "bytes/rep", "note"];
     let mut notes: Vec<String> = Vec::new();
-    let body: Vec<[String; 10]> = rows
+    let body: Vec<[String; 11]> = rows
         .iter()
         .map(|r| {
             let note = match &r.note {
@@ -363,6 +381,7 @@ fn table(rows: &[Row], wall_s: f64) -> String {
                 r.n.to_string(),
                 r.threads.to_string(),
                 si(r.randomize_per_s),
+                r.randomize_any_per_s.map(si).unwrap_or_else(|| "-".into()),
                 si(r.aggregate_per_s),
                 r.evaluations_per_s.map(si).unwrap_or_else(|| "-".into()),
                 r.bytes_per_report.map(|b| format!("{b:.1}")).unwrap_or_else(|| "-".into()),
@@ -400,8 +419,8 @@ fn table(rows: &[Row], wall_s: f64) -> String {
         out.push_str(&format!("[{}] {t}\n", i + 1));
     }
     out.push_str(&format!(
-        "randomize: one thread, batch API, seeded Xoshiro256++; aggregate: add + estimate on the thread pool; \
-         {wall_s:.1} s in all\n"
+        "randomize: one thread, the mechanism's batch API, seeded Xoshiro256++ ((any) = through AnyOracle); \
+         aggregate: add + estimate on the thread pool; {wall_s:.1} s in all\n"
     ));
     out
 }
@@ -448,8 +467,8 @@ mod tests {
 
     #[test]
     fn cap_only_large_reports() {
-        assert_eq!(capped_n(1_000_000, 12.0).0, 1_000_000);
-        let (n, note) = capped_n(1_000_000, 8192.0);
+        assert_eq!(capped_n(1_000_000, 12.0, "x").0, 1_000_000);
+        let (n, note) = capped_n(1_000_000, 8192.0, "x");
         assert_eq!(n, 16_384);
         assert!(note.unwrap().contains("16384"));
     }

@@ -249,9 +249,11 @@ mod tests {
         let bad = table(&[&["x", "F"]]);
         let e = encode(&bad, &schema, InvalidPolicy::Error).err().unwrap().to_string();
         assert!(e.contains("row 2") && e.contains("\"x\""), "{e}");
-        let unk = table(&[&["25", "Q"]]);
-        let e = encode(&unk, &schema, InvalidPolicy::Clamp).map(|e| e.skipped).unwrap();
-        assert_eq!(e, 1);
+        let unk = table(&[&["25", "F"], &["25", "Q"]]);
+        let e = encode(&unk, &schema, InvalidPolicy::Clamp).map(|e| (e.n, e.skipped)).unwrap();
+        assert_eq!(e, (1, 1));
+        let none = encode(&table(&[&["25", "Q"]]), &schema, InvalidPolicy::Clamp).err().unwrap().to_string();
+        assert!(none.contains("no usable rows"), "{none}");
     }
 
     #[test]

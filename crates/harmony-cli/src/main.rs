@@ -6,6 +6,7 @@ mod bench;
 mod data;
 mod output;
 mod plan;
+mod plot;
 mod simulate;
 
 /// Harmony: local differential privacy collection and analysis.

@@ -57,6 +57,9 @@ pub struct SimulateArgs {
     /// truncated normals N(μ_j, 1/4) on [-1, 1]; 8 categorical: Zipf(1.1) over 4–32 labels).
     #[arg(long, conflicts_with_all = ["data", "schema"])]
     pub synthetic: Option<usize>,
+    /// Also draw empirical MSE against ε, one line per strategy, to this PNG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
 }
 
 /// A seeded synthetic population: 8 numeric attributes (truncated N(μ_j, 0.25²) on [-1, 1], as
@@ -377,11 +380,45 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         parse_seconds,
         results,
     };
+    if let Some(path) = &args.plot {
+        write_plot(path, &out)?;
+        eprintln!("wrote {}", path.display());
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
         Format::Table => print_table(&out),
     }
     Ok(())
+}
+
+/// MSE against ε, one line per strategy (with its mechanisms), numeric and categorical panels.
+fn write_plot(path: &std::path::Path, out: &Output) -> Result<()> {
+    use crate::plot::{Panel, Series};
+    let panel = |title: &str, y_label: &str, pick: fn(&RunResult) -> (Option<f64>, &'static str)| {
+        let mut series: Vec<Series> = Vec::new();
+        for r in &out.results {
+            let (mse, mechanism) = pick(r);
+            let Some(mse) = mse else { continue };
+            let label = format!("{} ({mechanism})", r.strategy);
+            match series.iter_mut().find(|s| s.label == label) {
+                Some(s) => s.points.push((r.epsilon, mse)),
+                None => series.push(Series { label, points: vec![(r.epsilon, mse)] }),
+            }
+        }
+        for s in &mut series {
+            s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Panel { title: title.into(), y_label: y_label.into(), series }
+    };
+    let panels: Vec<Panel> = [
+        panel("numeric attributes", "MSE of means on [-1, 1]", |r| (r.numeric_mse, r.numeric_mechanism)),
+        panel("categorical attributes", "MSE of frequencies", |r| (r.categorical_mse, r.categorical_mechanism)),
+    ]
+    .into_iter()
+    .filter(|p| !p.series.is_empty())
+    .collect();
+    let title = format!("{}: n = {}, {} runs", out.data, out.n, out.runs);
+    crate::plot::line_panels_png(path, &title, &panels)
 }
 
 /// Per-attribute accumulation over runs.

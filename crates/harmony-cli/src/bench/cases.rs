@@ -3,9 +3,10 @@
 
 use harmony_core::Aggregator;
 use harmony_core::aggregate::aggregate_parallel;
-use harmony_core::frequency::{AnyOracle, FrequencyOracle};
+use harmony_core::frequency::{AnyOracle, FrequencyOracle, UnaryEncoding, UnaryReport};
 use harmony_core::numeric::{AnyNumeric, DuchiMulti, HarmonyBit, NumericMechanism, VectorMechanism};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
+use harmony_core::wire::WireReport;
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -41,6 +42,8 @@ pub struct Measured {
     pub reps: (u32, u32),
     /// Size of one report in the binary wire format (mean over a sample), when known.
     pub bytes_per_report: Option<f64>,
+    /// Frequency oracles: randomize rate through [`AnyOracle`] (set by the caller).
+    pub randomize_any_per_s: Option<f64>,
 }
 
 /// Repeats `f` (which times its own critical section) until `timing` is satisfied; returns the
@@ -92,6 +95,7 @@ fn finish(n: usize, rand: (u32, Duration), agg: (u32, Duration, Duration), bytes
         estimate_s: agg.2.as_secs_f64() / agg.0 as f64,
         reps: (rand.0, agg.0),
         bytes_per_report: bytes,
+        randomize_any_per_s: None,
     }
 }
 
@@ -152,7 +156,7 @@ pub fn numeric(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::Threa
 pub fn vector<M>(mech: &M, rows: &[Vec<f64>], n: usize, seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured
 where
     M: VectorMechanism,
-    M::Report: harmony_core::wire::WireReport,
+    M::Report: WireReport,
 {
     let users: Vec<&[f64]> = (0..n).map(|i| rows[i % rows.len()].as_slice()).collect();
     let mut rng = fast_rng(seed);
@@ -170,26 +174,107 @@ where
     finish(n, (rr, rt), agg, bytes)
 }
 
-/// Benchmarks a frequency oracle on `inputs`.
-pub fn frequency(
-    oracle: &AnyOracle,
+/// Times `randomize_batch` of `inputs` through `oracle` (repeated); returns the last reports.
+fn time_randomize_oracle<O: FrequencyOracle>(
+    oracle: &O,
     inputs: &[usize],
     seed: u64,
-    pool: &rayon::ThreadPool,
     timing: Timing,
-) -> Measured {
+) -> (u32, Duration, Vec<O::Report>) {
     let mut rng = fast_rng(seed);
     let mut out = Vec::with_capacity(inputs.len());
-    let (rr, rt, _) = repeat(timing, || {
+    let (reps, total, _) = repeat(timing, || {
         out.clear();
         let t = Instant::now();
         oracle.randomize_batch(inputs, &mut rng, &mut out).expect("inputs are in [0, d)");
         black_box(&out);
         (t.elapsed(), Duration::ZERO)
     });
+    (reps, total, out)
+}
+
+/// A concrete oracle through its own `randomize_batch` and aggregator.
+fn typed<O>(oracle: &O, inputs: &[usize], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured
+where
+    O: FrequencyOracle,
+    O::Report: WireReport,
+{
+    let (rr, rt, out) = time_randomize_oracle(oracle, inputs, seed, timing);
     let agg = time_aggregate(&oracle.aggregator(), &out, pool, timing);
-    let bytes = mean_size(&out, |r| r.encode().len());
+    let bytes = mean_size(&out, |r| harmony_core::wire::encode(r).len());
     finish(inputs.len(), (rr, rt), agg, bytes)
+}
+
+/// SUE / OUE through the packed batch API: `randomize_packed` into one flat buffer of words,
+/// aggregated with `add_packed` per chunk of [`PACKED_CHUNK`] reports on the pool, then merged.
+fn packed(oracle: &UnaryEncoding, inputs: &[usize], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
+    use rayon::prelude::*;
+    let w = oracle.words();
+    let mut rng = fast_rng(seed);
+    let mut out: Vec<u64> = Vec::with_capacity(inputs.len() * w);
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        oracle.randomize_packed(inputs, &mut rng, &mut out).expect("inputs are in [0, d)");
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    let empty = oracle.aggregator();
+    let agg = repeat(timing, || {
+        let t0 = Instant::now();
+        let total = pool.install(|| {
+            out.par_chunks(PACKED_CHUNK * w)
+                .map(|chunk| {
+                    let mut a = empty.clone();
+                    a.add_packed(chunk).expect("benchmark reports are valid");
+                    a
+                })
+                .reduce(
+                    || empty.clone(),
+                    |mut a, b| {
+                        a.merge(&b).expect("same oracle");
+                        a
+                    },
+                )
+        });
+        let t1 = Instant::now();
+        let est = total.estimate();
+        let t2 = Instant::now();
+        black_box(est);
+        (t2 - t0, t2 - t1)
+    });
+    // Wire size of the same reports sent one by one.
+    let bytes = mean_size(&out.chunks_exact(w).take(256).collect::<Vec<_>>(), |bits| {
+        harmony_core::wire::encode(&UnaryReport { bits: bits.to_vec() }).len()
+    });
+    finish(inputs.len(), (rr, rt), agg, bytes)
+}
+
+/// Reports per `add_packed` call in the packed aggregation.
+const PACKED_CHUNK: usize = 1 << 14;
+
+/// Benchmarks a frequency oracle on `inputs` through the concrete oracle's own batch API (the
+/// packed one for SUE / OUE). Returns the measurement and the randomize rate through
+/// [`AnyOracle`]'s `randomize_batch` (the run-time-dispatched path).
+pub fn frequency(
+    oracle: &AnyOracle,
+    inputs: &[usize],
+    seed: u64,
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> (Measured, f64) {
+    let m = match oracle {
+        AnyOracle::Grr(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Sue(o) | AnyOracle::Oue(o) => packed(o, inputs, seed, pool, timing),
+        AnyOracle::Olh(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Hadamard(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Hr(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::BassilySmith(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Adaptive(o) => typed(o, inputs, seed, pool, timing),
+    };
+    let (reps, total, out) = time_randomize_oracle(oracle, inputs, seed ^ 1, timing);
+    drop(out);
+    (m, per_s(inputs.len(), reps, total))
 }
 
 /// Builds and benchmarks a vector mechanism by name.
