@@ -244,7 +244,7 @@ def build_report(meta, peers, harm, extras, args):
     md.append("Reports per second. Best peer = the fastest Python library implementing the mechanism "
               "(n = the user count it was measured at: the largest that fitted the time budget). numpy_ref = "
               "vectorised NumPy, not a peer. Harmony: `harmony bench --threads 1`, batch API, seeded "
-              "Xoshiro256++, through each mechanism's own batch API (SUE/OUE: the packed one); the last column is the "
+              "FastRng (`sampling::fast_rng`: 8 interleaved Xoshiro256++ streams, AVX-512 refill when available), through each mechanism's own batch API (SUE/OUE: the packed one); the last column is the "
               "frequency oracle's rate through `AnyOracle::randomize_batch` (run-time dispatch, `AnyReport` output). "
               "Goals: Harmony ≥ 100× best peer and ≥ 5× numpy.\n")
     H = ["mechanism", "d", "best Python peer", "numpy_ref", "Harmony", "Harmony / best peer", "Harmony / numpy",

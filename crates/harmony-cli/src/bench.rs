@@ -419,7 +419,7 @@ fn table(rows: &[Row], wall_s: f64) -> String {
         out.push_str(&format!("[{}] {t}\n", i + 1));
     }
     out.push_str(&format!(
-        "randomize: one thread, the mechanism's batch API, seeded Xoshiro256++ ((any) = through AnyOracle); \
+        "randomize: one thread, the mechanism's batch API, seeded FastRng (8-lane Xoshiro256++) ((any) = through AnyOracle); \
          aggregate: add + estimate on the thread pool; {wall_s:.1} s in all\n"
     ));
     out

@@ -63,8 +63,11 @@ pub fn check_compatible<T: PartialEq + std::fmt::Debug>(what: &str, a: &T, b: &T
     Ok(())
 }
 
-/// Aggregates a slice of reports on all cores (rayon): each chunk into its own clone of `empty`,
-/// then merged. All or nothing: the first invalid report (by index) is returned as the error.
+/// Aggregates a slice of reports on all cores (rayon): chunks are folded into a few clones of
+/// `empty` (one per rayon work split, not one per chunk, so the O(d) state of a large-domain
+/// aggregator is cloned and merged O(threads) times and the whole costs O(n + threads·d)), then
+/// merged. All or nothing: on an invalid report nothing is returned but the error of the first
+/// invalid report by index.
 #[cfg(feature = "parallel")]
 pub fn aggregate_parallel<A>(empty: &A, reports: &[A::Report]) -> Result<A>
 where
@@ -73,36 +76,33 @@ where
 {
     use rayon::prelude::*;
     const CHUNK: usize = 1 << 14;
-    let parts: Vec<Result<A>> = reports
+    debug_assert_eq!(empty.count(), 0, "aggregate_parallel starts from an empty aggregator");
+    let folded = reports
         .par_chunks(CHUNK)
-        .enumerate()
-        .map(|(ci, chunk)| {
-            let mut a = empty.clone();
-            a.add_batch(chunk).map_err(|e| reindex(e, ci * CHUNK))?;
-            Ok(a)
-        })
-        .collect();
-    let mut total = empty.clone();
-    for p in parts {
-        total.merge(&p?)?;
-    }
-    Ok(total)
-}
-
-#[cfg(feature = "parallel")]
-fn reindex(e: Error, offset: usize) -> Error {
-    // "report i: ..." from add_batch becomes the index in the whole slice.
-    match e {
-        Error::InvalidReport { field, value, expected } => {
-            let field = match field.strip_prefix("report ").and_then(|s| s.split_once(':')) {
-                Some((i, rest)) => match i.parse::<usize>() {
-                    Ok(i) => format!("report {}:{rest}", i + offset),
-                    Err(_) => field,
-                },
-                None => field,
-            };
-            Error::InvalidReport { field, value, expected }
+        .try_fold(
+            || empty.clone(),
+            |mut a, chunk| {
+                a.add_batch(chunk)?;
+                Ok::<A, Error>(a)
+            },
+        )
+        .try_reduce(
+            || empty.clone(),
+            |mut a, b| {
+                a.merge(&b)?;
+                Ok(a)
+            },
+        );
+    match folded {
+        Ok(total) => Ok(total),
+        Err(e @ Error::InvalidReport { .. }) => {
+            // Cold path: name the first bad report of the whole slice (a parallel fold may stop
+            // at any bad chunk first).
+            for (i, r) in reports.iter().enumerate() {
+                empty.validate(r).map_err(|e| at_index(e, i))?;
+            }
+            Err(e)
         }
-        other => other,
+        Err(e) => Err(e),
     }
 }

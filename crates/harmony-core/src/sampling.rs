@@ -4,11 +4,13 @@
 //! bias (Lemire's method); uniform reals use the top 53 bits of a `u64`.
 //!
 //! RNGs: client paths use [`secure_rng`] (ChaCha20 seeded from the OS); simulations and tests use
-//! [`fast_rng`] (Xoshiro256++ from a `u64` seed).
+//! [`fast_rng`] ([`FastRng`]: 8 interleaved Xoshiro256++ streams from a `u64` seed).
 
 use rand::Rng;
 use rand::SeedableRng;
-use rand::rngs::{ChaCha20Rng, SysRng, Xoshiro256PlusPlus};
+use rand::rngs::{ChaCha20Rng, SysRng};
+
+pub use crate::fast_rng::FastRng;
 
 /// A cryptographically secure RNG seeded by the operating system. Use it on every client path.
 ///
@@ -19,8 +21,8 @@ pub fn secure_rng() -> ChaCha20Rng {
 }
 
 /// A fast seeded RNG for simulations and tests (never for real clients).
-pub fn fast_rng(seed: u64) -> Xoshiro256PlusPlus {
-    Xoshiro256PlusPlus::seed_from_u64(seed)
+pub fn fast_rng(seed: u64) -> FastRng {
+    FastRng::new(seed)
 }
 
 /// Derives an independent stream seed from a base seed and a stream index (SplitMix64 finaliser),
@@ -112,35 +114,38 @@ impl Bernoulli {
 /// decided. Lane = 1 iff U < p, so P\[1\] = p exactly (for the f64 p).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BernoulliWords {
-    /// Bits of p after the binary point, MSB first (up to 1074 for subnormals; we keep 64·k).
-    bits: Vec<u64>,
-    nbits: usize,
+    /// Bit i of p after the binary point (MSB first) as a lane mask: all ones if the bit is 1,
+    /// zero if 0; truncated after p's last 1 bit (lanes still undecided there end as 0 anyway).
+    masks: Vec<u64>,
     always: bool,
 }
+
+/// Rounds run without an exit test: 64 lanes are all decided after r rounds with probability
+/// (1 − 2^-r)^64, 0.37 at r = 6, so testing earlier mostly mispredicts.
+const UNCONDITIONAL_ROUNDS: usize = 6;
 
 impl BernoulliWords {
     /// Precomputes the binary expansion of p ∈ [0, 1].
     pub fn new(p: f64) -> Self {
         let always = p >= 1.0;
-        let mut bits = Vec::new();
-        let mut nbits = 0;
+        let mut masks = Vec::new();
         if p > 0.0 && p < 1.0 {
-            // p = m · 2^(exp) with m a 53-bit integer; expand exactly.
+            // p = m · 2^e with m a 53-bit integer: fractional bit `pos` (1-based) of p is bit
+            // (shift − pos) of m, shift = −e.
             let (m, e) = decompose(p);
-            // p = m / 2^(-e); bit i (1-based after the point) of p.
-            let shift = (-e) as usize; // number of fractional bits needed
-            nbits = shift;
-            bits = vec![0u64; shift.div_ceil(64)];
-            for i in 0..53 {
-                if (m >> i) & 1 == 1 {
-                    // value 2^(i+e) -> fractional position pos = -(i+e), 1-based
-                    let pos = shift - i; // 1..=shift
-                    let idx = pos - 1;
-                    bits[idx / 64] |= 1u64 << (63 - (idx % 64));
-                }
+            let shift = (-e) as usize;
+            masks = (1..=shift)
+                .map(|pos| {
+                    let k = shift - pos;
+                    let bit = if k < 64 { (m >> k) & 1 } else { 0 };
+                    0u64.wrapping_sub(bit)
+                })
+                .collect();
+            while masks.last() == Some(&0) {
+                masks.pop();
             }
         }
-        BernoulliWords { bits, nbits, always }
+        BernoulliWords { masks, always }
     }
 
     /// 64 independent Bernoulli(p) lanes.
@@ -161,21 +166,84 @@ impl BernoulliWords {
         let mut undecided = mask;
         let mut ones = 0u64;
         // Branch-free rounds: m is all ones where p's bit is 1. Lanes whose uniform bit is below
-        // p's bit are decided 1, above it decided 0, equal stay undecided.
-        'words: for (wi, &pw) in self.bits.iter().enumerate() {
-            let in_word = (self.nbits - 64 * wi).min(64);
-            for b in 0..in_word {
-                let m = 0u64.wrapping_sub((pw >> (63 - b)) & 1);
-                let u = rng.next_u64();
-                ones |= undecided & !u & m;
-                undecided &= !(u ^ m);
-                if undecided == 0 {
-                    break 'words;
+        // p's bit are decided 1, above it decided 0, equal stay undecided. The first rounds run
+        // unconditionally (a decided lane is never changed again: `undecided` masks it).
+        let (head, tail) = self.masks.split_at(self.masks.len().min(UNCONDITIONAL_ROUNDS));
+        for &m in head {
+            let u = rng.next_u64();
+            ones |= undecided & !u & m;
+            undecided &= !(u ^ m);
+        }
+        for &m in tail {
+            if undecided == 0 {
+                break;
+            }
+            let u = rng.next_u64();
+            ones |= undecided & !u & m;
+            undecided &= !(u ^ m);
+        }
+        // Lanes still undecided have U's first bits equal to p's whole expansion: U ≥ p, so 0.
+        ones
+    }
+
+    /// Fills every lane of `out` (64 per word) with independent Bernoulli(p) draws. The same
+    /// comparison as [`BernoulliWords::sample`], with the first [`BULK_ROUNDS`] random words of
+    /// each output word fetched in bulk ([`fill_words`]) and run without exit tests; the few words
+    /// (about 22%) still undecided after them finish word by word.
+    pub fn fill<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [u64]) {
+        if self.always {
+            out.fill(u64::MAX);
+            return;
+        }
+        let head = &self.masks[..self.masks.len().min(BULK_ROUNDS)];
+        let tail = &self.masks[head.len()..];
+        if head.is_empty() {
+            out.fill(0);
+            return;
+        }
+        let mut words = [0u64; BULK_WORDS * BULK_ROUNDS];
+        for chunk in out.chunks_mut(BULK_WORDS) {
+            let words = &mut words[..chunk.len() * head.len()];
+            fill_words(rng, words);
+            for (o, us) in chunk.iter_mut().zip(words.chunks_exact(head.len())) {
+                let mut undecided = u64::MAX;
+                let mut ones = 0u64;
+                for (&u, &m) in us.iter().zip(head) {
+                    ones |= undecided & !u & m;
+                    undecided &= !(u ^ m);
                 }
+                for &m in tail {
+                    if undecided == 0 {
+                        break;
+                    }
+                    let u = rng.next_u64();
+                    ones |= undecided & !u & m;
+                    undecided &= !(u ^ m);
+                }
+                *o = ones;
             }
         }
-        // Lanes still undecided have U's first nbits equal to p's: U ≥ p, so 0.
-        ones
+    }
+}
+
+/// Rounds of [`BernoulliWords::fill`] drawn in bulk: all 64 lanes are decided after 8 rounds
+/// with probability (1 − 2^-8)^64 ≈ 0.78.
+pub const BULK_ROUNDS: usize = 8;
+/// Output words per bulk draw of [`BernoulliWords::fill`].
+const BULK_WORDS: usize = 16;
+
+/// Fills `dst` with random words: `dst.len()` words' worth of [`Rng::fill_bytes`] read
+/// little-endian (the same words as that many `next_u64` calls for [`FastRng`] and Xoshiro, but
+/// fetched in bulk: one call per 128 words instead of one per word).
+#[inline]
+pub fn fill_words<R: Rng + ?Sized>(rng: &mut R, dst: &mut [u64]) {
+    let mut bytes = [0u8; 8 * 128];
+    for chunk in dst.chunks_mut(128) {
+        let b = &mut bytes[..8 * chunk.len()];
+        rng.fill_bytes(b);
+        for (w, c) in chunk.iter_mut().zip(b.chunks_exact(8)) {
+            *w = u64::from_le_bytes(c.try_into().expect("chunks of 8 bytes"));
+        }
     }
 }
 
@@ -470,12 +538,33 @@ mod tests {
         for &p in &[0.5, 0.25, 0.2689414213699951, 1.0 / 3.0, 1e-5, 0.999999, 3.0e-300] {
             let bw = BernoulliWords::new(p);
             let mut v = 0.0f64;
-            for i in 0..bw.nbits {
-                if (bw.bits[i / 64] >> (63 - (i % 64))) & 1 == 1 {
+            for (i, &m) in bw.masks.iter().enumerate() {
+                assert!(m == 0 || m == u64::MAX);
+                if m != 0 {
                     v += (-(i as f64 + 1.0)).exp2();
                 }
             }
+            assert_eq!(bw.masks.last(), Some(&u64::MAX), "p = {p}: expansion ends with a 1 bit");
             assert_eq!(v, p, "p = {p}");
+        }
+    }
+
+    #[test]
+    fn bernoulli_words_fill_mean_within_4_42_sigma() {
+        let mut rng = fast_rng(21);
+        for &p in &[0.5, 0.2689414213699951, 0.01, 0.9, 1.0, 0.0] {
+            let bw = BernoulliWords::new(p);
+            let mut out = vec![0u64; 20_001];
+            bw.fill(&mut rng, &mut out);
+            let ones: u64 = out.iter().map(|w| w.count_ones() as u64).sum();
+            let n = 64.0 * out.len() as f64;
+            let sd = (n * p * (1.0 - p)).sqrt();
+            assert!((ones as f64 - n * p).abs() <= 4.42 * sd, "p = {p}: {ones} of {n}");
+            // Lanes are independent: the pair (lane 0, lane 1) is 11 with probability p².
+            let both = out.iter().filter(|&&w| w & 3 == 3).count() as f64;
+            let m = out.len() as f64;
+            let sd2 = (m * p * p * (1.0 - p * p)).sqrt();
+            assert!((both - m * p * p).abs() <= 4.42 * sd2 + 1e-9, "p = {p}: pairs {both} of {m}");
         }
     }
 

@@ -263,6 +263,24 @@ impl AnyReport {
     }
 }
 
+/// `o.randomize_batch` over `vs` (already validated) in chunks, each report wrapped by `wrap`.
+fn wrap_batch<O: FrequencyOracle, R: Rng + ?Sized>(
+    o: &O,
+    vs: &[usize],
+    rng: &mut R,
+    out: &mut Vec<AnyReport>,
+    wrap: fn(O::Report) -> AnyReport,
+) -> Result<()> {
+    const CHUNK: usize = 1024;
+    let mut buf = Vec::with_capacity(vs.len().min(CHUNK));
+    for chunk in vs.chunks(CHUNK) {
+        buf.clear();
+        o.randomize_batch(chunk, rng, &mut buf)?;
+        out.extend(buf.drain(..).map(wrap));
+    }
+    Ok(())
+}
+
 impl FrequencyOracle for AnyOracle {
     type Report = AnyReport;
     type Aggregator = AnyAggregator;
@@ -285,6 +303,21 @@ impl FrequencyOracle for AnyOracle {
             AnyOracle::Hr(o) => AnyReport::Hr(o.randomize_unchecked(v, rng)),
             AnyOracle::BassilySmith(o) => AnyReport::BassilySmith(o.randomize_unchecked(v, rng)),
             AnyOracle::Adaptive(o) => AnyReport::Adaptive(o.randomize_unchecked(v, rng)),
+        }
+    }
+    /// Dispatches once per batch and runs the wrapped oracle's own batch loop (word-parallel
+    /// keep decisions, no per-report match), wrapping its reports in chunks.
+    fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<AnyReport>) -> Result<()> {
+        super::check_batch(vs, self.domain_size())?;
+        out.reserve(vs.len());
+        match self {
+            AnyOracle::Grr(o) => wrap_batch(o, vs, rng, out, AnyReport::Grr),
+            AnyOracle::Sue(o) | AnyOracle::Oue(o) => wrap_batch(o, vs, rng, out, AnyReport::Unary),
+            AnyOracle::Olh(o) => wrap_batch(o, vs, rng, out, AnyReport::Olh),
+            AnyOracle::Hadamard(o) => wrap_batch(o, vs, rng, out, AnyReport::Hadamard),
+            AnyOracle::Hr(o) => wrap_batch(o, vs, rng, out, AnyReport::Hr),
+            AnyOracle::BassilySmith(o) => wrap_batch(o, vs, rng, out, AnyReport::BassilySmith),
+            AnyOracle::Adaptive(o) => wrap_batch(o, vs, rng, out, AnyReport::Adaptive),
         }
     }
     fn aggregator(&self) -> AnyAggregator {

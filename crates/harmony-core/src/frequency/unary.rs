@@ -261,10 +261,9 @@ impl UnaryEncoding {
                 let mut own = truth.sample(rng);
                 for &v in chunk {
                     let start = out.len();
-                    for _ in 0..w - 1 {
-                        out.push(self.noise.sample(rng));
-                    }
-                    out.push(self.noise.sample_masked(rng, last));
+                    out.resize(start + w, 0);
+                    self.noise.fill(rng, &mut out[start..]);
+                    out[start + w - 1] &= last;
                     let word = &mut out[start + v / 64];
                     *word = (*word & !(1u64 << (v % 64))) | ((own & 1) << (v % 64));
                     own >>= 1;
