@@ -291,7 +291,6 @@ impl RecordMechanism {
                 category_value(record, j, card, &self.schema)?;
             }
         }
-        out.attributes.clear();
         out.joint = None;
         if self.k == d {
             scratch.clear();
@@ -299,18 +298,34 @@ impl RecordMechanism {
         } else {
             sample_k_of_d(rng, self.k, d, scratch);
         }
+        // Overwrite the previous record's entries in place where the kinds match (a unary
+        // report keeps its word vector): the same draws as building fresh reports, no allocation.
+        let mut slot = 0;
         for &j in scratch.iter() {
-            let rep = match &self.mechanisms[j] {
+            let fresh = match &self.mechanisms[j] {
                 AttributeMechanism::Joint => continue,
                 AttributeMechanism::Numeric(m) => {
                     AttributeReport::Numeric(m.randomize_unchecked(unit_value(record, j, &self.schema)?, rng))
                 }
-                AttributeMechanism::Categorical(o) => AttributeReport::Categorical(
-                    o.randomize_unchecked(category_value(record, j, self.cards[j], &self.schema)?, rng),
-                ),
+                AttributeMechanism::Categorical(o) => {
+                    let v = category_value(record, j, self.cards[j], &self.schema)?;
+                    if let Some((idx, AttributeReport::Categorical(rep))) = out.attributes.get_mut(slot) {
+                        *idx = j as u32;
+                        o.randomize_reusing(v, rng, rep);
+                        slot += 1;
+                        continue;
+                    }
+                    AttributeReport::Categorical(o.randomize_unchecked(v, rng))
+                }
             };
-            out.attributes.push((j as u32, rep));
+            if slot < out.attributes.len() {
+                out.attributes[slot] = (j as u32, fresh);
+            } else {
+                out.attributes.push((j as u32, fresh));
+            }
+            slot += 1;
         }
+        out.attributes.truncate(slot);
         if let Some(joint) = &self.joint {
             let mut t = Vec::with_capacity(self.numeric_positions.len());
             for &j in &self.numeric_positions {

@@ -263,6 +263,19 @@ impl AnyReport {
     }
 }
 
+impl AnyOracle {
+    /// Randomizes v (< d, checked by the caller) into `report`: the same draws as
+    /// [`FrequencyOracle::randomize_unchecked`], but a unary report of a unary oracle is
+    /// overwritten in place (its word vector reused), so a simulation loop allocates nothing.
+    #[inline]
+    pub fn randomize_reusing<R: Rng + ?Sized>(&self, v: usize, rng: &mut R, report: &mut AnyReport) {
+        match (self, report) {
+            (AnyOracle::Sue(o) | AnyOracle::Oue(o), AnyReport::Unary(u)) => o.randomize_reusing(v, rng, u),
+            (o, r) => *r = o.randomize_unchecked(v, rng),
+        }
+    }
+}
+
 /// `o.randomize_batch` over `vs` (already validated) in chunks, each report wrapped by `wrap`.
 fn wrap_batch<O: FrequencyOracle, R: Rng + ?Sized>(
     o: &O,

@@ -164,6 +164,24 @@ impl UnaryReport {
     }
 }
 
+impl UnaryEncoding {
+    /// Randomizes v (< d, checked by the caller) into `report`, reusing its allocation: the
+    /// same draws as [`FrequencyOracle::randomize_unchecked`] (which calls this), without a
+    /// fresh `Vec` per report on simulation loops.
+    pub fn randomize_reusing<R: Rng + ?Sized>(&self, v: usize, rng: &mut R, report: &mut UnaryReport) {
+        let d = self.params.d;
+        let bits = &mut report.bits;
+        bits.clear();
+        for _ in 0..self.words - 1 {
+            bits.push(self.noise.sample(rng));
+        }
+        bits.push(self.noise.sample_masked(rng, padding_mask(d)));
+        let (w, b) = (v / 64, v % 64);
+        let truth = self.truth.sample(rng) as u64;
+        bits[w] = (bits[w] & !(1u64 << b)) | (truth << b);
+    }
+}
+
 impl WireReport for UnaryReport {
     const KIND: ReportKind = ReportKind::Unary;
 }
@@ -302,7 +320,7 @@ impl UnaryAggregator {
             }
         }
         for bits in &group[..k] {
-            self.counts.add_one(bits);
+            self.counts.add_one_ripple(bits);
         }
         self.n += (packed.len() / w) as u64;
         Ok(())
@@ -342,16 +360,9 @@ impl FrequencyOracle for UnaryEncoding {
         self.params.d
     }
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> UnaryReport {
-        let d = self.params.d;
-        let mut bits = Vec::with_capacity(self.words);
-        for _ in 0..self.words - 1 {
-            bits.push(self.noise.sample(rng));
-        }
-        bits.push(self.noise.sample_masked(rng, padding_mask(d)));
-        let (w, b) = (v / 64, v % 64);
-        let truth = self.truth.sample(rng) as u64;
-        bits[w] = (bits[w] & !(1u64 << b)) | (truth << b);
-        UnaryReport { bits }
+        let mut report = UnaryReport { bits: Vec::with_capacity(self.words) };
+        self.randomize_reusing(v, rng, &mut report);
+        report
     }
     fn aggregator(&self) -> UnaryAggregator {
         UnaryAggregator { params: self.params.clone(), n: 0, counts: BitSlicedCounts::new(self.words) }
@@ -404,7 +415,7 @@ impl UnaryAggregator {
             self.n += 1;
         }
         for bits in &group[..k] {
-            self.counts.add_one(bits);
+            self.counts.add_one_ripple(bits);
         }
     }
 }
@@ -438,7 +449,7 @@ impl Aggregator for UnaryAggregator {
             if group.len() == 16 {
                 scratch.add16(&std::array::from_fn(|k| group[k].bits.as_slice()));
             } else {
-                group.iter().for_each(|r| scratch.add_one(&r.bits));
+                group.iter().for_each(|r| scratch.add_one_ripple(&r.bits));
             }
         }
         self.counts.absorb(&scratch);
@@ -475,6 +486,10 @@ struct BitSlicedCounts {
     planes: Vec<u64>,
     pending: u64,
     flushed: Vec<u64>,
+    /// Up to 15 single reports waiting for a full group of 16 (`staged` of them, `words` words
+    /// each): one-at-a-time adds then take the carry-save path too.
+    stage: Vec<u64>,
+    staged: usize,
 }
 
 /// A full adder on L words at once: (carry, sum) of a + b + c.
@@ -526,11 +541,46 @@ fn add16_at<const L: usize>(planes: &mut [u64], words: usize, w: usize, r: &[&[u
 
 impl BitSlicedCounts {
     fn new(words: usize) -> Self {
-        BitSlicedCounts { words, planes: vec![0; words * PLANES], pending: 0, flushed: vec![0; words * 64] }
+        BitSlicedCounts {
+            words,
+            planes: vec![0; words * PLANES],
+            pending: 0,
+            flushed: vec![0; words * 64],
+            stage: vec![0; words * 16],
+            staged: 0,
+        }
+    }
+
+    /// Adds one bit vector: staged, and the 16 staged vectors go through [`Self::add16`]
+    /// together.
+    #[inline]
+    fn add_one(&mut self, bits: &[u64]) {
+        let w = self.words;
+        self.stage[self.staged * w..][..w].copy_from_slice(&bits[..w]);
+        self.staged += 1;
+        if self.staged == 16 {
+            let stage = std::mem::take(&mut self.stage);
+            self.add16(&std::array::from_fn(|k| &stage[k * w..][..w]));
+            self.stage = stage;
+            self.staged = 0;
+        }
+    }
+
+    /// Adds the staged vectors' bits to `out` (64 counts per word).
+    fn add_staged_into(&self, out: &mut [u64]) {
+        for bits in self.stage.chunks_exact(self.words).take(self.staged) {
+            for (w, &x) in bits.iter().enumerate() {
+                let mut x = x;
+                while x != 0 {
+                    out[w * 64 + x.trailing_zeros() as usize] += 1;
+                    x &= x - 1;
+                }
+            }
+        }
     }
 
     /// Adds one bit vector: a ripple-carry add of each word into its planes.
-    fn add_one(&mut self, bits: &[u64]) {
+    fn add_one_ripple(&mut self, bits: &[u64]) {
         if self.pending + 1 > CAPACITY {
             self.flush();
         }
@@ -590,6 +640,7 @@ impl BitSlicedCounts {
     fn totals(&self) -> Vec<u64> {
         let mut t = self.flushed.clone();
         self.decode_into(&mut t);
+        self.add_staged_into(&mut t);
         t
     }
 
@@ -597,6 +648,7 @@ impl BitSlicedCounts {
     fn absorb(&mut self, other: &Self) {
         self.flushed.iter_mut().zip(&other.flushed).for_each(|(a, b)| *a += b);
         other.decode_into(&mut self.flushed);
+        other.add_staged_into(&mut self.flushed);
     }
 }
 
