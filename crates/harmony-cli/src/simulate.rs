@@ -491,7 +491,7 @@ impl Accumulator {
                     let mid = 0.5 * (max + min);
                     let units = e.affine(half, mid);
                     let mse = self.sq_err[j] / r;
-                    let predicted = mech.numeric_variance(j, *sum_t2, nf);
+                    let predicted = mech.numeric_variance(j, *mean * nf, *sum_t2, nf);
                     num = (num.0 + mse, num.1 + predicted, num.2 + 1);
                     attributes.push(AttrResult::Numeric {
                         name: name.clone(),

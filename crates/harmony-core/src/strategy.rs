@@ -370,33 +370,53 @@ impl RecordMechanism {
                     sampled_numeric_worst(a, b, self.scale)
                 }
                 AttributeMechanism::Joint => self.joint.as_ref().map(|j| j.worst_case_variance()).unwrap_or(f64::NAN),
-                AttributeMechanism::Categorical(o) => self.scale * (o.worst_case_variance() + 1.0) - 1.0,
+                AttributeMechanism::Categorical(o) => sampled_categorical_worst(o.worst_case_variance(), self.scale),
             })
             .collect()
     }
 
-    /// Exact variance of attribute j's numeric estimate (on [-1, 1]) given the true values'
-    /// Σt² over n users.
-    pub fn numeric_variance(&self, j: usize, sum_t2: f64, n: f64) -> f64 {
+    /// Variance of attribute j's numeric estimate (on [-1, 1]) given the true values' Σt and
+    /// Σt² over n users: E[1/n_j]·v̄ + (E[1/n_j] − 1/n)·Σ(t − t̄)²/(n − 1), the randomization
+    /// noise of the n_j reports plus the sampling of which users report j (see
+    /// [`RecordAggregator::estimates`]); v̄ = (a·Σt² + b·n)/n is the mean one-report variance.
+    /// Exact for split (n_j = n); for sampled strategies E[1/n_j] is to second order in 1/n.
+    pub fn numeric_variance(&self, j: usize, sum_t: f64, sum_t2: f64, n: f64) -> f64 {
         let (a, b) = match &self.mechanisms[j] {
             AttributeMechanism::Numeric(m) => m.variance_coefficients(),
             AttributeMechanism::Joint => self.joint.as_ref().map(|m| m.variance_coefficients()).unwrap_or((0.0, 0.0)),
             AttributeMechanism::Categorical(_) => return f64::NAN,
         };
         let s = if matches!(self.mechanisms[j], AttributeMechanism::Joint) { 1.0 } else { self.scale };
-        ((s * (a + 1.0) - 1.0) * sum_t2 + s * n * b) / (n * n)
+        let inv = inverse_count(n, s);
+        let v_bar = (a * sum_t2 + b * n) / n;
+        let spread = if n > 1.0 { (sum_t2 - sum_t * sum_t / n).max(0.0) / (n - 1.0) } else { 0.0 };
+        inv * v_bar + (inv - 1.0 / n).max(0.0) * spread
     }
 
-    /// Exact variance of attribute j's frequency estimate of every category, given the true
-    /// frequencies over n users.
+    /// Variance of attribute j's frequency estimate of every category, given the true
+    /// frequencies over n users: E[1/n_j]·V̄_v + (E[1/n_j] − 1/n)·n·f_v(1 − f_v)/(n − 1), with
+    /// V̄_v the oracle's mean one-report variance (`aggregate_variance`, f_v term included).
     pub fn categorical_variance(&self, j: usize, freqs: &[f64], n: f64) -> Vec<f64> {
         match &self.mechanisms[j] {
-            AttributeMechanism::Categorical(o) => (0..freqs.len())
-                .map(|v| (self.scale * (o.aggregate_variance(freqs, v) + freqs[v]) - freqs[v]) / n)
-                .collect(),
+            AttributeMechanism::Categorical(o) => {
+                let inv = inverse_count(n, self.scale);
+                (0..freqs.len())
+                    .map(|v| {
+                        let f = freqs[v];
+                        let spread = if n > 1.0 { n * f * (1.0 - f) / (n - 1.0) } else { 0.0 };
+                        inv * o.aggregate_variance(freqs, v) + (inv - 1.0 / n).max(0.0) * spread
+                    })
+                    .collect()
+            }
             _ => vec![f64::NAN; freqs.len()],
         }
     }
+}
+
+/// E[1/n_j] for n_j ~ Binomial(n, 1/s), the users who report an attribute sampled with
+/// probability k/d = 1/s: 1/μ + σ²/μ³ = s/n + s(s − 1)/n² (second order; exact, 1/n, at s = 1).
+pub fn inverse_count(n: f64, s: f64) -> f64 {
+    s / n + s * (s - 1.0).max(0.0) / (n * n)
 }
 
 /// The paper's rule k = max(1, min(d, ⌊ε/2.5⌋)).
@@ -404,10 +424,18 @@ pub fn paper_k(epsilon: f64, d: usize) -> usize {
     ((epsilon / 2.5).floor() as usize).clamp(1, d)
 }
 
-/// Worst-case one-user variance of a numeric attribute under sampling with scale s = d/k and a
-/// mechanism with coefficients (a, b): max over t ∈ {0, 1} of (s(a+1) − 1)t² + s·b.
+/// Worst-case n·Var of a numeric attribute's estimate under sampling with s = d/k and a
+/// mechanism with coefficients (a, b): s·(a·E[t²] + b) + (s − 1)·Var(t), largest at E[t²] ∈
+/// {0, 1} with mean 0: max(s·b, s(a + 1) − 1 + s·b).
 pub fn sampled_numeric_worst(a: f64, b: f64, s: f64) -> f64 {
     (s * b).max(s * (a + 1.0) - 1.0 + s * b)
+}
+
+/// Worst-case n·Var of a categorical attribute's frequency estimate under sampling with
+/// s = d/k, from the oracle's worst one-report variance V at ε/k: s·V + (s − 1)·f(1 − f) ≤
+/// s·V + (s − 1)/4.
+pub fn sampled_categorical_worst(v: f64, s: f64) -> f64 {
+    s * v + (s - 1.0) / 4.0
 }
 
 /// k minimising the summed closed-form worst-case variance over the schema's attributes
@@ -433,7 +461,7 @@ pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: &str, categorical: &str
                 }),
                 Attribute::Categorical { categories, .. } => {
                     let o = AnyOracle::by_name(categorical, per, categories.len())?;
-                    s * (o.worst_case_variance() + 1.0) - 1.0
+                    sampled_categorical_worst(o.worst_case_variance(), s)
                 }
             };
         }
@@ -481,9 +509,16 @@ impl RecordAggregator {
         &self.mechanism
     }
     /// Per-attribute unbiased estimates (numeric on [-1, 1]) with plug-in standard errors.
+    ///
+    /// Each attribute is estimated from the n_j reports that carry it (all n for split): the
+    /// mean of the n_j unbiased reports (numeric), the oracle's estimate over them
+    /// (categorical). Given which users sampled j they are a simple random sample of the
+    /// population, so this ratio estimator is unbiased for the population value; its variance
+    /// adds the sampling term (1/n_j − 1/n)·S² to the randomization noise, where scaling every
+    /// report by d/k and dividing by n (Horvitz–Thompson) would add (d/k − 1)/n·E[t²], larger
+    /// by the squared mean.
     pub fn estimates(&self) -> Vec<AttributeEstimate> {
         let n = self.n as f64;
-        let s = self.mechanism.scale;
         let joint = self.joint.as_ref().map(|j| j.estimate());
         let mut out = Vec::with_capacity(self.numeric.len());
         for (j, m) in self.mechanism.mechanisms.iter().enumerate() {
@@ -494,40 +529,39 @@ impl RecordAggregator {
                 }
                 AttributeMechanism::Numeric(mech) => {
                     let sums = self.numeric[j];
-                    if self.n == 0 {
+                    let nj = sums.n as f64;
+                    if sums.n == 0 {
                         AttributeEstimate::Numeric(Estimate::new(0.0, f64::INFINITY))
                     } else {
-                        let value = s * sums.sum / n;
+                        let value = sums.sum / nj;
                         let (a, b) = mech.variance_coefficients();
+                        // Σt² over the n_j reporters, unbiased from ΣY² = Σ((1 + a)t² + b).
                         let sum_t2 = if 1.0 + a > 1e-9 {
-                            ((s * sums.sum_sq - n * b) / (1.0 + a)).clamp(0.0, n)
+                            ((sums.sum_sq - nj * b) / (1.0 + a)).clamp(0.0, nj)
                         } else {
-                            (n * value * value).min(n)
+                            (nj * value * value).min(nj)
                         };
-                        let var = ((s * (a + 1.0) - 1.0) * sum_t2 + s * n * b) / (n * n);
+                        let noise = (a * sum_t2 + b * nj) / (nj * nj);
+                        let spread = (sum_t2 / nj - value * value).max(0.0);
+                        let var = noise + (1.0 / nj - 1.0 / n).max(0.0) * spread;
                         AttributeEstimate::Numeric(Estimate::from_variance(value, var))
                     }
                 }
                 AttributeMechanism::Categorical(_) => {
                     let agg = self.categorical[j].as_ref().expect("categorical aggregator");
-                    let fe = agg.estimate();
                     let nj = agg.count() as f64;
-                    let ratio = if self.n == 0 { 0.0 } else { s * nj / n };
-                    let frequencies: Vec<f64> = fe.frequencies.iter().map(|f| ratio * f).collect();
-                    let std_errors = fe
-                        .frequencies
-                        .iter()
-                        .zip(&fe.std_errors)
-                        .map(|(&f, &se)| {
-                            if self.n == 0 || nj == 0.0 {
-                                return f64::INFINITY;
-                            }
-                            let fc = (ratio * f).clamp(0.0, 1.0);
-                            let vbar = se * se * nj;
-                            ((s * (vbar + fc) - fc).max(0.0) / n).sqrt()
-                        })
-                        .collect();
-                    AttributeEstimate::Categorical(FrequencyEstimate { n: self.n, frequencies, std_errors })
+                    let mut fe = agg.estimate();
+                    if nj == 0.0 {
+                        fe = FrequencyEstimate::empty(fe.frequencies.len());
+                    } else {
+                        let extra = (1.0 / nj - 1.0 / n).max(0.0);
+                        for (se, &f) in fe.std_errors.iter_mut().zip(&fe.frequencies) {
+                            let fc = f.clamp(0.0, 1.0);
+                            *se = (*se * *se + extra * fc * (1.0 - fc)).sqrt();
+                        }
+                    }
+                    fe.n = self.n;
+                    AttributeEstimate::Categorical(fe)
                 }
             });
         }

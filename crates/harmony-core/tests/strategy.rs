@@ -115,7 +115,7 @@ fn estimates_unbiased_with_closed_form_variance() {
             let _ = pos;
             let sum_t: f64 = pop.iter().map(|r| if let Value::Unit(t) = r[j] { t } else { 0.0 }).sum();
             let sum_t2: f64 = pop.iter().map(|r| if let Value::Unit(t) = r[j] { t * t } else { 0.0 }).sum();
-            let var = mech.numeric_variance(j, sum_t2, n as f64);
+            let var = mech.numeric_variance(j, sum_t, sum_t2, n as f64);
             let (zm, zv) = (mom[j].z_mean(sum_t / n as f64, var), mom[j].z_variance(var));
             assert!(zm.abs() < Z_TEST, "{kind:?} {num}: attr {j} mean z = {zm} (var {var})");
             assert!(
