@@ -170,20 +170,9 @@ impl BernoulliWords {
         // unconditionally (a decided lane is never changed again: `undecided` masks it).
         let (head, tail) = self.masks.split_at(self.masks.len().min(UNCONDITIONAL_ROUNDS));
         for &m in head {
-            let u = rng.next_u64();
-            ones |= undecided & !u & m;
-            undecided &= !(u ^ m);
+            compare_round(rng.next_u64(), m, &mut ones, &mut undecided);
         }
-        for &m in tail {
-            if undecided == 0 {
-                break;
-            }
-            let u = rng.next_u64();
-            ones |= undecided & !u & m;
-            undecided &= !(u ^ m);
-        }
-        // Lanes still undecided have U's first bits equal to p's whole expansion: U ≥ p, so 0.
-        ones
+        finish_rounds(rng, tail, ones, undecided)
     }
 
     /// Fills every lane of `out` (64 per word) with independent Bernoulli(p) draws. The same
@@ -209,21 +198,32 @@ impl BernoulliWords {
                 let mut undecided = u64::MAX;
                 let mut ones = 0u64;
                 for (&u, &m) in us.iter().zip(head) {
-                    ones |= undecided & !u & m;
-                    undecided &= !(u ^ m);
+                    compare_round(u, m, &mut ones, &mut undecided);
                 }
-                for &m in tail {
-                    if undecided == 0 {
-                        break;
-                    }
-                    let u = rng.next_u64();
-                    ones |= undecided & !u & m;
-                    undecided &= !(u ^ m);
-                }
-                *o = ones;
+                *o = finish_rounds(rng, tail, ones, undecided);
             }
         }
     }
+}
+
+/// One round of the bit-sliced comparison U < p: random bits `u` against p's bit mask `m`.
+#[inline(always)]
+fn compare_round(u: u64, m: u64, ones: &mut u64, undecided: &mut u64) {
+    *ones |= *undecided & !u & m;
+    *undecided &= !(u ^ m);
+}
+
+/// The remaining rounds, one fresh word each, until every lane is decided. Lanes still
+/// undecided after p's whole expansion have U's first bits equal to p's: U ≥ p, so 0.
+#[inline(always)]
+fn finish_rounds<R: Rng + ?Sized>(rng: &mut R, masks: &[u64], mut ones: u64, mut undecided: u64) -> u64 {
+    for &m in masks {
+        if undecided == 0 {
+            break;
+        }
+        compare_round(rng.next_u64(), m, &mut ones, &mut undecided);
+    }
+    ones
 }
 
 /// Rounds of [`BernoulliWords::fill`] drawn in bulk: all 64 lanes are decided after 8 rounds
