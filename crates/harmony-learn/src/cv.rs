@@ -40,6 +40,51 @@ pub enum Method {
     SuffStats,
 }
 
+/// A named collection design: how reports are made and turned into a model. The papers' designs
+/// are SGD with one mechanism (`hm`, `pm`, `harmony-1bit`, `duchi-multi`, `laplace`); the extras
+/// are `hm-avg` (HM SGD returning the mean of the second half's iterates) and `hm-ss` (one round
+/// of sufficient statistics through HM, [`crate::suffstats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Design {
+    /// The name (CLI, JSON).
+    pub name: &'static str,
+    /// SGD or sufficient statistics.
+    pub method: Method,
+    /// The randomizer.
+    pub mechanism: MechanismKind,
+    /// Tail averaging of the iterates (SGD).
+    pub average: bool,
+}
+
+impl Design {
+    /// Every design's name: the papers' first, then the extras.
+    pub const NAMES: &'static [&'static str] =
+        &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-avg", "hm-ss"];
+
+    /// The design called `name` (the error lists the valid names).
+    pub fn parse(name: &str) -> Result<Self> {
+        let sgd =
+            |mechanism| Design { name: MechanismKind::name(mechanism), method: Method::Sgd, mechanism, average: false };
+        Ok(match name {
+            "hm-avg" => Design { name: "hm-avg", method: Method::Sgd, mechanism: MechanismKind::Hm, average: true },
+            "hm-ss" => {
+                Design { name: "hm-ss", method: Method::SuffStats, mechanism: MechanismKind::Hm, average: false }
+            }
+            "non-private" => {
+                return Err(Error::param(
+                    "mechanism",
+                    name,
+                    format!("one of {} (the non-private model is always reported)", Self::NAMES.join(", ")),
+                ));
+            }
+            _ => match MechanismKind::parse(name) {
+                Ok(k) => sgd(k),
+                Err(_) => return Err(Error::param("mechanism", name, format!("one of {}", Self::NAMES.join(", ")))),
+            },
+        })
+    }
+}
+
 /// One configuration to cross-validate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunSpec {
