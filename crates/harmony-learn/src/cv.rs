@@ -13,6 +13,9 @@ use harmony_core::error::{Error, Result};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform_below};
 use rayon::prelude::*;
 
+/// Passes over the training users of the non-private reference model.
+pub const NON_PRIVATE_EPOCHS: usize = 10;
+
 /// The data and the cross-validation design shared by every run.
 #[derive(Debug, Clone, Copy)]
 pub struct Experiment<'a> {
@@ -22,6 +25,8 @@ pub struct Experiment<'a> {
     pub task: Task,
     /// max ‖x‖₁ (random projection scale).
     pub max_l1: f64,
+    /// Attribute block lengths of the features (for `hm-attr`; empty: one block per column).
+    pub blocks: &'a [usize],
     /// k of k-fold.
     pub folds: usize,
     /// Repeats of the k-fold split.
@@ -42,7 +47,7 @@ pub enum Method {
 
 /// A named collection design: how reports are made and turned into a model. The papers' designs
 /// are SGD with one mechanism (`hm`, `pm`, `harmony-1bit`, `duchi-multi`, `laplace`); the extras
-/// are `hm-avg` (HM SGD returning the mean of the second half's iterates) and `hm-ss` (one round
+/// are `hm-attr` (SGD with attribute-level sampling, [`crate::mechanism::GradientMechanism::Blocks`]), `hm-avg` (HM SGD returning the mean of the second half's iterates) and `hm-ss` (one round
 /// of sufficient statistics through HM, [`crate::suffstats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Design {
@@ -59,7 +64,7 @@ pub struct Design {
 impl Design {
     /// Every design's name: the papers' first, then the extras.
     pub const NAMES: &'static [&'static str] =
-        &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-avg", "hm-ss"];
+        &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-attr", "hm-avg", "hm-ss"];
 
     /// The design called `name` (the error lists the valid names).
     pub fn parse(name: &str) -> Result<Self> {
@@ -223,15 +228,38 @@ impl Experiment<'_> {
             Method::SuffStats => crate::suffstats::statistics_dimension(base_dim),
         };
         // Validate once, up front (ε, names), before the parallel runs.
-        spec.mechanism.build(spec.epsilon.unwrap_or(1.0), dim)?;
+        let blocks: &[usize] = if spec.projection.is_none() && spec.method == Method::Sgd { self.blocks } else { &[] };
+        spec.mechanism.build_blocks(spec.epsilon.unwrap_or(1.0), dim, blocks)?;
         spec.config.validate()?;
         self.each_run(tick, |r, k, train_users, test| {
             let mut rng = fast_rng(stream_seed(self.seed, (spec.stream << 32) | ((r as u64) << 16) | k as u64));
-            let mut mech = spec.mechanism.build(spec.epsilon.unwrap_or(1.0), dim)?;
+            let mut mech = spec.mechanism.build_blocks(spec.epsilon.unwrap_or(1.0), dim, blocks)?;
+            // The non-private reference is trained to convergence: NON_PRIVATE_EPOCHS passes over
+            // the training users, reshuffled each pass (no privacy, so nothing limits the passes).
+            let epochs_users: Vec<u32>;
+            let train_users: &[u32] = if spec.mechanism == MechanismKind::NonPrivate {
+                let mut all = Vec::with_capacity(train_users.len() * NON_PRIVATE_EPOCHS);
+                let mut pass = train_users.to_vec();
+                for _ in 0..NON_PRIVATE_EPOCHS {
+                    for i in (1..pass.len()).rev() {
+                        pass.swap(i, uniform_below(&mut rng, i as u64 + 1) as usize);
+                    }
+                    all.extend_from_slice(&pass);
+                }
+                epochs_users = all;
+                &epochs_users
+            } else {
+                train_users
+            };
+            let mut config = spec.config;
+            if spec.mechanism == MechanismKind::NonPrivate && config.batch_size.is_none() {
+                config.batch_size =
+                    Some(crate::trainer::default_batch_size(dim, None, train_users.len() / NON_PRIVATE_EPOCHS));
+            }
             let fit = |data: &Dataset, mech: &mut GradientMechanism, rng: &mut _| -> Result<(Vec<f64>, usize, usize)> {
                 match spec.method {
                     Method::Sgd => {
-                        let m = train(data, train_users, mech, spec.epsilon, &spec.config, rng)?;
+                        let m = train(data, train_users, mech, spec.epsilon, &config, rng)?;
                         Ok((m.w, m.batch_size, m.batches))
                     }
                     Method::SuffStats => {
@@ -293,7 +321,8 @@ mod tests {
     #[test]
     fn folds_partition_users_and_test_users_never_train() {
         let data = toy(103);
-        let exp = Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, folds: 10, repeats: 2, seed: 5 };
+        let exp =
+            Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 10, repeats: 2, seed: 5 };
         let perm = exp.permutation(1);
         let mut seen = vec![0; 103];
         for k in 0..10 {
@@ -313,7 +342,8 @@ mod tests {
     #[test]
     fn non_private_learns_and_runs_are_reproducible() {
         let data = toy(2000);
-        let exp = Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, folds: 5, repeats: 1, seed: 5 };
+        let exp =
+            Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 5, repeats: 1, seed: 5 };
         let cfg = TrainConfig { batch_size: Some(10), ..TrainConfig::new(crate::loss::Loss::Logistic, 2.0) };
         let spec = RunSpec {
             method: Method::Sgd,

@@ -342,6 +342,30 @@ impl FeatureMap {
     pub fn max_l1(&self) -> f64 {
         self.max_l1
     }
+    /// The lengths of consecutive column blocks of which at most one column is non-zero: the
+    /// intercept, each numeric attribute and (zero-one encoding) each categorical attribute's
+    /// k − 1 columns. With the plus-minus encoding every column is its own block.
+    pub fn block_lengths(&self) -> Vec<usize> {
+        if self.encoding == Encoding::PlusMinus {
+            return vec![1; self.columns.len()];
+        }
+        let mut out: Vec<usize> = Vec::new();
+        let mut last = None;
+        for c in &self.columns {
+            match *c {
+                Column::OneHot(j, _) if last == Some(j) => *out.last_mut().expect("open block") += 1,
+                Column::OneHot(j, _) => {
+                    out.push(1);
+                    last = Some(j);
+                }
+                _ => {
+                    out.push(1);
+                    last = None;
+                }
+            }
+        }
+        out
+    }
     /// Classification of a numeric target: the cut on the [-1, 1] scale.
     pub fn threshold_unit(&self) -> Option<f64> {
         match self.threshold {
@@ -453,10 +477,12 @@ mod tests {
         assert_eq!(ds.x, vec![1.0, -0.5, 0.0, 1.0, 1.0, 0.5, 0.0, 0.0]);
         assert_eq!(ds.y, vec![1.0, -1.0]);
         assert_eq!(f.max_l1(), 3.0);
+        assert_eq!(f.block_lengths(), vec![1, 1, 2]);
         let pm = FeatureMap::new(&s, Task::Svm, Encoding::PlusMinus, &spec("income"), &rows()).unwrap();
         let ds = pm.dataset(&rows(), 3).unwrap();
         assert_eq!(ds.x, vec![1.0, -0.5, -1.0, 1.0, 1.0, 0.5, -1.0, -1.0]);
         assert_eq!(pm.max_l1(), 4.0);
+        assert_eq!(pm.block_lengths(), vec![1, 1, 1, 1]);
         // Numeric target with a threshold; linear regression.
         let mut sp = spec("age");
         sp.threshold = Some(Threshold::Mean);

@@ -27,7 +27,7 @@
 //! let x: Vec<f64> = (0..n).flat_map(|i| [1.0, (i % 201) as f64 / 100.0 - 1.0]).collect();
 //! let y: Vec<f64> = (0..n).map(|i| if (i % 201) > 100 { 1.0 } else { -1.0 }).collect();
 //! let data = Dataset::new(x, y, 2)?;
-//! let exp = Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, folds: 5, repeats: 1, seed: 7 };
+//! let exp = Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 5, repeats: 1, seed: 7 };
 //! let spec = RunSpec {
 //!     method: Method::Sgd,
 //!     mechanism: MechanismKind::Hm,
@@ -97,7 +97,8 @@ mod once_tests {
             y[i] = if i % 2 == 0 { 50.0 } else { -0.2 };
         }
         let data = Dataset::new(x, y, n).unwrap();
-        let exp = Experiment { data: &data, task: Task::Linear, max_l1: 1.0, folds: 5, repeats: 1, seed: 9 };
+        let exp =
+            Experiment { data: &data, task: Task::Linear, max_l1: 1.0, blocks: &[], folds: 5, repeats: 1, seed: 9 };
         let perm = exp.permutation(0);
         for fold in 0..5 {
             let (train_users, test) = exp.split(&perm, fold);

@@ -18,7 +18,7 @@ use harmony_core::numeric::{
     AnyNumeric, DuchiMulti, DuchiMultiReport, HarmonyBit, Laplace, NumericMechanism, VectorMechanism,
 };
 use harmony_core::params::Epsilon;
-use harmony_core::sampling::sample_k_of_d;
+use harmony_core::sampling::{sample_k_of_d, uniform_below};
 use harmony_core::strategy::sampled_numeric_worst;
 use rand::Rng;
 
@@ -49,11 +49,13 @@ pub enum MechanismKind {
     Pm,
     /// HM with k-of-d sampling.
     Hm,
+    /// HM with k-of-m sampling of attribute blocks, Hadamard-coded categorical blocks.
+    HmAttr,
 }
 
 impl MechanismKind {
     /// The private mechanisms' names (what `--mechanism` accepts), in the order of the papers.
-    pub const NAMES: &'static [&'static str] = &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace"];
+    pub const NAMES: &'static [&'static str] = &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-attr"];
     /// Parses a name (also `non-private`).
     pub fn parse(name: &str) -> Result<Self> {
         Ok(match name {
@@ -63,6 +65,7 @@ impl MechanismKind {
             "harmony-1bit" => MechanismKind::HarmonyBit,
             "pm" => MechanismKind::Pm,
             "hm" => MechanismKind::Hm,
+            "hm-attr" => MechanismKind::HmAttr,
             _ => return Err(Error::param("mechanism", name, format!("one of {}", Self::NAMES.join(", ")))),
         })
     }
@@ -75,10 +78,17 @@ impl MechanismKind {
             MechanismKind::HarmonyBit => "harmony-1bit",
             MechanismKind::Pm => "pm",
             MechanismKind::Hm => "hm",
+            MechanismKind::HmAttr => "hm-attr",
         }
     }
-    /// The randomizer for gradients of dimension d at budget ε (ignored by `non-private`).
+    /// The randomizer for gradients of dimension d at budget ε (ignored by `non-private`); for
+    /// `hm-attr` every coordinate is its own block (see [`MechanismKind::build_blocks`]).
     pub fn build(self, epsilon: f64, d: usize) -> Result<GradientMechanism> {
+        self.build_blocks(epsilon, d, &[])
+    }
+    /// Like [`MechanismKind::build`], with the attribute blocks of the features for `hm-attr`:
+    /// consecutive block lengths summing to d (empty: one block per coordinate).
+    pub fn build_blocks(self, epsilon: f64, d: usize, blocks: &[usize]) -> Result<GradientMechanism> {
         if self == MechanismKind::NonPrivate {
             return Ok(GradientMechanism::NonPrivate { d });
         }
@@ -98,6 +108,35 @@ impl MechanismKind {
             }
             MechanismKind::HarmonyBit => {
                 GradientMechanism::HarmonyBit { m: HarmonyBit::new(eps.value(), d)?, sq: vec![0.0; d] }
+            }
+            MechanismKind::HmAttr => {
+                let lens: Vec<usize> = if blocks.is_empty() { vec![1; d] } else { blocks.to_vec() };
+                if lens.iter().sum::<usize>() != d || lens.contains(&0) {
+                    return Err(Error::param(
+                        "blocks",
+                        format!("{lens:?}"),
+                        format!("positive block lengths summing to d = {d}"),
+                    ));
+                }
+                let mut start = 0;
+                let blocks: Vec<Block> = lens
+                    .iter()
+                    .map(|&len| {
+                        let b = Block { start, len, rows: len.next_power_of_two() as u64 };
+                        start += len;
+                        b
+                    })
+                    .collect();
+                let m = blocks.len();
+                let k = optimal_k("hm", eps.value(), m)?;
+                GradientMechanism::Blocks {
+                    m: AnyNumeric::by_name("hm", eps.value() / k as f64)?,
+                    blocks,
+                    d,
+                    k,
+                    scale: m as f64 / k as f64,
+                    picked: Vec::with_capacity(k),
+                }
             }
             MechanismKind::Pm | MechanismKind::Hm => {
                 let name = if self == MechanismKind::Pm { "pm" } else { "hm" };
@@ -131,6 +170,23 @@ pub fn optimal_k(name: &str, epsilon: f64, d: usize) -> Result<usize> {
         }
     }
     Ok(best.1)
+}
+
+/// A block of consecutive coordinates of which at most one is non-zero (one attribute's columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    /// First coordinate.
+    pub start: usize,
+    /// Number of coordinates L.
+    pub len: usize,
+    /// Hadamard rows K = L rounded up to a power of two.
+    pub rows: u64,
+}
+
+/// H[j, c] = (−1)^popcount(j & c), the Sylvester–Hadamard matrix.
+#[inline]
+fn hadamard(j: u64, c: usize) -> f64 {
+    if (j & c as u64).count_ones() % 2 == 0 { 1.0 } else { -1.0 }
 }
 
 /// A built gradient randomizer (see the module table).
@@ -181,13 +237,41 @@ pub enum GradientMechanism {
         /// Reused index buffer.
         picked: Vec<usize>,
     },
+    /// `hm-attr`: k of the m attribute blocks sampled, each reported by HM at ε/k and scaled by
+    /// m/k. A one-coordinate block reports its value; a block of L coordinates (a categorical
+    /// attribute's one-hot columns, so at most one is non-zero) draws a Hadamard row j < K and
+    /// reports t = Σ_c H[j, c]·g_c ∈ [-1, 1]; the decoded block is HM(t)·H[j, ·]·m/k, unbiased
+    /// because E_j[H[j, c]H[j, c']] = 1[c = c'].
+    ///
+    /// # Privacy
+    /// The blocks and j are drawn independently of the data; each sampled block is one HM report
+    /// at ε/k of a value in [-1, 1] (t is clamped there, which changes nothing for a block with at
+    /// most one non-zero coordinate in [-1, 1]): ε-LDP by composition over the k blocks.
+    ///
+    /// # Utility
+    /// Var of a coordinate ≈ (m/k)(σ²_HM(ε/k) + t²) with m the number of attributes, not the
+    /// number of columns d: on Adult m = 14 against d = 101.
+    Blocks {
+        /// HM at ε/k.
+        m: AnyNumeric,
+        /// The attribute blocks.
+        blocks: Vec<Block>,
+        /// Dimension.
+        d: usize,
+        /// Blocks sampled per user.
+        k: usize,
+        /// m/k.
+        scale: f64,
+        /// Reused index buffer.
+        picked: Vec<usize>,
+    },
 }
 
 impl GradientMechanism {
     /// Coordinates reported per user (k for sampling, d otherwise).
     pub fn sampled(&self) -> usize {
         match self {
-            GradientMechanism::Sampled { k, .. } => *k,
+            GradientMechanism::Sampled { k, .. } | GradientMechanism::Blocks { k, .. } => *k,
             GradientMechanism::HarmonyBit { .. } => 1,
             _ => self.dimension(),
         }
@@ -199,7 +283,7 @@ impl GradientMechanism {
             GradientMechanism::Laplace { m, .. } => m.worst_case_variance(),
             GradientMechanism::DuchiMulti { m, .. } => VectorMechanism::worst_case_variance(m),
             GradientMechanism::HarmonyBit { m, .. } => VectorMechanism::worst_case_variance(m),
-            GradientMechanism::Sampled { m, scale, .. } => {
+            GradientMechanism::Sampled { m, scale, .. } | GradientMechanism::Blocks { m, scale, .. } => {
                 let (a, b) = m.variance_coefficients();
                 sampled_numeric_worst(a, b, *scale)
             }
@@ -215,6 +299,7 @@ impl GradientRandomizer for GradientMechanism {
             GradientMechanism::DuchiMulti { .. } => "duchi-multi",
             GradientMechanism::HarmonyBit { .. } => "harmony-1bit",
             GradientMechanism::Sampled { name, .. } => name,
+            GradientMechanism::Blocks { .. } => "hm-attr",
         }
     }
     fn dimension(&self) -> usize {
@@ -222,7 +307,7 @@ impl GradientRandomizer for GradientMechanism {
             GradientMechanism::NonPrivate { d } | GradientMechanism::Laplace { d, .. } => *d,
             GradientMechanism::DuchiMulti { m, .. } => m.dimension(),
             GradientMechanism::HarmonyBit { m, .. } => m.dimension(),
-            GradientMechanism::Sampled { d, .. } => *d,
+            GradientMechanism::Sampled { d, .. } | GradientMechanism::Blocks { d, .. } => *d,
         }
     }
     #[inline]
@@ -248,6 +333,23 @@ impl GradientRandomizer for GradientMechanism {
                     acc[j] += *scale * m.decode(&m.randomize_unchecked(g[j], rng)).expect("own report");
                 }
             }
+            GradientMechanism::Blocks { m, blocks, k, scale, picked, .. } => {
+                sample_k_of_d(rng, *k, blocks.len(), picked);
+                for &b in picked.iter() {
+                    let Block { start, len, rows } = blocks[b];
+                    let block = &g[start..start + len];
+                    if len == 1 {
+                        acc[start] += *scale * m.decode(&m.randomize_unchecked(block[0], rng)).expect("own report");
+                        continue;
+                    }
+                    let j = uniform_below(rng, rows);
+                    let t: f64 = block.iter().enumerate().map(|(c, &v)| hadamard(j, c) * v).sum();
+                    let y = *scale * m.decode(&m.randomize_unchecked(t.clamp(-1.0, 1.0), rng)).expect("own report");
+                    for (c, a) in acc[start..start + len].iter_mut().enumerate() {
+                        *a += y * hadamard(j, c);
+                    }
+                }
+            }
         }
     }
 }
@@ -266,13 +368,32 @@ mod tests {
         }
         let e = MechanismKind::parse("gauss").unwrap_err().to_string();
         assert!(
-            e.contains("mechanism is \"gauss\"") && e.contains("hm, pm, harmony-1bit, duchi-multi, laplace"),
+            e.contains("mechanism is \"gauss\"") && e.contains("hm, pm, harmony-1bit, duchi-multi, laplace, hm-attr"),
             "{e}"
         );
         let e = MechanismKind::Hm.build(f64::NAN, 5).unwrap_err().to_string();
         assert!(e.contains("epsilon is NaN"), "{e}");
         assert!(MechanismKind::Pm.build(0.0, 5).is_err());
         assert!(MechanismKind::Hm.build(-1.0, 5).is_err());
+    }
+
+    /// hm-attr with a 3-column block (one non-zero) and two scalars is unbiased too.
+    #[test]
+    fn attribute_blocks_are_unbiased() {
+        let g = [0.0, -0.7, 0.0, 0.9, -0.4];
+        let n = 40_000;
+        let mut m = MechanismKind::HmAttr.build_blocks(3.0, 5, &[3, 1, 1]).unwrap();
+        assert_eq!(m.sampled(), 1);
+        let mut acc = vec![0.0; 5];
+        let mut rng = fast_rng(23);
+        for _ in 0..n {
+            m.randomize_add(&g, &mut rng, &mut acc);
+        }
+        let se = (m.worst_case_variance() / n as f64).sqrt();
+        for (j, (&a, &t)) in acc.iter().zip(&g).enumerate() {
+            assert!((a / n as f64 - t).abs() <= 5.0 * se, "coordinate {j}: {} vs {t} (se {se})", a / n as f64);
+        }
+        assert!(MechanismKind::HmAttr.build_blocks(3.0, 5, &[3, 1]).is_err());
     }
 
     #[test]
