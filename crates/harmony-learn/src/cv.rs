@@ -14,7 +14,7 @@ use harmony_core::sampling::{fast_rng, stream_seed, uniform_below};
 use rayon::prelude::*;
 
 /// Passes over the training users of the non-private reference model.
-pub const NON_PRIVATE_EPOCHS: usize = 10;
+pub const NON_PRIVATE_EPOCHS: usize = 5;
 
 /// The data and the cross-validation design shared by every run.
 #[derive(Debug, Clone, Copy)]
