@@ -450,8 +450,11 @@ mod tests {
         Wrap::parse_from(v).args
     }
 
+    /// The error of a run that must fail (small CV, so a wrongly accepted option costs little).
     fn err(extra: &[&str]) -> String {
-        format!("{:#}", compute(&args(extra)).unwrap_err())
+        let mut v = extra.to_vec();
+        v.extend_from_slice(&["--folds", "2", "--repeats", "1"]);
+        format!("{:#}", compute(&args(&v)).expect_err("the options must be rejected"))
     }
 
     #[test]
@@ -468,8 +471,8 @@ mod tests {
         assert!(e.contains("--epsilon is NaN"), "{e}");
         let e = err(&["--target", "income", "--task", "logistic", "--mechanism", "gauss"]);
         assert!(e.contains("--mechanism is \"gauss\"") && e.contains("hm, pm, harmony-1bit"), "{e}");
-        let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection", "100"]);
-        assert!(e.contains("--projection is 100") && e.contains("[1, 99]"), "{e}");
+        let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection", "101"]);
+        assert!(e.contains("--projection is 101") && e.contains("[1, 100]"), "{e}");
         let e = err(&["--target", "income", "--task", "ridge"]);
         assert!(e.contains("--task is \"ridge\"") && e.contains("linear, logistic, svm"), "{e}");
         let e = err(&["--target", "income", "--task", "linear"]);
