@@ -43,13 +43,16 @@ const PANEL_H: u32 = 480;
 const TITLE_H: u32 = 44;
 
 /// Colour-blind-safe (Okabe–Ito) line colours; markers differ too, so the lines stay apart in grey.
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 9] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
     RGBColor(204, 121, 167),
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+    RGBColor(128, 128, 128),
+    RGBColor(153, 0, 0),
 ];
 
 /// Registers the font with plotters (for its text layout) and returns it (for [`TextFix`]).

@@ -511,4 +511,45 @@ mod tests {
         assert!(r["projection_dim"].is_null());
         assert_eq!((o1.n, o1.d), (48_842, 101));
     }
+
+    /// Heavy tier (release, ~1 min): the acceptance orderings on Adult at ε = 4, 10-fold CV × 1.
+    /// Run with `cargo test --release -p harmony-cli -- --ignored adult_acceptance`.
+    #[test]
+    #[ignore]
+    fn adult_acceptance() {
+        let a = args(&[
+            "--target",
+            "income",
+            "--task",
+            "logistic",
+            "--epsilon",
+            "4",
+            "--mechanism",
+            "hm,duchi-multi,hm-attr",
+            "--repeats",
+            "1",
+        ]);
+        let o = compute(&a).unwrap();
+        let m = |name: &str| o.results.iter().find(|r| r.mechanism == name).unwrap().mean;
+        let (maj, np) = (o.baseline.mean, o.non_private.mean);
+        assert!(m("hm") < m("duchi-multi"), "hm {} vs duchi-multi {}", m("hm"), m("duchi-multi"));
+        let closed = (maj - m("hm-attr")) / (maj - np);
+        assert!(closed > 0.4, "hm-attr closes {closed:.2} of the gap ({} vs {maj} / {np})", m("hm-attr"));
+        let a = args(&[
+            "--target",
+            "hours_per_week",
+            "--task",
+            "linear",
+            "--epsilon",
+            "4",
+            "--mechanism",
+            "hm-attr",
+            "--projection",
+            "none",
+            "--repeats",
+            "1",
+        ]);
+        let o = compute(&a).unwrap();
+        assert!(o.results[0].mean < o.baseline.mean, "{} vs mean predictor {}", o.results[0].mean, o.baseline.mean);
+    }
 }

@@ -94,7 +94,7 @@ mod once_tests {
         let mut y = vec![0.0; n];
         for i in 0..n {
             x[i * n + i] = 0.5 + 0.5 * (i + 1) as f64 / n as f64;
-            y[i] = if i % 2 == 0 { 50.0 } else { -0.2 };
+            y[i] = if i.is_multiple_of(2) { 50.0 } else { -0.2 };
         }
         let data = Dataset::new(x, y, n).unwrap();
         let exp =
@@ -115,7 +115,7 @@ mod once_tests {
                 assert_eq!(nz.len(), 1, "one user per gradient: {nz:?}");
                 count[nz[0]] += 1;
                 // Users with y = 50 have raw gradient ≤ −25: clipped to exactly −1.
-                if nz[0] % 2 == 0 {
+                if nz[0].is_multiple_of(2) {
                     assert_eq!(g[nz[0]], -1.0);
                 }
             }

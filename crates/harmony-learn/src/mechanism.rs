@@ -186,7 +186,7 @@ pub struct Block {
 /// H[j, c] = (−1)^popcount(j & c), the Sylvester–Hadamard matrix.
 #[inline]
 fn hadamard(j: u64, c: usize) -> f64 {
-    if (j & c as u64).count_ones() % 2 == 0 { 1.0 } else { -1.0 }
+    if (j & c as u64).count_ones().is_multiple_of(2) { 1.0 } else { -1.0 }
 }
 
 /// A built gradient randomizer (see the module table).
