@@ -74,10 +74,17 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
-/// Reads a CSV file (`-` = standard input). A ragged row is an error naming it.
+/// Reads a CSV file (`-` = standard input; a name ending in `.xz` is decompressed). A ragged row
+/// is an error naming it.
 pub fn read_csv(path: &Path) -> Result<Table> {
     let reader: Box<dyn Read> = if path == Path::new("-") {
         Box::new(std::io::stdin())
+    } else if path.extension().is_some_and(|e| e == "xz") {
+        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let mut raw = Vec::new();
+        lzma_rs::xz_decompress(&mut std::io::BufReader::new(file), &mut raw)
+            .map_err(|e| anyhow!("{}: not a valid xz file ({e})", path.display()))?;
+        Box::new(std::io::Cursor::new(raw))
     } else {
         Box::new(std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?)
     };

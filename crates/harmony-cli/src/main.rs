@@ -8,6 +8,7 @@ mod output;
 mod plan;
 mod plot;
 mod simulate;
+mod train;
 
 /// Harmony: local differential privacy collection and analysis.
 #[derive(Parser, Debug)]
@@ -28,6 +29,8 @@ enum Command {
     Schema(SchemaCommand),
     /// Measure randomize and aggregation throughput of every mechanism.
     Bench(bench::BenchArgs),
+    /// Train linear regression, logistic regression or an SVM under LDP (k-fold cross-validation).
+    Train(train::TrainArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -65,6 +68,7 @@ fn main() {
             schema_infer(&data, max_categories, &skip)
         }
         Command::Bench(args) => bench::run(args),
+        Command::Train(args) => train::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -43,13 +43,16 @@ const PANEL_H: u32 = 480;
 const TITLE_H: u32 = 44;
 
 /// Colour-blind-safe (Okabe–Ito) line colours; markers differ too, so the lines stay apart in grey.
-const COLORS: [RGBColor; 6] = [
+const COLORS: [RGBColor; 9] = [
     RGBColor(0, 114, 178),
     RGBColor(213, 94, 0),
     RGBColor(0, 158, 115),
     RGBColor(204, 121, 167),
     RGBColor(230, 159, 0),
     RGBColor(86, 180, 233),
+    RGBColor(0, 0, 0),
+    RGBColor(128, 128, 128),
+    RGBColor(153, 0, 0),
 ];
 
 /// Registers the font with plotters (for its text layout) and returns it (for [`TextFix`]).
@@ -162,8 +165,22 @@ impl DrawingBackend for TextFix<'_> {
     }
 }
 
-/// Writes `panels` side by side under `title` as a PNG at `path`.
+/// The y axis of a chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum YScale {
+    /// Logarithmic (errors spanning decades: MSE).
+    Log,
+    /// Linear (rates on a narrow range: misclassification).
+    Linear,
+}
+
+/// Writes `panels` side by side under `title` as a PNG at `path` (log y axis).
 pub fn line_panels_png(path: &Path, title: &str, panels: &[Panel]) -> Result<()> {
+    line_panels_png_scaled(path, title, panels, YScale::Log)
+}
+
+/// Writes `panels` side by side under `title` as a PNG at `path`, with the given y axis.
+pub fn line_panels_png_scaled(path: &Path, title: &str, panels: &[Panel], scale: YScale) -> Result<()> {
     if panels.is_empty() {
         bail!("nothing to plot: no panels");
     }
@@ -175,7 +192,10 @@ pub fn line_panels_png(path: &Path, title: &str, panels: &[Panel]) -> Result<()>
         root.fill(&WHITE).map_err(plot_err)?;
         let root = root.titled(title, (FAMILY, 26)).map_err(plot_err)?;
         for (area, panel) in root.split_evenly((1, panels.len())).iter().zip(panels) {
-            draw_panel(area, panel)?;
+            match scale {
+                YScale::Log => draw_panel(area, panel)?,
+                YScale::Linear => draw_panel_linear(area, panel)?,
+            }
         }
         root.present().map_err(plot_err)?;
     }
@@ -329,6 +349,73 @@ fn draw_panel(area: &DrawingArea<TextFix<'_>, Shift>, panel: &Panel) -> Result<(
     Ok(())
 }
 
+/// A panel with a linear y axis from a little below the lowest to a little above the highest
+/// point (rates: drawable keeps y > 0, so a zero rate is left out as on a log axis).
+fn draw_panel_linear(area: &DrawingArea<TextFix<'_>, Shift>, panel: &Panel) -> Result<()> {
+    let lines: Vec<(&str, Vec<(f64, f64)>)> = panel.series.iter().map(|s| (s.label.as_str(), drawable(s))).collect();
+    let all: Vec<(f64, f64)> = lines.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    let (mut x0, mut x1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let (mut y0, mut y1) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| (a.min(p.1), b.max(p.1)));
+    if all.is_empty() {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 - x0 < 1e-12 {
+        (x0, x1) = (x0 - 0.5, x1 + 0.5);
+    }
+    if y1 - y0 < 1e-12 {
+        (y0, y1) = (y0 - 0.05 * y0.abs().max(1e-3), y1 + 0.05 * y1.abs().max(1e-3));
+    }
+    let pad = 0.04 * (x1 - x0);
+    // Room above for the legend.
+    let (ylo, yhi) = ((y0 - 0.05 * (y1 - y0)).max(0.0), y1 + 0.45 * (y1 - y0));
+    let mut chart = ChartBuilder::on(area)
+        .caption(&panel.title, (FAMILY, 22))
+        .margin(12)
+        .margin_right(22)
+        .x_label_area_size(52)
+        .y_label_area_size(84)
+        .build_cartesian_2d((x0 - pad)..(x1 + pad), ylo..yhi)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .x_desc("ε (privacy budget)")
+        .y_desc(&panel.y_label)
+        .axis_desc_style((FAMILY, 18))
+        .label_style((FAMILY, 16))
+        .x_labels(10)
+        .y_labels(8)
+        .x_label_formatter(&|v| fmt_x(*v))
+        .y_label_formatter(&|v| fmt_x(*v))
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.12))
+        .draw()
+        .map_err(plot_err)?;
+    for (i, (label, pts)) in lines.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let line = color.stroke_width(2);
+        let fill = color.filled();
+        chart.draw_series(LineSeries::new(pts.iter().copied(), line)).map_err(plot_err)?.label(*label).legend(
+            move |(x, y)| {
+                EmptyElement::at((x + 12, y))
+                    + PathElement::new(vec![(-12, 0), (12, 0)], line)
+                    + marker(i, (0, 0), 5, fill)
+            },
+        );
+        chart.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + marker(i, (0, 0), 5, fill))).map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FAMILY, 16))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .legend_area_size(36)
+        .margin(10)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
+
 /// Marker shapes by series index: circle, triangle, square, diamond, …
 fn marker<DB: DrawingBackend>(
     i: usize,
@@ -376,6 +463,15 @@ mod tests {
         assert_eq!((w, h), (2 * PANEL_W, PANEL_H + TITLE_H));
         // Lines, markers and anti-aliased text compress to tens of kB; a blank canvas to ~2 kB.
         assert!(bytes.len() > 10_000 && bytes.len() < 2_000_000, "PNG of {} bytes", bytes.len());
+    }
+
+    #[test]
+    fn linear_axis_png() {
+        let path = std::env::temp_dir().join(format!("harmony-plot-test-lin-{}.png", std::process::id()));
+        line_panels_png_scaled(&path, "rates", &sample()[..1], YScale::Linear).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).ok();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     }
 
     #[test]

@@ -1,0 +1,555 @@
+//! `harmony train`: linear regression, logistic regression or SVM trained under LDP, scored by
+//! k-fold cross-validation × repeats against the non-private model and the trivial predictor.
+
+use crate::data;
+use crate::output::{Format, progress};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use harmony_learn::cv::{CvResult, Design, Experiment, Method, RunSpec};
+use harmony_learn::features::{Encoding, FeatureMap, TargetSpec, Task, Threshold};
+use harmony_learn::loss::Loss;
+use harmony_learn::mechanism::MechanismKind;
+use harmony_learn::projection::check_projection;
+use harmony_learn::trainer::TrainConfig;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Options of `harmony train`.
+#[derive(Args, Debug, Clone)]
+pub struct TrainArgs {
+    /// CSV file, one user per row (`-` = stdin; `.xz` is decompressed). Default: data/adult.csv.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Schema (TOML). Default: examples/adult.toml for the bundled data, else inferred.
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// The target column (every other schema attribute is a feature).
+    #[arg(long)]
+    pub target: String,
+    /// linear (squared loss, numeric target), logistic or svm (binary target).
+    #[arg(long)]
+    pub task: String,
+    /// Classification of a categorical target: the label that is the positive class (default:
+    /// the second of a two-label column).
+    #[arg(long)]
+    pub positive: Option<String>,
+    /// Classification of a numeric target: positive when above this value, or `mean`.
+    #[arg(long)]
+    pub threshold: Option<String>,
+    /// Privacy budgets, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,4")]
+    pub epsilon: Vec<f64>,
+    /// Designs, comma-separated: hm, pm, harmony-1bit, duchi-multi, laplace (the papers' SGD),
+    /// hm-attr, hm-avg, hm-ss (extras). Default: all (hm-ss only for linear).
+    #[arg(long, value_delimiter = ',')]
+    pub mechanism: Option<Vec<String>>,
+    /// Random projection dimensions (MGD-DR), comma-separated; `none` = no projection. Default:
+    /// none,20 for linear, none otherwise.
+    #[arg(long, value_delimiter = ',')]
+    pub projection: Option<Vec<String>>,
+    /// Categorical columns: zero-one (Wang et al.) or plus-minus (Harmony).
+    #[arg(long, default_value = "zero-one")]
+    pub encoding: String,
+    /// L2 regularisation λ.
+    #[arg(long, default_value_t = 1e-4)]
+    pub lambda: f64,
+    /// γ₀ of the learning rate γ_t = γ₀/√t (default: 0.3 for logistic and svm, 0.05 for linear).
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
+    /// Users per batch (default: the papers' max(2·d·ln d/ε², n/1000)).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// k of k-fold cross-validation.
+    #[arg(long, default_value_t = 10)]
+    pub folds: usize,
+    /// Repeats of the k-fold split.
+    #[arg(long, default_value_t = 5)]
+    pub repeats: usize,
+    /// Seed (every run's randomness derives from it).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Also draw the metric against ε, one line per design, to this PNG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Inference only: categorical columns with more labels than this are left out.
+    #[arg(long, default_value_t = 100)]
+    pub max_categories: usize,
+}
+
+/// γ₀ grid of the non-private reference model.
+const NON_PRIVATE_RATES: &[f64] = &[0.3, 1.0, 3.0];
+
+#[derive(Serialize, Debug)]
+struct NonPrivate {
+    mean: f64,
+    std: f64,
+    /// The γ₀ of the grid that scored best.
+    learning_rate: f64,
+    /// Passes over the training users.
+    epochs: usize,
+}
+
+#[derive(Serialize, Debug)]
+struct Baseline {
+    name: &'static str,
+    mean: f64,
+    std: f64,
+}
+
+#[derive(Serialize, Debug)]
+struct ResultRow {
+    epsilon: f64,
+    mechanism: &'static str,
+    metric: &'static str,
+    mean: f64,
+    std: f64,
+    batch_size: usize,
+    batches: usize,
+    projection_dim: Option<usize>,
+    seconds: f64,
+}
+
+#[derive(Serialize, Debug)]
+struct Output {
+    task: &'static str,
+    target: String,
+    data: String,
+    n: usize,
+    d: usize,
+    metric: &'static str,
+    /// What the metric is measured on.
+    metric_units: &'static str,
+    positive: Option<String>,
+    folds: usize,
+    repeats: usize,
+    seed: u64,
+    encoding: String,
+    lambda: f64,
+    learning_rate: f64,
+    non_private: NonPrivate,
+    baseline: Baseline,
+    results: Vec<ResultRow>,
+    seconds: f64,
+}
+
+/// A parameter error as an option error: `invalid option: --epsilon is 0.0, expected …`.
+fn opt_err(e: harmony_core::Error) -> anyhow::Error {
+    match e {
+        harmony_core::Error::InvalidParameter { name, value, expected } => {
+            anyhow::anyhow!("invalid option: --{name} is {value}, expected {expected}")
+        }
+        other => anyhow::anyhow!(other),
+    }
+}
+
+/// The default γ₀ of a task.
+pub fn default_learning_rate(task: Task) -> f64 {
+    match task {
+        Task::Linear => 0.05,
+        Task::Logistic | Task::Svm => 0.3,
+    }
+}
+
+fn parse_projection(list: &[String], d: usize) -> Result<Vec<Option<usize>>> {
+    list.iter()
+        .map(|s| {
+            let s = s.trim();
+            if s == "none" || s == "0" {
+                return Ok(None);
+            }
+            let r: usize = s.parse().with_context(|| {
+                format!("--projection is \"{s}\", expected `none` or an integer in [1, {}] (below d = {d})", d - 1)
+            })?;
+            check_projection(r, d).map_err(opt_err)?;
+            Ok(Some(r))
+        })
+        .collect()
+}
+
+/// Runs `harmony train`.
+pub fn run(args: TrainArgs) -> Result<()> {
+    let out = compute(&args)?;
+    if let Some(path) = &args.plot {
+        write_plot(path, &out)?;
+        eprintln!("wrote {}", path.display());
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => print_table(&out),
+    }
+    Ok(())
+}
+
+fn compute(args: &TrainArgs) -> Result<Output> {
+    let start = Instant::now();
+    let task = Task::parse(&args.task).map_err(opt_err)?;
+    let encoding = Encoding::parse(&args.encoding).map_err(opt_err)?;
+    for &e in &args.epsilon {
+        harmony_core::Epsilon::new(e).map_err(opt_err)?;
+    }
+    if args.epsilon.is_empty() {
+        bail!("--epsilon is empty, expected a comma-separated list of numbers > 0");
+    }
+    let designs: Vec<Design> = match &args.mechanism {
+        Some(names) => names.iter().map(|n| Design::parse(n.trim())).collect::<Result<_, _>>().map_err(opt_err)?,
+        // hm-ss costs O(d²) per user and is a least-squares design: by default only for linear.
+        None => Design::NAMES
+            .iter()
+            .filter(|&&n| task == Task::Linear || n != "hm-ss")
+            .map(|n| Design::parse(n).expect("known"))
+            .collect(),
+    };
+    let threshold = match args.threshold.as_deref() {
+        None => None,
+        Some("mean") => Some(Threshold::Mean),
+        Some(v) => Some(Threshold::Value(v.parse().with_context(|| {
+            format!("--threshold is \"{v}\", expected a number (in the target's units) or `mean`")
+        })?)),
+    };
+    let config = TrainConfig {
+        loss: Loss::for_task(task),
+        lambda: args.lambda,
+        learning_rate: args.learning_rate.unwrap_or(default_learning_rate(task)),
+        batch_size: args.batch_size,
+        average: false,
+    };
+    config.validate().map_err(opt_err)?;
+
+    let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let schema = file.schema()?;
+    let enc = data::encode(&table, &schema, file.invalid)?;
+    drop(table);
+    if enc.skipped > 0 || enc.clamped > 0 {
+        eprintln!("note: invalid-value policy: {} rows skipped, {} values clamped", enc.skipped, enc.clamped);
+    }
+    let spec = TargetSpec { column: args.target.clone(), positive: args.positive.clone(), threshold };
+    let features = FeatureMap::new(&schema, task, encoding, &spec, &enc.values).map_err(opt_err)?;
+    let dataset = features.dataset(&enc.values, schema.len())?;
+    drop(enc);
+    let d = dataset.d;
+    let projections = match &args.projection {
+        Some(list) => parse_projection(list, d)?,
+        None if task == Task::Linear && d > 20 => vec![None, Some(20)],
+        None => vec![None],
+    };
+    let blocks = features.block_lengths();
+    let exp = Experiment {
+        blocks: &blocks,
+        data: &dataset,
+        task,
+        max_l1: features.max_l1(),
+        folds: args.folds,
+        repeats: args.repeats,
+        seed: args.seed,
+    };
+    exp.validate().map_err(opt_err)?;
+    let positive = match schema.attributes()[features.target_index()] {
+        harmony_core::schema::Attribute::Categorical { ref categories, .. } if task.is_classification() => {
+            Some(args.positive.clone().unwrap_or_else(|| categories[1].clone()))
+        }
+        _ if task.is_classification() => {
+            Some(format!("{} > {}", args.target, args.threshold.clone().unwrap_or_default()))
+        }
+        _ => None,
+    };
+
+    let runs_per = (args.folds * args.repeats) as u64;
+    let total = (1 + args.epsilon.len() * designs.len() * projections.len()) as u64 * runs_per
+        + (NON_PRIVATE_RATES.len() * args.folds) as u64;
+    let pb = progress(total, "train", args.format);
+    let tick = || pb.inc(1);
+    let np_spec = RunSpec {
+        method: Method::Sgd,
+        mechanism: MechanismKind::NonPrivate,
+        epsilon: None,
+        projection: None,
+        config,
+        stream: 0,
+    };
+    // The non-private reference: γ₀ picked from a small grid on the first repeat's folds (the
+    // held-out folds: this can only make the reference stronger and the private designs' gap
+    // larger), then cross-validated like every design.
+    let mut best: Option<(f64, f64)> = None;
+    let grid_exp = Experiment { repeats: 1, ..exp };
+    for &lr in NON_PRIVATE_RATES {
+        let spec = RunSpec { config: TrainConfig { learning_rate: lr, ..config }, ..np_spec };
+        let r = grid_exp.run(&spec, &tick)?;
+        if best.is_none_or(|(m, _)| r.mean < m) {
+            best = Some((r.mean, lr));
+        }
+    }
+    let np_rate = best.expect("non-empty grid").1;
+    let non_private =
+        exp.run(&RunSpec { config: TrainConfig { learning_rate: np_rate, ..config }, ..np_spec }, &tick)?;
+    let baseline = exp.baseline()?;
+    let metric = if task.is_classification() { "misclassification" } else { "mse" };
+    let mut results = Vec::new();
+    for (ei, &eps) in args.epsilon.iter().enumerate() {
+        for (di, design) in designs.iter().enumerate() {
+            for (pi, &projection) in projections.iter().enumerate() {
+                let spec = RunSpec {
+                    method: design.method,
+                    mechanism: design.mechanism,
+                    epsilon: Some(eps),
+                    projection,
+                    config: TrainConfig { average: design.average, ..config },
+                    stream: 1 + ((ei as u64) << 16 | (di as u64) << 8 | pi as u64),
+                };
+                let t = Instant::now();
+                let res: CvResult = exp
+                    .run(&spec, &tick)
+                    .map_err(opt_err)
+                    .with_context(|| format!("{} at epsilon {eps}", design.name))?;
+                results.push(ResultRow {
+                    epsilon: eps,
+                    mechanism: design.name,
+                    metric,
+                    mean: res.mean,
+                    std: res.std,
+                    batch_size: res.batch_size,
+                    batches: res.batches,
+                    projection_dim: projection,
+                    seconds: t.elapsed().as_secs_f64(),
+                });
+            }
+        }
+    }
+    pb.finish_and_clear();
+    Ok(Output {
+        task: task.name(),
+        target: args.target.clone(),
+        data: data_name,
+        n: dataset.len(),
+        d,
+        metric,
+        metric_units: if task.is_classification() {
+            "fraction of held-out users misclassified"
+        } else {
+            "mean squared error of held-out users, target mapped to [-1, 1]"
+        },
+        positive,
+        folds: args.folds,
+        repeats: args.repeats,
+        seed: args.seed,
+        encoding: args.encoding.clone(),
+        lambda: config.lambda,
+        learning_rate: config.learning_rate,
+        non_private: NonPrivate {
+            mean: non_private.mean,
+            std: non_private.std,
+            learning_rate: np_rate,
+            epochs: harmony_learn::cv::NON_PRIVATE_EPOCHS,
+        },
+        baseline: Baseline {
+            name: if task.is_classification() { "majority" } else { "mean" },
+            mean: baseline.mean,
+            std: baseline.std,
+        },
+        results,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn design_label(r: &ResultRow) -> String {
+    match r.projection_dim {
+        Some(p) => format!("{} (r = {p})", r.mechanism),
+        None => r.mechanism.to_string(),
+    }
+}
+
+fn print_table(out: &Output) {
+    let what = match out.task {
+        "linear" => "linear regression",
+        "logistic" => "logistic regression",
+        _ => "linear SVM",
+    };
+    println!(
+        "harmony train: {what} of {} on {} — n = {} users, d = {} features, {}-fold CV × {} repeats, seed {} ({:.1} s)",
+        out.target, out.data, out.n, out.d, out.folds, out.repeats, out.seed, out.seconds
+    );
+    if let Some(p) = &out.positive {
+        println!("positive class: {p}");
+    }
+    println!("metric: {} ({}); mean ± std over folds × repeats", out.metric, out.metric_units);
+    println!(
+        "non-private: {:.4} ± {:.4} (γ₀ = {}, {} epochs)    {} predictor: {:.4} ± {:.4}",
+        out.non_private.mean,
+        out.non_private.std,
+        out.non_private.learning_rate,
+        out.non_private.epochs,
+        out.baseline.name,
+        out.baseline.mean,
+        out.baseline.std
+    );
+    println!();
+    println!("{:>5}  {:<20} {:>8} {:>8} {:>7} {:>8} {:>7}", "eps", "design", "mean", "std", "batch", "batches", "s");
+    for r in &out.results {
+        println!(
+            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>7} {:>8} {:>7.2}",
+            r.epsilon,
+            design_label(r),
+            r.mean,
+            r.std,
+            r.batch_size,
+            r.batches,
+            r.seconds
+        );
+    }
+}
+
+/// The metric against ε, one line per design, with the non-private model and the trivial
+/// predictor as flat lines (as Figs. 9–11 of Wang et al.).
+fn write_plot(path: &std::path::Path, out: &Output) -> Result<()> {
+    use crate::plot::{Panel, Series, YScale};
+    let mut series: Vec<Series> = Vec::new();
+    for r in &out.results {
+        let label = design_label(r);
+        match series.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push((r.epsilon, r.mean)),
+            None => series.push(Series { label, points: vec![(r.epsilon, r.mean)] }),
+        }
+    }
+    let (lo, hi) =
+        out.results.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| (a.min(r.epsilon), b.max(r.epsilon)));
+    series.push(Series {
+        label: "non-private".into(),
+        points: vec![(lo, out.non_private.mean), (hi, out.non_private.mean)],
+    });
+    series.push(Series {
+        label: format!("{} predictor", out.baseline.name),
+        points: vec![(lo, out.baseline.mean), (hi, out.baseline.mean)],
+    });
+    let (y_label, scale) = if out.metric == "mse" {
+        ("test MSE (target on [-1, 1])", YScale::Log)
+    } else {
+        ("misclassification rate", YScale::Linear)
+    };
+    let panel = Panel { title: format!("{} of {}", out.task, out.target), y_label: y_label.into(), series };
+    let title = format!("{}: n = {}, d = {}, {}-fold CV × {}", out.data, out.n, out.d, out.folds, out.repeats);
+    crate::plot::line_panels_png_scaled(path, &title, &[panel], scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: TrainArgs,
+    }
+
+    fn args(extra: &[&str]) -> TrainArgs {
+        let mut v = vec!["train"];
+        v.extend_from_slice(extra);
+        Wrap::parse_from(v).args
+    }
+
+    /// The error of a run that must fail (small CV, so a wrongly accepted option costs little).
+    fn err(extra: &[&str]) -> String {
+        let mut v = extra.to_vec();
+        v.extend_from_slice(&["--folds", "2", "--repeats", "1"]);
+        format!("{:#}", compute(&args(&v)).expect_err("the options must be rejected"))
+    }
+
+    #[test]
+    fn bad_options_name_the_option_and_valid_values() {
+        let e = err(&["--target", "salary", "--task", "logistic"]);
+        assert!(e.contains("target is \"salary\"") && e.contains("age, workclass"), "{e}");
+        let e = err(&["--target", "age", "--task", "logistic"]);
+        assert!(e.contains("--threshold"), "{e}");
+        let e = err(&["--target", "workclass", "--task", "svm"]);
+        assert!(e.contains("9 labels") && e.contains("--positive"), "{e}");
+        let e = err(&["--target", "income", "--task", "logistic", "--epsilon", "0"]);
+        assert!(e.contains("--epsilon is 0.0") && e.contains("> 0"), "{e}");
+        let e = err(&["--target", "income", "--task", "logistic", "--epsilon", "NaN"]);
+        assert!(e.contains("--epsilon is NaN"), "{e}");
+        let e = err(&["--target", "income", "--task", "logistic", "--mechanism", "gauss"]);
+        assert!(e.contains("--mechanism is \"gauss\"") && e.contains("hm, pm, harmony-1bit"), "{e}");
+        let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection", "101"]);
+        assert!(e.contains("--projection is 101") && e.contains("[1, 100]"), "{e}");
+        let e = err(&["--target", "income", "--task", "ridge"]);
+        assert!(e.contains("--task is \"ridge\"") && e.contains("linear, logistic, svm"), "{e}");
+        let e = err(&["--target", "income", "--task", "linear"]);
+        assert!(e.contains("numeric columns: age"), "{e}");
+    }
+
+    #[test]
+    fn small_run_is_reproducible_and_has_the_json_fields() {
+        let a = args(&[
+            "--target",
+            "income",
+            "--task",
+            "logistic",
+            "--epsilon",
+            "4",
+            "--mechanism",
+            "hm,hm-ss",
+            "--folds",
+            "2",
+            "--repeats",
+            "1",
+        ]);
+        let o1 = compute(&a).unwrap();
+        let o2 = compute(&a).unwrap();
+        assert_eq!(o1.results[0].mean, o2.results[0].mean);
+        let v = serde_json::to_value(&o1).unwrap();
+        for k in ["task", "target", "n", "d", "non_private", "baseline", "results"] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert_eq!(v["baseline"]["name"], "majority");
+        let r = &v["results"][0];
+        for k in ["epsilon", "mechanism", "metric", "mean", "std", "batch_size", "batches", "projection_dim"] {
+            assert!(r.get(k).is_some(), "{k}");
+        }
+        assert_eq!(r["metric"], "misclassification");
+        assert!(r["projection_dim"].is_null());
+        assert_eq!((o1.n, o1.d), (48_842, 101));
+    }
+
+    /// Heavy tier (release, ~1 min): the acceptance orderings on Adult at ε = 4, 10-fold CV × 1.
+    /// Run with `cargo test --release -p harmony-cli -- --ignored adult_acceptance`.
+    #[test]
+    #[ignore]
+    fn adult_acceptance() {
+        let a = args(&[
+            "--target",
+            "income",
+            "--task",
+            "logistic",
+            "--epsilon",
+            "4",
+            "--mechanism",
+            "hm,duchi-multi,hm-attr",
+            "--repeats",
+            "1",
+        ]);
+        let o = compute(&a).unwrap();
+        let m = |name: &str| o.results.iter().find(|r| r.mechanism == name).unwrap().mean;
+        let (maj, np) = (o.baseline.mean, o.non_private.mean);
+        assert!(m("hm") < m("duchi-multi"), "hm {} vs duchi-multi {}", m("hm"), m("duchi-multi"));
+        let closed = (maj - m("hm-attr")) / (maj - np);
+        assert!(closed > 0.4, "hm-attr closes {closed:.2} of the gap ({} vs {maj} / {np})", m("hm-attr"));
+        let a = args(&[
+            "--target",
+            "hours_per_week",
+            "--task",
+            "linear",
+            "--epsilon",
+            "4",
+            "--mechanism",
+            "hm-attr",
+            "--projection",
+            "none",
+            "--repeats",
+            "1",
+        ]);
+        let o = compute(&a).unwrap();
+        assert!(o.results[0].mean < o.baseline.mean, "{} vs mean predictor {}", o.results[0].mean, o.baseline.mean);
+    }
+}

@@ -1,0 +1,362 @@
+//! k-fold cross-validation × repeats: held-out users never contribute a report.
+//!
+//! Repeat r draws a permutation of the users (seeded by `(seed, r)`, the same for every
+//! mechanism, so mechanisms are compared on the same folds); fold f holds out the f-th of k equal
+//! slices and trains on the rest in permuted order. Each (repeat, fold) run has its own seeded
+//! RNG stream, so results do not depend on the thread count. Runs go in parallel (rayon).
+
+use crate::features::{Dataset, Task};
+use crate::mechanism::{GradientMechanism, GradientRandomizer, MechanismKind};
+use crate::projection::RandomProjection;
+use crate::trainer::{TrainConfig, train};
+use harmony_core::error::{Error, Result};
+use harmony_core::sampling::{fast_rng, stream_seed, uniform_below};
+use rayon::prelude::*;
+
+/// Passes over the training users of the non-private reference model.
+pub const NON_PRIVATE_EPOCHS: usize = 5;
+
+/// The data and the cross-validation design shared by every run.
+#[derive(Debug, Clone, Copy)]
+pub struct Experiment<'a> {
+    /// Features and targets.
+    pub data: &'a Dataset,
+    /// The task (its metric).
+    pub task: Task,
+    /// max ‖x‖₁ (random projection scale).
+    pub max_l1: f64,
+    /// Attribute block lengths of the features (for `hm-attr`; empty: one block per column).
+    pub blocks: &'a [usize],
+    /// k of k-fold.
+    pub folds: usize,
+    /// Repeats of the k-fold split.
+    pub repeats: usize,
+    /// Base seed.
+    pub seed: u64,
+}
+
+/// How the reports become a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Method {
+    /// Private mini-batch gradient descent ([`crate::trainer`]).
+    #[default]
+    Sgd,
+    /// One round of sufficient statistics ([`crate::suffstats`]).
+    SuffStats,
+}
+
+/// A named collection design: how reports are made and turned into a model. The papers' designs
+/// are SGD with one mechanism (`hm`, `pm`, `harmony-1bit`, `duchi-multi`, `laplace`); the extras
+/// are `hm-attr` (SGD with attribute-level sampling, [`crate::mechanism::GradientMechanism::Blocks`]), `hm-avg` (HM SGD returning the mean of the second half's iterates) and `hm-ss` (one round
+/// of sufficient statistics through HM, [`crate::suffstats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Design {
+    /// The name (CLI, JSON).
+    pub name: &'static str,
+    /// SGD or sufficient statistics.
+    pub method: Method,
+    /// The randomizer.
+    pub mechanism: MechanismKind,
+    /// Tail averaging of the iterates (SGD).
+    pub average: bool,
+}
+
+impl Design {
+    /// Every design's name: the papers' first, then the extras.
+    pub const NAMES: &'static [&'static str] =
+        &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-attr", "hm-avg", "hm-ss"];
+
+    /// The design called `name` (the error lists the valid names).
+    pub fn parse(name: &str) -> Result<Self> {
+        let sgd =
+            |mechanism| Design { name: MechanismKind::name(mechanism), method: Method::Sgd, mechanism, average: false };
+        Ok(match name {
+            "hm-avg" => Design { name: "hm-avg", method: Method::Sgd, mechanism: MechanismKind::Hm, average: true },
+            "hm-ss" => {
+                Design { name: "hm-ss", method: Method::SuffStats, mechanism: MechanismKind::Hm, average: false }
+            }
+            "non-private" => {
+                return Err(Error::param(
+                    "mechanism",
+                    name,
+                    format!("one of {} (the non-private model is always reported)", Self::NAMES.join(", ")),
+                ));
+            }
+            _ => match MechanismKind::parse(name) {
+                Ok(k) => sgd(k),
+                Err(_) => return Err(Error::param("mechanism", name, format!("one of {}", Self::NAMES.join(", ")))),
+            },
+        })
+    }
+}
+
+/// One configuration to cross-validate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunSpec {
+    /// Gradient descent or one-round sufficient statistics.
+    pub method: Method,
+    /// The gradient randomizer.
+    pub mechanism: MechanismKind,
+    /// The budget (None for non-private).
+    pub epsilon: Option<f64>,
+    /// Random projection dimension r (MGD-DR), or None.
+    pub projection: Option<usize>,
+    /// Training hyper-parameters.
+    pub config: TrainConfig,
+    /// Distinguishes the RNG streams of different specs.
+    pub stream: u64,
+}
+
+/// Scores of one configuration over folds × repeats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CvResult {
+    /// One test score per (repeat, fold), repeat-major.
+    pub scores: Vec<f64>,
+    /// Mean score.
+    pub mean: f64,
+    /// Sample standard deviation of the scores (n − 1).
+    pub std: f64,
+    /// Nominal batch size of the first run.
+    pub batch_size: usize,
+    /// Batches (gradient steps) of the first run.
+    pub batches: usize,
+}
+
+impl CvResult {
+    fn from_scores(scores: Vec<f64>, batch_size: usize, batches: usize) -> Self {
+        let (mean, std) = mean_std(&scores);
+        CvResult { scores, mean, std, batch_size, batches }
+    }
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (mean, var.sqrt())
+}
+
+impl Experiment<'_> {
+    /// Checks 2 ≤ folds ≤ n and repeats ≥ 1.
+    pub fn validate(&self) -> Result<()> {
+        let n = self.data.len();
+        if !(2..=n).contains(&self.folds) {
+            return Err(Error::param("folds", self.folds, format!("an integer in [2, {n}] (the number of users)")));
+        }
+        if self.repeats == 0 {
+            return Err(Error::param("repeats", 0, "an integer >= 1"));
+        }
+        Ok(())
+    }
+
+    /// The permutation of repeat r.
+    pub fn permutation(&self, repeat: usize) -> Vec<u32> {
+        let n = self.data.len();
+        let mut p: Vec<u32> = (0..n as u32).collect();
+        let mut rng = fast_rng(stream_seed(self.seed, repeat as u64));
+        for i in (1..n).rev() {
+            let j = uniform_below(&mut rng, i as u64 + 1) as usize;
+            p.swap(i, j);
+        }
+        p
+    }
+
+    /// (train, test) users of fold f of a permutation: the test slice is held out entirely.
+    pub fn split(&self, perm: &[u32], fold: usize) -> (Vec<u32>, Vec<u32>) {
+        let n = perm.len();
+        let (a, b) = (fold * n / self.folds, (fold + 1) * n / self.folds);
+        let test = perm[a..b].to_vec();
+        let mut train = Vec::with_capacity(n - test.len());
+        train.extend_from_slice(&perm[..a]);
+        train.extend_from_slice(&perm[b..]);
+        (train, test)
+    }
+
+    /// The task's test metric of weights `w` on the rows `test`: misclassification rate
+    /// (classification: sign(⟨w, x⟩) against y, 0 predicted as −1) or mean squared error on the
+    /// target's [-1, 1] scale (linear: predictions clamped to [-1, 1], the target's public range).
+    pub fn score(&self, w: &[f64], test: &[u32]) -> f64 {
+        let data = self.data;
+        let total: f64 = test
+            .iter()
+            .map(|&i| {
+                let i = i as usize;
+                let z = crate::trainer::dot(w, data.row(i));
+                if self.task.is_classification() {
+                    ((z > 0.0) != (data.y[i] > 0.0)) as u8 as f64
+                } else {
+                    (z.clamp(-1.0, 1.0) - data.y[i]).powi(2)
+                }
+            })
+            .sum();
+        total / test.len() as f64
+    }
+
+    /// Runs `f(repeat, fold, train, test) -> (score, batch size, batches)` over every run in
+    /// parallel, calling `tick` after each.
+    fn each_run<F>(&self, tick: &(dyn Fn() + Sync), f: F) -> Result<CvResult>
+    where
+        F: Fn(usize, usize, &[u32], &[u32]) -> Result<(f64, usize, usize)> + Sync,
+    {
+        self.validate()?;
+        let perms: Vec<Vec<u32>> = (0..self.repeats).into_par_iter().map(|r| self.permutation(r)).collect();
+        let runs: Vec<(usize, usize)> = (0..self.repeats).flat_map(|r| (0..self.folds).map(move |k| (r, k))).collect();
+        let out: Vec<Result<(f64, usize, usize)>> = runs
+            .par_iter()
+            .map(|&(r, k)| {
+                let (train, test) = self.split(&perms[r], k);
+                let res = f(r, k, &train, &test);
+                tick();
+                res
+            })
+            .collect();
+        let out: Vec<(f64, usize, usize)> = out.into_iter().collect::<Result<_>>()?;
+        let (g, b) = (out[0].1, out[0].2);
+        Ok(CvResult::from_scores(out.into_iter().map(|o| o.0).collect(), g, b))
+    }
+
+    /// Cross-validates one configuration.
+    pub fn run(&self, spec: &RunSpec, tick: &(dyn Fn() + Sync)) -> Result<CvResult> {
+        let d = self.data.d;
+        if let Some(r) = spec.projection {
+            crate::projection::check_projection(r, d)?;
+        }
+        let base_dim = spec.projection.unwrap_or(d);
+        let dim = match spec.method {
+            Method::Sgd => base_dim,
+            Method::SuffStats => crate::suffstats::statistics_dimension(base_dim),
+        };
+        // Validate once, up front (ε, names), before the parallel runs.
+        let blocks: &[usize] = if spec.projection.is_none() && spec.method == Method::Sgd { self.blocks } else { &[] };
+        spec.mechanism.build_blocks(spec.epsilon.unwrap_or(1.0), dim, blocks)?;
+        spec.config.validate()?;
+        self.each_run(tick, |r, k, train_users, test| {
+            let mut rng = fast_rng(stream_seed(self.seed, (spec.stream << 32) | ((r as u64) << 16) | k as u64));
+            let mut mech = spec.mechanism.build_blocks(spec.epsilon.unwrap_or(1.0), dim, blocks)?;
+            // The non-private reference is trained to convergence: NON_PRIVATE_EPOCHS passes over
+            // the training users, reshuffled each pass (no privacy, so nothing limits the passes).
+            let epochs_users: Vec<u32>;
+            let train_users: &[u32] = if spec.mechanism == MechanismKind::NonPrivate {
+                let mut all = Vec::with_capacity(train_users.len() * NON_PRIVATE_EPOCHS);
+                let mut pass = train_users.to_vec();
+                for _ in 0..NON_PRIVATE_EPOCHS {
+                    for i in (1..pass.len()).rev() {
+                        pass.swap(i, uniform_below(&mut rng, i as u64 + 1) as usize);
+                    }
+                    all.extend_from_slice(&pass);
+                }
+                epochs_users = all;
+                &epochs_users
+            } else {
+                train_users
+            };
+            let mut config = spec.config;
+            if spec.mechanism == MechanismKind::NonPrivate && config.batch_size.is_none() {
+                config.batch_size =
+                    Some(crate::trainer::default_batch_size(dim, None, train_users.len() / NON_PRIVATE_EPOCHS));
+            }
+            let fit = |data: &Dataset, mech: &mut GradientMechanism, rng: &mut _| -> Result<(Vec<f64>, usize, usize)> {
+                match spec.method {
+                    Method::Sgd => {
+                        let m = train(data, train_users, mech, spec.epsilon, &config, rng)?;
+                        Ok((m.w, m.batch_size, m.batches))
+                    }
+                    Method::SuffStats => {
+                        let w = crate::suffstats::fit(data, train_users, mech, spec.config.lambda, rng)?;
+                        Ok((w, train_users.len(), 1))
+                    }
+                }
+            };
+            let (w, g, b) = match spec.projection {
+                None => fit(self.data, &mut mech, &mut rng)?,
+                Some(rdim) => {
+                    let p = RandomProjection::new(rdim, d, self.max_l1, &mut rng)?;
+                    let projected = p.project_dataset(self.data);
+                    let (w, g, b) = fit(&projected, &mut mech, &mut rng)?;
+                    (p.map_back(&w), g, b)
+                }
+            };
+            debug_assert_eq!(mech.dimension(), dim);
+            Ok((self.score(&w, test), g, b))
+        })
+    }
+
+    /// The trivial predictor of each training fold, scored on its test fold: the majority class
+    /// (classification; its misclassification rate) or the mean target (linear; its MSE).
+    pub fn baseline(&self) -> Result<CvResult> {
+        let data = self.data;
+        let classify = self.task.is_classification();
+        self.each_run(&|| {}, |_, _, train_users, test| {
+            let mean = train_users.iter().map(|&i| data.y[i as usize]).sum::<f64>() / train_users.len() as f64;
+            let pred = if classify { mean.signum() } else { mean };
+            let s = test
+                .iter()
+                .map(|&i| {
+                    let y = data.y[i as usize];
+                    if classify { ((pred > 0.0) != (y > 0.0)) as u8 as f64 } else { (pred - y).powi(2) }
+                })
+                .sum::<f64>()
+                / test.len() as f64;
+            Ok((s, 0, 0))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toy(n: usize) -> Dataset {
+        let mut x = Vec::new();
+        let mut y = Vec::new();
+        for i in 0..n {
+            let t = (i % 17) as f64 / 8.0 - 1.0;
+            x.extend_from_slice(&[1.0, t]);
+            y.push(if t > 0.1 { 1.0 } else { -1.0 });
+        }
+        Dataset::new(x, y, 2).unwrap()
+    }
+
+    #[test]
+    fn folds_partition_users_and_test_users_never_train() {
+        let data = toy(103);
+        let exp =
+            Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 10, repeats: 2, seed: 5 };
+        let perm = exp.permutation(1);
+        let mut seen = vec![0; 103];
+        for k in 0..10 {
+            let (train, test) = exp.split(&perm, k);
+            assert_eq!(train.len() + test.len(), 103);
+            for &t in &test {
+                seen[t as usize] += 1;
+                assert!(!train.contains(&t));
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1));
+        assert_ne!(exp.permutation(0), exp.permutation(1));
+        let bad = Experiment { folds: 1, ..exp };
+        assert!(bad.validate().unwrap_err().to_string().contains("folds is 1"));
+    }
+
+    #[test]
+    fn non_private_learns_and_runs_are_reproducible() {
+        let data = toy(2000);
+        let exp =
+            Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 5, repeats: 1, seed: 5 };
+        let cfg = TrainConfig { batch_size: Some(10), ..TrainConfig::new(crate::loss::Loss::Logistic, 2.0) };
+        let spec = RunSpec {
+            method: Method::Sgd,
+            mechanism: MechanismKind::NonPrivate,
+            epsilon: None,
+            projection: None,
+            config: cfg,
+            stream: 0,
+        };
+        let np = exp.run(&spec, &|| {}).unwrap();
+        let base = exp.baseline().unwrap();
+        assert!(np.mean < 0.1 && base.mean > 0.3, "{} vs {}", np.mean, base.mean);
+        let hm = RunSpec { mechanism: MechanismKind::Hm, epsilon: Some(2.0), ..spec };
+        assert_eq!(exp.run(&hm, &|| {}).unwrap(), exp.run(&hm, &|| {}).unwrap());
+    }
+}
