@@ -8,6 +8,7 @@ mod output;
 mod plan;
 mod plot;
 mod simulate;
+mod simulate_tasks;
 mod train;
 
 /// Harmony: local differential privacy collection and analysis.

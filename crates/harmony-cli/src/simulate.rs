@@ -60,6 +60,9 @@ pub struct SimulateArgs {
     /// Also draw empirical MSE against ε, one line per strategy, to this PNG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// The analysis task and its options (`--task range|quantiles|heavy-hitters|marginals|linear-queries`).
+    #[command(flatten)]
+    pub task: crate::simulate_tasks::TaskArgs,
 }
 
 /// A seeded synthetic population: 8 numeric attributes (truncated N(μ_j, 0.25²) on [-1, 1], as
@@ -303,6 +306,9 @@ pub fn load_inputs(
 pub fn run(args: SimulateArgs) -> Result<()> {
     if args.runs == 0 {
         bail!("--runs is 0, expected an integer >= 1");
+    }
+    if args.task.task != crate::simulate_tasks::Task::Means {
+        return crate::simulate_tasks::run(&args);
     }
     let t_parse = Instant::now();
     let (data_name, file, enc) = match args.synthetic {

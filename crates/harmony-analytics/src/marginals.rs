@@ -1,0 +1,1 @@
+//! (marginals: in progress)

@@ -1,0 +1,90 @@
+//! `harmony simulate --task …`: analyses beyond per-attribute means and frequencies, each in its
+//! own module and reusing simulate's data, schema, runs, seed, JSON and plot conventions.
+//!
+//! - `range`, `quantiles`: [`range`] (harmony_analytics::range);
+//! - `heavy-hitters`: [`heavy`] (harmony_analytics::heavy);
+//! - `marginals`: [`marginals`] (harmony_analytics::marginals);
+//! - `linear-queries`: [`linear`] (harmony_analytics::linear).
+
+use crate::simulate::SimulateArgs;
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+
+mod heavy;
+mod linear;
+mod marginals;
+mod range;
+
+/// What `harmony simulate` estimates.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Task {
+    /// Per-attribute means and frequencies under one record-level ε (the default).
+    #[default]
+    Means,
+    /// Range queries [a, b) over one ordered column.
+    Range,
+    /// Quantiles (median, p10, p90, …) of one ordered column.
+    Quantiles,
+    /// Top-k heavy hitters of a string/item column or a transactions file.
+    HeavyHitters,
+    /// k-way marginals over categorical (and binned numeric) attributes.
+    Marginals,
+    /// A workload of linear queries over a categorical domain.
+    LinearQueries,
+}
+
+/// Options of the analysis tasks (flattened into `harmony simulate`). Each task documents which
+/// it reads; the others are ignored. New options go in their task's section.
+#[derive(Args, Debug, Default)]
+pub struct TaskArgs {
+    /// What to estimate.
+    #[arg(long, value_enum, default_value_t = Task::Means)]
+    pub task: Task,
+
+    // ---- range, quantiles, heavy-hitters ----
+    /// range/quantiles/heavy-hitters: the column to analyse.
+    #[arg(long)]
+    pub column: Option<String>,
+    /// range/quantiles: discretize the column to this many bins (default: the schema's, else a
+    /// power of the branching factor chosen automatically).
+    #[arg(long)]
+    pub bins: Option<usize>,
+    /// range: hh|haar|flat (comma-separated; default all); heavy-hitters: pem|treehist;
+    /// marginals: calm|direct|fourier|… (comma-separated; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub method: Option<Vec<String>>,
+    /// range: the number of random ranges to answer (default 1000); linear-queries: the
+    /// workload file (CSV/JSON matrix, or a list of range/predicate queries).
+    #[arg(long)]
+    pub queries: Option<String>,
+    /// quantiles: the q values (comma-separated, each in (0, 1); default 0.1,0.5,0.9).
+    #[arg(long, value_delimiter = ',')]
+    pub quantiles: Option<Vec<f64>>,
+    /// heavy-hitters: report the top K items (default 20).
+    #[arg(long)]
+    pub top: Option<usize>,
+    /// heavy-hitters: a transactions file, one set of items per line (instead of --column).
+    #[arg(long)]
+    pub transactions: Option<PathBuf>,
+
+    // ---- marginals, linear-queries ----
+    /// marginals/linear-queries: the attributes to use (comma-separated; default all categorical
+    /// and binned numeric ones).
+    #[arg(long, value_delimiter = ',')]
+    pub attributes: Option<Vec<String>>,
+    /// linear-queries: δ of the Gaussian mechanism ((ε, δ)-LDP), in (0, 1).
+    #[arg(long)]
+    pub delta: Option<f64>,
+}
+
+/// Runs a non-default task. `args.task.task` is never `Task::Means` here.
+pub fn run(args: &SimulateArgs) -> Result<()> {
+    match args.task.task {
+        Task::Means => unreachable!("simulate::run handles --task means"),
+        Task::Range | Task::Quantiles => range::run(args),
+        Task::HeavyHitters => heavy::run(args),
+        Task::Marginals => marginals::run(args),
+        Task::LinearQueries => linear::run(args),
+    }
+}
