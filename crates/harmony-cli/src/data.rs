@@ -38,6 +38,10 @@ pub struct SchemaFile {
     /// Bad-value policy.
     #[serde(default)]
     pub invalid: InvalidPolicy,
+    /// Bins of numeric attributes, by name, for analyses over ordered or joint domains (ranges,
+    /// quantiles, marginals): `[bins]` then `age = 16`; equal-width bins over [min, max].
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub bins: std::collections::BTreeMap<String, usize>,
     /// The attributes, in order.
     pub attributes: Vec<Attribute>,
 }
@@ -221,6 +225,7 @@ pub fn infer(table: &Table, max_categories: usize, skip: &[String]) -> (SchemaFi
             .to_string(),
     );
     let file = SchemaFile {
+        bins: Default::default(),
         epsilon: None,
         strategies: None,
         numeric_mechanism: None,

@@ -120,6 +120,7 @@ fn synthetic(n: usize, seed: u64) -> Result<(SchemaFile, data::Encoded)> {
         }
     }
     let file = SchemaFile {
+        bins: Default::default(),
         epsilon: None,
         strategies: None,
         numeric_mechanism: None,
