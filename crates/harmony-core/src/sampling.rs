@@ -491,6 +491,11 @@ pub fn geometric<R: Rng + ?Sized>(rng: &mut R, ratio: f64) -> u64 {
 pub fn sample_k_of_d<R: Rng + ?Sized>(rng: &mut R, k: usize, d: usize, out: &mut Vec<usize>) {
     debug_assert!(k <= d);
     out.clear();
+    if k == 1 {
+        // Floyd's loop with k = 1, without the bookkeeping: the same single draw.
+        out.push(uniform_below(rng, d as u64) as usize);
+        return;
+    }
     for j in (d - k)..d {
         let t = uniform_below(rng, j as u64 + 1) as usize;
         if out.contains(&t) {

@@ -148,7 +148,8 @@ impl crate::wire::WireReport for RecordReport {
 /// A record randomizer: schema + strategy, with every mechanism precomputed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordMechanism {
-    schema: Schema,
+    /// Shared: aggregators clone the mechanism, and a schema's label maps are not cheap.
+    schema: std::sync::Arc<Schema>,
     options: StrategyOptions,
     k: usize,
     scale: f64,
@@ -217,7 +218,7 @@ impl RecordMechanism {
             schema.attributes().iter().map(|a| if a.is_numeric() { 0 } else { a.cardinality() as u32 }).collect();
         Ok(RecordMechanism {
             scale: d as f64 / k as f64,
-            schema,
+            schema: std::sync::Arc::new(schema),
             options,
             k,
             mechanisms,
@@ -284,11 +285,20 @@ impl RecordMechanism {
         }
         // Validate the whole record first, so a bad value is an error whichever attributes the
         // sampling picks (and nothing depends on the sample).
-        for (j, &card) in self.cards.iter().enumerate() {
-            if card == 0 {
-                unit_value(record, j, &self.schema)?;
-            } else {
-                category_value(record, j, card, &self.schema)?;
+        // Hot path: one branch-free pass; the per-attribute pass below only names the bad value.
+        let valid = record.iter().zip(&self.cards).fold(true, |ok, (v, &card)| {
+            ok & match *v {
+                Value::Unit(t) => (card == 0) & (-1.0..=1.0).contains(&t),
+                Value::Category(c) => (card != 0) & (c < card),
+            }
+        });
+        if !valid {
+            for (j, &card) in self.cards.iter().enumerate() {
+                if card == 0 {
+                    unit_value(record, j, &self.schema)?;
+                } else {
+                    category_value(record, j, card, &self.schema)?;
+                }
             }
         }
         out.joint = None;
