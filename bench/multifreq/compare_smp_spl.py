@@ -392,15 +392,10 @@ def report(args, attrs, n, lib, har, cmd) -> str:
         )
     L.append("## Notes\n")
     L.append(
-        "* **SMP estimators differ.** multi-freq-ldpy divides each attribute's counts by the number of "
-        "users who sampled that attribute (n_j = `len(reports)` in its aggregator: a ratio estimator), "
-        "Harmony's `sample-k` scales every report by d/k and divides by n (Horvitz–Thompson; "
-        "`harmony_core::strategy`, whose `categorical_predicted_mse` includes the extra sampling term "
-        "≈ f²·(d/k − 1)/n). Both are unbiased (the ratio estimator asymptotically); the ratio "
-        "estimator removes the variance of n_j, which dominates when ε is large and the "
-        "randomisation noise small. That is why the library's SMP unbiased MSE falls below "
-        "Harmony's (and below *predicted*) at ε = 4, most visibly with GRR (d = 9 attributes, "
-        "k = 1). SPL has no sampling and the two agree within noise."
+        "* **SMP estimators agree.** Both divide each attribute's counts by the number of users who "
+        "sampled that attribute (n_j: `len(reports)` in the library's aggregator; the ratio estimator "
+        "of `harmony_core::strategy`, whose predicted MSE adds the small E[1/n_j] − 1/n sampling "
+        "term). Their unbiased MSEs should therefore agree within noise; SPL has no sampling."
     )
     L.append(
         "* The library's *output* MSE is lower than its unbiased MSE mostly where ε/d is small (SPL): "
