@@ -65,3 +65,6 @@ pub fn distribution(values: &[usize], j: usize) -> harmony_core::Result<Vec<f64>
     p.iter_mut().for_each(|x| *x /= n);
     Ok(p)
 }
+
+#[cfg(test)]
+mod tests;
