@@ -135,14 +135,14 @@ mod tests {
             let q: Vec<f64> = (0..j).map(|v| ((v * 7) % 5) as f64 - 1.5).collect();
             let o = hr.oracle();
             let mut second = 0.0;
-            for x in 0..j {
+            for (x, &px) in p.iter().enumerate() {
                 let mut ez2 = 0.0;
                 for y in 0..o.outputs() {
                     let r = harmony_core::frequency::HrReport { y: y as u32 };
                     let z: f64 = (0..j).map(|v| q[v] * o.report_estimate(&r, v)).sum();
                     ez2 += o.output_probability(x, &r) * z * z;
                 }
-                second += p[x] * ez2;
+                second += px * ez2;
             }
             let first: f64 = (0..j).map(|x| p[x] * q[x] * q[x]).sum();
             let brute = (second - first) / 7.0;

@@ -149,9 +149,9 @@ fn confidence_intervals_cover() {
     for r in 0..runs {
         let ge = simulate::gaussian(&g, &values, stream_seed(32, r as u64)).unwrap().estimate();
         let he = h.answer(&simulate::hr(&h, &values, stream_seed(33, r as u64)).unwrap()).unwrap().answers;
-        for t in 0..w.queries() {
-            covered[0] += ge.answers[t].covers(truth[t]) as usize;
-            covered[1] += he.answers[t].covers(truth[t]) as usize;
+        for (t, &x) in truth.iter().enumerate() {
+            covered[0] += ge.answers[t].covers(x) as usize;
+            covered[1] += he.answers[t].covers(x) as usize;
             total += 1;
         }
     }

@@ -209,10 +209,12 @@ fn fmt_edge(x: f64) -> String {
     if r == r.trunc() { format!("{r:.0}") } else { format!("{r}") }
 }
 
+/// Per domain attribute: its position in the schema and, for a binned numeric one, its bins.
+type Columns = Vec<(usize, Option<usize>)>;
+
 /// Resolves the domain attributes against the schema: categorical ones as they are, numeric
-/// ones through `[bins]`. Returns the domain and, per domain attribute, (schema position, bins
-/// for numeric).
-fn domain_of(file: &SchemaFile, names: &[String]) -> Result<(Domain, Vec<(usize, Option<usize>)>)> {
+/// ones through `[bins]`. Returns the domain and its [`Columns`].
+fn domain_of(file: &SchemaFile, names: &[String]) -> Result<(Domain, Columns)> {
     let schema = file.schema()?;
     let mut attrs = Vec::new();
     let mut map = Vec::new();
