@@ -642,4 +642,68 @@ mod tests {
         assert!(a.values.iter().all(|&v| v < 50));
         assert!(synthetic(10, 1, 7).is_err());
     }
+
+    /// `harmony simulate …` parsed as the binary does, then run.
+    fn simulate(args: &[&str]) -> Result<()> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            s: SimulateArgs,
+        }
+        let cmd = Cmd::try_parse_from(std::iter::once("simulate").chain(args.iter().copied()))?;
+        run(&cmd.s)
+    }
+
+    #[test]
+    fn command_line_errors_are_clear() {
+        let err = |a: &[&str]| format!("{:#}", simulate(a).unwrap_err());
+        let base = ["--task", "linear-queries", "--runs", "1", "--epsilon", "1"];
+        fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+            [base, extra].concat()
+        }
+        for bad in ["0", "1", "1.5", "2"] {
+            let e = err(&with(&base, &["--synthetic", "100", "--delta", bad]));
+            assert!(e.contains(&format!("--delta is {bad}")) && e.contains("(0, 1)"), "{e}");
+        }
+        let e = err(&with(&base, &["--synthetic", "100", "--delta=-0.5"]));
+        assert!(e.contains("--delta is -0.5"), "{e}");
+        let e = err(&with(&base, &["--synthetic", "100", "--method", "laplace"]));
+        assert!(e.contains("--method \"laplace\"") && e.contains("gaussian, hr, adaptive"), "{e}");
+        let e = err(&with(&base, &["--attributes", "nationality"]));
+        assert!(e.contains("unknown attribute \"nationality\"") && e.contains("native_country"), "{e}");
+        let e = err(&with(&base, &["--attributes", "age"]));
+        assert!(e.contains("\"age\" is numeric") && e.contains("[bins]"), "{e}");
+        let dir = std::env::temp_dir().join(format!("harmony-linear-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let csv = dir.join("w.csv");
+        std::fs::write(&csv, "1,0,0\n").unwrap();
+        let e =
+            err(&with(&base, &["--synthetic", "100", "--synthetic-domain", "8", "--queries", csv.to_str().unwrap()]));
+        assert!(e.contains("3 values") && e.contains("J = 8"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+        let e = err(&with(&base, &["--synthetic", "5", "--synthetic-domain", "8", "--method", "adaptive"]));
+        assert!(e.contains("at least one user per query"), "{e}");
+    }
+
+    #[test]
+    fn a_small_synthetic_run_succeeds() {
+        simulate(&[
+            "--task",
+            "linear-queries",
+            "--synthetic",
+            "500",
+            "--synthetic-domain",
+            "16",
+            "--queries",
+            "prefix",
+            "--runs",
+            "2",
+            "--epsilon",
+            "1,2",
+            "--format",
+            "json",
+        ])
+        .unwrap();
+    }
 }
