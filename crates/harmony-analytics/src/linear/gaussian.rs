@@ -31,7 +31,7 @@ const GRID: f64 = 1024.0;
 /// ```
 /// use harmony_analytics::linear::{Domain, GaussianWorkload, Workload};
 /// use std::sync::Arc;
-/// let w = Arc::new(Workload::prefix(&Domain::indices(8).unwrap()));
+/// let w = Arc::new(Workload::prefix(&Domain::indices(8).unwrap()).unwrap());
 /// let g = GaussianWorkload::new(1.0, 1e-6, w).unwrap();
 /// let mut rng = harmony_core::sampling::fast_rng(7);
 /// let (mut agg, mut buf) = (g.aggregator(), vec![0i64; g.queries()]);
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn reports_are_validated_and_merge_is_exact() {
-        let w = Arc::new(Workload::identity(&Domain::indices(5).unwrap()));
+        let w = Arc::new(Workload::identity(&Domain::indices(5).unwrap()).unwrap());
         let g = GaussianWorkload::new(1.0, 1e-6, w.clone()).unwrap();
         assert!((g.sensitivity() - 2.0).abs() < 1e-15);
         let mut rng = fast_rng(3);
@@ -229,8 +229,8 @@ mod tests {
         assert!(a.add(&[i64::MAX, 0, 0, 0, 0]).is_err());
         let other = GaussianWorkload::new(2.0, 1e-6, w).unwrap().aggregator();
         assert!(a.merge(&other).is_err());
-        let e =
-            GaussianWorkload::new(1.0, 1.0, Arc::new(Workload::identity(&Domain::indices(3).unwrap()))).unwrap_err();
+        let e = GaussianWorkload::new(1.0, 1.0, Arc::new(Workload::identity(&Domain::indices(3).unwrap()).unwrap()))
+            .unwrap_err();
         assert!(e.to_string().contains("delta is 1.0"), "{e}");
     }
 }

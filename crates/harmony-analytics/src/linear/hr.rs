@@ -120,7 +120,7 @@ mod tests {
     fn variance_matches_hr_and_brute_force() {
         for &(eps, j) in &[(0.5, 13usize), (1.0, 40), (3.0, 40), (5.0, 100)] {
             let dom = Domain::indices(j).unwrap();
-            let hr = HrWorkload::new(eps, Arc::new(Workload::identity(&dom))).unwrap();
+            let hr = HrWorkload::new(eps, Arc::new(Workload::identity(&dom).unwrap())).unwrap();
             let p: Vec<f64> = (0..j).map(|v| (v as f64 + 1.0).powf(-1.1)).collect();
             let total: f64 = p.iter().sum();
             let p: Vec<f64> = p.iter().map(|x| x / total).collect();

@@ -170,7 +170,7 @@ fn l2(a: &[f64], b: &[f64]) -> f64 {
 /// runs.
 pub(super) fn gaussian_projection_gain(j: usize, n: usize, eps: f64, runs: usize, seed: u64) -> (f64, f64) {
     let values = population(n, j, seed);
-    let w = Arc::new(Workload::identity(&Domain::indices(j).unwrap()));
+    let w = Arc::new(Workload::identity(&Domain::indices(j).unwrap()).unwrap());
     let p = distribution(&values, j).unwrap();
     let g = GaussianWorkload::new(eps, 1e-6, w.clone()).unwrap();
     let (mut raw, mut proj) = (0.0, 0.0);
@@ -185,7 +185,7 @@ pub(super) fn gaussian_projection_gain(j: usize, n: usize, eps: f64, runs: usize
 /// (raw, projected) l2 errors of HR on the identity workload.
 fn hr_projection_gain(j: usize, n: usize, eps: f64, runs: usize, seed: u64) -> (f64, f64) {
     let values = population(n, j, seed);
-    let w = Arc::new(Workload::identity(&Domain::indices(j).unwrap()));
+    let w = Arc::new(Workload::identity(&Domain::indices(j).unwrap()).unwrap());
     let p = distribution(&values, j).unwrap();
     let h = HrWorkload::new(eps, w).unwrap();
     let (mut raw, mut proj) = (0.0, 0.0);

@@ -28,6 +28,19 @@ use serde_json::Value as Json;
 
 /// The largest domain accepted (J ≤ 2^24).
 pub const MAX_DOMAIN: usize = 1 << 24;
+/// The largest workload accepted: d·J ≤ 2^26 entries (A is held densely, twice: 1 GiB).
+pub const MAX_ENTRIES: usize = 1 << 26;
+
+fn check_entries(d: usize, j: usize) -> Result<()> {
+    if d.saturating_mul(j) > MAX_ENTRIES {
+        return Err(Error::input(
+            "workload size d × J",
+            format!("{d} × {j}"),
+            format!("at most {MAX_ENTRIES} entries (a dense matrix): fewer queries or a smaller domain"),
+        ));
+    }
+    Ok(())
+}
 
 /// One attribute of a domain: its name and its ordered labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,6 +187,7 @@ impl Workload {
             return Err(Error::input("names", names.len(), format!("one name per query ({})", rows.len())));
         }
         let d = rows.len();
+        check_entries(d, j)?;
         let mut flat = Vec::with_capacity(d * j);
         for (t, row) in rows.iter().enumerate() {
             if row.len() != j {
@@ -197,22 +211,30 @@ impl Workload {
         let identity = d == j && (0..d).all(|t| (0..j).all(|v| flat[t * j + v] == if t == v { 1.0 } else { 0.0 }));
         Ok(Workload { names, j, rows: flat, cols, identity })
     }
-    /// The J point queries over `domain` (A = I: distribution estimation).
-    pub fn identity(domain: &Domain) -> Self {
+    /// The J point queries over `domain` (A = I: distribution estimation). Errors: J² above
+    /// [`MAX_ENTRIES`].
+    pub fn identity(domain: &Domain) -> Result<Self> {
         let j = domain.size();
+        check_entries(j, j)?;
         let rows = (0..j).map(|t| (0..j).map(|v| (t == v) as u8 as f64).collect()).collect();
         let names = (0..j).map(|v| domain.label(v)).collect();
-        Self::from_rows(names, j, rows).expect("a domain has J >= 2")
+        Self::from_rows(names, j, rows)
     }
-    /// The J prefix ranges [0, t] over `domain`'s index order.
-    pub fn prefix(domain: &Domain) -> Self {
+    /// The J prefix ranges [0, t] over `domain`'s index order. Errors: J² above
+    /// [`MAX_ENTRIES`].
+    pub fn prefix(domain: &Domain) -> Result<Self> {
         let j = domain.size();
+        check_entries(j, j)?;
         let rows = (0..j).map(|t| (0..j).map(|v| (v <= t) as u8 as f64).collect()).collect();
         let names = (0..j).map(|t| format!("<= {}", domain.label(t))).collect();
-        Self::from_rows(names, j, rows).expect("a domain has J >= 2")
+        Self::from_rows(names, j, rows)
+    }
+    /// Whether `name` is a built-in workload (`identity`, `prefix`).
+    pub fn is_builtin(name: &str) -> bool {
+        matches!(name, "identity" | "prefix")
     }
     /// A built-in workload by name (`identity`, `prefix`), or `None`.
-    pub fn builtin(name: &str, domain: &Domain) -> Option<Self> {
+    pub fn builtin(name: &str, domain: &Domain) -> Option<Result<Self>> {
         match name {
             "identity" => Some(Self::identity(domain)),
             "prefix" => Some(Self::prefix(domain)),
@@ -589,7 +611,10 @@ mod tests {
         let c = Workload::parse_csv("# a comment\nname,a,b,c\nfirst,1,1,0\n0,0.5,2\n", 3).unwrap();
         assert_eq!((c.queries(), c.name(0), c.name(1)), (2, "first", "q1"));
         assert_eq!(c.row(1), &[0.0, 0.5, 2.0]);
-        assert!(Workload::prefix(&d).row(1) == [1.0, 1.0, 0.0]);
+        assert!(Workload::prefix(&d).unwrap().row(1) == [1.0, 1.0, 0.0]);
+        let big = Domain::indices(10_000).unwrap();
+        let e = Workload::identity(&big).unwrap_err().to_string();
+        assert!(e.contains("10000 × 10000") && e.contains("at most"), "{e}");
     }
 
     #[test]

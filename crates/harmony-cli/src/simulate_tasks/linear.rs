@@ -298,7 +298,7 @@ fn load(args: &SimulateArgs, workload_attrs: Option<Vec<String>>) -> Result<Popu
 
 /// The workload: a built-in name, or a JSON/CSV file.
 fn workload_text(spec: &str) -> Result<Option<String>> {
-    if Workload::builtin(spec, &Domain::indices(2)?).is_some() {
+    if Workload::is_builtin(spec) {
         return Ok(None);
     }
     let text = std::fs::read_to_string(spec).with_context(|| {
@@ -314,7 +314,7 @@ fn is_json(spec: &str, text: &str) -> bool {
 
 fn parse_workload(spec: &str, text: Option<&str>, domain: &Domain) -> Result<Workload> {
     let w = match text {
-        None => Workload::builtin(spec, domain).expect("checked by workload_text"),
+        None => Workload::builtin(spec, domain).expect("checked by workload_text")?,
         Some(t) if is_json(spec, t) => Workload::parse_json(t, domain)?,
         Some(t) => Workload::parse_csv(t, domain.size())?,
     };
