@@ -74,6 +74,7 @@ struct MethodResult {
 
 #[derive(Serialize)]
 struct ProjectionInfo {
+    hull: Hull,
     method: &'static str,
     max_distance_bound: f64,
     max_iterations: usize,
@@ -353,6 +354,11 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
         bail!("--delta is {delta}, expected a number in (0, 1) (the δ of the Gaussian mechanism's (ε, δ)-LDP)");
     }
     let methods = methods(args)?;
+    let hull = match args.task.hull.as_deref().map(str::trim) {
+        None | Some("symmetric") => Hull::Symmetric,
+        Some("simplex") => Hull::Simplex,
+        Some(other) => bail!("--hull is \"{other}\", expected symmetric (conv{{±a_v}}) or simplex (conv{{a_v}})"),
+    };
     let spec = args.task.queries.clone().unwrap_or_else(|| "identity".to_string());
     let text = workload_text(&spec)?;
     let pop = match args.synthetic {
@@ -418,8 +424,7 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
                         let g = gauss.as_ref().expect("built above");
                         let agg = simulate::gaussian(g, &pop.values, seed)?;
                         let est = agg.estimate();
-                        let proj =
-                            linear::project(&workload, &est.values(), Hull::Symmetric, ProjectOptions::default());
+                        let proj = linear::project(&workload, &est.values(), hull, ProjectOptions::default());
                         acc.proj_bound = acc.proj_bound.max(proj.distance_bound);
                         acc.proj_iters = acc.proj_iters.max(proj.iterations);
                         acc.proj_method = Some(proj.method);
@@ -447,7 +452,8 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
                 pb.inc(1);
             }
             let seconds = start.elapsed().as_secs_f64();
-            results.push(finish(method, eps, delta, sigma, acc, &predicted, &truth, &workload, args.runs, seconds));
+            results
+                .push(finish(method, hull, eps, delta, sigma, acc, &predicted, &truth, &workload, args.runs, seconds));
         }
     }
     pb.finish_and_clear();
@@ -469,6 +475,7 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
 #[allow(clippy::too_many_arguments)]
 fn finish(
     method: &'static str,
+    hull: Hull,
     eps: f64,
     delta: f64,
     sigma: Option<f64>,
@@ -506,6 +513,7 @@ fn finish(
         linf_error_projected: projected.then(|| acc.linfp / r),
         runs_projection_better: projected.then_some(acc.proj_better),
         projection: (method == "gaussian").then(|| ProjectionInfo {
+            hull,
             method: acc.proj_method.unwrap_or("none"),
             max_distance_bound: acc.proj_bound,
             max_iterations: acc.proj_iters,
@@ -711,6 +719,8 @@ mod tests {
         }
         let e = err(&with(&base, &["--synthetic", "100", "--delta=-0.5"]));
         assert!(e.contains("--delta is -0.5"), "{e}");
+        let e = err(&with(&base, &["--synthetic", "100", "--hull", "ball"]));
+        assert!(e.contains("--hull is \"ball\""), "{e}");
         let e = err(&with(&base, &["--synthetic", "100", "--method", "laplace"]));
         assert!(e.contains("--method \"laplace\"") && e.contains("gaussian, hr, adaptive"), "{e}");
         let e = err(&with(&base, &["--attributes", "nationality"]));

@@ -80,6 +80,10 @@ pub struct TaskArgs {
     /// Zipf(1.1); default 1000).
     #[arg(long)]
     pub synthetic_domain: Option<usize>,
+    /// linear-queries: where the Gaussian answers are projected: symmetric (conv{±a_v},
+    /// Bassily's K; the default) or simplex (conv{a_v}, the answers of distributions).
+    #[arg(long)]
+    pub hull: Option<String>,
 }
 
 /// Runs a non-default task. `args.task.task` is never `Task::Means` here.
