@@ -1,19 +1,19 @@
 //! Adaptive queries answered by disjoint user groups (Bassily, AISTATS'19; MECHANISMS.md §G):
 //! the n users are split into d disjoint groups, one per query; query t may be chosen after
 //! the answers to queries < t (adaptively), since its group has not reported yet. A user of
-//! group t with value v sends Duchi's 1-bit mechanism on ⟨q_t, e_v⟩/r_t = q_t[v]/r_t, with
-//! r_t = max_v |q_t[v]| (public, from the query): ε-LDP, 1 bit per user, each user once.
+//! group t with value v sends Duchi's 1-bit mechanism on ⟨q_t, e_v⟩/r_t = q_t\[v\]/r_t, with
+//! r_t = max_v |q_t\[v\]| (public, from the query): ε-LDP, 1 bit per user, each user once.
 //!
 //! # Utility
 //! Group estimate: r_t·C·(2·#positive/m − 1), C = (e^ε + 1)/(e^ε − 1), unbiased for the
-//! group's mean of q_t[v]. With the groups a uniformly random partition (group size m out of
+//! group's mean of q_t\[v\]. With the groups a uniformly random partition (group size m out of
 //! n), it is unbiased for ⟨q_t, p⟩ over all n users, with
 //!
-//! Var = (r²C² − a)/m + n/(n − 1)·(1/m − 1/n)·(a − b²),  a = Σ_v p_v q_t[v]², b = ⟨q_t, p⟩
+//! Var = (r²C² − a)/m + n/(n − 1)·(1/m − 1/n)·(a − b²),  a = Σ_v p_v q_t\[v\]², b = ⟨q_t, p⟩
 //!
 //! (the mechanism's variance plus the sampling variance of a simple random sample). The second
 //! factor is below 1/m, so Var is largest at a = b²: the reported standard error is
-//! √((r²C² − b̂²)/m) (b̂ clamped to [−r, r]), exact when q_t is constant on the users' values and
+//! √((r²C² − b̂²)/m) (b̂ clamped to \[−r, r\]), exact when q_t is constant on the users' values and
 //! otherwise conservative by at most (a − b²)/n. About r²C²·d/n per query.
 
 use harmony_core::numeric::duchi::Duchi;
@@ -30,7 +30,7 @@ pub struct AdaptiveQuery {
 }
 
 impl AdaptiveQuery {
-    /// A query (weights over [J]) under budget ε. Errors: ε not finite and > 0, J < 1, a
+    /// A query (weights over \[J\]) under budget ε. Errors: ε not finite and > 0, J < 1, a
     /// non-finite weight.
     pub fn new(epsilon: f64, q: &[f64]) -> Result<Self> {
         let eps = Epsilon::new(epsilon)?;

@@ -3,7 +3,7 @@
 //!
 //! # Privacy
 //! ‖a_v − a_v'‖₂ ≤ 2r with r = max_v ‖a_v‖₂, so adding N(0, σ²I) with σ from
-//! [`analytic_gaussian_sigma`](super::analytic_gaussian_sigma)(ε, δ, 2r) is (ε, δ)-LDP (Balle–Wang's exact condition, every
+//! [`analytic_gaussian_sigma`](ε, δ, 2r) is (ε, δ)-LDP (Balle–Wang's exact condition, every
 //! ε > 0). Each coordinate is then sent as an integer multiple of the grid step s = σ/1024 by
 //! unbiased randomized rounding (post-processing: no privacy cost; the low bits of a float
 //! cannot leak the input).
@@ -12,7 +12,7 @@
 //! The mean ȳ of n reports is unbiased for A·p (p the users' empirical distribution) with
 //! `Var(ȳ_t) = (σ² + s²/6)/n` per query (s²/6: the rounding's variance, frac·(1 − frac)·s²
 //! averaged over a uniform fractional part; ≈ 1.6·10⁻⁷·σ²). In the high-dimensional regime
-//! (n small against d²/log J) projecting ȳ onto K = conv{±a_v} ([`project`](super::project)) cuts the l2 error
+//! (n small against d²/log J) projecting ȳ onto K = conv{±a_v} ([`project()`](fn@super::project)) cuts the l2 error
 //! from σ√(d/n) to roughly (σ² log J/n)^(1/4)·r (Bassily), at the price of bias.
 
 use super::calibrate::analytic_gaussian_sigma;
@@ -34,13 +34,13 @@ const GRID: f64 = 1024.0;
 /// let w = Arc::new(Workload::prefix(&Domain::indices(8).unwrap()).unwrap());
 /// let g = GaussianWorkload::new(1.0, 1e-6, w).unwrap();
 /// let mut rng = harmony_core::sampling::fast_rng(7);
-/// let (mut agg, mut buf) = (g.aggregator(), vec![0i64; g.queries()]);
+/// let (mut agg, mut buf) = (g.aggregator(), vec!\[0i64; g.queries()\]);
 /// for i in 0..20_000 {
 ///     g.randomize_into(i % 8, &mut rng, &mut buf).unwrap();
 ///     agg.add(&buf).unwrap();
 /// }
 /// let est = agg.estimate();
-/// // Query 3 = P[v <= 3] = 0.5.
+/// // Query 3 = P\[v <= 3\] = 0.5.
 /// assert!((est.answers[3].value - 0.5).abs() < 5.0 * est.answers[3].std_error);
 /// ```
 #[derive(Debug, Clone, PartialEq)]

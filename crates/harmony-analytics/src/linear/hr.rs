@@ -1,15 +1,15 @@
 //! Workload answers from Hadamard Response (MECHANISMS.md §A6, §G): estimate the distribution
-//! p̂ over [J] with harmony-core's [`HadamardResponse`] (ε-LDP, log₂ K bits per user), answer
+//! p̂ over \[J\] with harmony-core's [`HadamardResponse`] (ε-LDP, log₂ K bits per user), answer
 //! A·p̂ (unbiased), and, post-processed, A·Π(p̂) with Π the Euclidean projection onto the
 //! simplex (biased, much smaller l2 error when J is large against n).
 //!
 //! # Utility (closed form, derived here)
-//! A report y in block j contributes Z_q(y) = D/(e^ε − 1)·(H_b u_j)[y mod b] to ⟨q, p̂⟩, where
-//! u_j ∈ R^b holds q's weights on block j's items at their Hadamard rows (u_j[0] = 0). With
-//! P[y | x] = 2/(bD) everywhere plus (2(e^ε − 1)/(bD)) on C_x, Parseval (‖H u‖² = b‖u‖²) and
-//! Σ_{y∈C_x} s(y) = (Σ s + (H s)[r_x])/2 for s = (H u_j)²:
+//! A report y in block j contributes Z_q(y) = D/(e^ε − 1)·(H_b u_j)\[y mod b\] to ⟨q, p̂⟩, where
+//! u_j ∈ R^b holds q's weights on block j's items at their Hadamard rows (u_j\[0\] = 0). With
+//! P\[y | x\] = 2/(bD) everywhere plus (2(e^ε − 1)/(bD)) on C_x, Parseval (‖H u‖² = b‖u‖²) and
+//! Σ_{y∈C_x} s(y) = (Σ s + (H s)\[r_x\])/2 for s = (H u_j)²:
 //!
-//! E[Z_q² | x] = D/(e^ε − 1)² · [ 2‖q‖² + (e^ε − 1)(‖u_{j(x)}‖² + (H s_{j(x)})[r_x]/b) ],
+//! E\[Z_q² | x\] = D/(e^ε − 1)² · [ 2‖q‖² + (e^ε − 1)(‖u_{j(x)}‖² + (H s_{j(x)})\[r_x\]/b) ],
 //!
 //! and, users' values fixed, `Var⟨q, p̂⟩ = (Σ_x p_x E[Z_q² | x] − Σ_x p_x q_x²)/n`: two FWHTs of
 //! size b per block touched by q. For q = e_v it is HR's own `[D(2 + (e^ε − 1)π_v)/(e^ε − 1)² −
@@ -22,7 +22,7 @@ use harmony_core::postprocess::project_simplex;
 use harmony_core::{Error, Estimate, FrequencyEstimate, FrequencyOracle, Result};
 use std::sync::Arc;
 
-/// Hadamard Response over [J] answering a workload.
+/// Hadamard Response over \[J\] answering a workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HrWorkload {
     oracle: HadamardResponse,
@@ -34,7 +34,7 @@ pub struct HrWorkload {
 pub struct HrWorkloadEstimate {
     /// A·p̂ with closed-form standard errors (plug-in Π(p̂)).
     pub answers: WorkloadEstimate,
-    /// Π(p̂): the projected distribution over [J].
+    /// Π(p̂): the projected distribution over \[J\].
     pub distribution: Vec<f64>,
     /// A·Π(p̂) (biased).
     pub projected: Vec<f64>,

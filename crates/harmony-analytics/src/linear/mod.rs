@@ -1,4 +1,4 @@
-//! Linear queries over a domain [J] (Bassily, "Linear Queries Estimation with Local
+//! Linear queries over a domain \[J\] (Bassily, "Linear Queries Estimation with Local
 //! Differential Privacy", AISTATS'19; MECHANISMS.md §G).
 //!
 //! A [`Workload`] is a matrix A ∈ R^(d×J) (d queries; parsed from JSON/CSV or built in, see
@@ -7,7 +7,7 @@
 //!
 //! | mechanism | privacy | per-user report | Var of each unbiased answer | post-processing |
 //! |---|---|---|---|---|
-//! | [`GaussianWorkload`] | (ε, δ) | d reals (fixed point) | (σ² + s²/6)/n, σ ∝ 2r√(ln(1/δ))/ε | [`project`] onto conv{±a_v} |
+//! | [`GaussianWorkload`] | (ε, δ) | d reals (fixed point) | (σ² + s²/6)/n, σ ∝ 2r√(ln(1/δ))/ε | [`project()`](fn@project) onto conv{±a_v} |
 //! | [`HrWorkload`] | ε | log₂ K bits | closed form via two FWHTs per block ([`hr`]) | simplex projection of p̂ |
 //! | [`AdaptiveQuery`] | ε | 1 bit, one group per query | ≈ r²C²·d/n ([`adaptive`]) | none |
 //!
@@ -49,7 +49,7 @@ impl WorkloadEstimate {
     }
 }
 
-/// The empirical distribution of encoded values over [J]. Errors: a value ≥ J, no value.
+/// The empirical distribution of encoded values over \[J\]. Errors: a value ≥ J, no value.
 pub fn distribution(values: &[usize], j: usize) -> harmony_core::Result<Vec<f64>> {
     if values.is_empty() {
         return Err(harmony_core::Error::input("values", "[]", "at least one user"));

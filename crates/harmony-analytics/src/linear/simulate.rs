@@ -36,7 +36,7 @@ pub fn gaussian(mech: &GaussianWorkload, values: &[usize], seed: u64) -> Result<
     Ok(total)
 }
 
-/// Every user sends a Hadamard Response report; returns HR's frequency estimate over [J].
+/// Every user sends a Hadamard Response report; returns HR's frequency estimate over \[J\].
 pub fn hr(mech: &HrWorkload, values: &[usize], seed: u64) -> Result<FrequencyEstimate> {
     let oracle = mech.oracle();
     let parts: Vec<Result<_>> = values

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 const Z: f64 = 4.42;
 
-/// A fixed population of n values over [J] (Zipf-like weights, seeded).
+/// A fixed population of n values over \[J\] (Zipf-like weights, seeded).
 fn population(n: usize, j: usize, seed: u64) -> Vec<usize> {
     let w: Vec<f64> = (1..=j).map(|r| (r as f64).powf(-0.8)).collect();
     let total: f64 = w.iter().sum();
@@ -31,7 +31,7 @@ fn population(n: usize, j: usize, seed: u64) -> Vec<usize> {
         .collect()
 }
 
-/// A mixed workload over [J]: prefix ranges, a point query, and signed weights.
+/// A mixed workload over \[J\]: prefix ranges, a point query, and signed weights.
 fn mixed_workload(j: usize) -> Workload {
     let mut names = Vec::new();
     let mut rows = Vec::new();

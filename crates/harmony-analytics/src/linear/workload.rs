@@ -1,4 +1,4 @@
-//! Domains and workloads: the matrix A ∈ R^(d×J) of d linear queries over a domain [J].
+//! Domains and workloads: the matrix A ∈ R^(d×J) of d linear queries over a domain \[J\].
 //!
 //! # Domain
 //! [`Domain`] is a categorical attribute, or the cross-product of a few (binned numeric
@@ -9,7 +9,7 @@
 //! * **JSON list of queries**: `{"attributes": ["sex", "race"], "queries": [Q, …]}`
 //!   (`attributes` is optional and only read by the CLI), each Q an object with an optional
 //!   `"name"` and exactly one of:
-//!   - `{"range": [a, b]}`: the records whose coordinate lies in [a, b] (inclusive), a and b
+//!   - `{"range": [a, b]}`: the records whose coordinate lies in \[a, b\] (inclusive), a and b
 //!     being category indices (0-based) or labels;
 //!   - `{"in": ["Female", …]}`: the records whose coordinate is one of these labels;
 //!   - `{"weights": [w_0, …, w_(J−1)]}`: an explicit row of A;
@@ -21,7 +21,7 @@
 //! * **CSV matrix**: one query per line with J numbers, optionally preceded by a name field; an
 //!   optional header line (no numbers) and `#` comment lines are skipped.
 //! * **Built-ins**: `identity` (the J point queries: distribution estimation), `prefix` (the J
-//!   prefix ranges [0, j]).
+//!   prefix ranges \[0, j\]).
 
 use harmony_core::{Error, Result};
 use serde_json::Value as Json;
@@ -51,7 +51,7 @@ pub struct DomainAttribute {
     pub labels: Vec<String>,
 }
 
-/// A finite domain [J]: one attribute or the cross-product of several.
+/// A finite domain \[J\]: one attribute or the cross-product of several.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Domain {
     attributes: Vec<DomainAttribute>,
@@ -153,14 +153,14 @@ impl Domain {
     fn names(&self) -> Vec<&str> {
         self.attributes.iter().map(|a| a.name.as_str()).collect()
     }
-    /// The 0/1 row over [J] of "coordinate `a` is in `mask`".
+    /// The 0/1 row over \[J\] of "coordinate `a` is in `mask`".
     fn lift(&self, a: usize, mask: &[bool]) -> Vec<f64> {
         let (s, k) = (self.strides[a], self.attributes[a].labels.len());
         (0..self.size).map(|v| if mask[(v / s) % k] { 1.0 } else { 0.0 }).collect()
     }
 }
 
-/// A workload: d linear queries over [J], the rows of A ∈ R^(d×J). The answer to query t on a
+/// A workload: d linear queries over \[J\], the rows of A ∈ R^(d×J). The answer to query t on a
 /// distribution p is ⟨a_t, p⟩ (for 0/1 rows: the fraction of records satisfying the predicate).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Workload {
@@ -220,7 +220,7 @@ impl Workload {
         let names = (0..j).map(|v| domain.label(v)).collect();
         Self::from_rows(names, j, rows)
     }
-    /// The J prefix ranges [0, t] over `domain`'s index order. Errors: J² above
+    /// The J prefix ranges \[0, t\] over `domain`'s index order. Errors: J² above
     /// [`MAX_ENTRIES`].
     pub fn prefix(domain: &Domain) -> Result<Self> {
         let j = domain.size();
@@ -379,7 +379,7 @@ impl Workload {
     pub fn name(&self, t: usize) -> &str {
         &self.names[t]
     }
-    /// Row t of A (query t's weights over [J]).
+    /// Row t of A (query t's weights over \[J\]).
     pub fn row(&self, t: usize) -> &[f64] {
         &self.rows[t * self.j..(t + 1) * self.j]
     }
@@ -396,12 +396,12 @@ impl Workload {
     pub fn is_identity(&self) -> bool {
         self.identity
     }
-    /// A·p (the answers on a distribution p over [J]).
+    /// A·p (the answers on a distribution p over \[J\]).
     pub fn apply(&self, p: &[f64]) -> Vec<f64> {
         assert_eq!(p.len(), self.j, "apply: p has {} entries, the workload J = {}", p.len(), self.j);
         (0..self.queries()).map(|t| self.row(t).iter().zip(p).map(|(a, b)| a * b).sum()).collect()
     }
-    /// Aᵀ·g (a vector over [J]).
+    /// Aᵀ·g (a vector over \[J\]).
     pub fn apply_transpose(&self, g: &[f64]) -> Vec<f64> {
         assert_eq!(g.len(), self.queries(), "apply_transpose: g has {} entries, d = {}", g.len(), self.queries());
         (0..self.j).map(|v| self.column(v).iter().zip(g).map(|(a, b)| a * b).sum()).collect()
@@ -461,7 +461,7 @@ fn preview(labels: &[String]) -> String {
     }
 }
 
-/// One query object → its row over [J].
+/// One query object → its row over \[J\].
 fn parse_query(q: &Json, ctx: &str, domain: &Domain) -> Result<Vec<f64>> {
     let Json::Object(obj) = q else {
         return Err(Error::input(
