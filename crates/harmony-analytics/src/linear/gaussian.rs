@@ -34,13 +34,13 @@ const GRID: f64 = 1024.0;
 /// let w = Arc::new(Workload::prefix(&Domain::indices(8).unwrap()).unwrap());
 /// let g = GaussianWorkload::new(1.0, 1e-6, w).unwrap();
 /// let mut rng = harmony_core::sampling::fast_rng(7);
-/// let (mut agg, mut buf) = (g.aggregator(), vec!\[0i64; g.queries()\]);
+/// let (mut agg, mut buf) = (g.aggregator(), vec![0i64; g.queries()]);
 /// for i in 0..20_000 {
 ///     g.randomize_into(i % 8, &mut rng, &mut buf).unwrap();
 ///     agg.add(&buf).unwrap();
 /// }
 /// let est = agg.estimate();
-/// // Query 3 = P\[v <= 3\] = 0.5.
+/// // Query 3 = P[v <= 3] = 0.5.
 /// assert!((est.answers[3].value - 0.5).abs() < 5.0 * est.answers[3].std_error);
 /// ```
 #[derive(Debug, Clone, PartialEq)]
