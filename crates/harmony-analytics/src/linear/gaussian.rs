@@ -2,9 +2,11 @@
 //! MECHANISMS.md §G): a user with value v sends y = a_v + N(0, σ² I_d).
 //!
 //! # Privacy
-//! ‖a_v − a_v'‖₂ ≤ 2r with r = max_v ‖a_v‖₂, so adding N(0, σ²I) with σ from
-//! [`analytic_gaussian_sigma`](ε, δ, 2r) is (ε, δ)-LDP (Balle–Wang's exact condition, every
-//! ε > 0). Each coordinate is then sent as an integer multiple of the grid step s = σ/1024 by
+//! The l2 sensitivity of v ↦ a_v is Δ = max_{v,v'} ‖a_v − a_v'‖₂
+//! ([`Workload::l2_sensitivity`]: √2 for A = I, exact by enumeration for moderate J²·d,
+//! otherwise the bound 2r with r = max_v ‖a_v‖₂, as in MECHANISMS.md §G). Adding N(0, σ²I) with
+//! σ from [`analytic_gaussian_sigma`](ε, δ, Δ) is (ε, δ)-LDP (Balle–Wang's exact condition,
+//! every ε > 0). Each coordinate is then sent as an integer multiple of the grid step s = σ/1024 by
 //! unbiased randomized rounding (post-processing: no privacy cost; the low bits of a float
 //! cannot leak the input).
 //!
@@ -49,25 +51,38 @@ pub struct GaussianWorkload {
     eps: Epsilon,
     delta: f64,
     sensitivity: f64,
+    exact_sensitivity: bool,
+    /// max_v ‖a_v‖_∞: bounds the noiseless part of a report entry.
+    max_entry: f64,
     sigma: f64,
     step: f64,
 }
 
 impl GaussianWorkload {
     /// The mechanism for budget (ε, δ) on `workload`. Errors: ε not finite and > 0, δ outside
-    /// (0, 1), an all-zero workload.
+    /// (0, 1), a workload whose columns are all equal (nothing to estimate).
     pub fn new(epsilon: f64, delta: f64, workload: Arc<Workload>) -> Result<Self> {
         let eps = Epsilon::new(epsilon)?;
         if !(delta > 0.0 && delta < 1.0) {
             return Err(Error::param("delta", delta, "a number in (0, 1) (the δ of (ε, δ)-LDP)"));
         }
-        let r = workload.max_column_norm();
-        if r <= 0.0 {
-            return Err(Error::input("workload", "all entries 0", "at least one non-zero entry"));
+        let (sensitivity, exact_sensitivity) = workload.l2_sensitivity();
+        if sensitivity <= 0.0 {
+            return Err(Error::input("workload", "every column equal", "at least two distinct columns a_v"));
         }
-        let sensitivity = 2.0 * r;
+        let max_entry =
+            (0..workload.domain_size()).flat_map(|v| workload.column(v).iter().map(|x| x.abs())).fold(0.0f64, f64::max);
         let sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity)?;
-        Ok(GaussianWorkload { workload, eps, delta, sensitivity, sigma, step: sigma / GRID })
+        Ok(GaussianWorkload {
+            workload,
+            eps,
+            delta,
+            sensitivity,
+            exact_sensitivity,
+            max_entry,
+            sigma,
+            step: sigma / GRID,
+        })
     }
     /// σ of the noise.
     pub fn sigma(&self) -> f64 {
@@ -77,9 +92,13 @@ impl GaussianWorkload {
     pub fn step(&self) -> f64 {
         self.step
     }
-    /// The l2 sensitivity 2r.
+    /// The l2 sensitivity Δ used to calibrate σ.
     pub fn sensitivity(&self) -> f64 {
         self.sensitivity
+    }
+    /// Whether Δ is the exact diameter of the columns (else the bound 2r).
+    pub fn exact_sensitivity(&self) -> bool {
+        self.exact_sensitivity
     }
     /// ε.
     pub fn epsilon(&self) -> Epsilon {
@@ -155,9 +174,9 @@ pub struct GaussianAggregator {
     n: u64,
 }
 
-/// |report entry| bound: |a_v| + 40σ, in grid units (anything beyond is not a valid report).
+/// |report entry| bound: max |a_v| + 40σ, in grid units (anything beyond is not a valid report).
 fn entry_bound(m: &GaussianWorkload) -> i64 {
-    ((m.sensitivity / 2.0 + 40.0 * m.sigma) / m.step).ceil() as i64
+    ((m.max_entry + 40.0 * m.sigma) / m.step).ceil() as i64
 }
 
 impl GaussianAggregator {
@@ -213,7 +232,7 @@ mod tests {
     fn reports_are_validated_and_merge_is_exact() {
         let w = Arc::new(Workload::identity(&Domain::indices(5).unwrap()).unwrap());
         let g = GaussianWorkload::new(1.0, 1e-6, w.clone()).unwrap();
-        assert!((g.sensitivity() - 2.0).abs() < 1e-15);
+        assert!((g.sensitivity() - std::f64::consts::SQRT_2).abs() < 1e-15 && g.exact_sensitivity());
         let mut rng = fast_rng(3);
         let mut buf = vec![0; 5];
         assert!(g.randomize_into(5, &mut rng, &mut buf).unwrap_err().to_string().contains("[0, 5)"));

@@ -7,7 +7,7 @@
 //!
 //! | mechanism | privacy | per-user report | Var of each unbiased answer | post-processing |
 //! |---|---|---|---|---|
-//! | [`GaussianWorkload`] | (ε, δ) | d reals (fixed point) | (σ² + s²/6)/n, σ ∝ 2r√(ln(1/δ))/ε | [`project()`](fn@project) onto conv{±a_v} |
+//! | [`GaussianWorkload`] | (ε, δ) | d reals (fixed point) | (σ² + s²/6)/n, σ ∝ Δ√(ln(1/δ))/ε | [`project()`](fn@project) onto conv{±a_v} |
 //! | [`HrWorkload`] | ε | log₂ K bits | closed form via two FWHTs per block ([`hr`]) | simplex projection of p̂ |
 //! | [`AdaptiveQuery`] | ε | 1 bit, one group per query | ≈ r²C²·d/n ([`adaptive`]) | none |
 //!

@@ -28,6 +28,9 @@ use serde_json::Value as Json;
 
 /// The largest domain accepted (J ≤ 2^24).
 pub const MAX_DOMAIN: usize = 1 << 24;
+/// The work limit (J²·d/2 multiply-adds) of the exact l2 sensitivity
+/// ([`Workload::l2_sensitivity`]); larger workloads use the bound 2r.
+pub const DIAMETER_WORK: usize = 1 << 27;
 /// The largest workload accepted: d·J ≤ 2^26 entries (A is held densely, twice: 1 GiB).
 pub const MAX_ENTRIES: usize = 1 << 26;
 
@@ -392,6 +395,27 @@ impl Workload {
     pub fn max_column_norm(&self) -> f64 {
         (0..self.j).map(|v| self.column(v).iter().map(|x| x * x).sum::<f64>().sqrt()).fold(0.0, f64::max)
     }
+    /// The l2 sensitivity of v ↦ a_v, Δ = max over pairs v, v' of ‖a_v − a_v'‖₂, and whether
+    /// it is exact: √2 for A = I; by enumerating the pairs when J²·d/2 ≤ [`DIAMETER_WORK`];
+    /// otherwise the bound 2r = 2·max_v ‖a_v‖₂ (triangle inequality), flagged `false`.
+    pub fn l2_sensitivity(&self) -> (f64, bool) {
+        if self.identity {
+            return (std::f64::consts::SQRT_2, true);
+        }
+        let d = self.queries();
+        if self.j.saturating_mul(self.j).saturating_mul(d) / 2 > DIAMETER_WORK {
+            return (2.0 * self.max_column_norm(), false);
+        }
+        let mut best = 0.0f64;
+        for v in 0..self.j {
+            let a = self.column(v);
+            for w in v + 1..self.j {
+                let dist2: f64 = a.iter().zip(self.column(w)).map(|(x, y)| (x - y) * (x - y)).sum();
+                best = best.max(dist2);
+            }
+        }
+        (best.sqrt(), true)
+    }
     /// Whether A is the J×J identity.
     pub fn is_identity(&self) -> bool {
         self.identity
@@ -608,6 +632,16 @@ mod tests {
         let w = Workload::parse_json("[[1,0,0],[0,1,0],[0,0,1]]", &d).unwrap();
         assert!(w.is_identity());
         assert!((w.max_column_norm() - 1.0).abs() < 1e-15);
+        assert_eq!(w.l2_sensitivity(), (std::f64::consts::SQRT_2, true));
+        // Columns (1, 0), (0, 1), (1, 1), (−1, 0): diameter ‖(1, 1) − (−1, 0)‖ = √5 < 2r = 2√2.
+        let g = Workload::from_rows(
+            vec!["a".into(), "b".into()],
+            4,
+            vec![vec![1.0, 0.0, 1.0, -1.0], vec![0.0, 1.0, 1.0, 0.0]],
+        )
+        .unwrap();
+        let (delta, exact) = g.l2_sensitivity();
+        assert!(exact && (delta - 5f64.sqrt()).abs() < 1e-15, "{delta}");
         let c = Workload::parse_csv("# a comment\nname,a,b,c\nfirst,1,1,0\n0,0.5,2\n", 3).unwrap();
         assert_eq!((c.queries(), c.name(0), c.name(1)), (2, "first", "q1"));
         assert_eq!(c.row(1), &[0.0, 0.5, 2.0]);

@@ -48,6 +48,12 @@ struct MethodResult {
     /// Gaussian only: σ of the noise.
     #[serde(skip_serializing_if = "Option::is_none")]
     sigma: Option<f64>,
+    /// Gaussian only: the l2 sensitivity Δ σ is calibrated to, and whether it is exact (the
+    /// columns' diameter) or the bound 2·max‖a_v‖.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sensitivity: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sensitivity_exact: Option<bool>,
     /// Mean over runs of ‖answers − truth‖₂ (unbiased answers).
     l2_error: f64,
     /// √(Σ_t predicted variance): the closed-form RMS l2 error of the unbiased answers.
@@ -401,10 +407,12 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
             let start = Instant::now();
             let mut acc = Acc::new(d);
             let (mut sigma, mut predicted) = (None, vec![0.0; d]);
+            let mut sensitivity = None;
             let gauss = if method == "gaussian" {
                 let g = GaussianWorkload::new(eps, delta, workload.clone())
                     .with_context(|| format!("gaussian at ε = {eps}"))?;
                 sigma = Some(g.sigma());
+                sensitivity = Some((g.sensitivity(), g.exact_sensitivity()));
                 predicted = vec![g.answer_variance(n as u64); d];
                 Some(g)
             } else {
@@ -452,8 +460,20 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
                 pb.inc(1);
             }
             let seconds = start.elapsed().as_secs_f64();
-            results
-                .push(finish(method, hull, eps, delta, sigma, acc, &predicted, &truth, &workload, args.runs, seconds));
+            results.push(finish(
+                method,
+                hull,
+                eps,
+                delta,
+                sigma,
+                sensitivity,
+                acc,
+                &predicted,
+                &truth,
+                &workload,
+                args.runs,
+                seconds,
+            ));
         }
     }
     pb.finish_and_clear();
@@ -479,6 +499,7 @@ fn finish(
     eps: f64,
     delta: f64,
     sigma: Option<f64>,
+    sensitivity: Option<(f64, bool)>,
     acc: Acc,
     predicted: &[f64],
     truth: &[f64],
@@ -506,6 +527,8 @@ fn finish(
         epsilon: eps,
         privacy: if method == "gaussian" { format!("({eps}, {delta:e})-LDP") } else { format!("{eps}-LDP") },
         sigma,
+        sensitivity: sensitivity.map(|s| s.0),
+        sensitivity_exact: sensitivity.map(|s| s.1),
         l2_error: acc.l2 / r,
         predicted_l2_error: predicted.iter().sum::<f64>().sqrt(),
         linf_error: acc.linf / r,
