@@ -129,6 +129,32 @@ mod tests {
         assert!((b / a - 3.0).abs() < 1e-9);
     }
 
+    /// The privacy check from first principles: δ(σ) is the hockey-stick divergence
+    /// ∫ max(0, p(x) − e^ε q(x)) dx between N(0, σ²) and N(Δ, σ²) (the worst pair of inputs,
+    /// projected on a_v − a_v'), integrated numerically (Simpson, 200,000 panels), independent
+    /// of the Φ approximation.
+    #[test]
+    fn delta_matches_the_hockey_stick_divergence() {
+        for &(eps, delta, sens) in &[(0.5, 1e-6, 2.0), (1.0, 1e-6, std::f64::consts::SQRT_2), (4.0, 1e-9, 3.0)] {
+            let sigma = analytic_gaussian_sigma(eps, delta, sens).unwrap();
+            let pdf = |x: f64, mu: f64| {
+                (-(x - mu) * (x - mu) / (2.0 * sigma * sigma)).exp() / (sigma * (2.0 * std::f64::consts::PI).sqrt())
+            };
+            let f = |x: f64| (pdf(x, 0.0) - eps.exp() * pdf(x, sens)).max(0.0);
+            let (lo, hi, m) = (-40.0 * sigma, sens + 40.0 * sigma, 200_000);
+            let h = (hi - lo) / m as f64;
+            let mut sum = f(lo) + f(hi);
+            for i in 1..m {
+                sum += f(lo + i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+            }
+            let integral = sum * h / 3.0;
+            assert!(
+                (integral / delta - 1.0).abs() < 1e-3,
+                "eps {eps}, Δ {sens}: ∫ = {integral:e} vs δ = {delta:e} at σ = {sigma}"
+            );
+        }
+    }
+
     #[test]
     fn bad_delta_and_epsilon_are_rejected() {
         for bad in [0.0, 1.0, -0.1, 1.5, f64::NAN] {
