@@ -22,6 +22,20 @@ use harmony_core::{Epsilon, Error, Estimate, Result};
 use rand::Rng;
 
 /// Duchi 1-D answering one query on its own user group.
+///
+/// # Example
+/// ```
+/// use harmony_analytics::linear::AdaptiveQuery;
+/// // "Share of values 0 and 1, minus half the share of value 3" over J = 4.
+/// let q = AdaptiveQuery::new(1.0, &[1.0, 1.0, 0.0, -0.5]).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(4);
+/// let mut agg = q.aggregator();
+/// for i in 0..40_000 {
+///     agg.add(q.randomize(i % 4, &mut rng).unwrap());
+/// }
+/// let est = agg.estimate(); // truth: 0.25 + 0.25 − 0.125 = 0.375
+/// assert!((est.value - 0.375).abs() < 5.0 * est.std_error);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdaptiveQuery {
     duchi: Duchi,

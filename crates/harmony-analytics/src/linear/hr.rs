@@ -23,6 +23,25 @@ use harmony_core::{Error, Estimate, FrequencyEstimate, FrequencyOracle, Result};
 use std::sync::Arc;
 
 /// Hadamard Response over \[J\] answering a workload.
+///
+/// # Example
+/// ```
+/// use harmony_analytics::linear::{Domain, HrWorkload, Workload};
+/// use harmony_core::{Aggregator, FrequencyOracle};
+/// use std::sync::Arc;
+/// let w = Arc::new(Workload::prefix(&Domain::indices(16).unwrap()).unwrap());
+/// let hr = HrWorkload::new(1.0, w).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(9);
+/// let mut agg = hr.oracle().aggregator();
+/// for i in 0..20_000 {
+///     agg.add(&hr.oracle().randomize(i % 16, &mut rng).unwrap()).unwrap();
+/// }
+/// let ans = hr.answer(&agg.estimate()).unwrap();
+/// // Query 7 = P[v <= 7] = 0.5, unbiased with its standard error; projected: biased, inside [0, 1].
+/// let q = ans.answers.answers[7];
+/// assert!((q.value - 0.5).abs() < 5.0 * q.std_error);
+/// assert!((0.0..=1.0).contains(&ans.projected[7]));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct HrWorkload {
     oracle: HadamardResponse,
