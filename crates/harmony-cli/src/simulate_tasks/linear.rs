@@ -174,6 +174,8 @@ struct Population {
     domain: Domain,
     values: Vec<usize>,
     parse_seconds: f64,
+    /// The schema's default budgets, if any.
+    epsilon: Option<Vec<f64>>,
 }
 
 /// Zipf(1.1) values over [J], seeded (stream u64::MAX − 1 of --seed).
@@ -204,6 +206,7 @@ fn synthetic(n: usize, j: usize, seed: u64) -> Result<Population> {
         domain: Domain::indices(j)?,
         values,
         parse_seconds: 0.0,
+        epsilon: None,
     })
 }
 
@@ -300,7 +303,13 @@ fn load(args: &SimulateArgs, workload_attrs: Option<Vec<String>>) -> Result<Popu
         }
         values.push(domain.index(&coords)?);
     }
-    Ok(Population { data: data_name, domain, values, parse_seconds: t0.elapsed().as_secs_f64() })
+    Ok(Population {
+        data: data_name,
+        domain,
+        values,
+        parse_seconds: t0.elapsed().as_secs_f64(),
+        epsilon: file.epsilon.clone(),
+    })
 }
 
 /// The workload: a built-in name, or a JSON/CSV file.
@@ -391,7 +400,7 @@ fn compute(args: &SimulateArgs) -> Result<Output> {
         parse_workload(&spec, text.as_deref(), &pop.domain)
             .with_context(|| format!("--queries {spec} over a domain of J = {}", pop.domain.size()))?,
     );
-    let epsilons = args.epsilon.clone().unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
+    let epsilons = args.epsilon.clone().or(pop.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let n = pop.values.len();
     let p = linear::distribution(&pop.values, pop.domain.size())?;
     let truth = workload.apply(&p);
