@@ -73,9 +73,17 @@ pub struct TaskArgs {
     /// and binned numeric ones).
     #[arg(long, value_delimiter = ',')]
     pub attributes: Option<Vec<String>>,
-    /// linear-queries: δ of the Gaussian mechanism ((ε, δ)-LDP), in (0, 1).
+    /// linear-queries: δ of the Gaussian mechanism ((ε, δ)-LDP), in (0, 1) (default 1e-6).
     #[arg(long)]
     pub delta: Option<f64>,
+    /// linear-queries with --synthetic N: the synthetic domain size J (values 0..J−1 drawn
+    /// Zipf(1.1); default 1000).
+    #[arg(long)]
+    pub synthetic_domain: Option<usize>,
+    /// linear-queries: where the Gaussian answers are projected: symmetric (conv{±a_v},
+    /// Bassily's K; the default) or simplex (conv{a_v}, the answers of distributions).
+    #[arg(long)]
+    pub hull: Option<String>,
 }
 
 /// Runs a non-default task. `args.task.task` is never `Task::Means` here.

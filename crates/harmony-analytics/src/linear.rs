@@ -1,1 +1,0 @@
-//! (linear: in progress)

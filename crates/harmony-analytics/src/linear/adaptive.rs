@@ -1,0 +1,163 @@
+//! Adaptive queries answered by disjoint user groups (Bassily, AISTATS'19; MECHANISMS.md §G):
+//! the n users are split into d disjoint groups, one per query; query t may be chosen after
+//! the answers to queries < t (adaptively), since its group has not reported yet. A user of
+//! group t with value v sends Duchi's 1-bit mechanism on ⟨q_t, e_v⟩/r_t = q_t\[v\]/r_t, with
+//! r_t = max_v |q_t\[v\]| (public, from the query): ε-LDP, 1 bit per user, each user once.
+//!
+//! # Utility
+//! Group estimate: r_t·C·(2·#positive/m − 1), C = (e^ε + 1)/(e^ε − 1), unbiased for the
+//! group's mean of q_t\[v\]. With the groups a uniformly random partition (group size m out of
+//! n), it is unbiased for ⟨q_t, p⟩ over all n users, with
+//!
+//! Var = (r²C² − a)/m + n/(n − 1)·(1/m − 1/n)·(a − b²),  a = Σ_v p_v q_t\[v\]², b = ⟨q_t, p⟩
+//!
+//! (the mechanism's variance plus the sampling variance of a simple random sample). The second
+//! factor is below 1/m, so Var is largest at a = b²: the reported standard error is
+//! √((r²C² − b̂²)/m) (b̂ clamped to \[−r, r\]), exact when q_t is constant on the users' values and
+//! otherwise conservative by at most (a − b²)/n. About r²C²·d/n per query.
+
+use harmony_core::numeric::duchi::Duchi;
+use harmony_core::sampling::{bernoulli, uniform_below};
+use harmony_core::{Epsilon, Error, Estimate, Result};
+use rand::Rng;
+
+/// Duchi 1-D answering one query on its own user group.
+///
+/// # Example
+/// ```
+/// use harmony_analytics::linear::AdaptiveQuery;
+/// // "Share of values 0 and 1, minus half the share of value 3" over J = 4.
+/// let q = AdaptiveQuery::new(1.0, &[1.0, 1.0, 0.0, -0.5]).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(4);
+/// let mut agg = q.aggregator();
+/// for i in 0..40_000 {
+///     agg.add(q.randomize(i % 4, &mut rng).unwrap());
+/// }
+/// let est = agg.estimate(); // truth: 0.25 + 0.25 − 0.125 = 0.375
+/// assert!((est.value - 0.375).abs() < 5.0 * est.std_error);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveQuery {
+    duchi: Duchi,
+    q: Vec<f64>,
+    r: f64,
+}
+
+impl AdaptiveQuery {
+    /// A query (weights over \[J\]) under budget ε. Errors: ε not finite and > 0, J < 1, a
+    /// non-finite weight.
+    pub fn new(epsilon: f64, q: &[f64]) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        if q.is_empty() {
+            return Err(Error::input("query", "[]", "weights over a domain of J >= 1 values"));
+        }
+        if let Some(v) = q.iter().position(|x| !x.is_finite()) {
+            return Err(Error::input(format!("query weight {v}"), q[v], "a finite number"));
+        }
+        let r = q.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        Ok(AdaptiveQuery { duchi: Duchi::from_epsilon(eps), q: q.to_vec(), r })
+    }
+    /// r = max |q_v|.
+    pub fn scale(&self) -> f64 {
+        self.r
+    }
+    /// C = (e^ε + 1)/(e^ε − 1).
+    pub fn c(&self) -> f64 {
+        self.duchi.scale()
+    }
+    /// The 1-bit report of a user with value v. Errors: v ≥ J.
+    pub fn randomize<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> Result<bool> {
+        let x = *self.q.get(v).ok_or_else(|| Error::input("value", v, format!("an index in [0, {})", self.q.len())))?;
+        let t = if self.r > 0.0 { x / self.r } else { 0.0 };
+        Ok(bernoulli(rng, self.duchi.prob_positive(t)))
+    }
+    /// An empty aggregator for this query's group.
+    pub fn aggregator(&self) -> AdaptiveAggregator {
+        AdaptiveAggregator { rc: self.r * self.c(), positive: 0, n: 0 }
+    }
+    /// The exact variance of the group estimate (module doc) for a group of m out of n users
+    /// with distribution p.
+    pub fn variance(&self, p: &[f64], n: u64, m: u64) -> f64 {
+        let a: f64 = self.q.iter().zip(p).map(|(q, p)| p * q * q).sum();
+        let b: f64 = self.q.iter().zip(p).map(|(q, p)| p * q).sum();
+        let (n, m) = (n as f64, m as f64);
+        let rc = self.r * self.c();
+        let sampling = if n > 1.0 { n / (n - 1.0) * (1.0 / m - 1.0 / n) * (a - b * b) } else { 0.0 };
+        (rc * rc - a) / m + sampling
+    }
+}
+
+/// One group's counts. Mergeable.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveAggregator {
+    rc: f64,
+    positive: u64,
+    n: u64,
+}
+
+impl AdaptiveAggregator {
+    /// Adds one report.
+    pub fn add(&mut self, positive: bool) {
+        self.positive += positive as u64;
+        self.n += 1;
+    }
+    /// Merges another aggregator of the same query.
+    pub fn merge(&mut self, other: &Self) -> Result<()> {
+        if self.rc != other.rc {
+            return Err(Error::Incompatible(format!(
+                "adaptive query aggregators with r·C {} and {}",
+                self.rc, other.rc
+            )));
+        }
+        self.positive += other.positive;
+        self.n += other.n;
+        Ok(())
+    }
+    /// Reports added (the group size m).
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+    /// The unbiased answer with its (conservative) standard error √((r²C² − b̂²)/m).
+    pub fn estimate(&self) -> Estimate {
+        if self.n == 0 {
+            return Estimate::new(0.0, f64::INFINITY);
+        }
+        let m = self.n as f64;
+        let b = self.rc * (2.0 * self.positive as f64 / m - 1.0);
+        let clamped = b.clamp(-self.rc, self.rc);
+        Estimate::from_variance(b, (self.rc * self.rc - clamped * clamped) / m)
+    }
+}
+
+/// A uniformly random balanced partition of n users into `groups` groups (sizes ⌊n/g⌋ or
+/// ⌈n/g⌉): entry i is user i's group. Errors: groups = 0 or groups > n.
+pub fn partition<R: Rng + ?Sized>(n: usize, groups: usize, rng: &mut R) -> Result<Vec<u32>> {
+    if groups == 0 || groups > n || groups > u32::MAX as usize {
+        return Err(Error::input("groups", groups, format!("between 1 and the number of users ({n})")));
+    }
+    let mut g: Vec<u32> = (0..n).map(|i| (i % groups) as u32).collect();
+    for i in (1..n).rev() {
+        let k = uniform_below(rng, i as u64 + 1) as usize;
+        g.swap(i, k);
+    }
+    Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_core::sampling::fast_rng;
+
+    #[test]
+    fn partition_is_balanced_and_errors_are_clear() {
+        let mut rng = fast_rng(5);
+        let g = partition(10, 3, &mut rng).unwrap();
+        let sizes: Vec<usize> = (0..3).map(|t| g.iter().filter(|&&x| x == t).count()).collect();
+        assert_eq!(sizes, vec![4, 3, 3]);
+        assert!(partition(2, 3, &mut rng).unwrap_err().to_string().contains("between 1 and"));
+        let q = AdaptiveQuery::new(1.0, &[1.0, -2.0, 0.0]).unwrap();
+        assert_eq!(q.scale(), 2.0);
+        assert!(q.randomize(3, &mut rng).is_err());
+        assert!(AdaptiveQuery::new(1.0, &[f64::NAN]).is_err());
+    }
+}
