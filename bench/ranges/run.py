@@ -39,7 +39,8 @@ def harmony(binary, args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "debug", "harmony"))
-    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=200, help="range runs on Adult")
+    ap.add_argument("--census-runs", type=int, default=60, help="range runs on census_income_kdd (6x the users)")
     ap.add_argument("--qruns", type=int, default=100)
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=1)
@@ -47,10 +48,11 @@ def main():
     ap.add_argument("--json-dir", help="also save each JSON output here")
     a = ap.parse_args()
     sets = [ADULT] if a.quick else [ADULT, CENSUS]
-    runs = 20 if a.quick else a.runs
+    runs_of = {ADULT[0]: 20 if a.quick else a.runs, CENSUS[0]: a.census_runs}
     rows, quant, speed = [], [], []
     t0 = time.time()
     for data, schema, cols in sets:
+        runs = runs_of[data]
         for col in cols:
             base = ["--data", data, "--schema", schema, "--column", col, "--seed", str(a.seed)]
             r = harmony(a.bin, base + ["--task", "range", "--runs", str(runs), "--queries", str(a.queries),
@@ -64,26 +66,26 @@ def main():
                         json.dump(obj, f, indent=1)
             name = f"{os.path.basename(data).split('.')[0]}:{col}"
             for res in r["results"]:
-                rows.append((name, r["n"], r["bins"], res))
+                rows.append((name, r["n"], r["bins"], r["runs"], res))
                 speed.append((name, res["method"], res["epsilon"], res["million_queries"]))
             for res in q["results"]:
                 for qq in res["quantiles"]:
                     quant.append((name, q["bins"], res["method"], qq))
             print(f"# done {name} ({time.time() - t0:.0f} s)", file=sys.stderr)
 
-    print(f"## Ranges: {a.queries} random ranges x {runs} runs per (method, eps)\n")
-    print("| column | n | D | method | eps | B | empirical MSE | predicted MSE | ratio | consistent MSE | reduction |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"## Ranges: {a.queries} random ranges per (method, eps), runs as listed\n")
+    print("| column | n | D | runs | method | eps | B | empirical MSE | predicted MSE | ratio | consistent MSE | reduction |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = []
-    for name, n, d, res in rows:
+    for name, n, d, nr, res in rows:
         cons = res.get("consistent_mse")
         ratios.append(res["ratio"])
-        print(f"| {name} | {n} | {d} | {res['method']} | {res['epsilon']} | {res['branching'] or '-'} | "
+        print(f"| {name} | {n} | {d} | {nr} | {res['method']} | {res['epsilon']} | {res['branching'] or '-'} | "
               f"{res['empirical_mse']:.3e} | {res['predicted_mse']:.3e} | {res['ratio']:.3f} | "
               + (f"{cons:.3e} | {100 * res['consistency_reduction']:.0f}% |" if cons is not None else "- | - |"))
     inside = sum(0.85 <= x <= 1.15 for x in ratios)
     print(f"\nratio in [0.85, 1.15]: {inside}/{len(ratios)} (min {min(ratios):.3f}, max {max(ratios):.3f})")
-    reds = [res["consistency_reduction"] for _, _, _, res in rows if "consistency_reduction" in res]
+    reds = [res["consistency_reduction"] for _, _, _, _, res in rows if "consistency_reduction" in res]
     if reds:
         print(f"consistency lowers HH's MSE by {100 * min(reds):.0f}% to {100 * max(reds):.0f}% "
               f"(median {100 * sorted(reds)[len(reds) // 2]:.0f}%)")
@@ -92,7 +94,7 @@ def main():
     print("| column | eps | best of hh(raw)/haar/flat | best incl. consistent hh | MSEs hh-raw / hh-cons / haar / flat |")
     print("|---|---|---|---|---|")
     cells = {}
-    for name, _, _, res in rows:
+    for name, _, _, _, res in rows:
         cells.setdefault((name, res["epsilon"]), {})[res["method"]] = res
     for (name, eps), m in cells.items():
         raw = {k: v["empirical_mse"] for k, v in m.items()}

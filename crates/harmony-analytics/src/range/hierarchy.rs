@@ -133,15 +133,16 @@ pub fn choose_branching(epsilon: f64, d: usize) -> Result<usize> {
     let ranges: Vec<(usize, usize)> = if d <= 128 {
         (0..d).flat_map(|a| (a + 1..=d).map(move |b| (a, b))).collect()
     } else {
-        let mut rng = harmony_core::sampling::fast_rng(0x5eed_b5);
+        let mut rng = harmony_core::sampling::fast_rng(0x5eed_00b5);
         (0..4000).map(|_| random_range(d, &mut rng)).collect()
     };
     let mut best = (f64::INFINITY, 2);
     let mut runs = Vec::new();
     for bf in 2..=16usize {
         let h = height(bf, d);
-        let noise: Vec<LevelNoise> =
-            (1..=h).map(|l| Adaptive::new(epsilon, bf.pow(l as u32)).map(|o| LevelNoise::of(&o))).collect::<Result<_>>()?;
+        let noise: Vec<LevelNoise> = (1..=h)
+            .map(|l| Adaptive::new(epsilon, bf.pow(l as u32)).map(|o| LevelNoise::of(&o)))
+            .collect::<Result<_>>()?;
         let mut total = 0.0;
         for &(a, b) in &ranges {
             decompose(bf, h, a, b, &mut runs);
@@ -215,7 +216,8 @@ impl Hierarchy {
             return Err(Error::input("values", values.len(), format!("at least {} users (one per level)", self.h)));
         }
         let groups = assign_groups(values.len(), self.h, rng);
-        let mut nodes: Vec<Vec<usize>> = split_sizes(values.len(), self.h).into_iter().map(Vec::with_capacity).collect();
+        let mut nodes: Vec<Vec<usize>> =
+            split_sizes(values.len(), self.h).into_iter().map(Vec::with_capacity).collect();
         for (&x, &g) in values.iter().zip(&groups) {
             let l = g as usize + 1;
             nodes[l - 1].push(x / self.b.pow((self.h - l) as u32));

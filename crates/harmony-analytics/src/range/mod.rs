@@ -140,9 +140,8 @@ impl Cdf {
             return Err(Error::param("z", z, "finite and >= 0"));
         }
         let d = self.values.len() - 1;
-        let first = |shift: f64| {
-            (0..d).find(|&t| self.values[t + 1] + shift * self.std_errors[t + 1] >= q).unwrap_or(d - 1)
-        };
+        let first =
+            |shift: f64| (0..d).find(|&t| self.values[t + 1] + shift * self.std_errors[t + 1] >= q).unwrap_or(d - 1);
         Ok(QuantileEstimate { q, bin: first(0.0), lower: first(z), upper: first(-z) })
     }
 }

@@ -95,7 +95,10 @@ impl Collector {
 
 /// Finds and discretizes the column. Errors: unknown column, a categorical column, no values.
 fn bin_column(args: &SimulateArgs, file: &SchemaFile, table: &Table) -> Result<Binned> {
-    let name = args.task.column.clone().ok_or_else(|| anyhow!("--column is missing: --task range/quantiles needs the ordered column to analyse"))?;
+    let name =
+        args.task.column.clone().ok_or_else(|| {
+            anyhow!("--column is missing: --task range/quantiles needs the ordered column to analyse")
+        })?;
     let attr = file.attributes.iter().find(|a| a.name() == name).ok_or_else(|| {
         let names: Vec<&str> = file.attributes.iter().map(|a| a.name()).collect();
         anyhow!("--column is \"{name}\", expected one of the schema's attributes: {}", names.join(", "))
@@ -174,6 +177,21 @@ fn bin_column(args: &SimulateArgs, file: &SchemaFile, table: &Table) -> Result<B
 /// Runs `--task range` or `--task quantiles`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let quantiles = args.task.task == Task::Quantiles;
+    let out = compute(args)?;
+    if let Some(path) = &args.plot {
+        write_plot(path, &out, quantiles)?;
+        eprintln!("wrote {}", path.display());
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => print_table(&out, quantiles),
+    }
+    Ok(())
+}
+
+/// The simulation's JSON output.
+fn compute(args: &SimulateArgs) -> Result<Value> {
+    let quantiles = args.task.task == Task::Quantiles;
     let qs = args.task.quantiles.clone().unwrap_or(vec![0.1, 0.5, 0.9]);
     for &q in &qs {
         check_quantile(q).map_err(|e| anyhow!("--quantiles: {e}"))?;
@@ -220,23 +238,14 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         }
     }
     pb.finish_and_clear();
-    let out = json!({
+    Ok(json!({
         "task": if quantiles { "quantiles" } else { "range" },
         "data": data_name, "column": col.name, "n": col.values.len(), "bins": d,
         "binning": col.how, "bin_lo": col.lo, "bin_width": col.width,
         "runs": args.runs, "seed": args.seed,
         "queries": if quantiles { Value::Null } else { json!(n_queries) },
         "results": results,
-    });
-    if let Some(path) = &args.plot {
-        write_plot(path, &out, quantiles)?;
-        eprintln!("wrote {}", path.display());
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out, quantiles),
-    }
-    Ok(())
+    }))
 }
 
 /// Empirical MSE over the ranges and runs beside the closed-form prediction (from the true
@@ -281,7 +290,8 @@ fn range_cell(
         }
         if run == 0 {
             // The prediction uses the truth (for HH: the raw estimator's exact variance).
-            predicted = Some(queries.iter().map(|&(a, b)| main.range_variance(a, b, f)).sum::<f64>() / queries.len() as f64);
+            predicted =
+                Some(queries.iter().map(|&(a, b)| main.range_variance(a, b, f)).sum::<f64>() / queries.len() as f64);
             speed = million_queries(&est, col.d);
             let plug = main.plug_in_freqs();
             for &(a, b) in queries.iter().take(5) {
@@ -394,7 +404,10 @@ fn print_table(out: &Value, quantiles: bool) {
     );
     let results = out["results"].as_array().cloned().unwrap_or_default();
     if quantiles {
-        println!("{:<6} {:>5} {:>5} {:>14} {:>20} {:>26} {:>9}", "method", "eps", "q", "true (units)", "estimate (units)", "95% interval (units)", "coverage");
+        println!(
+            "{:<6} {:>5} {:>5} {:>14} {:>20} {:>26} {:>9}",
+            "method", "eps", "q", "true (units)", "estimate (units)", "95% interval (units)", "coverage"
+        );
         for r in &results {
             for q in r["quantiles"].as_array().cloned().unwrap_or_default() {
                 let u = &q["estimate"]["units"];
@@ -450,13 +463,20 @@ fn write_plot(path: &std::path::Path, out: &Value, quantiles: bool) -> Result<()
         }
         series
     };
-    let title = format!("{} / {}: n = {}, {} runs", out["data"].as_str().unwrap_or(""), out["column"].as_str().unwrap_or(""), out["n"], out["runs"]);
+    let title = format!(
+        "{} / {}: n = {}, {} runs",
+        out["data"].as_str().unwrap_or(""),
+        out["column"].as_str().unwrap_or(""),
+        out["n"],
+        out["runs"]
+    );
     let panels = if quantiles {
         let mut series: Vec<Series> = Vec::new();
         for r in &results {
             for q in r["quantiles"].as_array().cloned().unwrap_or_default() {
                 let label = format!("{} q={}", r["method"].as_str().unwrap_or(""), q["q"]);
-                let p = (r["epsilon"].as_f64().unwrap_or(f64::NAN), q["mean_abs_bin_error"].as_f64().unwrap_or(f64::NAN));
+                let p =
+                    (r["epsilon"].as_f64().unwrap_or(f64::NAN), q["mean_abs_bin_error"].as_f64().unwrap_or(f64::NAN));
                 match series.iter_mut().find(|s| s.label == label) {
                     Some(s) => s.points.push(p),
                     None => series.push(Series { label, points: vec![p] }),
@@ -472,8 +492,108 @@ fn write_plot(path: &std::path::Path, out: &Value, quantiles: bool) -> Result<()
         emp.extend(cons);
         vec![
             Panel { title: "empirical MSE over random ranges".into(), y_label: "MSE (fraction²)".into(), series: emp },
-            Panel { title: "closed-form prediction".into(), y_label: "MSE (fraction²)".into(), series: series_of("predicted_mse") },
+            Panel {
+                title: "closed-form prediction".into(),
+                y_label: "MSE (fraction²)".into(),
+                series: series_of("predicted_mse"),
+            },
         ]
     };
     crate::plot::line_panels_png(path, &title, &panels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: SimulateArgs,
+    }
+
+    fn args(extra: &[&str]) -> SimulateArgs {
+        let mut v = vec!["simulate"];
+        v.extend_from_slice(extra);
+        Wrap::parse_from(v).args
+    }
+
+    fn err(extra: &[&str]) -> String {
+        format!("{:#}", compute(&args(extra)).expect_err("the options must be rejected"))
+    }
+
+    #[test]
+    fn bad_input_gives_clear_errors() {
+        let e = err(&["--task", "range", "--column", "workclass"]);
+        assert!(e.contains("\"workclass\" is categorical") && e.contains("ordered"), "{e}");
+        let e = err(&["--task", "range", "--column", "salary"]);
+        assert!(e.contains("--column is \"salary\"") && e.contains("age"), "{e}");
+        let e = err(&["--task", "range"]);
+        assert!(e.contains("--column is missing"), "{e}");
+        for q in ["1.5", "0", "1", "-0.1"] {
+            let e = err(&["--task", "quantiles", "--column", "age", "--quantiles", &format!("0.5,{q}")]);
+            assert!(e.contains("--quantiles") && e.contains("quantile q") && e.contains("(0, 1)"), "{e}");
+        }
+        let e = err(&["--task", "range", "--column", "age", "--method", "wavelet"]);
+        assert!(e.contains("--method has \"wavelet\"") && e.contains("hh, haar or flat"), "{e}");
+        let e = err(&["--task", "range", "--column", "age", "--bins", "1"]);
+        assert!(e.contains("--bins is 1"), "{e}");
+        let e = err(&["--task", "range", "--column", "age", "--queries", "many"]);
+        assert!(e.contains("--queries is \"many\""), "{e}");
+        // An empty column.
+        let dir = std::env::temp_dir().join(format!("harmony-range-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (csv, toml) = (dir.join("d.csv"), dir.join("s.toml"));
+        std::fs::write(&csv, "x,y\n,1\n,2\n").unwrap();
+        let schema = "[[attributes]]\nname = \"x\"\nkind = \"numeric\"\nmin = 0\nmax = 9\n\n[[attributes]]\nname = \"y\"\nkind = \"numeric\"\nmin = 0\nmax = 9\n";
+        std::fs::write(&toml, schema).unwrap();
+        let e = err(&[
+            "--task",
+            "range",
+            "--column",
+            "x",
+            "--data",
+            csv.to_str().unwrap(),
+            "--schema",
+            toml.to_str().unwrap(),
+        ]);
+        assert!(e.contains("column \"x\" is empty"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn small_runs_have_the_json_fields_and_are_reproducible() {
+        let a = args(&["--task", "range", "--column", "age", "--runs", "2", "--queries", "50", "--epsilon", "1,4"]);
+        let o = compute(&a).unwrap();
+        let mses = |v: &Value| -> Vec<f64> {
+            v["results"].as_array().unwrap().iter().map(|r| r["empirical_mse"].as_f64().unwrap()).collect()
+        };
+        assert_eq!(mses(&o), mses(&compute(&a).unwrap()), "same seed, same errors");
+        assert_eq!(o["bins"], 74);
+        let r = o["results"].as_array().unwrap();
+        assert_eq!(r.len(), 6);
+        for x in r {
+            let ratio = x["ratio"].as_f64().unwrap();
+            assert!(ratio > 0.2 && ratio < 5.0, "{x}");
+            assert!(x["sample_answers"][0]["units"][0].as_f64().unwrap() >= 17.0);
+        }
+        assert!(r[0]["consistent_mse"].as_f64().unwrap() < r[0]["empirical_mse"].as_f64().unwrap());
+        let q = compute(&args(&[
+            "--task",
+            "quantiles",
+            "--column",
+            "age",
+            "--runs",
+            "3",
+            "--epsilon",
+            "2",
+            "--method",
+            "haar",
+        ]))
+        .unwrap();
+        let qs = q["results"][0]["quantiles"].as_array().unwrap();
+        assert_eq!(qs.len(), 3);
+        assert_eq!(qs[1]["true_value"], 37.0);
+    }
 }
