@@ -50,6 +50,10 @@ pub struct TaskArgs {
     /// power of the branching factor chosen automatically).
     #[arg(long)]
     pub bins: Option<usize>,
+    /// range/quantiles: the hierarchy's branching factor B for `--method hh` (default: the B
+    /// minimizing the closed-form variance).
+    #[arg(long)]
+    pub branching: Option<usize>,
     /// range: hh|haar|flat (comma-separated; default all); heavy-hitters: pem|treehist;
     /// marginals: calm|direct|fourier|… (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]

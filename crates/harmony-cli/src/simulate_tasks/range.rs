@@ -66,10 +66,13 @@ impl Est {
 }
 
 impl Collector {
-    fn new(method: &str, eps: f64, d: usize) -> Result<(Self, Option<usize>)> {
+    fn new(method: &str, eps: f64, d: usize, branching: Option<usize>) -> Result<(Self, Option<usize>)> {
         Ok(match method {
             "hh" => {
-                let b = choose_branching(eps, d)?;
+                let b = match branching {
+                    Some(b) => b,
+                    None => choose_branching(eps, d)?,
+                };
                 (Collector::Hh(Hierarchy::new(eps, b, d)?), Some(b))
             }
             "haar" => (Collector::Haar(Haar::new(eps, d)?), None),
@@ -219,7 +222,7 @@ fn compute(args: &SimulateArgs) -> Result<Value> {
     for (mi, method) in methods.iter().enumerate() {
         for (ei, &eps) in epsilons.iter().enumerate() {
             let t0 = Instant::now();
-            let (collector, b) = Collector::new(method, eps, d)?;
+            let (collector, b) = Collector::new(method, eps, d, args.task.branching)?;
             let mut rng = fast_rng(stream_seed(args.seed, 1 + (mi * 1000 + ei) as u64));
             let r = if quantiles {
                 quantile_cell(args, &col, &f, &qs, &collector, &mut rng, &pb)?
@@ -537,6 +540,8 @@ mod tests {
         }
         let e = err(&["--task", "range", "--column", "age", "--method", "wavelet"]);
         assert!(e.contains("--method has \"wavelet\"") && e.contains("hh, haar or flat"), "{e}");
+        let e = err(&["--task", "range", "--column", "age", "--branching", "1"]);
+        assert!(e.contains("branching B is 1"), "{e}");
         let e = err(&["--task", "range", "--column", "age", "--bins", "1"]);
         assert!(e.contains("--bins is 1"), "{e}");
         let e = err(&["--task", "range", "--column", "age", "--queries", "many"]);
