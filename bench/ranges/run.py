@@ -74,14 +74,14 @@ def main():
             print(f"# done {name} ({time.time() - t0:.0f} s)", file=sys.stderr)
 
     print(f"## Ranges: {a.queries} random ranges per (method, eps), runs as listed\n")
-    print("| column | n | D | runs | method | eps | B | empirical MSE | predicted MSE | ratio | consistent MSE | reduction |")
+    print("| column | n | D | runs | method | eps | B | empirical MSE | predicted MSE | ratio ± se | consistent MSE | reduction |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for name, n, d, nr, res in rows:
         cons = res.get("consistent_mse")
         ratios.append(res["ratio"])
         print(f"| {name} | {n} | {d} | {nr} | {res['method']} | {res['epsilon']} | {res['branching'] or '-'} | "
-              f"{res['empirical_mse']:.3e} | {res['predicted_mse']:.3e} | {res['ratio']:.3f} | "
+              f"{res['empirical_mse']:.3e} | {res['predicted_mse']:.3e} | {res['ratio']:.3f} ± {res.get('ratio_se', float('nan')):.3f} | "
               + (f"{cons:.3e} | {100 * res['consistency_reduction']:.0f}% |" if cons is not None else "- | - |"))
     inside = sum(0.85 <= x <= 1.15 for x in ratios)
     print(f"\nratio in [0.85, 1.15]: {inside}/{len(ratios)} (min {min(ratios):.3f}, max {max(ratios):.3f})")

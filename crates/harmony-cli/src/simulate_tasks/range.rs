@@ -270,6 +270,8 @@ fn range_cell(
         queries.iter().map(|&(a, b)| p[b] - p[a]).collect()
     };
     let (mut sq, mut sq_raw) = (0.0, 0.0);
+    // Per-run MSE of the estimator the ratio is about (HH: raw), for the ratio's standard error.
+    let mut per_run: Vec<f64> = Vec::with_capacity(args.runs);
     let mut predicted = None;
     let mut sample = Vec::new();
     let mut speed = json!(null);
@@ -279,18 +281,23 @@ fn range_cell(
         let est = collector.collect(&col.values, rng)?;
         collect_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
+        let run_sq_start = sq;
         let main = est.main();
         for (&(a, b), &tr) in queries.iter().zip(&truth) {
             let e = main.range_unchecked(a, b) - tr;
             sq += e * e;
         }
         answer_s += t.elapsed().as_secs_f64();
+        let mut run_sq = sq - run_sq_start;
         if let Est::Hh(h) = &est {
+            run_sq = 0.0;
             for (&(a, b), &tr) in queries.iter().zip(&truth) {
                 let e = h.range_raw_unchecked(a, b) - tr;
-                sq_raw += e * e;
+                run_sq += e * e;
             }
+            sq_raw += run_sq;
         }
+        per_run.push(run_sq / queries.len() as f64);
         if run == 0 {
             // The prediction uses the truth (for HH: the raw estimator's exact variance).
             predicted =
@@ -311,8 +318,12 @@ fn range_cell(
     let m = (args.runs * queries.len()) as f64;
     let predicted = predicted.unwrap_or(f64::NAN);
     let mse = sq / m;
+    let r = per_run.len() as f64;
+    let run_mean = per_run.iter().sum::<f64>() / r;
+    let run_sd = (per_run.iter().map(|x| (x - run_mean) * (x - run_mean)).sum::<f64>() / (r - 1.0).max(1.0)).sqrt();
     let mut v = json!({
         "empirical_mse": mse, "predicted_mse": predicted, "ratio": mse / predicted,
+        "ratio_se": run_sd / r.sqrt() / predicted,
         "collect_seconds": collect_s, "answer_seconds": answer_s,
         "million_queries": speed, "sample_answers": sample,
     });
