@@ -440,19 +440,23 @@ fn print_table(out: &Value, quantiles: bool) {
         }
     } else {
         println!(
-            "{:<6} {:>5} {:>3} {:>3} {:>12} {:>12} {:>7} {:>14} {:>10} {:>8}",
-            "method", "eps", "B", "h", "emp. MSE", "pred. MSE", "ratio", "consistent MSE", "1e6 q (s)", "seconds"
+            "{:<6} {:>5} {:>3} {:>3} {:>12} {:>12} {:>15} {:>14} {:>10} {:>8}",
+            "method", "eps", "B", "h", "emp. MSE", "pred. MSE", "ratio ± se", "consistent MSE", "1e6 q (s)", "seconds"
         );
         for r in &results {
             println!(
-                "{:<6} {:>5} {:>3} {:>3} {:>12.4e} {:>12.4e} {:>7.3} {:>14} {:>10.4} {:>8.2}",
+                "{:<6} {:>5} {:>3} {:>3} {:>12.4e} {:>12.4e} {:>15} {:>14} {:>10.4} {:>8.2}",
                 r["method"].as_str().unwrap_or(""),
                 r["epsilon"],
                 r["branching"].as_u64().map(|b| b.to_string()).unwrap_or("-".into()),
                 r["levels"],
                 r["empirical_mse"].as_f64().unwrap_or(f64::NAN),
                 r["predicted_mse"].as_f64().unwrap_or(f64::NAN),
-                r["ratio"].as_f64().unwrap_or(f64::NAN),
+                format!(
+                    "{:.3} ± {:.3}",
+                    r["ratio"].as_f64().unwrap_or(f64::NAN),
+                    r["ratio_se"].as_f64().unwrap_or(f64::NAN)
+                ),
                 r["consistent_mse"].as_f64().map(|m| format!("{m:.4e}")).unwrap_or("-".into()),
                 r["million_queries"]["seconds"].as_f64().unwrap_or(f64::NAN),
                 r["seconds"].as_f64().unwrap_or(f64::NAN),
