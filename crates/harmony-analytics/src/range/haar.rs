@@ -22,7 +22,7 @@
 //! ([`split_variance`](super::split_variance)).
 
 use super::{RangeEstimator, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance};
-use harmony_core::frequency::{Hadamard, HadamardReport};
+use harmony_core::frequency::{Hadamard, HadamardAggregator, HadamardReport};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
 use rand::Rng;
 
@@ -92,15 +92,58 @@ impl Haar {
             return Err(Error::input("values", values.len(), format!("at least {} users (one per level)", self.h)));
         }
         let groups = assign_groups(values.len(), self.h, rng);
-        let mut aggs: Vec<_> = self.levels.iter().map(|o| o.aggregator()).collect();
+        let mut agg = self.aggregator();
         for (&x, &g) in values.iter().zip(&groups) {
             let l = g as usize + 1;
             let r = self.randomize_unchecked(x, l, rng);
-            aggs[l - 1].add_unchecked(&r);
+            agg.levels[l - 1].add_unchecked(&r);
         }
-        let coefs = aggs.iter().map(|a| a.estimate().frequencies).collect();
-        let sizes = split_sizes(values.len(), self.h).into_iter().map(|s| s as f64).collect();
-        Ok(HaarEstimate::new(self.d, self.h, values.len() as f64, sizes, self.levels[0].c(), coefs))
+        debug_assert_eq!(agg.counts(), split_sizes(values.len(), self.h).iter().map(|&s| s as u64).collect::<Vec<_>>());
+        agg.estimate()
+    }
+    /// An empty, mergeable server-side accumulator.
+    pub fn aggregator(&self) -> HaarAggregator {
+        HaarAggregator { haar: self.clone(), levels: self.levels.iter().map(|o| o.aggregator()).collect() }
+    }
+}
+
+/// The server side of a Haar collection: one 1-bit Hadamard aggregator per level. Mergeable.
+#[derive(Debug, Clone)]
+pub struct HaarAggregator {
+    haar: Haar,
+    levels: Vec<HadamardAggregator>,
+}
+
+impl HaarAggregator {
+    /// Adds a report of level `l ∈ 1..=h`. Errors: a bad level, a row index out of range.
+    pub fn add(&mut self, l: usize, report: &HadamardReport) -> Result<()> {
+        if l == 0 || l > self.levels.len() {
+            return Err(Error::report("level", l, format!("in 1..={}", self.levels.len())));
+        }
+        self.levels[l - 1].add(report)
+    }
+    /// Combines another aggregator of the same collection. Errors: a different collection.
+    pub fn merge(&mut self, other: &Self) -> Result<()> {
+        if self.haar != other.haar {
+            return Err(Error::Incompatible("Haar aggregators of different collections".into()));
+        }
+        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
+    }
+    /// Reports per level.
+    pub fn counts(&self) -> Vec<u64> {
+        self.levels.iter().map(|a| a.count()).collect()
+    }
+    /// The estimate. Errors: a level without reports. The closed-form variance assumes the users
+    /// were split at random into groups of these sizes.
+    pub fn estimate(&self) -> Result<HaarEstimate> {
+        if let Some(l) = self.levels.iter().position(|a| a.count() == 0) {
+            return Err(Error::input(format!("level {} reports", l + 1), 0, "at least 1 report per level"));
+        }
+        let sizes: Vec<f64> = self.levels.iter().map(|a| a.count() as f64).collect();
+        let n = sizes.iter().sum();
+        let coefs = self.levels.iter().map(|a| a.estimate().frequencies).collect();
+        let h = &self.haar;
+        Ok(HaarEstimate::new(h.d, h.h, n, sizes, h.levels[0].c(), coefs))
     }
 }
 

@@ -24,7 +24,7 @@
 //! measured in docs/ANALYTICS-RANGES.md).
 
 use super::{RangeEstimator, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance};
-use harmony_core::frequency::{Adaptive, PureParams};
+use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, PureParams};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
 use rand::Rng;
 
@@ -35,6 +35,47 @@ pub struct Hierarchy {
     b: usize,
     h: usize,
     levels: Vec<Adaptive>,
+}
+
+/// The server side of a hierarchical collection: one oracle aggregator per level. Mergeable
+/// (shards, parallel folds).
+#[derive(Debug, Clone)]
+pub struct HhAggregator {
+    hierarchy: Hierarchy,
+    levels: Vec<AdaptiveAggregator>,
+}
+
+impl HhAggregator {
+    /// Adds a report of level `l ∈ 1..=h`. Errors: a bad level, a report that does not fit the
+    /// level's oracle (branch, length).
+    pub fn add(&mut self, l: usize, report: &AdaptiveReport) -> Result<()> {
+        if l == 0 || l > self.levels.len() {
+            return Err(Error::report("level", l, format!("in 1..={}", self.levels.len())));
+        }
+        self.levels[l - 1].add(report)
+    }
+    /// Combines another aggregator of the same hierarchy. Errors: a different hierarchy.
+    pub fn merge(&mut self, other: &Self) -> Result<()> {
+        if self.hierarchy != other.hierarchy {
+            return Err(Error::Incompatible("hierarchical aggregators of different hierarchies".into()));
+        }
+        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
+    }
+    /// Reports per level.
+    pub fn counts(&self) -> Vec<u64> {
+        self.levels.iter().map(|a| a.count()).collect()
+    }
+    /// The estimate (raw and consistent). Errors: a level without reports. The closed-form
+    /// variance assumes the users were split at random into groups of these sizes.
+    pub fn estimate(&self) -> Result<HhEstimate> {
+        if let Some(l) = self.levels.iter().position(|a| a.count() == 0) {
+            return Err(Error::input(format!("level {} reports", l + 1), 0, "at least 1 report per level"));
+        }
+        let sizes: Vec<f64> = self.levels.iter().map(|a| a.count() as f64).collect();
+        let n = sizes.iter().sum();
+        let freqs = self.levels.iter().map(|a| a.estimate().frequencies).collect();
+        Ok(self.hierarchy.estimate_from(freqs, n, sizes))
+    }
 }
 
 /// The constants of one level's oracle.
@@ -222,31 +263,43 @@ impl Hierarchy {
             let l = g as usize + 1;
             nodes[l - 1].push(x / self.b.pow((self.h - l) as u32));
         }
-        let mut level_freqs = Vec::with_capacity(self.h);
-        for (o, vs) in self.levels.iter().zip(&nodes) {
-            let est = match o {
-                Adaptive::Grr(g) => {
+        let mut agg = self.aggregator();
+        for ((o, vs), a) in self.levels.iter().zip(&nodes).zip(agg.levels.iter_mut()) {
+            match (o, a) {
+                (Adaptive::Grr(g), AdaptiveAggregator::Grr(a)) => {
                     let mut out = Vec::with_capacity(vs.len());
                     g.randomize_batch(vs, rng, &mut out)?;
-                    let mut agg = g.aggregator();
-                    agg.add_batch(&out)?;
-                    agg.estimate()
+                    a.add_batch(&out)?;
                 }
-                Adaptive::Oue(u) => {
-                    let mut agg = u.aggregator();
+                (Adaptive::Oue(u), AdaptiveAggregator::Oue(a)) => {
                     let mut buf = Vec::new();
                     for chunk in vs.chunks(1 << 14) {
                         buf.clear();
                         u.randomize_packed(chunk, rng, &mut buf)?;
-                        agg.add_packed(&buf)?;
+                        a.add_packed(&buf)?;
                     }
-                    agg.estimate()
                 }
-            };
-            level_freqs.push(est.frequencies);
+                _ => unreachable!("a level's aggregator comes from its own oracle"),
+            }
         }
-        let sizes = nodes.iter().map(|v| v.len() as f64).collect();
-        Ok(self.estimate_from(level_freqs, values.len() as f64, sizes))
+        agg.estimate()
+    }
+
+    /// One user's report at level `l ∈ 1..=h` (its level-l node through the level's oracle; the
+    /// level may come from public randomness). Errors: x ≥ D, l outside 1..=h.
+    pub fn randomize<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> Result<AdaptiveReport> {
+        if x >= self.d {
+            return Err(Error::input("x", x, format!("< the domain size {}", self.d)));
+        }
+        if l == 0 || l > self.h {
+            return Err(Error::input("level", l, format!("in 1..={}", self.h)));
+        }
+        Ok(self.levels[l - 1].randomize_unchecked(x / self.b.pow((self.h - l) as u32), rng))
+    }
+
+    /// An empty, mergeable server-side accumulator.
+    pub fn aggregator(&self) -> HhAggregator {
+        HhAggregator { hierarchy: self.clone(), levels: self.levels.iter().map(|o| o.aggregator()).collect() }
     }
 
     pub(crate) fn estimate_from(&self, level_freqs: Vec<Vec<f64>>, n: f64, sizes: Vec<f64>) -> HhEstimate {

@@ -20,6 +20,20 @@
 //!
 //! Answers come from precomputed prefix sums: O(1) per range (O(h) for raw hierarchical
 //! estimates).
+//!
+//! # Example
+//! ```
+//! use harmony_analytics::range::{Haar, RangeEstimator, Z95};
+//! use harmony_core::sampling::fast_rng;
+//!
+//! let values: Vec<usize> = (0..20_000).map(|i| (i * 7) % 50).collect(); // bins 0..50
+//! let mut rng = fast_rng(7);
+//! let est = Haar::new(1.0, 50).unwrap().collect(&values, &mut rng).unwrap();
+//! let ans = est.range_with_se(10, 20).unwrap(); // truth: 0.2
+//! assert!((ans.estimate - 0.2).abs() < 5.0 * ans.std_error);
+//! let median = est.cdf().quantile(0.5, Z95).unwrap();
+//! assert!(median.lower <= median.bin && median.bin <= median.upper);
+//! ```
 
 use harmony_core::{Error, Result};
 use rand::Rng;
@@ -29,8 +43,8 @@ pub mod haar;
 pub mod hierarchy;
 
 pub use flat::{FlatEstimate, FlatOue};
-pub use haar::{Haar, HaarEstimate};
-pub use hierarchy::{HhEstimate, Hierarchy, RawHh, choose_branching, random_range};
+pub use haar::{Haar, HaarAggregator, HaarEstimate};
+pub use hierarchy::{HhAggregator, HhEstimate, Hierarchy, RawHh, choose_branching, random_range};
 
 /// z for a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;

@@ -271,3 +271,42 @@ fn heavy_all_methods_match_closed_form_variance() {
         check_method("hh-raw", 40_000, 40, 1500, seed + 20, |v, r| RawOwned(hh.collect(v, r).unwrap()));
     }
 }
+
+#[test]
+fn per_user_reports_shard_and_merge() {
+    let values = population(6000, 30);
+    let f = true_freqs(&values, 30);
+    let mut rng = fast_rng(41);
+    let hh = Hierarchy::new(1.0, 5, 30).unwrap();
+    let haar = Haar::new(1.0, 30).unwrap();
+    let (mut h1, mut h2) = (hh.aggregator(), hh.aggregator());
+    let (mut w1, mut w2) = (haar.aggregator(), haar.aggregator());
+    for (i, &x) in values.iter().enumerate() {
+        let (lh, lw) = (1 + i % hh.levels(), 1 + i % haar.levels());
+        let (ah, aw) = if i % 2 == 0 { (&mut h1, &mut w1) } else { (&mut h2, &mut w2) };
+        ah.add(lh, &hh.randomize(x, lh, &mut rng).unwrap()).unwrap();
+        aw.add(lw, &haar.randomize(x, lw, &mut rng).unwrap()).unwrap();
+    }
+    h1.merge(&h2).unwrap();
+    w1.merge(&w2).unwrap();
+    assert_eq!(h1.counts().iter().sum::<u64>(), 6000);
+    let (eh, ew) = (h1.estimate().unwrap(), w1.estimate().unwrap());
+    for (a, b) in [(0, 15), (4, 9), (10, 30)] {
+        let truth: f64 = f[a..b].iter().sum();
+        for (name, est, se) in [
+            ("hh", eh.range(a, b).unwrap(), eh.range_with_se(a, b).unwrap().std_error),
+            ("haar", ew.range(a, b).unwrap(), ew.range_with_se(a, b).unwrap().std_error),
+        ] {
+            assert!((est - truth).abs() < 4.42 * se, "{name} [{a},{b}): {est} vs {truth}, se {se}");
+        }
+    }
+    // Bad levels, foreign aggregators, empty levels.
+    assert!(hh.randomize(3, 0, &mut rng).unwrap_err().to_string().contains("level"));
+    assert!(haar.randomize(30, 1, &mut rng).unwrap_err().to_string().contains("domain size 30"));
+    let r = hh.randomize(3, 1, &mut rng).unwrap();
+    assert!(h1.add(9, &r).unwrap_err().to_string().contains("level"));
+    assert!(h1.merge(&Hierarchy::new(2.0, 5, 30).unwrap().aggregator()).is_err());
+    assert!(w1.merge(&Haar::new(1.0, 64).unwrap().aggregator()).is_err());
+    let e = haar.aggregator().estimate().unwrap_err().to_string();
+    assert!(e.contains("level 1 reports"), "{e}");
+}
