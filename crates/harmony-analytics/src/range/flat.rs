@@ -9,8 +9,8 @@
 //! `f_v` term included, no sampling error (every user reports the whole domain).
 
 use super::{RangeEstimator, check_values, normalize_plug_in};
-use harmony_core::frequency::{Oue, PureParams, UnaryEncoding};
-use harmony_core::{Aggregator, FrequencyOracle, Result};
+use harmony_core::frequency::{Oue, PureParams, UnaryAggregator, UnaryEncoding, UnaryReport};
+use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
 use rand::Rng;
 
 /// The flat OUE collection over `[0, D)`.
@@ -48,8 +48,31 @@ impl FlatOue {
             self.oracle.randomize_packed(chunk, rng, &mut buf)?;
             agg.add_packed(&buf)?;
         }
+        self.estimate(&agg)
+    }
+    /// One user's report (OUE over D). Errors: x ≥ D.
+    pub fn randomize<R: Rng + ?Sized>(&self, x: usize, rng: &mut R) -> Result<UnaryReport> {
+        self.oracle.randomize(x, rng)
+    }
+    /// An empty, mergeable server-side accumulator (the OUE aggregator).
+    pub fn aggregator(&self) -> UnaryAggregator {
+        self.oracle.aggregator()
+    }
+    /// The estimate from an accumulator of this collection's reports. Errors: no reports, an
+    /// accumulator over another domain size.
+    pub fn estimate(&self, agg: &UnaryAggregator) -> Result<FlatEstimate> {
+        if agg.count() == 0 {
+            return Err(Error::input("reports", 0, "at least 1 report"));
+        }
         let est = agg.estimate();
-        Ok(FlatEstimate::new(est.frequencies, values.len(), self.oracle.pure_params()))
+        if est.frequencies.len() != self.domain() {
+            return Err(Error::Incompatible(format!(
+                "an OUE aggregator over {} values, expected {}",
+                est.frequencies.len(),
+                self.domain()
+            )));
+        }
+        Ok(FlatEstimate::new(est.frequencies, agg.count() as usize, self.oracle.pure_params()))
     }
 }
 

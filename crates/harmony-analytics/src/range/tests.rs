@@ -4,6 +4,7 @@
 
 use super::hierarchy::decompose_for_test;
 use super::*;
+use harmony_core::Aggregator;
 use harmony_core::sampling::fast_rng;
 
 /// A skewed population over `[0, d)`: value v with weight ∝ (v + 1)·(d − v) + 3·[v = 2].
@@ -309,4 +310,14 @@ fn per_user_reports_shard_and_merge() {
     assert!(w1.merge(&Haar::new(1.0, 64).unwrap().aggregator()).is_err());
     let e = haar.aggregator().estimate().unwrap_err().to_string();
     assert!(e.contains("level 1 reports"), "{e}");
+    let flat = FlatOue::new(1.0, 30).unwrap();
+    let mut fa = flat.aggregator();
+    for &x in &values {
+        fa.add(&flat.randomize(x, &mut rng).unwrap()).unwrap();
+    }
+    let ef = flat.estimate(&fa).unwrap();
+    let ans = ef.range_with_se(4, 9).unwrap();
+    assert!((ans.estimate - f[4..9].iter().sum::<f64>()).abs() < 4.42 * ans.std_error);
+    assert!(flat.estimate(&flat.aggregator()).is_err());
+    assert!(flat.estimate(&FlatOue::new(1.0, 31).unwrap().aggregator()).is_err());
 }
