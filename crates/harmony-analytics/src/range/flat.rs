@@ -8,7 +8,7 @@
 //! variance is exactly `Σ_{v∈[a,b)} [q(1−q) + f_v (p(1−p) − q(1−q))] / (n (p − q)²)`: the
 //! `f_v` term included, no sampling error (every user reports the whole domain).
 
-use super::{RangeEstimator, check_values, normalize_plug_in};
+use super::{RangeEstimator, VarianceParts, check_values, normalize_plug_in};
 use harmony_core::frequency::{Oue, PureParams, UnaryAggregator, UnaryEncoding, UnaryReport};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
 use rand::Rng;
@@ -98,12 +98,12 @@ impl RangeEstimator for FlatEstimate {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.prefix[b] - self.prefix[a]
     }
-    fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
         let mass: f64 = freqs[a..b].iter().sum();
         let k = (b - a) as f64;
         let pq = &self.params;
         let (v0, v1) = (pq.report_variance(false), pq.report_variance(true));
-        (k * v0 + mass * (v1 - v0)) / self.n
+        VarianceParts { noise: (k * v0 + mass * (v1 - v0)) / self.n, split: 0.0 }
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         normalize_plug_in(self.freqs.clone())

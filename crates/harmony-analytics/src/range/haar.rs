@@ -21,7 +21,9 @@
 //! node v, c = (e^ε+1)/(e^ε−1)), plus the sampling error of the split
 //! ([`split_variance`](super::split_variance)).
 
-use super::{RangeEstimator, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance};
+use super::{
+    RangeEstimator, VarianceParts, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance,
+};
 use harmony_core::frequency::{Hadamard, HadamardAggregator, HadamardReport};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
 use rand::Rng;
@@ -190,7 +192,7 @@ impl RangeEstimator for HaarEstimate {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.prefix[b] - self.prefix[a]
     }
-    fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
         let mut noise = 0.0;
         let mut z = vec![vec![0.0; self.d]; self.h];
         for l in 1..=self.h {
@@ -217,7 +219,7 @@ impl RangeEstimator for HaarEstimate {
                 }
             }
         }
-        noise + split_variance(&z, freqs, self.n, &self.sizes)
+        VarianceParts { noise, split: split_variance(&z, freqs, self.n, &self.sizes) }
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         normalize_plug_in((0..self.d).map(|t| self.prefix[t + 1] - self.prefix[t]).collect())

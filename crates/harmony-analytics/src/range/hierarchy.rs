@@ -23,7 +23,9 @@
 //! [`RangeEstimator::range_variance`] reports the raw estimator's (an upper bound in practice,
 //! measured in docs/ANALYTICS-RANGES.md).
 
-use super::{RangeEstimator, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance};
+use super::{
+    RangeEstimator, VarianceParts, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance,
+};
 use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, PureParams};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
 use rand::Rng;
@@ -377,7 +379,7 @@ impl HhEstimate {
     pub fn raw(&self) -> RawHh<'_> {
         RawHh(self)
     }
-    fn variance_raw(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
+    fn variance_raw(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
         let mut runs = Vec::with_capacity(2 * self.h);
         decompose(self.b, self.h, a, b, &mut runs);
         let mut k = vec![0usize; self.h + 1];
@@ -397,7 +399,7 @@ impl HhEstimate {
             .filter(|&l| k[l] > 0)
             .map(|l| self.noise[l - 1].set_variance(k[l], mass[l]) / self.sizes[l - 1])
             .sum();
-        noise + split_variance(&z, freqs, self.n, &self.sizes)
+        VarianceParts { noise, split: split_variance(&z, freqs, self.n, &self.sizes) }
     }
 }
 
@@ -411,7 +413,7 @@ impl RangeEstimator for HhEstimate {
         self.consistent_prefix[b] - self.consistent_prefix[a]
     }
     /// The raw estimator's exact variance (see the module doc).
-    fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
         self.variance_raw(a, b, freqs)
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
@@ -430,7 +432,7 @@ impl RangeEstimator for RawHh<'_> {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.0.range_raw_unchecked(a, b)
     }
-    fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
         self.0.variance_raw(a, b, freqs)
     }
     fn plug_in_freqs(&self) -> Vec<f64> {

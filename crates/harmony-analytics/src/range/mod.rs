@@ -88,6 +88,16 @@ pub fn check_values(values: &[usize], d: usize) -> Result<()> {
     Ok(())
 }
 
+/// A range estimate's variance: the oracles' noise (expected over the split) and the sampling
+/// error of splitting users across groups.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VarianceParts {
+    /// `Σ_l E[noise_l]`.
+    pub noise: f64,
+    /// `Var_split` (0 when every user reports to one group).
+    pub split: f64,
+}
+
 /// What every range collection's estimate answers.
 pub trait RangeEstimator {
     /// The domain size D (bins `0..D`).
@@ -95,8 +105,13 @@ pub trait RangeEstimator {
     /// The estimate of the fraction of users in `[a, b)`, without checks (`a ≤ b ≤ D`).
     fn range_unchecked(&self, a: usize, b: usize) -> f64;
     /// The exact variance of the `[a, b)` estimate when the population's bin fractions are
-    /// `freqs` (length D, summing to 1).
-    fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64;
+    /// `freqs` (length D, summing to 1), in its two parts.
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts;
+    /// The exact variance of the `[a, b)` estimate (noise + split sampling).
+    fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
+        let p = self.range_variance_parts(a, b, freqs);
+        p.noise + p.split
+    }
     /// A plug-in estimate of the bin fractions (clamped to ≥ 0, normalized), for standard errors.
     fn plug_in_freqs(&self) -> Vec<f64>;
 

@@ -232,8 +232,8 @@ impl RangeEstimator for RawOwned {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.0.raw().range_unchecked(a, b)
     }
-    fn range_variance(&self, a: usize, b: usize, f: &[f64]) -> f64 {
-        self.0.raw().range_variance(a, b, f)
+    fn range_variance_parts(&self, a: usize, b: usize, f: &[f64]) -> VarianceParts {
+        self.0.raw().range_variance_parts(a, b, f)
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         self.0.plug_in_freqs()

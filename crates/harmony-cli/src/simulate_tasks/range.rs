@@ -273,6 +273,7 @@ fn range_cell(
     // Per-run MSE of the estimator the ratio is about (HH: raw), for the ratio's standard error.
     let mut per_run: Vec<f64> = Vec::with_capacity(args.runs);
     let mut predicted = None;
+    let mut split_share = 0.0;
     let mut sample = Vec::new();
     let mut speed = json!(null);
     let (mut collect_s, mut answer_s) = (0.0, 0.0);
@@ -300,8 +301,14 @@ fn range_cell(
         per_run.push(run_sq / queries.len() as f64);
         if run == 0 {
             // The prediction uses the truth (for HH: the raw estimator's exact variance).
-            predicted =
-                Some(queries.iter().map(|&(a, b)| main.range_variance(a, b, f)).sum::<f64>() / queries.len() as f64);
+            let (mut noise, mut split) = (0.0, 0.0);
+            for &(a, b) in queries {
+                let p = main.range_variance_parts(a, b, f);
+                noise += p.noise;
+                split += p.split;
+            }
+            predicted = Some((noise + split) / queries.len() as f64);
+            split_share = split / (noise + split);
             speed = million_queries(&est, col.d);
             let plug = main.plug_in_freqs();
             for &(a, b) in queries.iter().take(5) {
@@ -324,6 +331,7 @@ fn range_cell(
     let mut v = json!({
         "empirical_mse": mse, "predicted_mse": predicted, "ratio": mse / predicted,
         "ratio_se": run_sd / r.sqrt() / predicted,
+        "split_share": split_share,
         "collect_seconds": collect_s, "answer_seconds": answer_s,
         "million_queries": speed, "sample_answers": sample,
     });
