@@ -46,10 +46,15 @@ pub struct TaskArgs {
     /// range/quantiles/heavy-hitters: the column to analyse.
     #[arg(long)]
     pub column: Option<String>,
-    /// range/quantiles: discretize the column to this many bins (default: the schema's, else a
-    /// power of the branching factor chosen automatically).
+    /// range/quantiles: discretize the column to this many equal-width bins over [min, max]
+    /// (default: the schema's `[bins]`, else one bin per integer for an integer column with at
+    /// most 1,024 values, else 64).
     #[arg(long)]
     pub bins: Option<usize>,
+    /// range/quantiles: the hierarchy's branching factor B for `--method hh` (default: the B
+    /// minimizing the closed-form variance).
+    #[arg(long)]
+    pub branching: Option<usize>,
     /// range: hh|haar|flat (comma-separated; default all); heavy-hitters: pem|treehist;
     /// marginals: calm|direct|fourier|… (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]

@@ -1,1 +1,0 @@
-//! (range: in progress)

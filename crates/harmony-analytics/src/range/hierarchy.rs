@@ -1,0 +1,448 @@
+//! Hierarchical histograms (Cormode, Kulkarni and Srivastava, VLDB'19) with constrained
+//! inference (Hay, Rastogi, Miklau and Suciu, VLDB'10).
+//!
+//! The domain is padded to `D' = B^h`. Users are split at random into `h` groups; a user of
+//! level `l ∈ 1..=h` reports its level-l node `x / B^(h−l)` (one of `B^l`) with the adaptive
+//! oracle (GRR when `B^l < 3e^ε + 2`, else OUE) at the full ε. The root (level 0) is known: 1.
+//!
+//! # Privacy
+//! One report per user at the full ε (ε-LDP); the level may come from public randomness.
+//!
+//! # Utility
+//! A range `[a, b)` decomposes B-adically into at most `2(B − 1)` nodes per level; per level the
+//! nodes form a set S_l of k_l nodes and mass f_S. The noise of the level-l sum is exact:
+//! OUE `[k q(1−q) + f_S (p(1−p) − q(1−q))] / ((p−q)² n_l)` (independent bits) and GRR
+//! `[f_S π₁(1−π₁) + (1−f_S) π₀(1−π₀)] / ((p−q)² n_l)` with `π₁ = p + (k−1)q`, `π₀ = kq` (the
+//! report lands in S or not). Levels use disjoint users; the split's sampling error (with the
+//! negative covariance between groups) is added by [`split_variance`](super::split_variance).
+//!
+//! Constrained inference: a bottom-up inverse-variance pass then a top-down pass spreading each
+//! parent's residual equally over its children (Hay et al.'s estimator, with per-level noise
+//! variances `Var*_l / n_l`). The weights depend only on public constants, so the consistent
+//! estimate stays unbiased; its variance has no closed form here and
+//! [`RangeEstimator::range_variance`] reports the raw estimator's (an upper bound in practice,
+//! measured in docs/ANALYTICS-RANGES.md).
+
+use super::{
+    RangeEstimator, VarianceParts, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance,
+};
+use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, PureParams};
+use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
+use rand::Rng;
+
+/// The hierarchical-histogram collection over `[0, D)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hierarchy {
+    d: usize,
+    b: usize,
+    h: usize,
+    levels: Vec<Adaptive>,
+}
+
+/// The server side of a hierarchical collection: one oracle aggregator per level. Mergeable
+/// (shards, parallel folds).
+#[derive(Debug, Clone)]
+pub struct HhAggregator {
+    hierarchy: Hierarchy,
+    levels: Vec<AdaptiveAggregator>,
+}
+
+impl HhAggregator {
+    /// Adds a report of level `l ∈ 1..=h`. Errors: a bad level, a report that does not fit the
+    /// level's oracle (branch, length).
+    pub fn add(&mut self, l: usize, report: &AdaptiveReport) -> Result<()> {
+        if l == 0 || l > self.levels.len() {
+            return Err(Error::report("level", l, format!("in 1..={}", self.levels.len())));
+        }
+        self.levels[l - 1].add(report)
+    }
+    /// Combines another aggregator of the same hierarchy. Errors: a different hierarchy.
+    pub fn merge(&mut self, other: &Self) -> Result<()> {
+        if self.hierarchy != other.hierarchy {
+            return Err(Error::Incompatible("hierarchical aggregators of different hierarchies".into()));
+        }
+        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
+    }
+    /// Reports per level.
+    pub fn counts(&self) -> Vec<u64> {
+        self.levels.iter().map(|a| a.count()).collect()
+    }
+    /// The estimate (raw and consistent). Errors: a level without reports. The closed-form
+    /// variance assumes the users were split at random into groups of these sizes.
+    pub fn estimate(&self) -> Result<HhEstimate> {
+        if let Some(l) = self.levels.iter().position(|a| a.count() == 0) {
+            return Err(Error::input(format!("level {} reports", l + 1), 0, "at least 1 report per level"));
+        }
+        let sizes: Vec<f64> = self.levels.iter().map(|a| a.count() as f64).collect();
+        let n = sizes.iter().sum();
+        let freqs = self.levels.iter().map(|a| a.estimate().frequencies).collect();
+        Ok(self.hierarchy.estimate_from(freqs, n, sizes))
+    }
+}
+
+/// The constants of one level's oracle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct LevelNoise {
+    grr: bool,
+    pq: PureParams,
+}
+
+impl LevelNoise {
+    fn of(o: &Adaptive) -> Self {
+        match o {
+            Adaptive::Grr(g) => LevelNoise { grr: true, pq: g.pure_params() },
+            Adaptive::Oue(u) => LevelNoise { grr: false, pq: u.pure_params() },
+        }
+    }
+    /// n_l · Var of the estimate of a set of k nodes holding mass f_s.
+    fn set_variance(&self, k: usize, f_s: f64) -> f64 {
+        let (p, q) = (self.pq.p, self.pq.q);
+        let k = k as f64;
+        let gap2 = (p - q) * (p - q);
+        if self.grr {
+            let (p1, p0) = (p + (k - 1.0) * q, k * q);
+            (f_s * p1 * (1.0 - p1) + (1.0 - f_s) * p0 * (1.0 - p0)) / gap2
+        } else {
+            (k * q * (1.0 - q) + f_s * (p * (1.0 - p) - q * (1.0 - q))) / gap2
+        }
+    }
+}
+
+/// The server's estimate of a hierarchical collection: raw node estimates (with per-level
+/// prefix sums) and the consistent leaves (with prefix sums).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HhEstimate {
+    d: usize,
+    b: usize,
+    h: usize,
+    n: f64,
+    sizes: Vec<f64>,
+    noise: Vec<LevelNoise>,
+    /// `raw_prefix[l − 1][i]`: the sum of level-l node estimates `0..i`.
+    raw_prefix: Vec<Vec<f64>>,
+    consistent_prefix: Vec<f64>,
+}
+
+/// The number of levels `h = ⌈log_B d⌉` (at least 1).
+fn height(b: usize, d: usize) -> usize {
+    let (mut h, mut span) = (1, b);
+    while span < d {
+        span *= b;
+        h += 1;
+    }
+    h
+}
+
+/// The B-adic decomposition of `[a, b)` over `B^h` leaves: runs `(level, lo, hi)` of level nodes
+/// (level 0 is the root).
+fn decompose(bf: usize, h: usize, a: usize, b: usize, runs: &mut Vec<(usize, usize, usize)>) {
+    runs.clear();
+    let (mut lo, mut hi, mut l) = (a, b, h);
+    while lo < hi {
+        if l == 0 {
+            runs.push((0, 0, 1));
+            break;
+        }
+        let mut llo = lo;
+        while llo % bf != 0 && llo < hi {
+            llo += 1;
+        }
+        if llo > lo {
+            runs.push((l, lo, llo));
+        }
+        if llo >= hi {
+            break;
+        }
+        let mut hhi = hi;
+        while hhi % bf != 0 && hhi > llo {
+            hhi -= 1;
+        }
+        if hhi < hi {
+            runs.push((l, hhi, hi));
+        }
+        lo = llo / bf;
+        hi = hhi / bf;
+        l -= 1;
+    }
+}
+
+/// The branching factor in `2..=16` minimizing the raw estimator's average variance over all
+/// ranges of `[0, d)` (a deterministic sample of 4,000 when d > 128), with f = 0 (data-free):
+/// `h · mean Σ_l n_l Var(S_l)`. Errors: ε not finite and > 0, d < 2.
+pub fn choose_branching(epsilon: f64, d: usize) -> Result<usize> {
+    if d < 2 {
+        return Err(Error::param("d", d, "an integer >= 2 (the domain size)"));
+    }
+    let ranges: Vec<(usize, usize)> = if d <= 128 {
+        (0..d).flat_map(|a| (a + 1..=d).map(move |b| (a, b))).collect()
+    } else {
+        let mut rng = harmony_core::sampling::fast_rng(0x5eed_00b5);
+        (0..4000).map(|_| random_range(d, &mut rng)).collect()
+    };
+    let mut best = (f64::INFINITY, 2);
+    let mut runs = Vec::new();
+    for bf in 2..=16usize {
+        let h = height(bf, d);
+        let noise: Vec<LevelNoise> = (1..=h)
+            .map(|l| Adaptive::new(epsilon, bf.pow(l as u32)).map(|o| LevelNoise::of(&o)))
+            .collect::<Result<_>>()?;
+        let mut total = 0.0;
+        for &(a, b) in &ranges {
+            decompose(bf, h, a, b, &mut runs);
+            let mut k = vec![0usize; h + 1];
+            for &(l, lo, hi) in &runs {
+                k[l] += hi - lo;
+            }
+            total += (1..=h).filter(|&l| k[l] > 0).map(|l| noise[l - 1].set_variance(k[l], 0.0)).sum::<f64>();
+        }
+        let score = h as f64 * total / ranges.len() as f64;
+        if score < best.0 {
+            best = (score, bf);
+        }
+    }
+    Ok(best.1)
+}
+
+/// A uniformly random non-empty range `[a, b)` of `[0, d)` (a < b, both endpoints uniform over
+/// the `d(d+1)/2` ranges).
+pub fn random_range<R: Rng + ?Sized>(d: usize, rng: &mut R) -> (usize, usize) {
+    let total = (d * (d + 1) / 2) as u64;
+    let mut k = harmony_core::sampling::uniform_below(rng, total) as usize;
+    // Ranges with start a: d − a of them.
+    let mut a = 0;
+    while k >= d - a {
+        k -= d - a;
+        a += 1;
+    }
+    (a, a + 1 + k)
+}
+
+impl Hierarchy {
+    /// The hierarchy with budget `epsilon`, branching `b` over `[0, d)`. Errors: ε not finite
+    /// and > 0, b < 2, d < 2, `b^h` overflowing 2^24 nodes.
+    pub fn new(epsilon: f64, b: usize, d: usize) -> Result<Self> {
+        if b < 2 {
+            return Err(Error::param("branching B", b, "an integer >= 2"));
+        }
+        if d < 2 {
+            return Err(Error::param("d", d, "an integer >= 2 (the domain size)"));
+        }
+        let h = height(b, d);
+        if (b as f64).powi(h as i32) > (1u64 << 24) as f64 {
+            return Err(Error::param("branching B", b, format!("small enough that B^h <= 2^24 for d = {d}")));
+        }
+        let levels = (1..=h).map(|l| Adaptive::new(epsilon, b.pow(l as u32))).collect::<Result<_>>()?;
+        Ok(Hierarchy { d, b, h, levels })
+    }
+    /// The domain size D.
+    pub fn domain(&self) -> usize {
+        self.d
+    }
+    /// The branching factor B.
+    pub fn branching(&self) -> usize {
+        self.b
+    }
+    /// The number of levels h (one group of users each).
+    pub fn levels(&self) -> usize {
+        self.h
+    }
+    /// The oracle of each level (`grr` or `oue`).
+    pub fn branches(&self) -> Vec<&'static str> {
+        self.levels.iter().map(|o| o.branch()).collect()
+    }
+    /// Simulates a collection: users split at random across the levels; each level's nodes
+    /// randomized and aggregated in batches (OUE packed, no allocation per report). Errors: no
+    /// values, a value ≥ D, fewer users than levels.
+    pub fn collect<R: Rng + ?Sized>(&self, values: &[usize], rng: &mut R) -> Result<HhEstimate> {
+        check_values(values, self.d)?;
+        if values.len() < self.h {
+            return Err(Error::input("values", values.len(), format!("at least {} users (one per level)", self.h)));
+        }
+        let groups = assign_groups(values.len(), self.h, rng);
+        let mut nodes: Vec<Vec<usize>> =
+            split_sizes(values.len(), self.h).into_iter().map(Vec::with_capacity).collect();
+        for (&x, &g) in values.iter().zip(&groups) {
+            let l = g as usize + 1;
+            nodes[l - 1].push(x / self.b.pow((self.h - l) as u32));
+        }
+        let mut agg = self.aggregator();
+        for ((o, vs), a) in self.levels.iter().zip(&nodes).zip(agg.levels.iter_mut()) {
+            match (o, a) {
+                (Adaptive::Grr(g), AdaptiveAggregator::Grr(a)) => {
+                    let mut out = Vec::with_capacity(vs.len());
+                    g.randomize_batch(vs, rng, &mut out)?;
+                    a.add_batch(&out)?;
+                }
+                (Adaptive::Oue(u), AdaptiveAggregator::Oue(a)) => {
+                    let mut buf = Vec::new();
+                    for chunk in vs.chunks(1 << 14) {
+                        buf.clear();
+                        u.randomize_packed(chunk, rng, &mut buf)?;
+                        a.add_packed(&buf)?;
+                    }
+                }
+                _ => unreachable!("a level's aggregator comes from its own oracle"),
+            }
+        }
+        agg.estimate()
+    }
+
+    /// One user's report at level `l ∈ 1..=h` (its level-l node through the level's oracle; the
+    /// level may come from public randomness). Errors: x ≥ D, l outside 1..=h.
+    pub fn randomize<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> Result<AdaptiveReport> {
+        if x >= self.d {
+            return Err(Error::input("x", x, format!("< the domain size {}", self.d)));
+        }
+        if l == 0 || l > self.h {
+            return Err(Error::input("level", l, format!("in 1..={}", self.h)));
+        }
+        Ok(self.levels[l - 1].randomize_unchecked(x / self.b.pow((self.h - l) as u32), rng))
+    }
+
+    /// An empty, mergeable server-side accumulator.
+    pub fn aggregator(&self) -> HhAggregator {
+        HhAggregator { hierarchy: self.clone(), levels: self.levels.iter().map(|o| o.aggregator()).collect() }
+    }
+
+    pub(crate) fn estimate_from(&self, level_freqs: Vec<Vec<f64>>, n: f64, sizes: Vec<f64>) -> HhEstimate {
+        let noise: Vec<LevelNoise> = self.levels.iter().map(LevelNoise::of).collect();
+        let raw_prefix = level_freqs
+            .iter()
+            .map(|f| {
+                let mut p = vec![0.0; f.len() + 1];
+                for (i, x) in f.iter().enumerate() {
+                    p[i + 1] = p[i] + x;
+                }
+                p
+            })
+            .collect();
+        let sigma2: Vec<f64> = noise.iter().zip(&sizes).map(|(nz, &s)| nz.set_variance(1, 0.0) / s.max(1.0)).collect();
+        let leaves = consistent_leaves(self.b, &level_freqs, &sigma2);
+        let mut consistent_prefix = vec![0.0; self.d + 1];
+        for t in 0..self.d {
+            consistent_prefix[t + 1] = consistent_prefix[t] + leaves[t];
+        }
+        HhEstimate { d: self.d, b: self.b, h: self.h, n, sizes, noise, raw_prefix, consistent_prefix }
+    }
+}
+
+/// Hay et al.'s two passes with per-level noise variances `sigma2[l − 1]`; the root is 1.
+/// Returns the consistent leaf estimates (`B^h` of them).
+fn consistent_leaves(b: usize, x: &[Vec<f64>], sigma2: &[f64]) -> Vec<f64> {
+    let h = x.len();
+    // Bottom-up: z_l (inverse-variance blend of the node's own estimate and its children's sum).
+    let mut z: Vec<Vec<f64>> = x.to_vec();
+    let mut var = vec![0.0; h];
+    var[h - 1] = sigma2[h - 1];
+    for l in (0..h - 1).rev() {
+        let child_var = b as f64 * var[l + 1];
+        let (w_own, w_kids) = (1.0 / sigma2[l], 1.0 / child_var);
+        for i in 0..z[l].len() {
+            let s: f64 = z[l + 1][i * b..(i + 1) * b].iter().sum();
+            z[l][i] = (w_own * x[l][i] + w_kids * s) / (w_own + w_kids);
+        }
+        var[l] = 1.0 / (w_own + w_kids);
+    }
+    // Top-down: the root is exactly 1; spread each parent's residual equally over its children.
+    let mut parent = vec![1.0];
+    for zl in z.iter_mut() {
+        for (i, &u) in parent.iter().enumerate() {
+            let kids = &mut zl[i * b..(i + 1) * b];
+            let r = (u - kids.iter().sum::<f64>()) / b as f64;
+            kids.iter_mut().for_each(|k| *k += r);
+        }
+        parent = zl.clone();
+    }
+    parent
+}
+
+impl HhEstimate {
+    /// The branching factor B.
+    pub fn branching(&self) -> usize {
+        self.b
+    }
+    /// The number of levels h.
+    pub fn levels(&self) -> usize {
+        self.h
+    }
+    /// The raw (inconsistent) estimate of `[a, b)` from the B-adic decomposition, O(h · B)
+    /// (without checks: `a ≤ b ≤ D`).
+    pub fn range_raw_unchecked(&self, a: usize, b: usize) -> f64 {
+        let mut runs = Vec::with_capacity(2 * self.h);
+        decompose(self.b, self.h, a, b, &mut runs);
+        runs.iter()
+            .map(|&(l, lo, hi)| if l == 0 { 1.0 } else { self.raw_prefix[l - 1][hi] - self.raw_prefix[l - 1][lo] })
+            .sum()
+    }
+    /// The raw estimator's view (answers from the B-adic decomposition, not from the consistent
+    /// leaves), with the same exact variance.
+    pub fn raw(&self) -> RawHh<'_> {
+        RawHh(self)
+    }
+    fn variance_raw(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
+        let mut runs = Vec::with_capacity(2 * self.h);
+        decompose(self.b, self.h, a, b, &mut runs);
+        let mut k = vec![0usize; self.h + 1];
+        let mut mass = vec![0.0; self.h + 1];
+        let mut z = vec![vec![0.0; self.d]; self.h];
+        for &(l, lo, hi) in &runs {
+            if l == 0 {
+                continue;
+            }
+            let span = self.b.pow((self.h - l) as u32);
+            let (xlo, xhi) = ((lo * span).min(self.d), (hi * span).min(self.d));
+            k[l] += hi - lo;
+            mass[l] += freqs[xlo..xhi].iter().sum::<f64>();
+            z[l - 1][xlo..xhi].iter_mut().for_each(|v| *v = 1.0);
+        }
+        let noise: f64 = (1..=self.h)
+            .filter(|&l| k[l] > 0)
+            .map(|l| self.noise[l - 1].set_variance(k[l], mass[l]) / self.sizes[l - 1])
+            .sum();
+        VarianceParts { noise, split: split_variance(&z, freqs, self.n, &self.sizes) }
+    }
+}
+
+impl RangeEstimator for HhEstimate {
+    fn domain(&self) -> usize {
+        self.d
+    }
+    /// The consistent estimate: O(1) from the leaves' prefix sums.
+    #[inline]
+    fn range_unchecked(&self, a: usize, b: usize) -> f64 {
+        self.consistent_prefix[b] - self.consistent_prefix[a]
+    }
+    /// The raw estimator's exact variance (see the module doc).
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
+        self.variance_raw(a, b, freqs)
+    }
+    fn plug_in_freqs(&self) -> Vec<f64> {
+        normalize_plug_in((0..self.d).map(|t| self.consistent_prefix[t + 1] - self.consistent_prefix[t]).collect())
+    }
+}
+
+/// The raw hierarchical estimator (see [`HhEstimate::raw`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RawHh<'a>(&'a HhEstimate);
+
+impl RangeEstimator for RawHh<'_> {
+    fn domain(&self) -> usize {
+        self.0.d
+    }
+    fn range_unchecked(&self, a: usize, b: usize) -> f64 {
+        self.0.range_raw_unchecked(a, b)
+    }
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
+        self.0.variance_raw(a, b, freqs)
+    }
+    fn plug_in_freqs(&self) -> Vec<f64> {
+        self.0.plug_in_freqs()
+    }
+}
+
+#[cfg(test)]
+pub(super) fn decompose_for_test(bf: usize, h: usize, a: usize, b: usize) -> Vec<(usize, usize, usize)> {
+    let mut r = Vec::new();
+    decompose(bf, h, a, b, &mut r);
+    r
+}
