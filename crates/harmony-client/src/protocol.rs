@@ -146,14 +146,19 @@ pub enum AttributeResult {
         /// Attribute name.
         name: String,
         /// Estimated mean (original units).
+        #[serde(deserialize_with = "nullable")]
         estimate: f64,
-        /// Its standard error.
+        /// Its standard error (`null` = infinite: no reports yet).
+        #[serde(deserialize_with = "nullable")]
         std_error: f64,
         /// 95% confidence interval.
+        #[serde(deserialize_with = "nullable_pair")]
         ci95: [f64; 2],
         /// The same on the randomizers' [-1, 1] scale.
+        #[serde(deserialize_with = "nullable")]
         estimate_unit: f64,
         /// Standard error on [-1, 1].
+        #[serde(deserialize_with = "nullable")]
         std_error_unit: f64,
     },
     /// Frequencies.
@@ -171,11 +176,24 @@ pub struct CategoryResult {
     /// The label.
     pub label: String,
     /// Estimated frequency.
+    #[serde(deserialize_with = "nullable")]
     pub estimate: f64,
-    /// Its standard error.
+    /// Its standard error (`null` = infinite: no reports yet).
+    #[serde(deserialize_with = "nullable")]
     pub std_error: f64,
     /// 95% confidence interval.
+    #[serde(deserialize_with = "nullable_pair")]
     pub ci95: [f64; 2],
+}
+
+/// JSON has no infinities: a non-finite number is written as `null` and read back as NaN.
+fn nullable<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+fn nullable_pair<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
+    let [a, b] = <[Option<f64>; 2]>::deserialize(d)?;
+    Ok([a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN)])
 }
 
 impl Estimates {
