@@ -351,3 +351,58 @@ pub fn max_difference(a: &Estimates, b: &Estimates) -> f64 {
     }
     m
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// End to end on loopback: Adult through `harmony submit` (seeded devices) gives the
+    /// estimates of the in-process aggregation of the same reports, and 95% CIs that cover the
+    /// truth at the nominal rate.
+    #[test]
+    fn adult_submit_matches_in_process_and_covers_truth() {
+        let dir = std::env::temp_dir().join(format!("harmony-cli-e2e-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("e2e.db").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let analyst = Client::new(&server.url()).with_token("tok");
+        let data_path = data::bundled("data/adult.csv");
+        let table = data::read_csv(&data_path).unwrap();
+        for (strategy, concurrency) in [("sample-k", 1), ("harmony", 4)] {
+            let req = create_request(&data::bundled("examples/adult.toml"), 2.0, strategy).unwrap();
+            let created = analyst.create_collection(&req).unwrap();
+            submit(SubmitArgs {
+                server: server.url(),
+                collection: created.id.clone(),
+                data: data_path.clone(),
+                concurrency,
+                batch: 1000,
+                seed: Some(11),
+            })
+            .unwrap();
+            let est = analyst.estimates(&created.id).unwrap();
+            let enc = data::encode(&table, &created.config.schema, data::InvalidPolicy::Error).unwrap();
+            assert_eq!(est.reports, 48_842);
+            let mech = harmony_client::mechanism(&created.config).unwrap();
+            let agg = in_process(&mech, &enc.values, 11).unwrap();
+            let local = Estimates::from_core(&created.id, agg.count(), mech.options(), mech.schema(), &agg.estimates());
+            // Through the same JSON text as the server's answer (serde_json's float parsing is
+            // not always correctly rounded, so compare like with like).
+            let local: Estimates = serde_json::from_str(&serde_json::to_string(&local).unwrap()).unwrap();
+            let diff = max_difference(&local, &est);
+            if concurrency == 1 {
+                // Same reports added in the same order: bit-identical.
+                assert_eq!(diff, 0.0, "{strategy}");
+            } else {
+                // Concurrent batches change only the order of floating-point sums.
+                assert!(diff < 1e-9, "{strategy}: {diff}");
+            }
+            let truth = demo::truth(mech.schema(), &enc.values);
+            let (covered, cells) = demo::coverage(&est, &truth);
+            // 110 cells at 95%: mean 104.5, sd 2.3; fewer than 97 is > 3 sd below.
+            assert!(covered as f64 >= 0.88 * cells as f64, "{strategy}: {covered}/{cells} CIs cover the truth");
+        }
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
