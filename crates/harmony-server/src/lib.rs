@@ -346,7 +346,7 @@ async fn get_estimates(State(st): State<AppState>, headers: HeaderMap, Path(id):
 }
 
 /// The OpenAPI 3.1 document.
-pub const OPENAPI: &str = include_str!("../openapi.json");
+pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
 
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
