@@ -103,7 +103,12 @@ impl Client {
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(60)))
             .build();
-        Client { base: base.trim_end_matches('/').to_string(), token: None, agent: config.into(), retry: RetryPolicy::default() }
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: None,
+            agent: config.into(),
+            retry: RetryPolicy::default(),
+        }
     }
     /// Sets the analyst bearer token.
     pub fn with_token(mut self, token: &str) -> Self {

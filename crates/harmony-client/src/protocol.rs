@@ -230,7 +230,12 @@ impl Estimates {
                         .enumerate()
                         .map(|(v, label)| {
                             let e: Estimate = fe.get(v);
-                            CategoryResult { label: label.clone(), estimate: e.value, std_error: e.std_error, ci95: e.ci95 }
+                            CategoryResult {
+                                label: label.clone(),
+                                estimate: e.value,
+                                std_error: e.std_error,
+                                ci95: e.ci95,
+                            }
                         })
                         .collect(),
                 },
@@ -262,7 +267,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 /// Decodes hex (either case) into `out`; `None` on an odd length or a non-hex character.
 pub fn from_hex_into(text: &str, out: &mut Vec<u8>) -> Option<()> {
     let b = text.as_bytes();
-    if b.len() % 2 != 0 {
+    if !b.len().is_multiple_of(2) {
         return None;
     }
     out.clear();

@@ -86,7 +86,8 @@ impl ApiError {
     }
     fn from_core(prefix: &str, e: harmony_core::Error) -> Self {
         let field = match &e {
-            harmony_core::Error::InvalidReport { field, .. } | harmony_core::Error::InvalidInput { name: field, .. } => {
+            harmony_core::Error::InvalidReport { field, .. }
+            | harmony_core::Error::InvalidInput { name: field, .. } => {
                 format!("{prefix}{field}")
             }
             harmony_core::Error::InvalidParameter { name, .. } => format!("{prefix}{name}"),
@@ -153,7 +154,8 @@ impl AppState {
     }
 
     fn check_token(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        let got = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        let got =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
         match got {
             Some(t) if constant_time_eq(t.as_bytes(), self.inner.token.as_bytes()) => Ok(()),
             Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "authorization", "wrong analyst token")),
@@ -231,7 +233,8 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
         .await
         .map_err(|_| ApiError::store(StoreError::Closed))?
         .map_err(ApiError::store)?;
-    let c = Collection { key, config: config.clone(), validator: mech.aggregator(), agg: Mutex::new(mech.aggregator()) };
+    let c =
+        Collection { key, config: config.clone(), validator: mech.aggregator(), agg: Mutex::new(mech.aggregator()) };
     st.inner.collections.write().expect("collections lock").insert(id.clone(), Arc::new(c));
     tracing::info!(collection = %id, strategy = config.strategy.kind.name(), epsilon = config.strategy.epsilon, "collection created");
     Ok((StatusCode::CREATED, axum::Json(Created { id, config })).into_response())
@@ -334,7 +337,11 @@ async fn ingest(st: &AppState, id: &str, body: &[u8]) -> Result<BatchAck, ApiErr
     Ok(BatchAck { accepted, duplicates: flags.len() as u64 - accepted })
 }
 
-async fn get_estimates(State(st): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn get_estimates(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     st.check_token(&headers)?;
     let c = st.collection(&id)?;
     let (n, est) = {
@@ -358,10 +365,25 @@ async fn metrics(State(st): State<AppState>) -> Response {
     let mut line = |name: &str, help: &str, kind: &str, v: u64| {
         s.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"));
     };
-    line("harmony_reports_accepted_total", "Reports stored and aggregated.", "counter", m.accepted.load(Ordering::Relaxed));
-    line("harmony_reports_duplicate_total", "Reports whose id was already stored.", "counter", m.duplicates.load(Ordering::Relaxed));
+    line(
+        "harmony_reports_accepted_total",
+        "Reports stored and aggregated.",
+        "counter",
+        m.accepted.load(Ordering::Relaxed),
+    );
+    line(
+        "harmony_reports_duplicate_total",
+        "Reports whose id was already stored.",
+        "counter",
+        m.duplicates.load(Ordering::Relaxed),
+    );
     line("harmony_batches_total", "Acknowledged batches.", "counter", m.batches.load(Ordering::Relaxed));
-    line("harmony_batches_rejected_total", "Rejected batches (4xx/5xx).", "counter", m.rejected_batches.load(Ordering::Relaxed));
+    line(
+        "harmony_batches_rejected_total",
+        "Rejected batches (4xx/5xx).",
+        "counter",
+        m.rejected_batches.load(Ordering::Relaxed),
+    );
     line(
         "harmony_batch_seconds_micros_total",
         "Total handling time of acknowledged batches, microseconds.",

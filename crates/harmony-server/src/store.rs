@@ -135,7 +135,8 @@ fn commit_group(conn: &mut rusqlite::Connection, group: &[Job]) -> StoreResult<V
     let tx = conn.transaction()?;
     let mut out = Vec::with_capacity(group.len());
     {
-        let mut stmt = tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body) VALUES (?1, ?2, ?3)")?;
+        let mut stmt =
+            tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body) VALUES (?1, ?2, ?3)")?;
         for job in group {
             let mut flags = Vec::with_capacity(job.reports.len());
             for (rid, body) in &job.reports {

@@ -4,7 +4,7 @@
 use harmony_client::protocol::{CreateCollection, ReportBatch, ReportItem, to_hex};
 use harmony_client::{Client, ClientError, MemoryLedger, RetryPolicy};
 use harmony_core::aggregate::Aggregator;
-use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
+use harmony_core::sampling::{fast_rng, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::RecordReport;
 use harmony_server::{SqliteStore, Store};
@@ -139,7 +139,8 @@ fn auth_idempotency_validation_and_restart() {
         harmony_client::protocol::from_hex_into(&it.report, &mut b).unwrap();
         local.add(&harmony_core::wire::decode::<RecordReport>(&b).unwrap()).unwrap();
     }
-    let local_est = harmony_client::protocol::Estimates::from_core(&id, 3000, mech.options(), mech.schema(), &local.estimates());
+    let local_est =
+        harmony_client::protocol::Estimates::from_core(&id, 3000, mech.options(), mech.schema(), &local.estimates());
     // Categorical counts are exact; numeric sums can differ in the last bits by summation order.
     let json = |e: &harmony_client::protocol::Estimates| serde_json::to_value(e).unwrap();
     let (a, b) = (json(&est), json(&local_est));
@@ -150,7 +151,8 @@ fn auth_idempotency_validation_and_restart() {
         assert!((x - y).abs() < 1e-9, "{x} vs {y}");
     }
     for j in [0, 2] {
-        let (x, y) = (a["attributes"][j]["estimate"].as_f64().unwrap(), b["attributes"][j]["estimate"].as_f64().unwrap());
+        let (x, y) =
+            (a["attributes"][j]["estimate"].as_f64().unwrap(), b["attributes"][j]["estimate"].as_f64().unwrap());
         assert!((x - y).abs() < 1e-9, "{x} vs {y}");
     }
     // Restart: the accumulator is rebuilt from the stored reports.
@@ -213,7 +215,8 @@ fn client_bytes_hold_no_raw_value() {
             }
         }
         let body = br#"{"accepted":1,"duplicates":0}"#;
-        let _ = write!(s, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n", body.len());
+        let _ =
+            write!(s, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n", body.len());
         let _ = s.write_all(body);
         got
     });
@@ -227,7 +230,10 @@ fn client_bytes_hold_no_raw_value() {
         config_version: 1,
         wire_version: 1,
         schema: schema.clone(),
-        strategy: harmony_core::strategy::StrategyOptions::default_for(harmony_core::strategy::StrategyKind::Split, 1.0),
+        strategy: harmony_core::strategy::StrategyOptions::default_for(
+            harmony_core::strategy::StrategyKind::Split,
+            1.0,
+        ),
         tasks: vec!["means".into()],
     };
     let raw = [123_456.0_f64, 1.0];
@@ -307,7 +313,10 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
             let p = (rng.next_u32() as usize) % m.len();
             m[p] ^= 1 << (rng.next_u32() % 8);
         }
-        cases.push((format!("mutation {i}"), body(vec![ReportItem { id: format!("mut{i}"), report: to_hex(&m) }], &a.id, 1)));
+        cases.push((
+            format!("mutation {i}"),
+            body(vec![ReportItem { id: format!("mut{i}"), report: to_hex(&m) }], &a.id, 1),
+        ));
         let mut junk = vec![0u8; (rng.next_u32() % 200) as usize];
         rng.fill_bytes(&mut junk);
         cases.push((format!("junk {i}"), junk));

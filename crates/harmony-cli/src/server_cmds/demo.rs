@@ -121,15 +121,22 @@ pub fn run(a: DemoArgs) -> Result<()> {
     if let Some(seed) = a.seed {
         let mech = harmony_client::mechanism(&created.config)?;
         let agg = super::in_process(&mech, &enc.values, seed)?;
-        let local =
-            Estimates::from_core(&created.id, harmony_core::aggregate::Aggregator::count(&agg), mech.options(), &schema, &agg.estimates());
+        let local = Estimates::from_core(
+            &created.id,
+            harmony_core::aggregate::Aggregator::count(&agg),
+            mech.options(),
+            &schema,
+            &agg.estimates(),
+        );
         let same = super::max_difference(&local, &est);
         eprintln!("in-process aggregation of the same reports: largest difference {same:.1e}");
     }
     match a.format {
         Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"estimates": est, "truth": truth, "ci_covered": covered, "ci_cells": cells}))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({"estimates": est, "truth": truth, "ci_covered": covered, "ci_cells": cells})
+            )?
         ),
         Format::Table => {
             print_estimates(&est, Some(&truth));

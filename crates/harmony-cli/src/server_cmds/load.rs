@@ -50,7 +50,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
         Some(_) => None,
         None => {
             std::fs::create_dir_all(&dir)?;
-            let store = harmony_server::open_store(&dir.join("load.db").display().to_string()).map_err(|e| anyhow!(e))?;
+            let store =
+                harmony_server::open_store(&dir.join("load.db").display().to_string()).map_err(|e| anyhow!(e))?;
             Some(harmony_server::spawn(store, &token, "127.0.0.1:0", 2).map_err(|e| anyhow!(e))?)
         }
     };

@@ -31,6 +31,9 @@ pub struct ServeArgs {
     /// Bearer token of the analyst endpoints (else `HARMONY_ANALYST_TOKEN`).
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub analyst_token: Option<String>,
+    /// Log level on stderr: error, warn, info or debug (debug logs every batch).
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
 }
 
 /// `harmony collection …`.
@@ -103,6 +106,15 @@ pub struct QueryArgs {
 
 /// Runs `harmony serve`.
 pub fn serve(args: ServeArgs) -> Result<()> {
+    use tracing_subscriber::filter::LevelFilter;
+    let level = match args.log_level.as_str() {
+        "error" => LevelFilter::ERROR,
+        "warn" => LevelFilter::WARN,
+        "info" => LevelFilter::INFO,
+        "debug" => LevelFilter::DEBUG,
+        other => anyhow::bail!("--log-level is \"{other}\", expected error, warn, info or debug"),
+    };
+    tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(false).init();
     let token = match args.analyst_token {
         Some(t) if !t.is_empty() => t,
         _ => {
@@ -341,7 +353,10 @@ pub fn max_difference(a: &Estimates, b: &Estimates) -> f64 {
                 AttributeResult::Numeric { estimate: e1, std_error: s1, .. },
                 AttributeResult::Numeric { estimate: e2, std_error: s2, .. },
             ) => m = m.max((e1 - e2).abs()).max((s1 - s2).abs()),
-            (AttributeResult::Categorical { categories: c1, .. }, AttributeResult::Categorical { categories: c2, .. }) => {
+            (
+                AttributeResult::Categorical { categories: c1, .. },
+                AttributeResult::Categorical { categories: c2, .. },
+            ) => {
                 for (p, q) in c1.iter().zip(c2) {
                     m = m.max((p.estimate - q.estimate).abs()).max((p.std_error - q.std_error).abs());
                 }
