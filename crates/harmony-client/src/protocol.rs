@@ -292,3 +292,24 @@ pub fn valid_report_id(id: &str) -> bool {
         && id.len() <= MAX_REPORT_ID
         && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_roundtrip_and_rejections() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let mut out = Vec::new();
+        from_hex_into(&to_hex(&bytes), &mut out).unwrap();
+        assert_eq!(out, bytes);
+        from_hex_into("ABcd", &mut out).unwrap();
+        assert_eq!(out, vec![0xab, 0xcd]);
+        assert!(from_hex_into("abc", &mut out).is_none());
+        assert!(from_hex_into("zz", &mut out).is_none());
+        assert!(valid_report_id("a-Z_09"));
+        assert!(!valid_report_id(""));
+        assert!(!valid_report_id("a b"));
+        assert!(!valid_report_id(&"x".repeat(65)));
+    }
+}
