@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod pg;
 pub mod store;
 
 use axum::Router;
@@ -395,10 +396,10 @@ async fn metrics(State(st): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s).into_response()
 }
 
-/// Opens the store a URL names: `sqlite://PATH` (or a bare path).
+/// Opens the store a URL names: `sqlite://PATH` (or a bare path) or `postgres://…`.
 pub fn open_store(url: &str) -> Result<Arc<dyn Store>, String> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Err("the PostgreSQL store is not built yet; use sqlite://PATH".into());
+        return Ok(Arc::new(pg::PgStore::open(url).map_err(|e| format!("{url}: {e}"))?));
     }
     let path = url.strip_prefix("sqlite://").unwrap_or(url);
     Ok(Arc::new(SqliteStore::open(std::path::Path::new(path)).map_err(|e| format!("{url}: {e}"))?))
