@@ -22,7 +22,7 @@ use std::time::Instant;
 /// `harmony serve`.
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// Storage: `sqlite://PATH` (embedded, default `sqlite://harmony.db`).
+    /// Storage: `sqlite://PATH` (embedded) or `postgres://user@host:port/db`.
     #[arg(long, default_value = "sqlite://harmony.db")]
     pub db: String,
     /// Address to listen on.
