@@ -7,6 +7,7 @@ mod data;
 mod output;
 mod plan;
 mod plot;
+mod server_cmds;
 mod simulate;
 mod simulate_tasks;
 mod train;
@@ -32,6 +33,19 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Train linear regression, logistic regression or an SVM under LDP (k-fold cross-validation).
     Train(train::TrainArgs),
+    /// Run the collection server (HTTP API; see docs/SERVER.md).
+    Serve(server_cmds::ServeArgs),
+    /// Manage collections on a server.
+    #[command(subcommand)]
+    Collection(server_cmds::CollectionCommand),
+    /// Submit a CSV to a collection: one simulated device per row, each randomizing its own row.
+    Submit(server_cmds::SubmitArgs),
+    /// Print a collection's current estimates.
+    Query(server_cmds::QueryArgs),
+    /// Serve on loopback, collect Adult from 48,842 simulated devices, print estimates beside the truth.
+    Demo(server_cmds::demo::DemoArgs),
+    /// Ingest load generator: throughput and batch latency of a server.
+    Load(server_cmds::load::LoadArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -70,6 +84,12 @@ fn main() {
         }
         Command::Bench(args) => bench::run(args),
         Command::Train(args) => train::run(args),
+        Command::Serve(args) => server_cmds::serve(args),
+        Command::Collection(cmd) => server_cmds::collection(cmd),
+        Command::Submit(args) => server_cmds::submit(args),
+        Command::Query(args) => server_cmds::query(args),
+        Command::Demo(args) => server_cmds::demo::run(args),
+        Command::Load(args) => server_cmds::load::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -1,0 +1,486 @@
+//! The Harmony collection server (axum + tokio).
+//!
+//! * `POST /v1/collections` (analyst): schema, ε, strategy, tasks → a new immutable collection.
+//! * `GET /v1/collections/{id}/config` (public): everything a client needs to randomize.
+//! * `POST /v1/collections/{id}/reports` (public): a batch of encoded reports with
+//!   client-chosen ids. Every report is decoded and validated before anything is stored; one bad
+//!   report rejects the batch with a 4xx naming it. A batch is acknowledged after its SQLite
+//!   transaction commits; a retried id is stored and counted once.
+//! * `GET /v1/collections/{id}/estimates` (analyst): estimates with standard errors and 95% CIs
+//!   from accumulators updated per batch (no rescan), rebuilt from the stored reports on start.
+//! * `GET /openapi.json`, `GET /metrics` (Prometheus text), `GET /healthz`.
+//!
+//! Logs (tracing) carry collection ids, counts and latencies, never report contents.
+
+#![warn(missing_docs)]
+
+pub mod pg;
+pub mod store;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use harmony_client::protocol::{
+    self, BatchAck, CONFIG_VERSION, CollectionConfig, CreateCollection, Created, ErrorBody, ErrorDetail, Estimates,
+    ReportBatch,
+};
+use harmony_core::aggregate::Aggregator;
+use harmony_core::strategy::{RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions};
+use rand::Rng;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+pub use store::{SqliteStore, Store, StoreError};
+
+/// Largest request body (bytes).
+pub const MAX_BODY: usize = 32 << 20;
+
+/// One collection in memory: its config, a validator and the live accumulator.
+struct Collection {
+    key: i64,
+    config: CollectionConfig,
+    /// An empty aggregator used only for `validate` (no lock needed).
+    validator: RecordAggregator,
+    agg: Mutex<RecordAggregator>,
+}
+
+#[derive(Default)]
+struct Metrics {
+    accepted: AtomicU64,
+    duplicates: AtomicU64,
+    rejected_batches: AtomicU64,
+    batches: AtomicU64,
+    commit_micros: AtomicU64,
+}
+
+/// Shared server state.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    token: String,
+    collections: RwLock<HashMap<String, Arc<Collection>>>,
+    metrics: Metrics,
+}
+
+/// Server errors: a status and `{"error": {"field", "message"}}`.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    field: String,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError { status, field: field.into(), message: message.into() }
+    }
+    fn bad(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, field, message)
+    }
+    fn from_core(prefix: &str, e: harmony_core::Error) -> Self {
+        let field = match &e {
+            harmony_core::Error::InvalidReport { field, .. }
+            | harmony_core::Error::InvalidInput { name: field, .. } => {
+                format!("{prefix}{field}")
+            }
+            harmony_core::Error::InvalidParameter { name, .. } => format!("{prefix}{name}"),
+            harmony_core::Error::Incompatible(_) => prefix.trim_end_matches(": ").to_string(),
+        };
+        Self::bad(field, e.to_string())
+    }
+    fn store(e: StoreError) -> Self {
+        tracing::error!(error = %e, "store failure");
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", "storage unavailable; retry the batch")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody { error: ErrorDetail { field: self.field, message: self.message } };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+impl AppState {
+    /// Loads every collection from `store` and rebuilds its accumulator from the stored reports.
+    pub fn new(store: Arc<dyn Store>, token: &str) -> Result<Self, String> {
+        let mut map = HashMap::new();
+        for c in store.collections().map_err(|e| e.to_string())? {
+            let config: CollectionConfig =
+                serde_json::from_str(&c.config).map_err(|e| format!("collection {}: config: {e}", c.id))?;
+            let mech = RecordMechanism::new(config.schema.clone(), config.strategy.clone())
+                .map_err(|e| format!("collection {}: {e}", c.id))?;
+            let mut agg = mech.aggregator();
+            let mut bad = 0u64;
+            let t = Instant::now();
+            store
+                .for_each_report(c.key, &mut |b| match harmony_core::wire::decode::<RecordReport>(b) {
+                    Ok(r) if agg.validate(&r).is_ok() => agg.add_unchecked(&r),
+                    _ => bad += 1,
+                })
+                .map_err(|e| e.to_string())?;
+            if bad > 0 {
+                return Err(format!("collection {}: {bad} stored reports do not decode", c.id));
+            }
+            tracing::info!(collection = %c.id, reports = agg.count(), seconds = t.elapsed().as_secs_f64(), "rebuilt accumulator");
+            let validator = mech.aggregator();
+            map.insert(c.id.clone(), Arc::new(Collection { key: c.key, config, validator, agg: Mutex::new(agg) }));
+        }
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                store,
+                token: token.to_string(),
+                collections: RwLock::new(map),
+                metrics: Metrics::default(),
+            }),
+        })
+    }
+
+    fn collection(&self, id: &str) -> Result<Arc<Collection>, ApiError> {
+        self.inner
+            .collections
+            .read()
+            .expect("collections lock")
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "collection", format!("no collection {id:?}")))
+    }
+
+    fn check_token(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let got =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        match got {
+            Some(t) if constant_time_eq(t.as_bytes(), self.inner.token.as_bytes()) => Ok(()),
+            Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "authorization", "wrong analyst token")),
+            None => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authorization",
+                "missing analyst token, expected `Authorization: Bearer TOKEN`",
+            )),
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The router with every endpoint.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/collections", post(create_collection))
+        .route("/v1/collections/{id}/config", get(get_config))
+        .route("/v1/collections/{id}/reports", post(post_reports))
+        .route("/v1/collections/{id}/estimates", get(get_estimates))
+        .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let field = if e.is_data() { "body (schema)" } else { "body (JSON syntax)" };
+        ApiError::bad(field, format!("the request body does not parse: {e}"))
+    })
+}
+
+async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    let req: CreateCollection = parse_json(&body)?;
+    let kind = StrategyKind::parse(&req.strategy).map_err(|e| ApiError::from_core("", e))?;
+    let mut options = StrategyOptions::default_for(kind, req.epsilon);
+    if let Some(n) = req.numeric_mechanism {
+        options.numeric_mechanism = n;
+    }
+    if let Some(c) = req.categorical_mechanism {
+        options.categorical_mechanism = c;
+    }
+    for t in &req.tasks {
+        if t != "means" {
+            return Err(ApiError::bad("tasks", format!("task {t:?} is not served yet, expected \"means\"")));
+        }
+    }
+    let mech = RecordMechanism::new(req.schema.clone(), options.clone()).map_err(|e| ApiError::from_core("", e))?;
+    let id = {
+        let mut b = [0u8; 12];
+        harmony_core::sampling::secure_rng().fill_bytes(&mut b);
+        protocol::to_hex(&b)
+    };
+    let config = CollectionConfig {
+        id: id.clone(),
+        config_version: CONFIG_VERSION,
+        wire_version: harmony_core::wire::WIRE_VERSION,
+        schema: req.schema,
+        strategy: options,
+        tasks: req.tasks,
+    };
+    let text = serde_json::to_string(&config).expect("JSON of a config");
+    let store = st.inner.store.clone();
+    let id2 = id.clone();
+    let key = tokio::task::spawn_blocking(move || store.create_collection(&id2, &text))
+        .await
+        .map_err(|_| ApiError::store(StoreError::Closed))?
+        .map_err(ApiError::store)?;
+    let c =
+        Collection { key, config: config.clone(), validator: mech.aggregator(), agg: Mutex::new(mech.aggregator()) };
+    st.inner.collections.write().expect("collections lock").insert(id.clone(), Arc::new(c));
+    tracing::info!(collection = %id, strategy = config.strategy.kind.name(), epsilon = config.strategy.epsilon, "collection created");
+    Ok((StatusCode::CREATED, axum::Json(Created { id, config })).into_response())
+}
+
+async fn get_config(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let c = st.collection(&id)?;
+    Ok(axum::Json(c.config.clone()).into_response())
+}
+
+async fn post_reports(State(st): State<AppState>, Path(id): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let result = ingest(&st, &id, &body).await;
+    match &result {
+        Ok(ack) => {
+            let m = &st.inner.metrics;
+            m.batches.fetch_add(1, Ordering::Relaxed);
+            m.accepted.fetch_add(ack.accepted, Ordering::Relaxed);
+            m.duplicates.fetch_add(ack.duplicates, Ordering::Relaxed);
+            m.commit_micros.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+            tracing::debug!(collection = %id, accepted = ack.accepted, duplicates = ack.duplicates, micros = t0.elapsed().as_micros() as u64, "batch stored");
+        }
+        Err(e) => {
+            st.inner.metrics.rejected_batches.fetch_add(1, Ordering::Relaxed);
+            // The field names the problem; report contents are never logged.
+            tracing::info!(collection = %id, status = e.status.as_u16(), field = %e.field, "batch rejected");
+        }
+    }
+    result.map(|ack| axum::Json(ack).into_response())
+}
+
+async fn ingest(st: &AppState, id: &str, body: &[u8]) -> Result<BatchAck, ApiError> {
+    let c = st.collection(id)?;
+    let batch: ReportBatch = parse_json(body)?;
+    if batch.collection != id {
+        return Err(ApiError::bad(
+            "collection",
+            format!("the batch is for collection {:?}, posted to {id:?}", batch.collection),
+        ));
+    }
+    if batch.config_version != c.config.config_version {
+        return Err(ApiError::bad(
+            "config_version",
+            format!("config_version is {}, expected {}", batch.config_version, c.config.config_version),
+        ));
+    }
+    if batch.reports.is_empty() || batch.reports.len() > protocol::MAX_BATCH {
+        let status = if batch.reports.is_empty() { StatusCode::BAD_REQUEST } else { StatusCode::PAYLOAD_TOO_LARGE };
+        return Err(ApiError::new(
+            status,
+            "reports",
+            format!("{} reports, expected 1 to {}", batch.reports.len(), protocol::MAX_BATCH),
+        ));
+    }
+    let mut rows = Vec::with_capacity(batch.reports.len());
+    let mut decoded = Vec::with_capacity(batch.reports.len());
+    let mut seen = std::collections::HashSet::with_capacity(batch.reports.len());
+    let mut buf = Vec::new();
+    for (i, item) in batch.reports.into_iter().enumerate() {
+        if !protocol::valid_report_id(&item.id) {
+            return Err(ApiError::bad(
+                format!("reports[{i}].id"),
+                format!("report id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", item.id.len()),
+            ));
+        }
+        if item.report.len() > 2 * protocol::MAX_REPORT_BYTES {
+            return Err(ApiError::bad(
+                format!("reports[{i}].report"),
+                format!("{} hex characters, expected at most {}", item.report.len(), 2 * protocol::MAX_REPORT_BYTES),
+            ));
+        }
+        if protocol::from_hex_into(&item.report, &mut buf).is_none() {
+            return Err(ApiError::bad(format!("reports[{i}].report"), "not hex: expected an even number of [0-9a-f]"));
+        }
+        let report = harmony_core::wire::decode::<RecordReport>(&buf)
+            .map_err(|e| ApiError::from_core(&format!("reports[{i}].report: "), e))?;
+        c.validator.validate(&report).map_err(|e| ApiError::from_core(&format!("reports[{i}].report: "), e))?;
+        if !seen.insert(item.id.clone()) {
+            return Err(ApiError::bad(format!("reports[{i}].id"), format!("id {:?} twice in one batch", item.id)));
+        }
+        rows.push((item.id, buf.clone()));
+        decoded.push(report);
+    }
+    let store = st.inner.store.clone();
+    let key = c.key;
+    let flags = tokio::task::spawn_blocking(move || store.insert_reports(key, rows))
+        .await
+        .map_err(|_| ApiError::store(StoreError::Closed))?
+        .map_err(ApiError::store)?;
+    let mut accepted = 0;
+    {
+        let mut agg = c.agg.lock().expect("aggregator lock");
+        for (r, new) in decoded.iter().zip(&flags) {
+            if *new {
+                agg.add_unchecked(r);
+                accepted += 1;
+            }
+        }
+    }
+    Ok(BatchAck { accepted, duplicates: flags.len() as u64 - accepted })
+}
+
+async fn get_estimates(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    let c = st.collection(&id)?;
+    let (n, est) = {
+        let agg = c.agg.lock().expect("aggregator lock");
+        (agg.count(), agg.estimates())
+    };
+    let out = Estimates::from_core(&id, n, &c.config.strategy, &c.config.schema, &est);
+    Ok(axum::Json(out).into_response())
+}
+
+/// The OpenAPI 3.1 document.
+pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn metrics(State(st): State<AppState>) -> Response {
+    let m = &st.inner.metrics;
+    let mut s = String::new();
+    let mut line = |name: &str, help: &str, kind: &str, v: u64| {
+        s.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}\n"));
+    };
+    line(
+        "harmony_reports_accepted_total",
+        "Reports stored and aggregated.",
+        "counter",
+        m.accepted.load(Ordering::Relaxed),
+    );
+    line(
+        "harmony_reports_duplicate_total",
+        "Reports whose id was already stored.",
+        "counter",
+        m.duplicates.load(Ordering::Relaxed),
+    );
+    line("harmony_batches_total", "Acknowledged batches.", "counter", m.batches.load(Ordering::Relaxed));
+    line(
+        "harmony_batches_rejected_total",
+        "Rejected batches (4xx/5xx).",
+        "counter",
+        m.rejected_batches.load(Ordering::Relaxed),
+    );
+    line(
+        "harmony_batch_seconds_micros_total",
+        "Total handling time of acknowledged batches, microseconds.",
+        "counter",
+        m.commit_micros.load(Ordering::Relaxed),
+    );
+    let n = st.inner.collections.read().expect("collections lock").len() as u64;
+    line("harmony_collections", "Collections served.", "gauge", n);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s).into_response()
+}
+
+/// Opens the store a URL names: `sqlite://PATH` (or a bare path) or `postgres://…`.
+pub fn open_store(url: &str) -> Result<Arc<dyn Store>, String> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Arc::new(pg::PgStore::open(url).map_err(|e| format!("{url}: {e}"))?));
+    }
+    let path = url.strip_prefix("sqlite://").unwrap_or(url);
+    Ok(Arc::new(SqliteStore::open(std::path::Path::new(path)).map_err(|e| format!("{url}: {e}"))?))
+}
+
+/// A running server (for tests, `harmony demo` and `harmony serve`).
+pub struct Running {
+    /// The bound address.
+    pub addr: std::net::SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// `http://ADDR`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+    /// Stops the server gracefully and waits for it.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+    fn stop_inner(&mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Starts a server on its own tokio runtime in a background thread.
+pub fn spawn(store: Arc<dyn Store>, token: &str, listen: &str, workers: usize) -> Result<Running, String> {
+    let state = AppState::new(store, token)?;
+    let std_listener = std::net::TcpListener::bind(listen).map_err(|e| format!("--listen {listen}: {e}"))?;
+    std_listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let thread = std::thread::Builder::new()
+        .name("harmony-server".into())
+        .spawn(move || {
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
+                let app = router(state);
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move {
+                        let _ = rx.await;
+                    })
+                    .await;
+            });
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Running { addr, shutdown: Some(tx), thread: Some(thread) })
+}
+
+/// Serves until Ctrl-C / SIGTERM on the current thread.
+pub fn serve_forever(store: Arc<dyn Store>, token: &str, listen: &str) -> Result<(), String> {
+    let state = AppState::new(store, token)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("--listen {listen}: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        eprintln!("harmony server listening on http://{addr}");
+        tracing::info!(%addr, "listening");
+        axum::serve(listener, router(state))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(|e| e.to_string())
+    })
+}

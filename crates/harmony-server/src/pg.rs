@@ -1,0 +1,180 @@
+//! PostgreSQL storage (selected by a `postgres://` URL, for scale-out): the same [`Store`]
+//! contract as SQLite. One writer connection group-commits queued batches in one transaction
+//! (one `INSERT … SELECT FROM UNNEST … ON CONFLICT DO NOTHING RETURNING` per batch); reads use a
+//! second connection. Commits are durable with PostgreSQL's default `synchronous_commit = on`.
+
+use crate::store::{Store, StoreError, StoreResult, StoredCollection};
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+impl From<postgres::Error> for StoreError {
+    fn from(e: postgres::Error) -> Self {
+        StoreError::Db(e.to_string())
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS harmony_collections (
+    key BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    config TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS harmony_reports (
+    collection BIGINT NOT NULL,
+    report_id TEXT NOT NULL,
+    body BYTEA NOT NULL,
+    PRIMARY KEY (collection, report_id)
+);
+";
+
+const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body)
+    SELECT $1, r, b FROM UNNEST($2::text[], $3::bytea[]) AS t(r, b)
+    ON CONFLICT DO NOTHING RETURNING report_id";
+
+struct Job {
+    key: i64,
+    reports: Vec<(String, Vec<u8>)>,
+    reply: SyncSender<StoreResult<Vec<bool>>>,
+}
+
+/// PostgreSQL storage (see the module docs).
+pub struct PgStore {
+    jobs: Mutex<Option<SyncSender<Job>>>,
+    /// `Option` so that `Drop` can close it on a plain thread (the blocking client cannot be
+    /// dropped inside a tokio runtime).
+    read: Mutex<Option<postgres::Client>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgStore")
+    }
+}
+
+fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<Vec<bool>>> {
+    let mut tx = conn.transaction()?;
+    let stmt = tx.prepare(INSERT)?;
+    let mut out = Vec::with_capacity(group.len());
+    for job in group {
+        let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
+        let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
+        let rows = tx.query(&stmt, &[&job.key, &ids, &bodies])?;
+        let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        out.push(job.reports.iter().map(|(r, _)| new.contains(r)).collect());
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+fn writer_loop(mut conn: postgres::Client, jobs: Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        let mut n = group[0].reports.len();
+        while n < 200_000 {
+            match jobs.try_recv() {
+                Ok(j) => {
+                    n += j.reports.len();
+                    group.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        match commit_group(&mut conn, &group) {
+            Ok(flags) => {
+                for (job, f) in group.into_iter().zip(flags) {
+                    let _ = job.reply.send(Ok(f));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for job in group {
+                    let _ = job.reply.send(Err(StoreError::Db(msg.clone())));
+                }
+            }
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (`postgres://user:password@host:port/db` or key=value form) and
+    /// creates the tables if needed.
+    pub fn open(url: &str) -> StoreResult<Self> {
+        let mut write = postgres::Client::connect(url, postgres::NoTls)?;
+        write.batch_execute(SCHEMA)?;
+        let read = postgres::Client::connect(url, postgres::NoTls)?;
+        let (tx, rx) = sync_channel::<Job>(1024);
+        let handle = std::thread::Builder::new()
+            .name("harmony-pg-writer".into())
+            .spawn(move || writer_loop(write, rx))
+            .map_err(|e| StoreError::Db(e.to_string()))?;
+        Ok(PgStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(Some(read)), writer: Mutex::new(Some(handle)) })
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Ok(mut j) = self.jobs.lock() {
+            j.take();
+        }
+        if let Ok(mut w) = self.writer.lock()
+            && let Some(h) = w.take()
+        {
+            let _ = h.join();
+        }
+        if let Ok(mut r) = self.read.lock()
+            && let Some(c) = r.take()
+        {
+            let _ = std::thread::spawn(move || drop(c)).join();
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let rows = c.query(
+            "INSERT INTO harmony_collections (id, config) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key",
+            &[&id, &config],
+        )?;
+        match rows.first() {
+            Some(r) => Ok(r.get(0)),
+            None => Err(StoreError::Exists(id.to_string())),
+        }
+    }
+
+    fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let rows = c.query("SELECT key, id, config FROM harmony_collections ORDER BY key", &[])?;
+        Ok(rows.iter().map(|r| StoredCollection { key: r.get(0), id: r.get(1), config: r.get(2) }).collect())
+    }
+
+    fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
+        let (reply, rx) = sync_channel(1);
+        let tx = self.jobs.lock().map_err(|_| StoreError::Closed)?.clone().ok_or(StoreError::Closed)?;
+        tx.send(Job { key, reports, reply }).map_err(|_| StoreError::Closed)?;
+        rx.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
+        let mut rows = c.query_raw("SELECT body FROM harmony_reports WHERE collection = $1", params)?;
+        while let Some(row) = rows.next()? {
+            f(row.get::<_, &[u8]>(0));
+        }
+        Ok(())
+    }
+
+    fn count_reports(&self, key: i64) -> StoreResult<u64> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let n: i64 = c.query_one("SELECT COUNT(*) FROM harmony_reports WHERE collection = $1", &[&key])?.get(0);
+        Ok(n as u64)
+    }
+}

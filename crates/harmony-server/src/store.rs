@@ -1,0 +1,257 @@
+//! Storage behind one trait. [`SqliteStore`] is the embedded default: WAL journal,
+//! `synchronous=FULL`, and one writer thread that group-commits every batch waiting in its queue
+//! in a single transaction (one fsync for many batches); a batch is acknowledged only after its
+//! transaction commits.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+/// Storage errors.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database failed.
+    #[error("database: {0}")]
+    Db(String),
+    /// The writer thread is gone.
+    #[error("the store's writer thread stopped")]
+    Closed,
+    /// A collection id that already exists.
+    #[error("collection {0} already exists")]
+    Exists(String),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Db(e.to_string())
+    }
+}
+
+/// Store result.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A stored collection: internal key, public id, config JSON.
+#[derive(Debug, Clone)]
+pub struct StoredCollection {
+    /// Internal key.
+    pub key: i64,
+    /// Public id.
+    pub id: String,
+    /// The config document (JSON).
+    pub config: String,
+}
+
+/// Durable storage of collections and reports. Methods block; the server calls them from
+/// blocking threads.
+pub trait Store: Send + Sync + 'static {
+    /// Stores a new collection; returns its internal key.
+    fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64>;
+    /// Every collection.
+    fn collections(&self) -> StoreResult<Vec<StoredCollection>>;
+    /// Stores reports `(report id, encoded report)` of one collection durably; returns for each
+    /// whether it was new (`false`: the id was already stored, nothing written).
+    fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>>;
+    /// Calls `f` on every stored report of a collection.
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()>;
+    /// Number of stored reports of a collection.
+    fn count_reports(&self, key: i64) -> StoreResult<u64>;
+}
+
+struct Job {
+    key: i64,
+    reports: Vec<(String, Vec<u8>)>,
+    reply: SyncSender<StoreResult<Vec<bool>>>,
+}
+
+/// SQLite storage (see the module docs).
+pub struct SqliteStore {
+    jobs: Mutex<Option<SyncSender<Job>>>,
+    read: Mutex<rusqlite::Connection>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqliteStore")
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS collections (
+    key INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    config TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reports (
+    collection INTEGER NOT NULL,
+    report_id TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (collection, report_id)
+) WITHOUT ROWID;
+";
+
+fn open(path: &Path) -> StoreResult<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(conn)
+}
+
+/// Most reports one group commit takes from the queue before committing.
+const GROUP_LIMIT: usize = 200_000;
+
+fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        let mut n = group[0].reports.len();
+        while n < GROUP_LIMIT {
+            match jobs.try_recv() {
+                Ok(j) => {
+                    n += j.reports.len();
+                    group.push(j);
+                }
+                Err(_) => break,
+            }
+        }
+        let result = commit_group(&mut conn, &group);
+        match result {
+            Ok(flags) => {
+                for (job, f) in group.into_iter().zip(flags) {
+                    let _ = job.reply.send(Ok(f));
+                }
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                for job in group {
+                    let _ = job.reply.send(Err(StoreError::Db(msg.clone())));
+                }
+            }
+        }
+    }
+}
+
+fn commit_group(conn: &mut rusqlite::Connection, group: &[Job]) -> StoreResult<Vec<Vec<bool>>> {
+    let tx = conn.transaction()?;
+    let mut out = Vec::with_capacity(group.len());
+    {
+        let mut stmt =
+            tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body) VALUES (?1, ?2, ?3)")?;
+        for job in group {
+            let mut flags = Vec::with_capacity(job.reports.len());
+            for (rid, body) in &job.reports {
+                flags.push(stmt.execute(rusqlite::params![job.key, rid, body])? == 1);
+            }
+            out.push(flags);
+        }
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database at `path`.
+    pub fn open(path: &Path) -> StoreResult<Self> {
+        let write = open(path)?;
+        write.execute_batch(SCHEMA)?;
+        let read = open(path)?;
+        let (tx, rx) = sync_channel::<Job>(1024);
+        let handle = std::thread::Builder::new()
+            .name("harmony-sqlite-writer".into())
+            .spawn(move || writer_loop(write, rx))
+            .map_err(|e| StoreError::Db(e.to_string()))?;
+        Ok(SqliteStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer: Mutex::new(Some(handle)) })
+    }
+
+    fn sender(&self) -> StoreResult<SyncSender<Job>> {
+        self.jobs.lock().map_err(|_| StoreError::Closed)?.clone().ok_or(StoreError::Closed)
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        if let Ok(mut j) = self.jobs.lock() {
+            j.take();
+        }
+        if let Ok(mut w) = self.writer.lock()
+            && let Some(h) = w.take()
+        {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        match conn.execute("INSERT INTO collections (id, config) VALUES (?1, ?2)", rusqlite::params![id, config]) {
+            Ok(_) => Ok(conn.last_insert_rowid()),
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                Err(StoreError::Exists(id.to_string()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare("SELECT key, id, config FROM collections ORDER BY key")?;
+        let rows = stmt.query_map([], |r| Ok(StoredCollection { key: r.get(0)?, id: r.get(1)?, config: r.get(2)? }))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
+    fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
+        let (reply, rx) = sync_channel(1);
+        self.sender()?.send(Job { key, reports, reply }).map_err(|_| StoreError::Closed)?;
+        rx.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare("SELECT body FROM reports WHERE collection = ?1")?;
+        let mut rows = stmt.query([key])?;
+        while let Some(row) = rows.next()? {
+            let body = row.get_ref(0)?.as_blob().map_err(|e| StoreError::Db(e.to_string()))?;
+            f(body);
+        }
+        Ok(())
+    }
+
+    fn count_reports(&self, key: i64) -> StoreResult<u64> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let n: i64 = conn.query_row("SELECT COUNT(*) FROM reports WHERE collection = ?1", [key], |r| r.get(0))?;
+        Ok(n as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotent_inserts_and_reopen() {
+        let dir = std::env::temp_dir().join(format!("harmony-store-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.db");
+        let _ = std::fs::remove_file(&path);
+        {
+            let s = SqliteStore::open(&path).unwrap();
+            let k = s.create_collection("c1", "{}").unwrap();
+            assert!(matches!(s.create_collection("c1", "{}"), Err(StoreError::Exists(_))));
+            let f = s.insert_reports(k, vec![("a".into(), vec![1]), ("b".into(), vec![2])]).unwrap();
+            assert_eq!(f, vec![true, true]);
+            let f = s.insert_reports(k, vec![("b".into(), vec![9]), ("c".into(), vec![3])]).unwrap();
+            assert_eq!(f, vec![false, true]);
+        }
+        let s = SqliteStore::open(&path).unwrap();
+        let c = s.collections().unwrap();
+        assert_eq!(c.len(), 1);
+        let mut bodies = Vec::new();
+        s.for_each_report(c[0].key, &mut |b| bodies.push(b.to_vec())).unwrap();
+        bodies.sort();
+        assert_eq!(bodies, vec![vec![1], vec![2], vec![3]]);
+        assert_eq!(s.count_reports(c[0].key).unwrap(), 3);
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

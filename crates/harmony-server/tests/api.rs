@@ -1,0 +1,358 @@
+//! The HTTP API on loopback: auth, idempotency, validation, restart, and a fuzz of the report
+//! endpoint (garbage bodies, wrong versions, oversized batches, wrong collection, replays).
+
+use harmony_client::protocol::{CreateCollection, ReportBatch, ReportItem, to_hex};
+use harmony_client::{Client, ClientError, MemoryLedger, RetryPolicy};
+use harmony_core::aggregate::Aggregator;
+use harmony_core::sampling::{fast_rng, uniform01};
+use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_core::strategy::RecordReport;
+use harmony_server::{SqliteStore, Store};
+use rand::Rng;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const TOKEN: &str = "test-token";
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harmony-api-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Attribute::Numeric { name: "age".into(), min: 0.0, max: 100.0 },
+        Attribute::Categorical { name: "color".into(), categories: vec!["red".into(), "green".into(), "blue".into()] },
+        Attribute::Numeric { name: "score".into(), min: -1.0, max: 1.0 },
+    ])
+    .unwrap()
+}
+
+fn request(strategy: &str) -> CreateCollection {
+    CreateCollection {
+        schema: schema(),
+        epsilon: 2.0,
+        strategy: strategy.into(),
+        numeric_mechanism: None,
+        categorical_mechanism: None,
+        tasks: vec!["means".into()],
+    }
+}
+
+fn start(dir: &std::path::Path) -> harmony_server::Running {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    harmony_server::spawn(store, TOKEN, "127.0.0.1:0", 2).unwrap()
+}
+
+fn fast_client(url: &str) -> Client {
+    Client::new(url).with_retry(RetryPolicy { attempts: 1, ..Default::default() })
+}
+
+fn records(n: usize, seed: u64) -> Vec<Value> {
+    let mut rng = fast_rng(seed);
+    let mut v = Vec::new();
+    for _ in 0..n {
+        v.push(Value::Unit(2.0 * uniform01(&mut rng) - 1.0));
+        v.push(Value::Category((uniform01(&mut rng) * 3.0) as u32 % 3));
+        v.push(Value::Unit(uniform01(&mut rng) - 0.5));
+    }
+    v
+}
+
+fn items(mech: &harmony_core::strategy::RecordMechanism, values: &[Value], seed: u64) -> Vec<ReportItem> {
+    let mut rng = fast_rng(seed);
+    let (mut r, mut s, mut b) = (RecordReport::default(), Vec::new(), Vec::new());
+    values
+        .chunks(3)
+        .map(|row| {
+            let id = harmony_client::report_id(&mut rng);
+            harmony_client::randomize_item(mech, row, &mut rng, id, &mut r, &mut s, &mut b).unwrap()
+        })
+        .collect()
+}
+
+/// Raw HTTP/1.1 POST (bypasses client-side checks); returns (status, body).
+fn raw_post(addr: std::net::SocketAddr, path: &str, body: &[u8], auth: Option<&str>) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let auth = auth.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{auth}connection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn auth_idempotency_validation_and_restart() {
+    let dir = tmp("basic");
+    let server = start(&dir);
+    let url = server.url();
+    // Analyst endpoints: missing and wrong tokens are 401.
+    for c in [fast_client(&url), fast_client(&url).with_token("wrong")] {
+        match c.create_collection(&request("harmony")) {
+            Err(ClientError::Rejected { status: 401, field, .. }) => assert_eq!(field, "authorization"),
+            other => panic!("expected 401, got {other:?}"),
+        }
+    }
+    let analyst = fast_client(&url).with_token(TOKEN);
+    // Bad parameters name the field.
+    let mut bad = request("harmony");
+    bad.epsilon = -1.0;
+    match analyst.create_collection(&bad) {
+        Err(ClientError::Rejected { status: 400, field, message }) => {
+            assert_eq!(field, "epsilon", "{message}");
+        }
+        other => panic!("expected 400, got {other:?}"),
+    }
+    let created = analyst.create_collection(&request("sample-k")).unwrap();
+    let id = created.id.clone();
+    assert!(matches!(fast_client(&url).estimates(&id), Err(ClientError::Rejected { status: 401, .. })));
+    // Clients need only the public config.
+    let config = fast_client(&url).config(&id).unwrap();
+    assert_eq!(config, created.config);
+    let mech = harmony_client::mechanism(&config).unwrap();
+    let values = records(3000, 5);
+    let all = items(&mech, &values, 9);
+    let client = fast_client(&url);
+    let ack = client.submit(&config, all[..2000].to_vec()).unwrap();
+    assert_eq!((ack.accepted, ack.duplicates), (2000, 0));
+    // A retried (overlapping) batch is counted once.
+    let ack = client.submit(&config, all[1000..].to_vec()).unwrap();
+    assert_eq!((ack.accepted, ack.duplicates), (1000, 1000));
+    let est = analyst.estimates(&id).unwrap();
+    assert_eq!(est.reports, 3000);
+    // The same reports aggregated in process give the same estimates.
+    let mut local = mech.aggregator();
+    for it in &all {
+        let mut b = Vec::new();
+        harmony_client::protocol::from_hex_into(&it.report, &mut b).unwrap();
+        local.add(&harmony_core::wire::decode::<RecordReport>(&b).unwrap()).unwrap();
+    }
+    let local_est =
+        harmony_client::protocol::Estimates::from_core(&id, 3000, mech.options(), mech.schema(), &local.estimates());
+    // Categorical counts are exact; numeric sums can differ in the last bits by summation order.
+    let json = |e: &harmony_client::protocol::Estimates| serde_json::to_value(e).unwrap();
+    let (a, b) = (json(&est), json(&local_est));
+    assert_eq!(a["reports"], b["reports"]);
+    for v in 0..3 {
+        let x = a["attributes"][1]["categories"][v]["estimate"].as_f64().unwrap();
+        let y = b["attributes"][1]["categories"][v]["estimate"].as_f64().unwrap();
+        assert!((x - y).abs() < 1e-9, "{x} vs {y}");
+    }
+    for j in [0, 2] {
+        let (x, y) =
+            (a["attributes"][j]["estimate"].as_f64().unwrap(), b["attributes"][j]["estimate"].as_f64().unwrap());
+        assert!((x - y).abs() < 1e-9, "{x} vs {y}");
+    }
+    // Restart: the accumulator is rebuilt from the stored reports.
+    server.stop();
+    let server = start(&dir);
+    let est2 = fast_client(&server.url()).with_token(TOKEN).estimates(&id).unwrap();
+    assert_eq!(est2.reports, 3000);
+    let again = fast_client(&server.url()).submit(&config, all[..10].to_vec()).unwrap();
+    assert_eq!((again.accepted, again.duplicates), (0, 10));
+    // Metrics and the OpenAPI document.
+    let m = ureq::get(&format!("{}/metrics", server.url())).call().unwrap().body_mut().read_to_string().unwrap();
+    assert!(m.contains("harmony_reports_duplicate_total 10"), "{m}");
+    let doc = ureq::get(&format!("{}/openapi.json", server.url())).call().unwrap().body_mut().read_to_string().unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();
+    assert!(doc["paths"]["/v1/collections/{id}/reports"]["post"].is_object());
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn device_ledger_reports_once() {
+    let dir = tmp("ledger");
+    let server = start(&dir);
+    let created = fast_client(&server.url()).with_token(TOKEN).create_collection(&request("harmony")).unwrap();
+    let client = fast_client(&server.url());
+    let mut device = harmony_client::Device::new(MemoryLedger::default());
+    let row = [Value::Unit(0.5), Value::Category(2), Value::Unit(-0.25)];
+    assert_eq!(device.report(&client, &created.config, &row).unwrap().accepted, 1);
+    assert!(matches!(device.report(&client, &created.config, &row), Err(ClientError::AlreadyReported(_))));
+    // A file ledger survives a restart of the device.
+    let path = dir.join("ledger.json");
+    let mut d2 = harmony_client::Device::new(harmony_client::FileLedger::open(&path).unwrap());
+    d2.report(&client, &created.config, &row).unwrap();
+    let mut d3 = harmony_client::Device::new(harmony_client::FileLedger::open(&path).unwrap());
+    assert!(matches!(d3.report(&client, &created.config, &row), Err(ClientError::AlreadyReported(_))));
+    assert_eq!(fast_client(&server.url()).with_token(TOKEN).estimates(&created.id).unwrap().reports, 2);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a device sends holds no raw value: the batch body carries only the report id and the
+/// hex of the randomized report, never the record's numbers or labels.
+#[test]
+fn client_bytes_hold_no_raw_value() {
+    // A one-shot listener captures the request bytes.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let capture = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut got = Vec::new();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            if got.windows(4).any(|w| w == b"\r\n\r\n") && got.ends_with(b"}") {
+                break;
+            }
+        }
+        let body = br#"{"accepted":1,"duplicates":0}"#;
+        let _ =
+            write!(s, "HTTP/1.1 200 OK\r\ncontent-length: {}\r\ncontent-type: application/json\r\n\r\n", body.len());
+        let _ = s.write_all(body);
+        got
+    });
+    let schema = Schema::new(vec![
+        Attribute::Numeric { name: "salary".into(), min: 0.0, max: 1_000_000.0 },
+        Attribute::Categorical { name: "disease".into(), categories: vec!["diabetes".into(), "asthma".into()] },
+    ])
+    .unwrap();
+    let config = harmony_client::protocol::CollectionConfig {
+        id: "c".into(),
+        config_version: 1,
+        wire_version: 1,
+        schema: schema.clone(),
+        strategy: harmony_core::strategy::StrategyOptions::default_for(
+            harmony_core::strategy::StrategyKind::Split,
+            1.0,
+        ),
+        tasks: vec!["means".into()],
+    };
+    let raw = [123_456.0_f64, 1.0];
+    let record = [Value::Unit(2.0 * raw[0] / 1_000_000.0 - 1.0), Value::Category(1)];
+    let mut device = harmony_client::Device::new(MemoryLedger::default());
+    device.report(&fast_client(&format!("http://{addr}")), &config, &record).unwrap();
+    let bytes = capture.join().unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("\"reports\""), "{text}");
+    for needle in ["123456", "asthma", "diabetes", "salary", "disease", "-0.753"] {
+        assert!(!text.contains(needle), "the request contains {needle:?}: {text}");
+    }
+    // Nor the encoded value's bytes (little-endian f64 of the unit value).
+    let unit = (2.0 * raw[0] / 1_000_000.0 - 1.0_f64).to_le_bytes();
+    assert!(!bytes.windows(8).any(|w| w == unit));
+    assert!(!text.contains(&to_hex(&unit)));
+}
+
+#[test]
+fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
+    let dir = tmp("fuzz");
+    let server = start(&dir);
+    let addr = server.addr;
+    let analyst = fast_client(&server.url()).with_token(TOKEN);
+    let a = analyst.create_collection(&request("sample-k")).unwrap();
+    let b = analyst.create_collection(&request("split")).unwrap();
+    let mech_a = harmony_client::mechanism(&a.config).unwrap();
+    let mech_b = harmony_client::mechanism(&b.config).unwrap();
+    let good = items(&mech_a, &records(50, 1), 2);
+    let of_b = items(&mech_b, &records(5, 3), 4);
+    let path = format!("/v1/collections/{}/reports", a.id);
+    let body = |reports: Vec<ReportItem>, collection: &str, v: u32| {
+        serde_json::to_vec(&ReportBatch { collection: collection.into(), config_version: v, reports }).unwrap()
+    };
+    // One valid batch stored first: replays of it must not change the count.
+    let (s, _) = raw_post(addr, &path, &body(good[..10].to_vec(), &a.id, 1), None);
+    assert_eq!(s, 200);
+    let mut rng = fast_rng(77);
+    let mut cases: Vec<(String, Vec<u8>)> = vec![
+        ("empty".into(), Vec::new()),
+        ("not json".into(), b"\x00\xff garbage".to_vec()),
+        ("json of another shape".into(), br#"{"hello": 1}"#.to_vec()),
+        ("unknown field".into(), br#"{"collection":"x","config_version":1,"reports":[],"extra":1}"#.to_vec()),
+        ("no reports".into(), body(Vec::new(), &a.id, 1)),
+        ("wrong collection in body".into(), body(good[10..12].to_vec(), &b.id, 1)),
+        ("a report of another collection".into(), body(vec![good[10].clone(), of_b[0].clone()], &a.id, 1)),
+        ("wrong config version".into(), body(good[10..12].to_vec(), &a.id, 2)),
+        ("oversized batch".into(), body(vec![good[10].clone(); 10_001], &a.id, 1)),
+        ("id twice in a batch".into(), body(vec![good[10].clone(), good[10].clone()], &a.id, 1)),
+        ("empty id".into(), body(vec![ReportItem { id: String::new(), report: good[10].report.clone() }], &a.id, 1)),
+        ("long id".into(), body(vec![ReportItem { id: "x".repeat(65), report: good[10].report.clone() }], &a.id, 1)),
+        ("odd hex".into(), body(vec![ReportItem { id: "a".into(), report: "abc".into() }], &a.id, 1)),
+        ("not hex".into(), body(vec![ReportItem { id: "a".into(), report: "zz".into() }], &a.id, 1)),
+        ("huge report".into(), body(vec![ReportItem { id: "a".into(), report: "00".repeat(5000) }], &a.id, 1)),
+    ];
+    // Wrong wire versions, kinds, truncations, trailing bytes and bit flips of a good report.
+    let mut g = Vec::new();
+    harmony_client::protocol::from_hex_into(&good[10].report, &mut g).unwrap();
+    for (what, mutate) in [
+        ("wire version 2", (|v: &mut Vec<u8>| v[0] = 2) as fn(&mut Vec<u8>)),
+        ("wire kind 1", |v| v[1] = 1),
+        ("truncated", |v| {
+            v.pop();
+        }),
+        ("trailing byte", |v| v.push(0)),
+        ("header only", |v| v.truncate(2)),
+    ] {
+        let mut m = g.clone();
+        mutate(&mut m);
+        cases.push((what.into(), body(vec![ReportItem { id: "m".into(), report: to_hex(&m) }], &a.id, 1)));
+    }
+    for i in 0..300 {
+        // Random mutations; a mutated report may still be valid, then the batch is accepted.
+        let mut m = g.clone();
+        let flips = 1 + (rng.next_u32() % 4) as usize;
+        for _ in 0..flips {
+            let p = (rng.next_u32() as usize) % m.len();
+            m[p] ^= 1 << (rng.next_u32() % 8);
+        }
+        cases.push((
+            format!("mutation {i}"),
+            body(vec![ReportItem { id: format!("mut{i}"), report: to_hex(&m) }], &a.id, 1),
+        ));
+        let mut junk = vec![0u8; (rng.next_u32() % 200) as usize];
+        rng.fill_bytes(&mut junk);
+        cases.push((format!("junk {i}"), junk));
+    }
+    let mut accepted_mutations = 0;
+    for (what, bytes) in &cases {
+        let before = analyst.estimates(&a.id).unwrap().reports;
+        let (status, resp) = raw_post(addr, &path, bytes, None);
+        let after = analyst.estimates(&a.id).unwrap().reports;
+        if status == 200 {
+            assert!(what.starts_with("mutation"), "{what}: accepted: {resp}");
+            accepted_mutations += 1;
+            continue;
+        }
+        assert!((400..500).contains(&status), "{what}: status {status}: {resp}");
+        assert_eq!(before, after, "{what}: a rejected batch changed the count");
+        if status != 413 || !resp.is_empty() {
+            let e: serde_json::Value =
+                serde_json::from_str(&resp).unwrap_or_else(|_| panic!("{what}: not a JSON error: {resp:?}"));
+            assert!(e["error"]["field"].is_string() && e["error"]["message"].is_string(), "{what}: {resp}");
+        }
+    }
+    // Replays of stored ids are acknowledged as duplicates and change nothing.
+    let (s, resp) = raw_post(addr, &path, &body(good[..10].to_vec(), &a.id, 1), None);
+    assert_eq!(s, 200);
+    assert!(resp.contains("\"duplicates\":10"), "{resp}");
+    // Unknown collection: 404 with a JSON error; the other collection is untouched.
+    let (s, _) = raw_post(addr, "/v1/collections/nope/reports", &body(good[..1].to_vec(), "nope", 1), None);
+    assert_eq!(s, 404);
+    assert_eq!(analyst.estimates(&b.id).unwrap().reports, 0);
+    assert_eq!(analyst.estimates(&a.id).unwrap().reports, 10 + accepted_mutations);
+    // The stored rows are exactly the accepted ones.
+    server.stop();
+    let store = SqliteStore::open(&dir.join("db.sqlite")).unwrap();
+    let key = store.collections().unwrap().iter().find(|c| c.id == a.id).unwrap().key;
+    assert_eq!(store.count_reports(key).unwrap(), 10 + accepted_mutations);
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
