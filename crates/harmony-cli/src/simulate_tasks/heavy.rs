@@ -83,57 +83,123 @@ fn read_transactions(path: &std::path::Path, sep: char) -> Result<Sets> {
     Ok(Sets { names: int.names, offsets, items, source: format!("transactions {}", path.display()) })
 }
 
+/// A fast non-cryptographic hasher for the interning maps (keys are data values, not
+/// adversarial input to a long-running server).
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
+
+impl std::hash::Hasher for FastHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8 bytes"))).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+        self.0 = h;
+    }
+    fn finish(&self) -> u64 {
+        harmony_core::sampling::splitmix64(self.0)
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// Opens `--data` as `data::read_csv` does (`-` = stdin, `.xz` decompressed).
+fn open_data(path: &std::path::Path) -> Result<Box<dyn std::io::Read>> {
+    Ok(if path == std::path::Path::new("-") {
+        Box::new(std::io::stdin())
+    } else if path.extension().is_some_and(|e| e == "xz") {
+        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let mut raw = Vec::new();
+        lzma_rs::xz_decompress(&mut std::io::BufReader::new(file), &mut raw)
+            .map_err(|e| anyhow!("{}: not a valid xz file ({e})", path.display()))?;
+        Box::new(std::io::Cursor::new(raw))
+    } else {
+        Box::new(std::io::BufReader::with_capacity(
+            1 << 20,
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        ))
+    })
+}
+
+/// Users' item sets from CSV columns: one item (the value) per user for a column, or the
+/// `attribute=value` items of the schema's attributes for `*`. Streams the CSV and interns only
+/// the columns used (no table of strings).
 fn read_columns(args: &SimulateArgs, column: &str) -> Result<(String, Sets)> {
-    let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
-    let cols: Vec<(usize, String)> = if column == "*" {
-        let names: Vec<String> = file.attributes.iter().map(|a| a.name().to_string()).collect();
-        names
+    let data_path = args.data.clone().unwrap_or_else(|| crate::data::bundled("data/adult.csv"));
+    let data_name = data_path.display().to_string();
+    let schema_path = match (&args.data, &args.schema) {
+        (_, Some(s)) => Some(s.clone()),
+        (None, None) => Some(crate::data::bundled("examples/adult.toml")),
+        (Some(_), None) => None,
+    };
+    let wanted: Option<Vec<String>> = if column != "*" {
+        None
+    } else if let Some(p) = &schema_path {
+        Some(crate::data::SchemaFile::load(p)?.attributes.iter().map(|a| a.name().to_string()).collect())
+    } else {
+        // No schema: infer one from the whole table, as `simulate` does.
+        let (_, file, _) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
+        Some(file.attributes.iter().map(|a| a.name().to_string()).collect())
+    };
+    let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(open_data(&data_path)?);
+    let header: Vec<String> =
+        rdr.headers().context("reading the CSV header")?.iter().map(|s| s.trim().to_string()).collect();
+    let cols: Vec<(usize, String)> = match &wanted {
+        Some(attrs) => attrs
             .iter()
             .map(|a| {
-                table
-                    .header
+                header
                     .iter()
                     .position(|h| h == a)
                     .map(|j| (j, a.clone()))
                     .ok_or_else(|| anyhow!("schema attribute \"{a}\" is not a column of {data_name}"))
             })
-            .collect::<Result<_>>()?
-    } else {
-        let j = table.header.iter().position(|h| h == column).ok_or_else(|| {
-            anyhow!("--column \"{column}\" is not a column of {data_name}; columns: {}", table.header.join(", "))
-        })?;
-        vec![(j, String::new())]
+            .collect::<Result<_>>()?,
+        None => {
+            let j = header.iter().position(|h| h == column).ok_or_else(|| {
+                anyhow!("--column \"{column}\" is not a column of {data_name}; columns: {}", header.join(", "))
+            })?;
+            vec![(j, String::new())]
+        }
     };
-    // Intern column by column (one small map each), then lay the users out.
-    let mut names = Vec::new();
-    let per_col: Vec<Vec<u32>> = cols
-        .iter()
-        .map(|(j, attr)| {
-            let mut map: HashMap<&str, u32> = HashMap::new();
-            let ids: Vec<u32> = table
-                .rows
-                .iter()
-                .map(|r| {
-                    let v = r[*j].as_str();
-                    if v.is_empty() {
-                        return u32::MAX;
-                    }
-                    *map.entry(v).or_insert_with(|| {
-                        names.push(if attr.is_empty() { v.to_string() } else { format!("{attr}={v}") });
-                        (names.len() - 1) as u32
-                    })
-                })
-                .collect();
-            ids
-        })
-        .collect();
-    let n = table.rows.len();
-    let mut offsets = Vec::with_capacity(n + 1);
-    offsets.push(0);
-    let mut items = Vec::with_capacity(n * cols.len());
-    for i in 0..n {
-        items.extend(per_col.iter().map(|c| c[i]).filter(|&x| x != u32::MAX));
+    let mut maps: Vec<FastMap<Box<[u8]>, u32>> = vec![FastMap::default(); cols.len()];
+    let mut names: Vec<String> = Vec::new();
+    let mut offsets = vec![0usize];
+    let mut items: Vec<u32> = Vec::new();
+    let mut rec = csv::ByteRecord::new();
+    let mut row = 1usize;
+    while rdr.read_byte_record(&mut rec).with_context(|| format!("{data_name}: reading row {}", row + 1))? {
+        row += 1;
+        if rec.len() != header.len() {
+            bail!("{data_name}: row {row} has {} fields, expected {} (the header's column count)", rec.len(), header.len());
+        }
+        for ((j, attr), map) in cols.iter().zip(maps.iter_mut()) {
+            let v = rec[*j].trim_ascii();
+            if v.is_empty() {
+                continue;
+            }
+            let id = match map.get(v) {
+                Some(&id) => id,
+                None => {
+                    let text = std::str::from_utf8(v)
+                        .with_context(|| format!("{data_name}: row {row}, column {}: not UTF-8", header[*j]))?;
+                    names.push(if attr.is_empty() { text.to_string() } else { format!("{attr}={text}") });
+                    let id = (names.len() - 1) as u32;
+                    map.insert(v.into(), id);
+                    id
+                }
+            };
+            items.push(id);
+        }
         offsets.push(items.len());
+    }
+    let n = offsets.len() - 1;
+    if n == 0 {
+        bail!("{data_name}: no data rows");
     }
     if items.is_empty() {
         bail!("--column \"{column}\" of {data_name} is empty: no non-empty value in {n} rows");
