@@ -31,7 +31,7 @@ use super::{HeavyHitter, MAX_BITS, all_ones};
 use harmony_core::fast_rng::FastRng;
 use harmony_core::frequency::Olh;
 use harmony_core::frequency::olh::OlhReport;
-use harmony_core::sampling::{fast_rng, stream_seed, uniform_below};
+use harmony_core::sampling::{fast_rng, splitmix64, stream_seed, uniform_below};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
 use rayon::prelude::*;
@@ -42,6 +42,45 @@ pub const MAX_CANDIDATES: usize = 1 << 22;
 const CHUNK: usize = 1 << 14;
 /// Users per rayon task in [`PrefixProtocol::collect_parallel`].
 const SIM_CHUNK: usize = 1 << 15;
+
+/// OLH hash parameters of a seed, as harmony-core's `Olh::hash` derives them (wire contract;
+/// the test `block_kernel_matches_olh_hash` pins the two together).
+#[inline]
+fn hash_params(seed: u64) -> (u64, u64) {
+    (splitmix64(seed) | 1, splitmix64(seed.wrapping_add(1)))
+}
+
+const LANES: usize = 8;
+
+/// counts[b·len + t] += #{reports supporting key starts[b] + t}, t < len. H_s(v) = y iff the top
+/// 32 bits of x_v = a·v + b lie in [lo, hi) with lo = ⌈y·2^32/g⌉, hi = ⌈(y+1)·2^32/g⌉; walking v
+/// upwards adds a to x_v, so each (report, key) test is an add, a subtract and a compare (8 lanes).
+fn count_blocks(g: u32, reports: &[OlhReport], starts: &[u64], len: usize, counts: &mut [u32]) {
+    let step = |a: u64| a.wrapping_mul(LANES as u64);
+    for r in reports {
+        let (a, b) = hash_params(r.seed);
+        let ceil_div = |k: u64| (k << 32).div_ceil(g as u64);
+        let lo = ceil_div(r.y as u64) << 32;
+        let width = (ceil_div(r.y as u64 + 1) << 32).wrapping_sub(lo);
+        let st = step(a);
+        for (&v0, out) in starts.iter().zip(counts.chunks_exact_mut(len)) {
+            let mut x = [0u64; LANES];
+            for (i, xi) in x.iter_mut().enumerate() {
+                *xi = a.wrapping_mul(v0.wrapping_add(i as u64)).wrapping_add(b).wrapping_sub(lo);
+            }
+            let mut chunks = out.chunks_exact_mut(LANES);
+            for c in &mut chunks {
+                for i in 0..LANES {
+                    c[i] += (x[i] < width) as u32;
+                    x[i] = x[i].wrapping_add(st);
+                }
+            }
+            for (i, c) in chunks.into_remainder().iter_mut().enumerate() {
+                *c += (x[i] < width) as u32;
+            }
+        }
+    }
+}
 
 /// How the candidates of an intermediate level are pruned.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -307,6 +346,32 @@ impl HeavyHitterAggregator {
             })?;
         Ok(olh.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
     }
+    /// Like [`Self::estimate_candidates`] for the candidates starts\[b\] + t, t < len (blocks
+    /// of consecutive prefixes, in that order): the fast path of the level search.
+    pub fn estimate_blocks(&self, level: usize, starts: &[u64], len: usize) -> Result<FrequencyEstimate> {
+        let reports = self
+            .reports
+            .get(level)
+            .ok_or_else(|| Error::param("level", level, format!("a level in [0, {})", self.reports.len())))?;
+        let olh = &self.protocol.olh;
+        let g = olh.g();
+        let total = starts.len() * len;
+        let counts = reports
+            .par_chunks(CHUNK)
+            .map(|c| {
+                let mut t = vec![0u32; total];
+                count_blocks(g, c, starts, len, &mut t);
+                t
+            })
+            .reduce(
+                || vec![0u32; total],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                    a
+                },
+            );
+        Ok(olh.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
+    }
     /// The standard error of a zero frequency at a level with `n` users: √(Var*/n).
     fn null_se(&self, n: u64) -> f64 {
         (self.protocol.olh.pure_params().aggregate_variance(0.0) / n as f64).sqrt()
@@ -346,6 +411,7 @@ impl Aggregator for HeavyHitterAggregator {
         let padding = all_ones(p.bits);
         let mut levels = Vec::with_capacity(p.levels.len());
         let mut candidates: Vec<u64> = (0..1u64 << p.levels[0]).collect();
+        let (mut starts, mut block) = (vec![0u64], 1usize << p.levels[0]);
         let mut last = Vec::new();
         for (j, &len) in p.levels.iter().enumerate() {
             let n = self.reports[j].len() as u64;
@@ -356,7 +422,7 @@ impl Aggregator for HeavyHitterAggregator {
                     "at least one report (more users than levels)",
                 ));
             }
-            let est = self.estimate_candidates(j, &candidates)?;
+            let est = self.estimate_blocks(j, &starts, block)?;
             let mut order: Vec<usize> = (0..candidates.len()).collect();
             order.sort_unstable_by(|&a, &b| est.frequencies[b].total_cmp(&est.frequencies[a]));
             let is_last = j + 1 == p.levels.len();
@@ -386,13 +452,9 @@ impl Aggregator for HeavyHitterAggregator {
                     .collect();
             } else {
                 let shift = p.levels[j + 1] - len;
-                let mut next = Vec::with_capacity(keep.len() << shift);
-                for &i in &keep {
-                    for t in 0..1u64 << shift {
-                        next.push((candidates[i] << shift) | t);
-                    }
-                }
-                candidates = next;
+                starts = keep.iter().map(|&i| candidates[i] << shift).collect();
+                block = 1 << shift;
+                candidates = starts.iter().flat_map(|&s| s..s + block as u64).collect();
             }
         }
         Ok(HeavyHitters { items: last, levels })
@@ -428,6 +490,27 @@ mod tests {
             .collect();
         freq.sort_by(|a, b| b.1.total_cmp(&a.1));
         (codes, freq)
+    }
+
+    /// The block kernel counts exactly what `Olh::support_counts_for` counts.
+    #[test]
+    fn block_kernel_matches_olh_hash() {
+        let p = PrefixProtocol::pem(1.5, 20, 4).unwrap();
+        let mut rng = fast_rng(21);
+        let mut agg = p.aggregator();
+        for i in 0..3000u64 {
+            let r = p.randomize(i * 7919 % (1 << 20), &mut rng).unwrap();
+            agg.add(&HeavyHitterReport { level: 0, olh: r.olh }).unwrap();
+        }
+        let starts = [0u64, 64, 1000, 4093];
+        for len in [1usize, 3, 8, 19] {
+            let keys: Vec<u64> = starts.iter().flat_map(|&s| s..s + len as u64).collect();
+            let want = p.olh().support_counts_for(&agg.reports[0], &keys).unwrap();
+            let got = agg.estimate_blocks(0, &starts, len).unwrap();
+            let direct = agg.estimate_candidates(0, &keys).unwrap();
+            assert_eq!(got.frequencies, direct.frequencies, "len {len}");
+            assert!(want.iter().any(|&c| c > 0));
+        }
     }
 
     #[test]
