@@ -119,7 +119,11 @@ impl ItemCodec {
                 let max = self.padding_code();
                 match item.trim().parse::<u64>() {
                     Ok(v) if v < max => Ok(v),
-                    _ => Err(Error::input("item id", item, format!("an unsigned integer below 2^{} − 1 = {max}", self.bits))),
+                    _ => Err(Error::input(
+                        "item id",
+                        item,
+                        format!("an unsigned integer below 2^{} − 1 = {max}", self.bits),
+                    )),
                 }
             }
         }

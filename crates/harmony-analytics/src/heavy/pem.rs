@@ -194,9 +194,16 @@ impl PrefixProtocol {
         if !(1..=MAX_BITS).contains(&bits) {
             return Err(Error::param("item bits", bits, format!("an integer in [1, {MAX_BITS}]")));
         }
-        if levels.is_empty() || levels.last() != Some(&bits) || levels[0] == 0 || levels.windows(2).any(|w| w[0] >= w[1])
+        if levels.is_empty()
+            || levels.last() != Some(&bits)
+            || levels[0] == 0
+            || levels.windows(2).any(|w| w[0] >= w[1])
         {
-            return Err(Error::param("levels", levels, format!("strictly increasing prefix lengths >= 1 ending at {bits}")));
+            return Err(Error::param(
+                "levels",
+                levels,
+                format!("strictly increasing prefix lengths >= 1 ending at {bits}"),
+            ));
         }
         if levels.len() > u16::MAX as usize {
             return Err(Error::param("levels", levels.len(), "at most 65535 levels"));
@@ -337,13 +344,13 @@ impl HeavyHitterAggregator {
             .get(level)
             .ok_or_else(|| Error::param("level", level, format!("a level in [0, {})", self.reports.len())))?;
         let olh = &self.protocol.olh;
-        let counts = reports
-            .par_chunks(CHUNK)
-            .map(|c| olh.support_counts_for(c, prefixes))
-            .try_reduce(|| vec![0u64; prefixes.len()], |mut a, b| {
+        let counts = reports.par_chunks(CHUNK).map(|c| olh.support_counts_for(c, prefixes)).try_reduce(
+            || vec![0u64; prefixes.len()],
+            |mut a, b| {
                 a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
                 Ok(a)
-            })?;
+            },
+        )?;
         Ok(olh.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
     }
     /// Like [`Self::estimate_candidates`] for the candidates starts\[b\] + t, t < len (blocks
@@ -448,7 +455,11 @@ impl Aggregator for HeavyHitterAggregator {
             if is_last {
                 last = keep
                     .iter()
-                    .map(|&i| HeavyHitter { code: candidates[i], estimate: est.frequencies[i], std_error: est.std_errors[i] })
+                    .map(|&i| HeavyHitter {
+                        code: candidates[i],
+                        estimate: est.frequencies[i],
+                        std_error: est.std_errors[i],
+                    })
                     .collect();
             } else {
                 let shift = p.levels[j + 1] - len;
@@ -468,8 +479,7 @@ mod tests {
     /// A Zipf-like population over 24-bit codes: item r (r = 0..200) held by a share ∝ 1/(r+1)
     /// of 60% of users, the rest unique-ish noise.
     fn population(n: usize, bits: u32) -> (Vec<u64>, Vec<(u64, f64)>) {
-        let top: Vec<u64> =
-            (0..200u64).map(|r| harmony_core::sampling::splitmix64(r + 1) >> (64 - bits)).collect();
+        let top: Vec<u64> = (0..200u64).map(|r| harmony_core::sampling::splitmix64(r + 1) >> (64 - bits)).collect();
         let h: f64 = (1..=200).map(|r| 1.0 / r as f64).sum();
         let mut codes = Vec::with_capacity(n);
         let mut acc = 0.0;
@@ -484,10 +494,8 @@ mod tests {
             codes.push(harmony_core::sampling::splitmix64(1_000_000 + i) >> (64 - bits));
             i += 1;
         }
-        let mut freq: Vec<(u64, f64)> = top
-            .iter()
-            .map(|&c| (c, codes.iter().filter(|&&x| x == c).count() as f64 / n as f64))
-            .collect();
+        let mut freq: Vec<(u64, f64)> =
+            top.iter().map(|&c| (c, codes.iter().filter(|&&x| x == c).count() as f64 / n as f64)).collect();
         freq.sort_by(|a, b| b.1.total_cmp(&a.1));
         (codes, freq)
     }

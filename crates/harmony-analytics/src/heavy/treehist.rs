@@ -36,9 +36,8 @@ mod tests {
         assert_eq!(p.levels().len(), 10);
         let heavy = [17u64, 300, 1025, 2222, 4000];
         let n = 200_000;
-        let agg = p
-            .collect_parallel(n, 4, |i, _| if i % 100 < 60 { heavy[i % 5] } else { 100 + (i as u64 % 3000) })
-            .unwrap();
+        let agg =
+            p.collect_parallel(n, 4, |i, _| if i % 100 < 60 { heavy[i % 5] } else { 100 + (i as u64 % 3000) }).unwrap();
         let hh = agg.estimate().unwrap();
         let mut found: Vec<u64> = hh.items.iter().map(|h| h.code).collect();
         found.sort_unstable();

@@ -93,7 +93,8 @@ impl std::hash::Hasher for FastHasher {
         let mut h = self.0;
         let mut chunks = bytes.chunks_exact(8);
         for c in &mut chunks {
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8 bytes"))).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
         }
         for &b in chunks.remainder() {
             h = (h.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
@@ -175,7 +176,11 @@ fn read_columns(args: &SimulateArgs, column: &str) -> Result<(String, Sets)> {
     while rdr.read_byte_record(&mut rec).with_context(|| format!("{data_name}: reading row {}", row + 1))? {
         row += 1;
         if rec.len() != header.len() {
-            bail!("{data_name}: row {row} has {} fields, expected {} (the header's column count)", rec.len(), header.len());
+            bail!(
+                "{data_name}: row {row} has {} fields, expected {} (the header's column count)",
+                rec.len(),
+                header.len()
+            );
         }
         for ((j, attr), map) in cols.iter().zip(maps.iter_mut()) {
             let v = rec[*j].trim_ascii();
@@ -280,7 +285,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let t_parse = Instant::now();
     let (data_name, sets) = match (&t.transactions, &t.column) {
         (Some(_), Some(_)) => bail!("--transactions and --column are exclusive, give one"),
-        (None, None) => bail!("--task heavy-hitters needs --column COL (a CSV column, or '*' for attribute=value items of each row) or --transactions FILE"),
+        (None, None) => bail!(
+            "--task heavy-hitters needs --column COL (a CSV column, or '*' for attribute=value items of each row) or --transactions FILE"
+        ),
         (Some(path), None) => {
             let s = read_transactions(path, t.separator.unwrap_or(','))?;
             (path.display().to_string(), s)
@@ -403,7 +410,12 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                 levels: hh
                     .levels
                     .iter()
-                    .map(|l| Level { prefix_bits: l.prefix_bits, users: l.users, candidates: l.candidates, kept: l.kept })
+                    .map(|l| Level {
+                        prefix_bits: l.prefix_bits,
+                        users: l.users,
+                        candidates: l.candidates,
+                        kept: l.kept,
+                    })
                     .collect(),
                 precision_mean,
                 precision_sd,
@@ -461,7 +473,10 @@ fn print_table(out: &Output) {
         out.runs,
         out.parse_seconds
     );
-    println!("{:<9} {:>5} {:>7} {:>16} {:>16} {:>16} {:>10}", "method", "eps", "levels", "precision", "recall", "F1", "s/run");
+    println!(
+        "{:<9} {:>5} {:>7} {:>16} {:>16} {:>16} {:>10}",
+        "method", "eps", "levels", "precision", "recall", "F1", "s/run"
+    );
     for r in &out.results {
         println!(
             "{:<9} {:>5} {:>7} {:>8.3} ± {:<5.3} {:>8.3} ± {:<5.3} {:>8.3} ± {:<5.3} {:>10.3}",
@@ -478,7 +493,10 @@ fn print_table(out: &Output) {
         );
     }
     if let Some(r) = out.results.last() {
-        println!("\ntop {} by {} at eps = {} (first run): estimate ± standard error, true frequency", out.k, r.method, r.epsilon);
+        println!(
+            "\ntop {} by {} at eps = {} (first run): estimate ± standard error, true frequency",
+            out.k, r.method, r.epsilon
+        );
         for (i, it) in r.top.iter().enumerate() {
             println!(
                 "{:>3}. {:<50} {:>8.4} ± {:<7.4} true {:.4}{}",
@@ -506,11 +524,8 @@ fn write_plot(path: &std::path::Path, out: &Output) -> Result<()> {
         }
         Panel { title: title.into(), y_label: title.into(), series }
     };
-    let panels = [
-        panel("F1", |r| r.f1_mean),
-        panel("precision", |r| r.precision_mean),
-        panel("recall", |r| r.recall_mean),
-    ];
+    let panels =
+        [panel("F1", |r| r.f1_mean), panel("precision", |r| r.precision_mean), panel("recall", |r| r.recall_mean)];
     crate::plot::line_panels_png(path, &format!("top-{} heavy hitters: {}", out.k, out.items), &panels)
 }
 
