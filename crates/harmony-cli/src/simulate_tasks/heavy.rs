@@ -572,7 +572,7 @@ mod tests {
         let csv = tmp("empty-col.csv", "a,b\n1,\n2,\n");
         let e = err(&["--data", csv.to_str().unwrap(), "--column", "b"]);
         assert!(e.contains("is empty"), "{e}");
-        let e = err(&["--column", "sex", "--method", "sfp"]);
+        let e = err(&["--column", "sex", "--top", "1", "--method", "sfp"]);
         assert!(e.contains("sfp") && e.contains("pem or treehist"), "{e}");
         let ids = tmp("ids.txt", "1,2\nx\n");
         let e = err(&["--transactions", ids.to_str().unwrap(), "--items", "id", "--top", "1"]);
