@@ -526,7 +526,8 @@ fn write_plot(path: &std::path::Path, out: &Output) -> Result<()> {
     };
     let panels =
         [panel("F1", |r| r.f1_mean), panel("precision", |r| r.precision_mean), panel("recall", |r| r.recall_mean)];
-    crate::plot::line_panels_png(path, &format!("top-{} heavy hitters: {}", out.k, out.items), &panels)
+    let title = format!("top-{} heavy hitters: {}", out.k, out.items);
+    crate::plot::line_panels_png_scaled(path, &title, &panels, crate::plot::YScale::Linear)
 }
 
 #[cfg(test)]
