@@ -70,8 +70,23 @@ pub struct TaskArgs {
     #[arg(long)]
     pub top: Option<usize>,
     /// heavy-hitters: a transactions file, one set of items per line (instead of --column).
+    /// (`--column '*'` instead makes each CSV row the set of its `attribute=value` items.)
     #[arg(long)]
     pub transactions: Option<PathBuf>,
+    /// heavy-hitters: the item separator of --transactions lines (default ',').
+    #[arg(long)]
+    pub separator: Option<char>,
+    /// heavy-hitters: item codes: `hash` (strings hashed to --item-bits bits; default) or `id`
+    /// (items are unsigned integers below 2^bits − 1).
+    #[arg(long)]
+    pub items: Option<String>,
+    /// heavy-hitters: the code length B in bits (default 32).
+    #[arg(long)]
+    pub item_bits: Option<u32>,
+    /// heavy-hitters, set-valued inputs: pad each set to L items before sampling one (default:
+    /// the 90th percentile of the set sizes).
+    #[arg(long)]
+    pub pad_length: Option<usize>,
 
     // ---- marginals, linear-queries ----
     /// marginals/linear-queries: the attributes to use (comma-separated; default all categorical

@@ -1,1 +1,0 @@
-//! (heavy: in progress)
