@@ -39,6 +39,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub categorical_mechanism: Option<String>,
     /// k for sample-k: `optimal` (closed-form argmin), `paper` (⌊ε/2.5⌋) or a number.
+    /// For `--task marginals`: the marginal order, 2 or 3 (`optimal`, the default, runs both).
     #[arg(long, default_value = "optimal")]
     pub k: String,
     /// Independent runs (fresh randomness each).

@@ -104,6 +104,12 @@ pub struct TaskArgs {
     /// Bassily's K; the default) or simplex (conv{a_v}, the answers of distributions).
     #[arg(long)]
     pub hull: Option<String>,
+
+    // ---- marginals ----
+    /// marginals: force CALM's marginal size l (default: chosen by minimising the predicted
+    /// total SSE; l < k reconstructs the k-way marginals by maximum entropy).
+    #[arg(long)]
+    pub calm_l: Option<usize>,
 }
 
 /// Runs a non-default task. `args.task.task` is never `Task::Means` here.

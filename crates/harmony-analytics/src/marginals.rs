@@ -1,1 +1,0 @@
-//! (marginals: in progress)

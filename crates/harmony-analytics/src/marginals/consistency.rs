@@ -1,0 +1,251 @@
+//! Consistency and non-negativity of overlapping marginals (as in CALM/PriView).
+//!
+//! 1. **Consistency.** For every attribute subset A shared by two or more marginals (all subsets
+//!    of pairwise intersections, the empty set first = the totals, then from small to large):
+//!    the target T_A is the inverse-variance-weighted average of the marginals' projections on
+//!    A; each marginal adds (T_A(a) − P_A(a))/g to each of the g cells projecting onto a.
+//!    Processing A leaves every smaller subset's projections unchanged (they already agree), so
+//!    after one pass every pair agrees on its whole intersection.
+//! 2. **Non-negativity.** Norm-Sub on each marginal (sum kept at 1).
+//!
+//! Steps 1–2 alternate for a few rounds; a final consistency pass follows, and any negative cell
+//! left is removed by mixing *all* marginals with the uniform distribution by the smallest
+//! common λ that makes every cell ≥ 0 (a convex combination of two consistent families is
+//! consistent). The result is exactly consistent, ≥ 0 and sums to 1 (up to rounding).
+
+use super::sub_map;
+use std::collections::BTreeSet;
+
+fn sub_positions(set: &[usize], sub: &[usize]) -> Vec<bool> {
+    set.iter().map(|a| sub.contains(a)).collect()
+}
+
+/// Makes `marginals` (over `sets`, cardinalities `cards_all`) consistent, non-negative and
+/// summing to 1. `cell_var[j]` is marginal j's per-cell noise variance (the weights).
+pub fn make_consistent(
+    sets: &[Vec<usize>],
+    cards_all: &[usize],
+    marginals: &mut [Vec<f64>],
+    cell_var: &[f64],
+    rounds: usize,
+    tol_lambda: f64,
+) {
+    // Subsets of pairwise intersections shared by ≥ 2 marginals, small to large.
+    let mut subsets: BTreeSet<(usize, Vec<usize>)> = BTreeSet::new();
+    for i in 0..sets.len() {
+        for j in i + 1..sets.len() {
+            let inter: Vec<usize> = sets[i].iter().copied().filter(|a| sets[j].contains(a)).collect();
+            for bits in 1u64..(1u64 << inter.len()) {
+                let s: Vec<usize> = (0..inter.len()).filter(|&b| bits >> b & 1 == 1).map(|b| inter[b]).collect();
+                subsets.insert((s.len(), s));
+            }
+        }
+    }
+    let plan: Vec<Shared> = subsets
+        .into_iter()
+        .map(|(_, s)| {
+            let members = (0..sets.len())
+                .filter(|&j| s.iter().all(|a| sets[j].contains(a)))
+                .map(|j| {
+                    let cards: Vec<usize> = sets[j].iter().map(|&a| cards_all[a]).collect();
+                    (j, sub_map(&cards, &sub_positions(&sets[j], &s)))
+                })
+                .collect();
+            (s, members)
+        })
+        .collect();
+    let pass = |margs: &mut [Vec<f64>]| {
+        for m in margs.iter_mut() {
+            let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
+            m.iter_mut().for_each(|x| *x += shift);
+        }
+        for (s, members) in &plan {
+            let da: usize = s.iter().map(|&a| cards_all[a]).product();
+            let mut target = vec![0.0; da];
+            let mut wsum = 0.0;
+            let mut projs = Vec::with_capacity(members.len());
+            for (j, map) in members {
+                let mut p = vec![0.0; da];
+                for (x, &t) in margs[*j].iter().zip(map) {
+                    p[t as usize] += x;
+                }
+                let g = (margs[*j].len() / da) as f64;
+                let w = 1.0 / (cell_var[*j] * g).max(f64::MIN_POSITIVE);
+                target.iter_mut().zip(&p).for_each(|(t, x)| *t += w * x);
+                wsum += w;
+                projs.push(p);
+            }
+            target.iter_mut().for_each(|t| *t /= wsum);
+            for ((j, map), p) in members.iter().zip(&projs) {
+                let g = (margs[*j].len() / da) as f64;
+                let delta: Vec<f64> = target.iter().zip(p).map(|(t, x)| (t - x) / g).collect();
+                for (x, &t) in margs[*j].iter_mut().zip(map) {
+                    *x += delta[t as usize];
+                }
+            }
+        }
+    };
+    // Smallest common λ with (1−λ)x + λ/|D| ≥ 0 everywhere.
+    let lambda_of = |margs: &[Vec<f64>]| {
+        let mut lambda = 0.0f64;
+        for m in margs {
+            let u = 1.0 / m.len() as f64;
+            for &x in m {
+                if x < 0.0 {
+                    lambda = lambda.max(-x / (u - x));
+                }
+            }
+        }
+        lambda
+    };
+    let mut lambda = 0.0;
+    for round in 0..=rounds {
+        if round > 0 {
+            for m in marginals.iter_mut() {
+                *m = harmony_core::postprocess::norm_sub(m);
+            }
+        }
+        pass(marginals);
+        lambda = lambda_of(marginals);
+        if lambda <= tol_lambda {
+            break;
+        }
+    }
+    if lambda == 0.0 {
+        return;
+    }
+    // Negative cells left: refit each marginal multiplicatively (iterative proportional fitting,
+    // which keeps cells ≥ 0) to common non-negative targets on its shared subsets. The targets
+    // are the (now consistent) shared projections, made ≥ 0 by the smallest uniform mix over the
+    // target family only (small tables: a small λ). IPF may not reach the targets exactly
+    // (pairwise-consistent tables need not have a common non-negative joint), so an exact
+    // additive fit follows (as in the consistency pass, small to large) and the few small
+    // negatives it leaves are removed by the common uniform mix, now with a small λ.
+    refit(&plan, cards_all, marginals);
+    let lambda = lambda_of(marginals);
+    if lambda > 0.0 {
+        for m in marginals.iter_mut() {
+            let u = 1.0 / m.len() as f64;
+            m.iter_mut().for_each(|x| *x = ((1.0 - lambda) * *x + lambda * u).max(0.0));
+        }
+    }
+}
+
+const FIT_TOL: f64 = 1e-11;
+const FIT_SWEEPS: usize = 200;
+
+/// A shared attribute subset and its members (marginal index, cell → sub-cell map).
+type Shared = (Vec<usize>, Vec<(usize, Vec<u32>)>);
+type SharedPlan = [Shared];
+
+fn refit(plan: &SharedPlan, cards_all: &[usize], marginals: &mut [Vec<f64>]) {
+    // Targets from the first member (all members agree after a consistency pass).
+    let mut targets: Vec<Vec<f64>> = plan
+        .iter()
+        .map(|(s, members)| {
+            let da: usize = s.iter().map(|&a| cards_all[a]).product();
+            let (j, map) = &members[0];
+            let mut p = vec![0.0; da];
+            for (x, &t) in marginals[*j].iter().zip(map) {
+                p[t as usize] += x;
+            }
+            p
+        })
+        .collect();
+    let mut lt = 0.0f64;
+    for t in &targets {
+        let u = 1.0 / t.len() as f64;
+        for &x in t {
+            if x < 0.0 {
+                lt = lt.max(-x / (u - x));
+            }
+        }
+    }
+    for t in targets.iter_mut() {
+        let u = 1.0 / t.len() as f64;
+        t.iter_mut().for_each(|x| *x = ((1.0 - lt) * *x + lt * u).max(0.0));
+    }
+    // Constraints of each marginal: its shared subsets (small to large, as in `plan`) and
+    // whether each is maximal (IPF uses the maximal ones).
+    let mut cons: Vec<Vec<(usize, &Vec<u32>, bool)>> = vec![Vec::new(); marginals.len()];
+    for (ai, (s, members)) in plan.iter().enumerate() {
+        for (j, map) in members {
+            let maximal = !plan.iter().any(|(s2, m2)| {
+                s2.len() > s.len() && s.iter().all(|a| s2.contains(a)) && m2.iter().any(|(j2, _)| j2 == j)
+            });
+            cons[j.to_owned()].push((ai, map, maximal));
+        }
+    }
+    for (j, m) in marginals.iter_mut().enumerate() {
+        let u = 1.0 / m.len() as f64;
+        if cons[j].is_empty() {
+            *m = harmony_core::postprocess::norm_sub(m);
+            continue;
+        }
+        m.iter_mut().for_each(|x| *x = x.max(0.0) + 1e-9 * u);
+        for _ in 0..FIT_SWEEPS {
+            let mut worst = 0.0f64;
+            for (ai, map, _) in cons[j].iter().filter(|c| c.2) {
+                let want = &targets[*ai];
+                let mut have = vec![0.0; want.len()];
+                for (x, &t) in m.iter().zip(map.iter()) {
+                    have[t as usize] += x;
+                }
+                for (h, w) in have.iter().zip(want) {
+                    worst = worst.max((h - w).abs());
+                }
+                for (x, &t) in m.iter_mut().zip(map.iter()) {
+                    let h = have[t as usize];
+                    *x = if h > 0.0 { *x * want[t as usize] / h } else { 0.0 };
+                }
+            }
+            if worst < FIT_TOL {
+                break;
+            }
+        }
+        // Exact additive fit, small to large (keeps the smaller subsets' fit).
+        let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
+        m.iter_mut().for_each(|x| *x += shift);
+        for (ai, map, _) in &cons[j] {
+            let want = &targets[*ai];
+            let mut have = vec![0.0; want.len()];
+            for (x, &t) in m.iter().zip(map.iter()) {
+                have[t as usize] += x;
+            }
+            let g = (m.len() / want.len()) as f64;
+            let delta: Vec<f64> = want.iter().zip(&have).map(|(w, h)| (w - h) / g).collect();
+            for (x, &t) in m.iter_mut().zip(map.iter()) {
+                *x += delta[t as usize];
+            }
+        }
+    }
+}
+
+/// Checks that every cell is ≥ 0, every marginal sums to 1 and every pair agrees on its shared
+/// attributes, within `tol`. Returns the first violation found.
+pub fn check(sets: &[Vec<usize>], cards_all: &[usize], marginals: &[Vec<f64>], tol: f64) -> Result<(), String> {
+    for (j, m) in marginals.iter().enumerate() {
+        if let Some(x) = m.iter().find(|&&x| x < 0.0 || x.is_nan()) {
+            return Err(format!("marginal {j} ({:?}) has a cell {x} < 0", sets[j]));
+        }
+        let s: f64 = m.iter().sum();
+        if (s - 1.0).abs() > tol {
+            return Err(format!("marginal {j} ({:?}) sums to {s}, expected 1", sets[j]));
+        }
+    }
+    for i in 0..sets.len() {
+        for j in i + 1..sets.len() {
+            let inter: Vec<usize> = sets[i].iter().copied().filter(|a| sets[j].contains(a)).collect();
+            if inter.is_empty() {
+                continue;
+            }
+            let a = super::project(&marginals[i], &sets[i], cards_all, &inter);
+            let b = super::project(&marginals[j], &sets[j], cards_all, &inter);
+            let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+            if diff > tol {
+                return Err(format!("marginals {i} and {j} differ by {diff} on {inter:?}"));
+            }
+        }
+    }
+    Ok(())
+}
