@@ -22,3 +22,23 @@ pub fn progress(total: u64, what: &str, _format: Format) -> ProgressBar {
     pb.set_message(what.to_string());
     pb
 }
+
+/// Finishes a command: draws the optional `--plot` PNG (saying so on stderr), then prints the
+/// result on stdout as pretty JSON or as the command's table.
+pub fn emit<T: serde::Serialize>(
+    out: &T,
+    format: Format,
+    plot: Option<&std::path::Path>,
+    write_plot: impl FnOnce(&std::path::Path, &T) -> anyhow::Result<()>,
+    print_table: impl FnOnce(&T),
+) -> anyhow::Result<()> {
+    if let Some(path) = plot {
+        write_plot(path, out)?;
+        eprintln!("wrote {}", path.display());
+    }
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(out)?),
+        Format::Table => print_table(out),
+    }
+    Ok(())
+}

@@ -388,15 +388,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         parse_seconds,
         results,
     };
-    if let Some(path) = &args.plot {
-        write_plot(path, &out)?;
-        eprintln!("wrote {}", path.display());
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out),
-    }
-    Ok(())
+    crate::output::emit(&out, args.format, args.plot.as_deref(), write_plot, print_table)
 }
 
 /// MSE against ε, one line per strategy (with its mechanisms), numeric and categorical panels.

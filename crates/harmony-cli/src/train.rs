@@ -173,15 +173,7 @@ fn parse_projection(list: &[String], d: usize) -> Result<Vec<Option<usize>>> {
 /// Runs `harmony train`.
 pub fn run(args: TrainArgs) -> Result<()> {
     let out = compute(&args)?;
-    if let Some(path) = &args.plot {
-        write_plot(path, &out)?;
-        eprintln!("wrote {}", path.display());
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out),
-    }
-    Ok(())
+    crate::output::emit(&out, args.format, args.plot.as_deref(), write_plot, print_table)
 }
 
 fn compute(args: &TrainArgs) -> Result<Output> {

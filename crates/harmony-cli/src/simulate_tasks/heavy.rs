@@ -7,7 +7,7 @@
 //! counted once; a blank line is a user with an empty set. A file with no item at all is an
 //! error.
 
-use crate::output::{Format, progress};
+use crate::output::progress;
 use crate::simulate::SimulateArgs;
 use anyhow::{Context, Result, anyhow, bail};
 use harmony_analytics::heavy::{
@@ -446,15 +446,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         true_top_k: order[..k].iter().map(|&i| (sets.names[i].clone(), freq(i))).collect(),
         results,
     };
-    if let Some(path) = &args.plot {
-        write_plot(path, &out)?;
-        eprintln!("wrote {}", path.display());
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out),
-    }
-    Ok(())
+    crate::output::emit(&out, args.format, args.plot.as_deref(), write_plot, print_table)
 }
 
 fn print_table(out: &Output) {

@@ -5,7 +5,7 @@
 //! `--runs` runs. See docs/ANALYTICS-LINEAR.md.
 
 use crate::data::{self, SchemaFile};
-use crate::output::{Format, progress};
+use crate::output::progress;
 use crate::simulate::SimulateArgs;
 use anyhow::{Context, Result, anyhow, bail};
 use harmony_analytics::linear::{
@@ -351,15 +351,7 @@ fn methods(args: &SimulateArgs) -> Result<Vec<&'static str>> {
 /// Runs `harmony simulate --task linear-queries`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let out = compute(args)?;
-    if let Some(path) = &args.plot {
-        write_plot(path, &out)?;
-        eprintln!("wrote {}", path.display());
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out),
-    }
-    Ok(())
+    crate::output::emit(&out, args.format, args.plot.as_deref(), write_plot, print_table)
 }
 
 /// The simulation itself: every (ε, method) over `--runs` runs.

@@ -7,7 +7,7 @@
 //! values, else 64 equal-width bins. Every figure is given in bins and in the column's units.
 
 use crate::data::{InvalidPolicy, SchemaFile, Table};
-use crate::output::{Format, progress};
+use crate::output::progress;
 use crate::simulate::SimulateArgs;
 use crate::simulate_tasks::Task;
 use anyhow::{Context, Result, anyhow, bail};
@@ -181,15 +181,13 @@ fn bin_column(args: &SimulateArgs, file: &SchemaFile, table: &Table) -> Result<B
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let quantiles = args.task.task == Task::Quantiles;
     let out = compute(args)?;
-    if let Some(path) = &args.plot {
-        write_plot(path, &out, quantiles)?;
-        eprintln!("wrote {}", path.display());
-    }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out, quantiles),
-    }
-    Ok(())
+    crate::output::emit(
+        &out,
+        args.format,
+        args.plot.as_deref(),
+        |p, o| write_plot(p, o, quantiles),
+        |o| print_table(o, quantiles),
+    )
 }
 
 /// The simulation's JSON output.
