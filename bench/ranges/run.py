@@ -10,7 +10,7 @@ and on census_income_kdd's numeric columns, and prints:
   4. the time to answer 10^6 random ranges from one collection.
 
 Usage: python3 bench/ranges/run.py [--runs 200] [--qruns 100] [--queries 1000] [--quick]
-                                   [--bin target/debug/harmony] [--json-dir DIR]
+                                   [--bin target/release/harmony] [--json-dir DIR]
 Only the standard library is needed.
 """
 import argparse
@@ -26,6 +26,18 @@ CENSUS = ("data/census_income_kdd.csv.xz", "examples/census_income_kdd.toml", [
     "age", "wage_per_hour", "capital_gains", "capital_losses", "dividends_from_stocks",
     "num_persons_worked_for_employer", "own_business_or_self_employed", "veterans_benefits",
     "weeks_worked_in_year"])
+# The domain size D of each column: one bin per integer value (64 equal-width bins for the money
+# columns). Given explicitly because the example schemas' `[bins]` are coarse bins meant for
+# marginals (2–9 per column), which `--task range` would otherwise take.
+BINS = {
+    "adult:age": 74, "adult:hours_per_week": 99,
+    "census_income_kdd:age": 91, "census_income_kdd:wage_per_hour": 64,
+    "census_income_kdd:capital_gains": 64, "census_income_kdd:capital_losses": 64,
+    "census_income_kdd:dividends_from_stocks": 64,
+    "census_income_kdd:num_persons_worked_for_employer": 7,
+    "census_income_kdd:own_business_or_self_employed": 3,
+    "census_income_kdd:veterans_benefits": 3, "census_income_kdd:weeks_worked_in_year": 53,
+}
 
 
 def harmony(binary, args):
@@ -38,7 +50,7 @@ def harmony(binary, args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "debug", "harmony"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "harmony"))
     ap.add_argument("--runs", type=int, default=200, help="range runs on Adult")
     ap.add_argument("--census-runs", type=int, default=60, help="range runs on census_income_kdd (6x the users)")
     ap.add_argument("--qruns", type=int, default=100)
@@ -54,7 +66,9 @@ def main():
     for data, schema, cols in sets:
         runs = runs_of[data]
         for col in cols:
-            base = ["--data", data, "--schema", schema, "--column", col, "--seed", str(a.seed)]
+            key = f"{os.path.basename(data).split('.')[0]}:{col}"
+            base = ["--data", data, "--schema", schema, "--column", col, "--seed", str(a.seed),
+                    "--bins", str(BINS[key])]
             r = harmony(a.bin, base + ["--task", "range", "--runs", str(runs), "--queries", str(a.queries),
                                        "--epsilon", "0.5,1,2,4"])
             q = harmony(a.bin, base + ["--task", "quantiles", "--runs", str(a.qruns), "--epsilon", "1",
