@@ -38,6 +38,8 @@ pub enum ReportKind {
     DuchiMulti = 10,
     /// A whole-record report of a multi-attribute strategy.
     Record = 11,
+    /// A randomized gradient of private gradient descent (harmony-learn's sampled PM / HM).
+    Gradient = 12,
 }
 
 /// A report type that travels on the wire.

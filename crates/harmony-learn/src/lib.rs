@@ -12,6 +12,7 @@
 //! * [`projection`]: random projection to r dimensions (MGD-DR) and back.
 //! * [`trainer`]: disjoint mini-batches, clipping, γ_t = γ₀/√t, L2.
 //! * [`suffstats`]: one-round linear regression from privately estimated XᵀX and Xᵀy.
+//! * [`remote`]: wire reports of sampled PM / HM gradients and the update, for server rounds.
 //! * [`cv`]: k-fold cross-validation × repeats, in parallel, reproducible from a seed.
 //!
 //! No I/O: the `harmony train` command reads the data and prints the results.
@@ -50,6 +51,7 @@ pub mod features;
 pub mod loss;
 pub mod mechanism;
 pub mod projection;
+pub mod remote;
 pub mod suffstats;
 pub mod trainer;
 
