@@ -49,6 +49,7 @@ fn run(n: usize, batch: usize, clients: usize) {
         numeric_mechanism: None,
         categorical_mechanism: None,
         tasks: vec!["means".into()],
+        train: None,
     };
     let created = analyst.create_collection(&req).unwrap();
     let mech = harmony_client::mechanism(&created.config).unwrap();

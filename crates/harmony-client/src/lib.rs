@@ -13,7 +13,10 @@ pub mod protocol;
 
 use harmony_core::schema::Value;
 use harmony_core::strategy::{RecordMechanism, RecordReport};
-use protocol::{BatchAck, CollectionConfig, CreateCollection, Created, ErrorBody, Estimates, ReportBatch, ReportItem};
+use protocol::{
+    BatchAck, CollectionConfig, CreateCollection, Created, ErrorBody, Estimates, GradientAck, GradientPost, ModelState,
+    ReportBatch, ReportItem, TrainSpec,
+};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -65,6 +68,9 @@ pub enum ClientError {
     /// This device already reported to this collection.
     #[error("this device already reported to collection {0}")]
     AlreadyReported(String),
+    /// The collection has no training task (or another one than expected).
+    #[error("collection {0} has no training task")]
+    NotTraining(String),
 }
 
 /// Result alias.
@@ -215,6 +221,19 @@ impl Client {
         let bytes = self.request("POST", &path, Some(body))?;
         self.parse(&path, &bytes)
     }
+    /// The current model round of a training collection.
+    pub fn model(&self, collection: &str) -> Result<ModelState> {
+        let path = format!("/v1/collections/{collection}/model");
+        let bytes = self.request("GET", &path, None)?;
+        self.parse(&path, &bytes)
+    }
+    /// Posts one randomized gradient.
+    pub fn post_gradient(&self, collection: &str, post: &GradientPost) -> Result<GradientAck> {
+        let path = format!("/v1/collections/{collection}/gradients");
+        let body = serde_json::to_vec(post).expect("JSON of a gradient");
+        let bytes = self.request("POST", &path, Some(&body))?;
+        self.parse(&path, &bytes)
+    }
     /// Current estimates (analyst token required).
     pub fn estimates(&self, collection: &str) -> Result<Estimates> {
         let path = format!("/v1/collections/{collection}/estimates");
@@ -226,6 +245,75 @@ impl Client {
 /// Builds the record mechanism a configuration describes.
 pub fn mechanism(config: &CollectionConfig) -> Result<RecordMechanism> {
     Ok(RecordMechanism::new(config.schema.clone(), config.strategy.clone())?)
+}
+
+/// The feature map a training spec defines on a schema (the server and every device build the
+/// same one; categorical attributes are zero-one encoded, the intercept first).
+pub fn feature_map(
+    schema: &harmony_core::schema::Schema,
+    spec: &TrainSpec,
+) -> harmony_core::Result<harmony_learn::features::FeatureMap> {
+    use harmony_learn::features::{Encoding, FeatureMap, Task, TargetSpec, Threshold};
+    let task = Task::parse(&spec.task)?;
+    let target = TargetSpec {
+        column: spec.target.clone(),
+        positive: spec.positive.clone(),
+        threshold: spec.threshold.map(Threshold::Value),
+    };
+    FeatureMap::new(schema, task, Encoding::ZeroOne, &target, &[])
+}
+
+fn check_record(schema: &harmony_core::schema::Schema, record: &[Value]) -> harmony_core::Result<()> {
+    use harmony_core::Error;
+    if record.len() != schema.len() {
+        return Err(Error::param("record", format!("{} values", record.len()), format!("{} (the schema)", schema.len())));
+    }
+    for (a, v) in schema.attributes().iter().zip(record) {
+        let ok = match *v {
+            Value::Unit(t) => a.is_numeric() && (-1.0..=1.0).contains(&t),
+            Value::Category(c) => !a.is_numeric() && (c as usize) < a.cardinality(),
+        };
+        if !ok {
+            return Err(Error::param(
+                "record",
+                format!("{}: {v:?}", a.name()),
+                "a value of the attribute's kind (numeric on [-1, 1], or a label index)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The loss of a training spec's task.
+pub fn train_loss(spec: &TrainSpec) -> harmony_core::Result<harmony_learn::loss::Loss> {
+    Ok(harmony_learn::loss::Loss::for_task(harmony_learn::features::Task::parse(&spec.task)?))
+}
+
+/// Computes a device's randomized gradient at `model` for `record` (the schema's values,
+/// target included): features, ℓ'(⟨w, x⟩, y)·x clipped to [-1, 1]^d, randomized with `rng`.
+/// Only the returned report leaves the device.
+pub fn randomize_gradient<R: Rng + ?Sized>(
+    config: &CollectionConfig,
+    model: &ModelState,
+    record: &[Value],
+    rng: &mut R,
+) -> Result<harmony_learn::remote::GradientReport> {
+    let t = config.train.as_ref().ok_or_else(|| ClientError::NotTraining(config.id.clone()))?;
+    check_record(&config.schema, record)?;
+    let fm = feature_map(&config.schema, &t.spec)?;
+    let d = fm.dimension();
+    if model.parameters.len() != d {
+        return Err(ClientError::Protocol {
+            url: format!("/v1/collections/{}/model", config.id),
+            message: format!("{} parameters, expected d = {d}", model.parameters.len()),
+        });
+    }
+    let mech = harmony_learn::remote::RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, d)?;
+    let mut x = vec![0.0; d];
+    fm.encode_row(record, &mut x);
+    let mut g = vec![0.0; d];
+    harmony_learn::remote::clipped_gradient(train_loss(&t.spec)?, &model.parameters, &x, fm.target(record), &mut g);
+    Ok(mech.randomize(&g, rng))
 }
 
 /// A fresh random report id (128 bits from `rng`, hex).
@@ -255,10 +343,14 @@ pub fn randomize_item<R: Rng + ?Sized>(
 /// One device's record of what it reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerEntry {
-    /// The batch item (report id and encoded report) made for the collection.
+    /// The batch item (report id and encoded report) made for the collection; for a gradient,
+    /// the device id and the encoded gradient.
     pub item: ReportItem,
     /// Whether the server acknowledged it.
     pub acknowledged: bool,
+    /// The round a gradient was computed for (training collections).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<u64>,
 }
 
 /// Where a device remembers its reports, one per collection.
@@ -350,13 +442,57 @@ impl<L: Ledger> Device<L> {
                 let report = self.randomizer.record(&mech, record)?;
                 let id = report_id(&mut harmony_core::sampling::secure_rng());
                 let item = ReportItem { id, report: protocol::to_hex(&harmony_core::wire::encode(&report)) };
-                let e = LedgerEntry { item, acknowledged: false };
+                let e = LedgerEntry { item, acknowledged: false, round: None };
                 self.ledger.put(&config.id, e.clone())?;
                 e
             }
         };
         let ack = client.submit(config, vec![entry.item.clone()])?;
-        self.ledger.put(&config.id, LedgerEntry { item: entry.item, acknowledged: true })?;
+        self.ledger.put(&config.id, LedgerEntry { item: entry.item, acknowledged: true, round: None })?;
         Ok(ack)
+    }
+
+    /// Contributes one gradient to a training collection, once per device: fetches the model,
+    /// computes the clipped gradient of `record` at the current parameters, randomizes it with the
+    /// secure RNG, records it in the ledger and posts it. A later call after a failure resends
+    /// the same gradient (the same device id and round); after an acknowledgement (or the server
+    /// saying this device id already contributed) it returns [`ClientError::AlreadyReported`].
+    /// Raw features never leave the device.
+    pub fn contribute_gradient(
+        &mut self,
+        client: &Client,
+        config: &CollectionConfig,
+        record: &[Value],
+    ) -> Result<GradientAck> {
+        let entry = match self.ledger.get(&config.id) {
+            Some(e) if e.acknowledged => return Err(ClientError::AlreadyReported(config.id.clone())),
+            Some(e) => e,
+            None => {
+                let model = client.model(&config.id)?;
+                let report = randomize_gradient(config, &model, record, &mut harmony_core::sampling::secure_rng())?;
+                let id = report_id(&mut harmony_core::sampling::secure_rng());
+                let item = ReportItem { id, report: protocol::to_hex(&harmony_core::wire::encode(&report)) };
+                let e = LedgerEntry { item, acknowledged: false, round: Some(model.round) };
+                self.ledger.put(&config.id, e.clone())?;
+                e
+            }
+        };
+        let post = GradientPost {
+            device_id: entry.item.id.clone(),
+            round: entry.round.unwrap_or(0),
+            report: entry.item.report.clone(),
+        };
+        match client.post_gradient(&config.id, &post) {
+            Ok(ack) => {
+                self.ledger.put(&config.id, LedgerEntry { acknowledged: true, ..entry })?;
+                Ok(ack)
+            }
+            // A retry of a gradient the server stored (its ack was lost).
+            Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => {
+                self.ledger.put(&config.id, LedgerEntry { acknowledged: true, ..entry })?;
+                Err(ClientError::AlreadyReported(config.id.clone()))
+            }
+            Err(e) => Err(e),
+        }
     }
 }

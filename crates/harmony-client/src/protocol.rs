@@ -39,6 +39,98 @@ pub struct CreateCollection {
     /// Analysis tasks (default `["means"]`; only `means` — means and frequencies — today).
     #[serde(default = "default_tasks")]
     pub tasks: Vec<String>,
+    /// The training task (required with `"tasks": ["train"]`, refused otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train: Option<TrainSpec>,
+}
+
+/// A training task's hyper-parameters (`"train"` of [`CreateCollection`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    /// `logistic`, `linear` or `svm`.
+    pub task: String,
+    /// The target column (left out of the features).
+    pub target: String,
+    /// Classification on a categorical target: the +1 label (default: the second of two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positive: Option<String>,
+    /// Classification on a numeric target: +1 above this value (attribute units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// The gradient randomizer: `hm` (default) or `pm` (k-of-d sampling).
+    #[serde(default = "default_train_mechanism")]
+    pub mechanism: String,
+    /// Devices per round g (≥ 1).
+    pub batch_size: u64,
+    /// γ₀ of γ_t = γ₀/√t (> 0).
+    pub learning_rate: f64,
+    /// L2 regularisation λ (≥ 0, default 1e-4).
+    #[serde(default = "default_lambda")]
+    pub lambda: f64,
+    /// Number of rounds T after which training stops (default: unbounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u64>,
+}
+
+fn default_train_mechanism() -> String {
+    "hm".into()
+}
+
+fn default_lambda() -> f64 {
+    1e-4
+}
+
+/// The config version of a collection with a training task (it adds [`CollectionConfig::train`]).
+pub const CONFIG_VERSION_TRAIN: u32 = 2;
+
+/// The published training setup: the spec plus what the server fixed at creation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainPublished {
+    /// The analyst's spec.
+    pub spec: TrainSpec,
+    /// Feature dimension d (intercept first).
+    pub dimension: usize,
+    /// Feature names, in order.
+    pub features: Vec<String>,
+    /// Coordinates each device samples and reports.
+    pub sampled: usize,
+}
+
+/// `GET /v1/collections/{id}/model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelState {
+    /// The current round t (1-based).
+    pub round: u64,
+    /// The parameters w_t (length d).
+    pub parameters: Vec<f64>,
+    /// Devices per round.
+    pub batch_size: u64,
+    /// Gradients received in this round.
+    pub received: u64,
+    /// Whether the configured number of rounds has been run.
+    pub done: bool,
+}
+
+/// `POST /v1/collections/{id}/gradients` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GradientPost {
+    /// Device-chosen id (1..=64 of `[A-Za-z0-9_-]`); one gradient per device per collection.
+    pub device_id: String,
+    /// The round whose parameters the gradient was computed at.
+    pub round: u64,
+    /// Hex of the wire encoding of the randomized gradient.
+    pub report: String,
+}
+
+/// The acknowledgement of a stored gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GradientAck {
+    /// The round the gradient was counted in.
+    pub round: u64,
+    /// Whether it completed the batch (the model advanced).
+    pub advanced: bool,
 }
 
 fn default_strategy() -> String {
@@ -64,6 +156,9 @@ pub struct CollectionConfig {
     pub strategy: StrategyOptions,
     /// The analysis tasks.
     pub tasks: Vec<String>,
+    /// The training setup (`config_version` 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train: Option<TrainPublished>,
 }
 
 /// `POST /v1/collections` response.

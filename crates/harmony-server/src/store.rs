@@ -19,6 +19,9 @@ pub enum StoreError {
     /// A collection id that already exists.
     #[error("collection {0} already exists")]
     Exists(String),
+    /// The store does not implement this (e.g. model rounds on PostgreSQL).
+    #[error("not supported by this store: {0}")]
+    Unsupported(&'static str),
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -55,6 +58,41 @@ pub trait Store: Send + Sync + 'static {
     fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()>;
     /// Number of stored reports of a collection.
     fn count_reports(&self, key: i64) -> StoreResult<u64>;
+
+    /// Whether the store implements model rounds (the gradient methods below).
+    fn supports_training(&self) -> bool {
+        false
+    }
+    /// Stores one device's gradient of `round` (its `seq`-th of the round) and, when it
+    /// completes the batch, the model `advance = (next round, parameters)`, in one transaction.
+    /// Returns `false` (nothing written) when the device already has a gradient stored.
+    fn insert_gradient(
+        &self,
+        _key: i64,
+        _device_id: &str,
+        _round: u64,
+        _seq: u64,
+        _body: &[u8],
+        _advance: Option<(u64, &[f64])>,
+    ) -> StoreResult<bool> {
+        Err(StoreError::Unsupported("model rounds"))
+    }
+    /// The stored model `(round, parameters)` of a collection, if a round was completed.
+    fn model(&self, _key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
+        Err(StoreError::Unsupported("model rounds"))
+    }
+    /// Calls `f` on the gradients of `round` in arrival order.
+    fn for_each_gradient(&self, _key: i64, _round: u64, _f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        Err(StoreError::Unsupported("model rounds"))
+    }
+}
+
+fn params_to_blob(w: &[f64]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn blob_to_params(b: &[u8]) -> Vec<f64> {
+    b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
 }
 
 struct Job {
@@ -88,6 +126,20 @@ CREATE TABLE IF NOT EXISTS reports (
     body BLOB NOT NULL,
     PRIMARY KEY (collection, report_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS gradients (
+    collection INTEGER NOT NULL,
+    device_id TEXT NOT NULL,
+    round INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (collection, device_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS gradients_round ON gradients (collection, round, seq);
+CREATE TABLE IF NOT EXISTS models (
+    collection INTEGER PRIMARY KEY,
+    round INTEGER NOT NULL,
+    params BLOB NOT NULL
+);
 ";
 
 fn open(path: &Path) -> StoreResult<rusqlite::Connection> {
@@ -221,6 +273,65 @@ impl Store for SqliteStore {
         let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
         let n: i64 = conn.query_row("SELECT COUNT(*) FROM reports WHERE collection = ?1", [key], |r| r.get(0))?;
         Ok(n as u64)
+    }
+
+    fn supports_training(&self) -> bool {
+        true
+    }
+
+    fn insert_gradient(
+        &self,
+        key: i64,
+        device_id: &str,
+        round: u64,
+        seq: u64,
+        body: &[u8],
+        advance: Option<(u64, &[f64])>,
+    ) -> StoreResult<bool> {
+        let mut conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let n = tx.execute(
+            "INSERT OR IGNORE INTO gradients (collection, device_id, round, seq, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            rusqlite::params![key, device_id, round as i64, seq as i64, body],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        if let Some((next, w)) = advance {
+            tx.execute(
+                "INSERT INTO models (collection, round, params) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (collection) DO UPDATE SET round = excluded.round, params = excluded.params",
+                rusqlite::params![key, next as i64, params_to_blob(w)],
+            )?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    fn model(&self, key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare("SELECT round, params FROM models WHERE collection = ?1")?;
+        let mut rows = stmt.query([key])?;
+        match rows.next()? {
+            Some(r) => {
+                let round: i64 = r.get(0)?;
+                let blob: Vec<u8> = r.get(1)?;
+                Ok(Some((round as u64, blob_to_params(&blob))))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn for_each_gradient(&self, key: i64, round: u64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt =
+            conn.prepare("SELECT body FROM gradients WHERE collection = ?1 AND round = ?2 ORDER BY seq")?;
+        let mut rows = stmt.query(rusqlite::params![key, round as i64])?;
+        while let Some(row) = rows.next()? {
+            let body = row.get_ref(0)?.as_blob().map_err(|e| StoreError::Db(e.to_string()))?;
+            f(body);
+        }
+        Ok(())
     }
 }
 

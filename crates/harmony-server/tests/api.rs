@@ -39,6 +39,7 @@ fn request(strategy: &str) -> CreateCollection {
         numeric_mechanism: None,
         categorical_mechanism: None,
         tasks: vec!["means".into()],
+        train: None,
     }
 }
 
@@ -235,6 +236,7 @@ fn client_bytes_hold_no_raw_value() {
             1.0,
         ),
         tasks: vec!["means".into()],
+        train: None,
     };
     let raw = [123_456.0_f64, 1.0];
     let record = [Value::Unit(2.0 * raw[0] / 1_000_000.0 - 1.0), Value::Category(1)];

@@ -45,6 +45,7 @@ fn postgres_store_and_server() {
         numeric_mechanism: None,
         categorical_mechanism: None,
         tasks: vec!["means".into()],
+        train: None,
     };
     let server = harmony_server::spawn(harmony_server::open_store(&url).unwrap(), "tok", "127.0.0.1:0", 2).unwrap();
     let fast = RetryPolicy { attempts: 1, ..Default::default() };

@@ -139,6 +139,7 @@ pub fn create_request(schema: &std::path::Path, epsilon: f64, strategy: &str) ->
         numeric_mechanism: None,
         categorical_mechanism: None,
         tasks: vec!["means".into()],
+        train: None,
     })
 }
 
