@@ -24,9 +24,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use harmony_client::protocol::{
-    self, BatchAck, CONFIG_VERSION, CollectionConfig, CreateCollection, Created, ErrorBody, ErrorDetail, Estimates,
-    ReportBatch,
+    self, BatchAck, CONFIG_VERSION, CONFIG_VERSION_TRAIN, CollectionConfig, CreateCollection, Created, ErrorBody,
+    ErrorDetail, Estimates, GradientAck, GradientPost, ModelState, ReportBatch, TrainPublished, TrainSpec,
 };
+use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
 use harmony_core::aggregate::Aggregator;
 use harmony_core::strategy::{RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions};
 use rand::Rng;
@@ -46,6 +47,56 @@ struct Collection {
     /// An empty aggregator used only for `validate` (no lock needed).
     validator: RecordAggregator,
     agg: Mutex<RecordAggregator>,
+    /// Model rounds (collections with the `train` task).
+    train: Option<Training>,
+}
+
+/// A training collection's fixed setup and its current round.
+struct Training {
+    spec: TrainSpec,
+    mech: RemoteMechanism,
+    state: Mutex<Round>,
+}
+
+/// The current round: the parameters w_t and the accumulator of the gradients received.
+struct Round {
+    round: u64,
+    w: Vec<f64>,
+    acc: Vec<f64>,
+    received: u64,
+}
+
+impl Training {
+    /// Validates a spec against the schema and ε; returns the published setup too.
+    fn new(config: &CollectionConfig, spec: &TrainSpec) -> Result<(Self, TrainPublished), ApiError> {
+        let fm = harmony_client::feature_map(&config.schema, spec).map_err(|e| ApiError::from_core("train.", e))?;
+        let d = fm.dimension();
+        let mech = RemoteMechanism::new(&spec.mechanism, config.strategy.epsilon, d)
+            .map_err(|e| ApiError::from_core("train.", e))?;
+        if spec.batch_size == 0 {
+            return Err(ApiError::bad("train.batch_size", "batch_size is 0, expected an integer >= 1"));
+        }
+        if !(spec.learning_rate > 0.0 && spec.learning_rate.is_finite()) {
+            return Err(ApiError::bad(
+                "train.learning_rate",
+                format!("learning_rate is {}, expected a finite number > 0", spec.learning_rate),
+            ));
+        }
+        if !(spec.lambda >= 0.0 && spec.lambda.is_finite()) {
+            return Err(ApiError::bad("train.lambda", format!("lambda is {}, expected a finite number >= 0", spec.lambda)));
+        }
+        if spec.rounds == Some(0) {
+            return Err(ApiError::bad("train.rounds", "rounds is 0, expected an integer >= 1 (or no field)"));
+        }
+        let published =
+            TrainPublished { spec: spec.clone(), dimension: d, features: fm.names().to_vec(), sampled: mech.sampled() };
+        let state = Round { round: 1, w: vec![0.0; d], acc: vec![0.0; d], received: 0 };
+        Ok((Training { spec: spec.clone(), mech, state: Mutex::new(state) }, published))
+    }
+
+    fn done(&self, round: u64) -> bool {
+        self.spec.rounds.is_some_and(|t| round > t)
+    }
 }
 
 #[derive(Default)]
@@ -97,6 +148,9 @@ impl ApiError {
         Self::bad(field, e.to_string())
     }
     fn store(e: StoreError) -> Self {
+        if let StoreError::Unsupported(what) = e {
+            return Self::new(StatusCode::NOT_IMPLEMENTED, "store", format!("{what} are not implemented by this store"));
+        }
         tracing::error!(error = %e, "store failure");
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", "storage unavailable; retry the batch")
     }
@@ -132,7 +186,11 @@ impl AppState {
             }
             tracing::info!(collection = %c.id, reports = agg.count(), seconds = t.elapsed().as_secs_f64(), "rebuilt accumulator");
             let validator = mech.aggregator();
-            map.insert(c.id.clone(), Arc::new(Collection { key: c.key, config, validator, agg: Mutex::new(agg) }));
+            let train = match config.train.as_ref() {
+                Some(p) => Some(rebuild_training(store.as_ref(), c.key, &config, &p.spec).map_err(|e| format!("collection {}: {e}", c.id))?),
+                None => None,
+            };
+            map.insert(c.id.clone(), Arc::new(Collection { key: c.key, config, validator, agg: Mutex::new(agg), train }));
         }
         Ok(AppState {
             inner: Arc::new(Inner {
@@ -169,6 +227,38 @@ impl AppState {
     }
 }
 
+/// Rebuilds a training collection's round from storage: the last stored model (or w = 0 at
+/// round 1) and the current round's gradients, in arrival order.
+fn rebuild_training(store: &dyn Store, key: i64, config: &CollectionConfig, spec: &TrainSpec) -> Result<Training, String> {
+    let (t, _) = Training::new(config, spec).map_err(|e| format!("{}: {}", e.field, e.message))?;
+    {
+        let mut st = t.state.lock().expect("round lock");
+        if let Some((round, w)) = store.model(key).map_err(|e| e.to_string())? {
+            if w.len() != st.w.len() {
+                return Err(format!("stored model has {} parameters, expected {}", w.len(), st.w.len()));
+            }
+            st.round = round;
+            st.w = w;
+        }
+        let (mut bad, round) = (0u64, st.round);
+        let Round { acc, received, .. } = &mut *st;
+        store
+            .for_each_gradient(key, round, &mut |b| match harmony_core::wire::decode::<GradientReport>(b) {
+                Ok(r) if t.mech.validate(&r).is_ok() => {
+                    t.mech.add(&r, acc);
+                    *received += 1;
+                }
+                _ => bad += 1,
+            })
+            .map_err(|e| e.to_string())?;
+        if bad > 0 {
+            return Err(format!("{bad} stored gradients do not decode"));
+        }
+        tracing::info!(round = st.round, received = st.received, "rebuilt model round");
+    }
+    Ok(t)
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -183,6 +273,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/collections/{id}/config", get(get_config))
         .route("/v1/collections/{id}/reports", post(post_reports))
         .route("/v1/collections/{id}/estimates", get(get_estimates))
+        .route("/v1/collections/{id}/model", get(get_model))
+        .route("/v1/collections/{id}/gradients", post(post_gradient))
         .route("/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
@@ -208,10 +300,29 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
     if let Some(c) = req.categorical_mechanism {
         options.categorical_mechanism = c;
     }
+    let training = req.tasks.iter().any(|t| t == "train");
     for t in &req.tasks {
-        if t != "means" {
-            return Err(ApiError::bad("tasks", format!("task {t:?} is not served yet, expected \"means\"")));
+        if t != "means" && t != "train" {
+            return Err(ApiError::bad("tasks", format!("task {t:?} is not served, expected \"means\" or \"train\"")));
         }
+    }
+    if training && req.tasks.len() != 1 {
+        return Err(ApiError::bad(
+            "tasks",
+            format!("tasks {:?}: \"train\" must be the only task (a device contributes once)", req.tasks),
+        ));
+    }
+    match (training, &req.train) {
+        (true, None) => return Err(ApiError::bad("train", "\"tasks\": [\"train\"] needs a \"train\" object")),
+        (false, Some(_)) => return Err(ApiError::bad("train", "a \"train\" object needs \"tasks\": [\"train\"]")),
+        _ => {}
+    }
+    if training && !st.inner.store.supports_training() {
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "tasks",
+            "model rounds (\"train\") are implemented for the SQLite store only",
+        ));
     }
     let mech = RecordMechanism::new(req.schema.clone(), options.clone()).map_err(|e| ApiError::from_core("", e))?;
     let id = {
@@ -219,13 +330,23 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
         harmony_core::sampling::secure_rng().fill_bytes(&mut b);
         protocol::to_hex(&b)
     };
-    let config = CollectionConfig {
+    let mut config = CollectionConfig {
         id: id.clone(),
         config_version: CONFIG_VERSION,
         wire_version: harmony_core::wire::WIRE_VERSION,
         schema: req.schema,
         strategy: options,
         tasks: req.tasks,
+        train: None,
+    };
+    let train = match &req.train {
+        Some(spec) => {
+            let (t, published) = Training::new(&config, spec)?;
+            config.config_version = CONFIG_VERSION_TRAIN;
+            config.train = Some(published);
+            Some(t)
+        }
+        None => None,
     };
     let text = serde_json::to_string(&config).expect("JSON of a config");
     let store = st.inner.store.clone();
@@ -234,8 +355,13 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
         .await
         .map_err(|_| ApiError::store(StoreError::Closed))?
         .map_err(ApiError::store)?;
-    let c =
-        Collection { key, config: config.clone(), validator: mech.aggregator(), agg: Mutex::new(mech.aggregator()) };
+    let c = Collection {
+        key,
+        config: config.clone(),
+        validator: mech.aggregator(),
+        agg: Mutex::new(mech.aggregator()),
+        train,
+    };
     st.inner.collections.write().expect("collections lock").insert(id.clone(), Arc::new(c));
     tracing::info!(collection = %id, strategy = config.strategy.kind.name(), epsilon = config.strategy.epsilon, "collection created");
     Ok((StatusCode::CREATED, axum::Json(Created { id, config })).into_response())
@@ -269,6 +395,13 @@ async fn post_reports(State(st): State<AppState>, Path(id): Path<String>, body: 
 
 async fn ingest(st: &AppState, id: &str, body: &[u8]) -> Result<BatchAck, ApiError> {
     let c = st.collection(id)?;
+    if c.train.is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "collection",
+            format!("collection {id:?} trains a model: post gradients to /v1/collections/{id}/gradients"),
+        ));
+    }
     let batch: ReportBatch = parse_json(body)?;
     if batch.collection != id {
         return Err(ApiError::bad(
@@ -351,6 +484,118 @@ async fn get_estimates(
     };
     let out = Estimates::from_core(&id, n, &c.config.strategy, &c.config.schema, &est);
     Ok(axum::Json(out).into_response())
+}
+
+fn training<'a>(c: &'a Collection, id: &str) -> Result<&'a Training, ApiError> {
+    c.train.as_ref().ok_or_else(|| {
+        ApiError::new(StatusCode::NOT_FOUND, "collection", format!("collection {id:?} has no \"train\" task"))
+    })
+}
+
+async fn get_model(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let c = st.collection(&id)?;
+    let t = training(&c, &id)?;
+    let r = t.state.lock().expect("round lock");
+    let out = ModelState {
+        round: r.round,
+        parameters: r.w.clone(),
+        batch_size: t.spec.batch_size,
+        received: r.received,
+        done: t.done(r.round),
+    };
+    Ok(axum::Json(out).into_response())
+}
+
+async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    let c = st.collection(&id)?;
+    training(&c, &id)?;
+    let post: GradientPost = parse_json(&body)?;
+    if !protocol::valid_report_id(&post.device_id) {
+        return Err(ApiError::bad(
+            "device_id",
+            format!("device id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", post.device_id.len()),
+        ));
+    }
+    if post.report.len() > 2 * protocol::MAX_REPORT_BYTES {
+        return Err(ApiError::bad(
+            "report",
+            format!("{} hex characters, expected at most {}", post.report.len(), 2 * protocol::MAX_REPORT_BYTES),
+        ));
+    }
+    let mut buf = Vec::new();
+    if protocol::from_hex_into(&post.report, &mut buf).is_none() {
+        return Err(ApiError::bad("report", "not hex: expected an even number of [0-9a-f]"));
+    }
+    let report =
+        harmony_core::wire::decode::<GradientReport>(&buf).map_err(|e| ApiError::from_core("report: ", e))?;
+    {
+        let t = training(&c, &id)?;
+        t.mech.validate(&report).map_err(|e| ApiError::from_core("report: ", e))?;
+    }
+    let store = st.inner.store.clone();
+    let c2 = c.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        let t = c2.train.as_ref().expect("training collection");
+        // One gradient at a time per collection: check, store, then update the round.
+        let mut r = t.state.lock().expect("round lock");
+        if t.done(r.round) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "round",
+                format!("training finished after {} rounds", r.round - 1),
+            ));
+        }
+        if post.round != r.round {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "round",
+                format!("round is {}, expected the current round {}; fetch the model again", post.round, r.round),
+            ));
+        }
+        let mut acc = r.acc.clone();
+        t.mech.add(&report, &mut acc);
+        let received = r.received + 1;
+        let full = received >= t.spec.batch_size;
+        let next = if full {
+            let mut w = r.w.clone();
+            apply_update(&mut w, &acc, received as usize, r.round, t.spec.learning_rate, t.spec.lambda);
+            Some(w)
+        } else {
+            None
+        };
+        let advance = next.as_deref().map(|w| (r.round + 1, w));
+        let new = store
+            .insert_gradient(c2.key, &post.device_id, r.round, r.received, &buf, advance)
+            .map_err(ApiError::store)?;
+        if !new {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "device_id",
+                "this device id already contributed a gradient to this collection (one per device)",
+            ));
+        }
+        let round = r.round;
+        match next {
+            Some(w) => {
+                r.w = w;
+                r.round += 1;
+                r.acc.fill(0.0);
+                r.received = 0;
+            }
+            None => {
+                r.acc = acc;
+                r.received = received;
+            }
+        }
+        Ok(GradientAck { round, advanced: full })
+    })
+    .await
+    .map_err(|_| ApiError::store(StoreError::Closed))?;
+    match &result {
+        Ok(ack) => tracing::debug!(collection = %id, round = ack.round, advanced = ack.advanced, "gradient stored"),
+        Err(e) => tracing::info!(collection = %id, status = e.status.as_u16(), field = %e.field, "gradient rejected"),
+    }
+    result.map(|ack| axum::Json(ack).into_response())
 }
 
 /// The OpenAPI 3.1 document.
