@@ -253,7 +253,7 @@ pub fn feature_map(
     schema: &harmony_core::schema::Schema,
     spec: &TrainSpec,
 ) -> harmony_core::Result<harmony_learn::features::FeatureMap> {
-    use harmony_learn::features::{Encoding, FeatureMap, Task, TargetSpec, Threshold};
+    use harmony_learn::features::{Encoding, FeatureMap, TargetSpec, Task, Threshold};
     let task = Task::parse(&spec.task)?;
     let target = TargetSpec {
         column: spec.target.clone(),
@@ -266,7 +266,11 @@ pub fn feature_map(
 fn check_record(schema: &harmony_core::schema::Schema, record: &[Value]) -> harmony_core::Result<()> {
     use harmony_core::Error;
     if record.len() != schema.len() {
-        return Err(Error::param("record", format!("{} values", record.len()), format!("{} (the schema)", schema.len())));
+        return Err(Error::param(
+            "record",
+            format!("{} values", record.len()),
+            format!("{} (the schema)", schema.len()),
+        ));
     }
     for (a, v) in schema.attributes().iter().zip(record) {
         let ok = match *v {

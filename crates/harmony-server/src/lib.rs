@@ -27,9 +27,9 @@ use harmony_client::protocol::{
     self, BatchAck, CONFIG_VERSION, CONFIG_VERSION_TRAIN, CollectionConfig, CreateCollection, Created, ErrorBody,
     ErrorDetail, Estimates, GradientAck, GradientPost, ModelState, ReportBatch, TrainPublished, TrainSpec,
 };
-use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
 use harmony_core::aggregate::Aggregator;
 use harmony_core::strategy::{RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions};
+use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,7 +83,10 @@ impl Training {
             ));
         }
         if !(spec.lambda >= 0.0 && spec.lambda.is_finite()) {
-            return Err(ApiError::bad("train.lambda", format!("lambda is {}, expected a finite number >= 0", spec.lambda)));
+            return Err(ApiError::bad(
+                "train.lambda",
+                format!("lambda is {}, expected a finite number >= 0", spec.lambda),
+            ));
         }
         if spec.rounds == Some(0) {
             return Err(ApiError::bad("train.rounds", "rounds is 0, expected an integer >= 1 (or no field)"));
@@ -149,7 +152,11 @@ impl ApiError {
     }
     fn store(e: StoreError) -> Self {
         if let StoreError::Unsupported(what) = e {
-            return Self::new(StatusCode::NOT_IMPLEMENTED, "store", format!("{what} are not implemented by this store"));
+            return Self::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "store",
+                format!("{what} are not implemented by this store"),
+            );
         }
         tracing::error!(error = %e, "store failure");
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", "storage unavailable; retry the batch")
@@ -187,10 +194,16 @@ impl AppState {
             tracing::info!(collection = %c.id, reports = agg.count(), seconds = t.elapsed().as_secs_f64(), "rebuilt accumulator");
             let validator = mech.aggregator();
             let train = match config.train.as_ref() {
-                Some(p) => Some(rebuild_training(store.as_ref(), c.key, &config, &p.spec).map_err(|e| format!("collection {}: {e}", c.id))?),
+                Some(p) => Some(
+                    rebuild_training(store.as_ref(), c.key, &config, &p.spec)
+                        .map_err(|e| format!("collection {}: {e}", c.id))?,
+                ),
                 None => None,
             };
-            map.insert(c.id.clone(), Arc::new(Collection { key: c.key, config, validator, agg: Mutex::new(agg), train }));
+            map.insert(
+                c.id.clone(),
+                Arc::new(Collection { key: c.key, config, validator, agg: Mutex::new(agg), train }),
+            );
         }
         Ok(AppState {
             inner: Arc::new(Inner {
@@ -229,7 +242,12 @@ impl AppState {
 
 /// Rebuilds a training collection's round from storage: the last stored model (or w = 0 at
 /// round 1) and the current round's gradients, in arrival order.
-fn rebuild_training(store: &dyn Store, key: i64, config: &CollectionConfig, spec: &TrainSpec) -> Result<Training, String> {
+fn rebuild_training(
+    store: &dyn Store,
+    key: i64,
+    config: &CollectionConfig,
+    spec: &TrainSpec,
+) -> Result<Training, String> {
     let (t, _) = Training::new(config, spec).map_err(|e| format!("{}: {}", e.field, e.message))?;
     {
         let mut st = t.state.lock().expect("round lock");
@@ -526,8 +544,7 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
     if protocol::from_hex_into(&post.report, &mut buf).is_none() {
         return Err(ApiError::bad("report", "not hex: expected an even number of [0-9a-f]"));
     }
-    let report =
-        harmony_core::wire::decode::<GradientReport>(&buf).map_err(|e| ApiError::from_core("report: ", e))?;
+    let report = harmony_core::wire::decode::<GradientReport>(&buf).map_err(|e| ApiError::from_core("report: ", e))?;
     {
         let t = training(&c, &id)?;
         t.mech.validate(&report).map_err(|e| ApiError::from_core("report: ", e))?;

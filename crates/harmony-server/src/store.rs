@@ -324,8 +324,7 @@ impl Store for SqliteStore {
 
     fn for_each_gradient(&self, key: i64, round: u64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
         let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let mut stmt =
-            conn.prepare("SELECT body FROM gradients WHERE collection = ?1 AND round = ?2 ORDER BY seq")?;
+        let mut stmt = conn.prepare("SELECT body FROM gradients WHERE collection = ?1 AND round = ?2 ORDER BY seq")?;
         let mut rows = stmt.query(rusqlite::params![key, round as i64])?;
         while let Some(row) = rows.next()? {
             let body = row.get_ref(0)?.as_blob().map_err(|e| StoreError::Db(e.to_string()))?;

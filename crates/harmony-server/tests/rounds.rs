@@ -1,0 +1,259 @@
+//! Model rounds on loopback: a logistic training collection, one gradient per device, rounds
+//! that advance when a batch is full, an in-process replay of the same reports, repeated devices,
+//! stale rounds, malformed gradients and a restart mid-round.
+
+use harmony_client::protocol::{CollectionConfig, CreateCollection, GradientPost, ModelState, TrainSpec, to_hex};
+use harmony_client::{Client, ClientError, Device, MemoryLedger, RetryPolicy, randomize_gradient};
+use harmony_core::sampling::{fast_rng, uniform01};
+use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
+use harmony_server::{SqliteStore, Store};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const TOKEN: &str = "test-token";
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harmony-rounds-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn schema() -> Schema {
+    Schema::new(vec![
+        Attribute::Numeric { name: "x1".into(), min: -1.0, max: 1.0 },
+        Attribute::Numeric { name: "x2".into(), min: -1.0, max: 1.0 },
+        Attribute::Categorical { name: "label".into(), categories: vec!["no".into(), "yes".into()] },
+    ])
+    .unwrap()
+}
+
+/// Rows with label = yes iff x1 + 0.5·x2 > 0.
+fn rows(n: usize, seed: u64) -> Vec<Vec<Value>> {
+    let mut rng = fast_rng(seed);
+    (0..n)
+        .map(|_| {
+            let x1 = 2.0 * uniform01(&mut rng) - 1.0;
+            let x2 = 2.0 * uniform01(&mut rng) - 1.0;
+            vec![Value::Unit(x1), Value::Unit(x2), Value::Category(u32::from(x1 + 0.5 * x2 > 0.0))]
+        })
+        .collect()
+}
+
+fn spec(batch_size: u64, rounds: Option<u64>) -> TrainSpec {
+    TrainSpec {
+        task: "logistic".into(),
+        target: "label".into(),
+        positive: None,
+        threshold: None,
+        mechanism: "hm".into(),
+        batch_size,
+        learning_rate: 2.0,
+        lambda: 1e-4,
+        rounds,
+    }
+}
+
+fn request(train: Option<TrainSpec>) -> CreateCollection {
+    CreateCollection {
+        schema: schema(),
+        epsilon: 8.0,
+        strategy: "harmony".into(),
+        numeric_mechanism: None,
+        categorical_mechanism: None,
+        tasks: vec!["train".into()],
+        train,
+    }
+}
+
+fn start(path: &Path) -> harmony_server::Running {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(path).unwrap());
+    harmony_server::spawn(store, TOKEN, "127.0.0.1:0", 2).unwrap()
+}
+
+fn analyst(url: &str) -> Client {
+    Client::new(url).with_token(TOKEN).with_retry(RetryPolicy { attempts: 1, ..Default::default() })
+}
+
+/// Posts one gradient computed at the server's current model with a seeded RNG; returns its
+/// wire bytes.
+fn contribute(client: &Client, config: &CollectionConfig, row: &[Value], device: &str, seed: u64) -> Vec<u8> {
+    let model = client.model(&config.id).unwrap();
+    let report = randomize_gradient(config, &model, row, &mut fast_rng(seed)).unwrap();
+    let bytes = harmony_core::wire::encode(&report);
+    let post = GradientPost { device_id: device.into(), round: model.round, report: to_hex(&bytes) };
+    let ack = client.post_gradient(&config.id, &post).unwrap();
+    assert_eq!(ack.round, model.round);
+    bytes
+}
+
+/// The parameters after replaying `reports` in order, `g` per round.
+fn replay(config: &CollectionConfig, reports: &[Vec<u8>]) -> (u64, Vec<f64>, Vec<f64>) {
+    let t = config.train.as_ref().unwrap();
+    let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, t.dimension).unwrap();
+    let g = t.spec.batch_size as usize;
+    let mut w = vec![0.0; t.dimension];
+    let mut round = 1;
+    let mut acc = vec![0.0; t.dimension];
+    for chunk in reports.chunks(g) {
+        acc.fill(0.0);
+        for b in chunk {
+            mech.add(&harmony_core::wire::decode::<GradientReport>(b).unwrap(), &mut acc);
+        }
+        if chunk.len() == g {
+            apply_update(&mut w, &acc, g, round, t.spec.learning_rate, t.spec.lambda);
+            round += 1;
+            acc.fill(0.0);
+        }
+    }
+    (round, w, acc)
+}
+
+fn status(e: ClientError) -> (u16, String) {
+    match e {
+        ClientError::Rejected { status, field, .. } => (status, field),
+        e => panic!("expected a rejection, got {e}"),
+    }
+}
+
+#[test]
+fn rounds_advance_and_match_an_in_process_replay() {
+    let dir = tmp("e2e");
+    let server = start(&dir.join("db.sqlite"));
+    let client = analyst(&server.url());
+    let created = client.create_collection(&request(Some(spec(100, Some(8))))).unwrap();
+    let config = client.config(&created.id).unwrap();
+    assert_eq!(config.config_version, 2);
+    let t = config.train.as_ref().unwrap();
+    assert_eq!((t.dimension, t.features.len()), (3, 3));
+    let data = rows(800, 3);
+    let mut reports = Vec::new();
+    for (i, row) in data.iter().enumerate() {
+        reports.push(contribute(&client, &config, row, &format!("dev{i}"), 1000 + i as u64));
+    }
+    let m: ModelState = client.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received, m.done), (9, 0, true));
+    let (round, w, _) = replay(&config, &reports);
+    assert_eq!(m.round, round);
+    assert_eq!(m.parameters, w, "server parameters equal the replay bit for bit");
+    // Training is over: one more device gets a 409 on `round`.
+    let model = client.model(&config.id).unwrap();
+    let report = randomize_gradient(&config, &model, &data[0], &mut fast_rng(1)).unwrap();
+    let post =
+        GradientPost { device_id: "late".into(), round: 9, report: to_hex(&harmony_core::wire::encode(&report)) };
+    assert_eq!(status(client.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
+    // The model beats the majority class on the training rows.
+    let fm = harmony_client::feature_map(&config.schema, &t.spec).unwrap();
+    let (mut wrong, mut pos) = (0, 0);
+    let mut x = vec![0.0; 3];
+    for row in &data {
+        fm.encode_row(row, &mut x);
+        let y = fm.target(row);
+        pos += usize::from(y > 0.0);
+        let z: f64 = w.iter().zip(&x).map(|(a, b)| a * b).sum();
+        wrong += usize::from((z > 0.0) != (y > 0.0));
+    }
+    let majority = pos.min(data.len() - pos);
+    assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected() {
+    let dir = tmp("once");
+    let server = start(&dir.join("db.sqlite"));
+    let client = analyst(&server.url());
+    let config = client.create_collection(&request(Some(spec(3, None)))).unwrap().config;
+    let data = rows(10, 5);
+    // The SDK: a second contribution is refused by the ledger.
+    let mut device = Device::new(MemoryLedger::default());
+    let ack = device.contribute_gradient(&client, &config, &data[0]).unwrap();
+    assert_eq!((ack.round, ack.advanced), (1, false));
+    assert!(matches!(device.contribute_gradient(&client, &config, &data[1]), Err(ClientError::AlreadyReported(_))));
+    // The server: the same device id again, even with a new report, is a 409 and nothing is stored.
+    contribute(&client, &config, &data[1], "dev-a", 1);
+    let before = client.model(&config.id).unwrap();
+    assert_eq!(before.received, 2);
+    let report = randomize_gradient(&config, &before, &data[2], &mut fast_rng(2)).unwrap();
+    let hex = to_hex(&harmony_core::wire::encode(&report));
+    let again = GradientPost { device_id: "dev-a".into(), round: 1, report: hex.clone() };
+    assert_eq!(status(client.post_gradient(&config.id, &again).unwrap_err()), (409, "device_id".into()));
+    assert_eq!(client.model(&config.id).unwrap(), before);
+    // Fill the round; the round advances.
+    contribute(&client, &config, &data[2], "dev-b", 3);
+    let after = client.model(&config.id).unwrap();
+    assert_eq!((after.round, after.received), (2, 0));
+    assert_ne!(after.parameters, before.parameters);
+    // A device of round 1 in ANY later round is still refused.
+    let old = GradientPost { device_id: "dev-a".into(), round: 2, report: hex.clone() };
+    assert_eq!(status(client.post_gradient(&config.id, &old).unwrap_err()), (409, "device_id".into()));
+    // A stale (or future) round: 409 on `round`, nothing stored.
+    for round in [1, 3] {
+        let stale = GradientPost { device_id: format!("dev-r{round}"), round, report: hex.clone() };
+        assert_eq!(status(client.post_gradient(&config.id, &stale).unwrap_err()), (409, "round".into()));
+    }
+    // Malformed: 400 naming the field.
+    let bad =
+        |device_id: &str, report: &str| GradientPost { device_id: device_id.into(), round: 2, report: report.into() };
+    assert_eq!(status(client.post_gradient(&config.id, &bad("dev-x", "zz")).unwrap_err()), (400, "report".into()));
+    assert_eq!(status(client.post_gradient(&config.id, &bad("dev-x", "0101")).unwrap_err()).0, 400);
+    assert_eq!(status(client.post_gradient(&config.id, &bad("a b", &hex)).unwrap_err()), (400, "device_id".into()));
+    let mut wrong = report.clone();
+    wrong.coords[0].0 = 7;
+    let wrong = to_hex(&harmony_core::wire::encode(&wrong));
+    let (s, f) = status(client.post_gradient(&config.id, &bad("dev-x", &wrong)).unwrap_err());
+    assert_eq!(s, 400);
+    assert!(f.starts_with("report"), "{f}");
+    assert_eq!(client.model(&config.id).unwrap(), after);
+    // Spec validation at creation names the field.
+    let mut s = spec(3, None);
+    s.mechanism = "laplace".into();
+    assert_eq!(status(client.create_collection(&request(Some(s))).unwrap_err()), (400, "train.mechanism".into()));
+    let mut s = spec(3, None);
+    s.target = "nope".into();
+    assert_eq!(status(client.create_collection(&request(Some(s))).unwrap_err()), (400, "train.target".into()));
+    assert_eq!(
+        status(client.create_collection(&request(Some(spec(0, None)))).unwrap_err()),
+        (400, "train.batch_size".into())
+    );
+    assert_eq!(status(client.create_collection(&request(None)).unwrap_err()), (400, "train".into()));
+    // Record reports to a training collection are refused (they would spend ε again).
+    assert_eq!(status(client.submit(&config, vec![]).unwrap_err()), (409, "collection".into()));
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_restart_mid_round_rebuilds_the_same_state() {
+    let dir = tmp("restart");
+    let path = dir.join("db.sqlite");
+    let server = start(&path);
+    let client = analyst(&server.url());
+    let config = client.create_collection(&request(Some(spec(4, None)))).unwrap().config;
+    let data = rows(12, 9);
+    let mut reports = Vec::new();
+    for (i, row) in data[..6].iter().enumerate() {
+        reports.push(contribute(&client, &config, row, &format!("d{i}"), 50 + i as u64));
+    }
+    let before = client.model(&config.id).unwrap();
+    assert_eq!((before.round, before.received), (2, 2));
+    server.stop();
+    let server = start(&path);
+    let client = analyst(&server.url());
+    assert_eq!(client.model(&config.id).unwrap(), before);
+    assert_eq!(client.config(&config.id).unwrap(), config);
+    // Device d0 is still known after the restart.
+    let post = GradientPost { device_id: "d0".into(), round: 2, report: to_hex(&reports[0]) };
+    assert_eq!(status(client.post_gradient(&config.id, &post).unwrap_err()), (409, "device_id".into()));
+    for (i, row) in data[6..].iter().enumerate() {
+        reports.push(contribute(&client, &config, row, &format!("d{}", i + 6), 60 + i as u64));
+    }
+    let m = client.model(&config.id).unwrap();
+    let (round, w, _) = replay(&config, &reports);
+    assert_eq!((m.round, m.received), (round, 0));
+    assert_eq!(m.parameters, w);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
