@@ -248,7 +248,17 @@ fn rebuild_training(
     config: &CollectionConfig,
     spec: &TrainSpec,
 ) -> Result<Training, String> {
-    let (t, _) = Training::new(config, spec).map_err(|e| format!("{}: {}", e.field, e.message))?;
+    let (t, published) = Training::new(config, spec).map_err(|e| format!("{}: {}", e.field, e.message))?;
+    // d and k were fixed at creation: a build that derives others cannot serve this collection.
+    if config.train.as_ref() != Some(&published) {
+        return Err(format!(
+            "training setup changed: published d = {:?}, k = {:?}; this build derives d = {}, k = {}",
+            config.train.as_ref().map(|p| p.dimension),
+            config.train.as_ref().map(|p| p.sampled),
+            published.dimension,
+            published.sampled
+        ));
+    }
     {
         let mut st = t.state.lock().expect("round lock");
         if let Some((round, w)) = store.model(key).map_err(|e| e.to_string())? {
