@@ -565,6 +565,20 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
         let t = c2.train.as_ref().expect("training collection");
         // One gradient at a time per collection: check, store, then update the round.
         let mut r = t.state.lock().expect("round lock");
+        let repeated = || {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "device_id",
+                "this device id already contributed a gradient to this collection (one per device)",
+            )
+        };
+        // A device whose stored gradient's acknowledgement was lost learns that it was stored,
+        // even after the round moved on.
+        if (t.done(r.round) || post.round != r.round)
+            && store.has_gradient(c2.key, &post.device_id).map_err(ApiError::store)?
+        {
+            return Err(repeated());
+        }
         if t.done(r.round) {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -595,11 +609,7 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
             .insert_gradient(c2.key, &post.device_id, r.round, r.received, &buf, advance)
             .map_err(ApiError::store)?;
         if !new {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "device_id",
-                "this device id already contributed a gradient to this collection (one per device)",
-            ));
+            return Err(repeated());
         }
         let round = r.round;
         match next {

@@ -77,6 +77,10 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<bool> {
         Err(StoreError::Unsupported("model rounds"))
     }
+    /// Whether a device has a gradient stored in a collection.
+    fn has_gradient(&self, _key: i64, _device_id: &str) -> StoreResult<bool> {
+        Err(StoreError::Unsupported("model rounds"))
+    }
     /// The stored model `(round, parameters)` of a collection, if a round was completed.
     fn model(&self, _key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
         Err(StoreError::Unsupported("model rounds"))
@@ -306,6 +310,16 @@ impl Store for SqliteStore {
         }
         tx.commit()?;
         Ok(true)
+    }
+
+    fn has_gradient(&self, key: i64, device_id: &str) -> StoreResult<bool> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let n: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM gradients WHERE collection = ?1 AND device_id = ?2",
+            rusqlite::params![key, device_id],
+            |r| r.get(0),
+        )?;
+        Ok(n > 0)
     }
 
     fn model(&self, key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {

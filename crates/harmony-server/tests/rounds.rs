@@ -189,6 +189,9 @@ fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected() {
     // A device of round 1 in ANY later round is still refused.
     let old = GradientPost { device_id: "dev-a".into(), round: 2, report: hex.clone() };
     assert_eq!(status(client.post_gradient(&config.id, &old).unwrap_err()), (409, "device_id".into()));
+    // Its retry of the round-1 gradient after the round moved on: still `device_id` (stored).
+    let retry = GradientPost { device_id: "dev-a".into(), round: 1, report: hex.clone() };
+    assert_eq!(status(client.post_gradient(&config.id, &retry).unwrap_err()), (409, "device_id".into()));
     // A stale (or future) round: 409 on `round`, nothing stored.
     for round in [1, 3] {
         let stale = GradientPost { device_id: format!("dev-r{round}"), round, report: hex.clone() };
