@@ -378,9 +378,10 @@ fn postgres_concurrent_gradients_through_two_servers_are_each_stored_once() {
     let data = rows(40, 13);
     // Four devices at a time, alternating servers; each retries on a 409 `round` with a fresh model.
     let urls = [a.url(), b.url()];
+    let refused = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
         for t in 0..4usize {
-            let (urls, config, data) = (&urls, &config, &data);
+            let (urls, config, data, refused) = (&urls, &config, &data, &refused);
             s.spawn(move || {
                 for i in (t..data.len()).step_by(4) {
                     let client = analyst(&urls[i % 2]);
@@ -394,13 +395,17 @@ fn postgres_concurrent_gradients_through_two_servers_are_each_stored_once() {
                         };
                         match client.post_gradient(&config.id, &post) {
                             Ok(_) => break,
-                            Err(e) => assert_eq!(status(e), (409, "round".into())),
+                            Err(e) => {
+                                assert_eq!(status(e), (409, "round".into()));
+                                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
                         }
                     }
                 }
             });
         }
     });
+    eprintln!("{} posts refused on `round` and retried", refused.into_inner());
     a.stop();
     b.stop();
     // 40 gradients, 5 per round: a fresh server is at round 9 with an empty round.
