@@ -268,26 +268,19 @@ fn rebuild_training(
 }
 
 /// Loads the stored round into `st`: the last stored model (or w = 0 at round 1) and the
-/// round's gradients, in arrival order.
+/// round's gradients, in arrival order. On an error `st` is unchanged.
 fn load_round(store: &dyn Store, key: i64, t: &Training, st: &mut Round) -> Result<(), String> {
     let d = st.w.len();
-    match store.model(key).map_err(|e| e.to_string())? {
-        Some((round, w)) => {
-            if w.len() != d {
-                return Err(format!("stored model has {} parameters, expected {d}", w.len()));
-            }
-            st.round = round;
-            st.w = w;
+    let mut next = Round { round: 1, w: vec![0.0; d], acc: vec![0.0; d], received: 0 };
+    if let Some((round, w)) = store.model(key).map_err(|e| e.to_string())? {
+        if w.len() != d {
+            return Err(format!("stored model has {} parameters, expected {d}", w.len()));
         }
-        None => {
-            st.round = 1;
-            st.w = vec![0.0; d];
-        }
+        next.round = round;
+        next.w = w;
     }
-    st.acc = vec![0.0; d];
-    st.received = 0;
-    let (mut bad, round) = (0u64, st.round);
-    let Round { acc, received, .. } = st;
+    let (mut bad, round) = (0u64, next.round);
+    let Round { acc, received, .. } = &mut next;
     store
         .for_each_gradient(key, round, &mut |b| match harmony_core::wire::decode::<GradientReport>(b) {
             Ok(r) if t.mech.validate(&r).is_ok() => {
@@ -300,6 +293,7 @@ fn load_round(store: &dyn Store, key: i64, t: &Training, st: &mut Round) -> Resu
     if bad > 0 {
         return Err(format!("{bad} stored gradients do not decode"));
     }
+    *st = next;
     Ok(())
 }
 
