@@ -261,30 +261,40 @@ fn rebuild_training(
     }
     {
         let mut st = t.state.lock().expect("round lock");
-        if let Some((round, w)) = store.model(key).map_err(|e| e.to_string())? {
-            if w.len() != st.w.len() {
-                return Err(format!("stored model has {} parameters, expected {}", w.len(), st.w.len()));
-            }
-            st.round = round;
-            st.w = w;
-        }
-        let (mut bad, round) = (0u64, st.round);
-        let Round { acc, received, .. } = &mut *st;
-        store
-            .for_each_gradient(key, round, &mut |b| match harmony_core::wire::decode::<GradientReport>(b) {
-                Ok(r) if t.mech.validate(&r).is_ok() => {
-                    t.mech.add(&r, acc);
-                    *received += 1;
-                }
-                _ => bad += 1,
-            })
-            .map_err(|e| e.to_string())?;
-        if bad > 0 {
-            return Err(format!("{bad} stored gradients do not decode"));
-        }
+        load_round(store, key, &t, &mut st)?;
         tracing::info!(round = st.round, received = st.received, "rebuilt model round");
     }
     Ok(t)
+}
+
+/// Loads the stored round into `st`: the last stored model (or w = 0 at round 1) and the
+/// round's gradients, in arrival order. On an error `st` is unchanged.
+fn load_round(store: &dyn Store, key: i64, t: &Training, st: &mut Round) -> Result<(), String> {
+    let d = st.w.len();
+    let mut next = Round { round: 1, w: vec![0.0; d], acc: vec![0.0; d], received: 0 };
+    if let Some((round, w)) = store.model(key).map_err(|e| e.to_string())? {
+        if w.len() != d {
+            return Err(format!("stored model has {} parameters, expected {d}", w.len()));
+        }
+        next.round = round;
+        next.w = w;
+    }
+    let (mut bad, round) = (0u64, next.round);
+    let Round { acc, received, .. } = &mut next;
+    store
+        .for_each_gradient(key, round, &mut |b| match harmony_core::wire::decode::<GradientReport>(b) {
+            Ok(r) if t.mech.validate(&r).is_ok() => {
+                t.mech.add(&r, acc);
+                *received += 1;
+            }
+            _ => bad += 1,
+        })
+        .map_err(|e| e.to_string())?;
+    if bad > 0 {
+        return Err(format!("{bad} stored gradients do not decode"));
+    }
+    *st = next;
+    Ok(())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -349,7 +359,7 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
         return Err(ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
             "tasks",
-            "model rounds (\"train\") are implemented for the SQLite store only",
+            "model rounds (\"train\") are not implemented by this store",
         ));
     }
     let mech = RecordMechanism::new(req.schema.clone(), options.clone()).map_err(|e| ApiError::from_core("", e))?;
@@ -572,6 +582,13 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
                 "this device id already contributed a gradient to this collection (one per device)",
             )
         };
+        // A later round than ours: another server sharing the database may have advanced it.
+        if post.round > r.round && !t.done(r.round) {
+            load_round(store.as_ref(), c2.key, t, &mut r).map_err(|e| {
+                tracing::error!(error = %e, "reloading the round failed");
+                ApiError::store(StoreError::Db(e))
+            })?;
+        }
         // A device whose stored gradient's acknowledgement was lost learns that it was stored,
         // even after the round moved on.
         if (t.done(r.round) || post.round != r.round)
@@ -605,9 +622,27 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
             None
         };
         let advance = next.as_deref().map(|w| (r.round + 1, w));
-        let new = store
-            .insert_gradient(c2.key, &post.device_id, r.round, r.received, &buf, advance)
-            .map_err(ApiError::store)?;
+        let new = match store.insert_gradient(c2.key, &post.device_id, r.round, r.received, &buf, advance) {
+            Ok(new) => new,
+            // Another server sharing the database moved the round on: nothing was stored; catch
+            // up with the stored round and let the device fetch the model again.
+            Err(StoreError::RoundMoved(why)) => {
+                tracing::info!(collection = %c2.config.id, %why, "round moved on in the store; reloading");
+                load_round(store.as_ref(), c2.key, t, &mut r).map_err(|e| {
+                    tracing::error!(error = %e, "reloading the round failed");
+                    ApiError::store(StoreError::Db(e))
+                })?;
+                if store.has_gradient(c2.key, &post.device_id).map_err(ApiError::store)? {
+                    return Err(repeated());
+                }
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "round",
+                    format!("the round moved on to {}; fetch the model again", r.round),
+                ));
+            }
+            Err(e) => return Err(ApiError::store(e)),
+        };
         if !new {
             return Err(repeated());
         }

@@ -2,8 +2,15 @@
 //! contract as SQLite. One writer connection group-commits queued batches in one transaction
 //! (one `INSERT … SELECT FROM UNNEST … ON CONFLICT DO NOTHING RETURNING` per batch); reads use a
 //! second connection. Commits are durable with PostgreSQL's default `synchronous_commit = on`.
+//!
+//! Model rounds: one transaction per gradient on the read connection. It locks the collection's
+//! row (`SELECT … FOR UPDATE`, so gradients of one collection are serialized across servers
+//! sharing the database), inserts the gradient keyed `(collection, device_id)` with `ON CONFLICT
+//! DO NOTHING` (a repeated device writes nothing), checks that the stored round and its gradient
+//! count are the ones the server computed with (else [`StoreError::RoundMoved`], nothing written),
+//! and, when the batch is full, upserts the new model (exact f64 bytes) before committing.
 
-use crate::store::{Store, StoreError, StoreResult, StoredCollection};
+use crate::store::{Store, StoreError, StoreResult, StoredCollection, blob_to_params, params_to_blob};
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -25,6 +32,20 @@ CREATE TABLE IF NOT EXISTS harmony_reports (
     report_id TEXT NOT NULL,
     body BYTEA NOT NULL,
     PRIMARY KEY (collection, report_id)
+);
+CREATE TABLE IF NOT EXISTS harmony_gradients (
+    collection BIGINT NOT NULL,
+    device_id TEXT NOT NULL,
+    round BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    body BYTEA NOT NULL,
+    PRIMARY KEY (collection, device_id)
+);
+CREATE INDEX IF NOT EXISTS harmony_gradients_round ON harmony_gradients (collection, round, seq);
+CREATE TABLE IF NOT EXISTS harmony_models (
+    collection BIGINT PRIMARY KEY,
+    round BIGINT NOT NULL,
+    params BYTEA NOT NULL
 );
 ";
 
@@ -176,5 +197,90 @@ impl Store for PgStore {
         let c = guard.as_mut().ok_or(StoreError::Closed)?;
         let n: i64 = c.query_one("SELECT COUNT(*) FROM harmony_reports WHERE collection = $1", &[&key])?.get(0);
         Ok(n as u64)
+    }
+
+    fn supports_training(&self) -> bool {
+        true
+    }
+
+    fn insert_gradient(
+        &self,
+        key: i64,
+        device_id: &str,
+        round: u64,
+        seq: u64,
+        body: &[u8],
+        advance: Option<(u64, &[f64])>,
+    ) -> StoreResult<bool> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let (round, seq) = (round as i64, seq as i64);
+        // Dropping `tx` without commit rolls back.
+        let mut tx = c.transaction()?;
+        // Serializes the gradients of one collection across connections (and servers).
+        if tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])?.is_none() {
+            return Err(StoreError::Db(format!("no collection with key {key}")));
+        }
+        let n = tx.execute(
+            "INSERT INTO harmony_gradients (collection, device_id, round, seq, body) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (collection, device_id) DO NOTHING",
+            &[&key, &device_id, &round, &seq, &body],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let stored: i64 =
+            tx.query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?.map_or(1, |r| r.get(0));
+        let count: i64 = tx
+            .query_one("SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2", &[&key, &round])?
+            .get(0);
+        if stored != round || count != seq + 1 {
+            return Err(StoreError::RoundMoved(format!(
+                "stored round {stored} with {} gradients, expected round {round} with {seq}",
+                if stored == round { count - 1 } else { 0 }
+            )));
+        }
+        if let Some((next, w)) = advance {
+            tx.execute(
+                "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
+                 ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
+                &[&key, &(next as i64), &params_to_blob(w)],
+            )?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    fn has_gradient(&self, key: i64, device_id: &str) -> StoreResult<bool> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let row = c.query_opt(
+            "SELECT 1 FROM harmony_gradients WHERE collection = $1 AND device_id = $2",
+            &[&key, &device_id],
+        )?;
+        Ok(row.is_some())
+    }
+
+    fn model(&self, key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let row = c.query_opt("SELECT round, params FROM harmony_models WHERE collection = $1", &[&key])?;
+        Ok(row.map(|r| (r.get::<_, i64>(0) as u64, blob_to_params(r.get::<_, &[u8]>(1)))))
+    }
+
+    fn for_each_gradient(&self, key: i64, round: u64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        let round = round as i64;
+        let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&key, &round];
+        let mut rows = c.query_raw(
+            "SELECT body FROM harmony_gradients WHERE collection = $1 AND round = $2 ORDER BY seq",
+            params,
+        )?;
+        while let Some(row) = rows.next()? {
+            f(row.get::<_, &[u8]>(0));
+        }
+        Ok(())
     }
 }

@@ -19,9 +19,13 @@ pub enum StoreError {
     /// A collection id that already exists.
     #[error("collection {0} already exists")]
     Exists(String),
-    /// The store does not implement this (e.g. model rounds on PostgreSQL).
+    /// The store does not implement this (a custom [`Store`] without model rounds).
     #[error("not supported by this store: {0}")]
     Unsupported(&'static str),
+    /// The stored round is not the one a gradient was computed for: another server sharing the
+    /// database advanced it (nothing was written; reload the round from the store).
+    #[error("the stored round moved on: {0}")]
+    RoundMoved(String),
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -65,7 +69,10 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Stores one device's gradient of `round` (its `seq`-th of the round) and, when it
     /// completes the batch, the model `advance = (next round, parameters)`, in one transaction.
-    /// Returns `false` (nothing written) when the device already has a gradient stored.
+    /// Returns `false` (nothing written) when the device already has a gradient stored. A store
+    /// that several servers may share also checks that `round` is the stored round and `seq` the
+    /// number of its stored gradients, and otherwise writes nothing and returns
+    /// [`StoreError::RoundMoved`].
     fn insert_gradient(
         &self,
         _key: i64,
@@ -91,11 +98,11 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-fn params_to_blob(w: &[f64]) -> Vec<u8> {
+pub(crate) fn params_to_blob(w: &[f64]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn blob_to_params(b: &[u8]) -> Vec<f64> {
+pub(crate) fn blob_to_params(b: &[u8]) -> Vec<f64> {
     b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
 }
 

@@ -17,7 +17,9 @@ fn postgres_store_and_server() {
         return;
     };
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    admin.batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections").unwrap();
+    admin
+        .batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models")
+        .unwrap();
     // The store contract.
     {
         let s = PgStore::open(&url).unwrap();
@@ -31,7 +33,9 @@ fn postgres_store_and_server() {
         assert_eq!(bodies, vec![vec![1], vec![2], vec![3]]);
         assert_eq!(s.count_reports(k).unwrap(), 3);
     }
-    admin.batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections").unwrap();
+    admin
+        .batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models")
+        .unwrap();
     // The server over PostgreSQL: idempotent batches, rebuild on restart.
     let schema = Schema::new(vec![
         Attribute::Numeric { name: "x".into(), min: 0.0, max: 1.0 },

@@ -1,15 +1,15 @@
 //! Model rounds on loopback: a logistic training collection, one gradient per device, rounds
 //! that advance when a batch is full, an in-process replay of the same reports, repeated devices,
-//! stale rounds, malformed gradients and a restart mid-round.
+//! stale rounds, malformed gradients and a restart mid-round. Each test runs on SQLite and, when
+//! `HARMONY_TEST_POSTGRES` names a PostgreSQL database (see `tests/postgres.rs`), on PostgreSQL
+//! too (skipped, passing, without it); PostgreSQL also gets two servers sharing one database.
 
 use harmony_client::protocol::{CollectionConfig, CreateCollection, GradientPost, ModelState, TrainSpec, to_hex};
 use harmony_client::{Client, ClientError, Device, MemoryLedger, RetryPolicy, randomize_gradient};
 use harmony_core::sampling::{fast_rng, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
-use harmony_server::{SqliteStore, Store};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 const TOKEN: &str = "test-token";
 
@@ -67,9 +67,25 @@ fn request(train: Option<TrainSpec>) -> CreateCollection {
     }
 }
 
-fn start(path: &Path) -> harmony_server::Running {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(path).unwrap());
-    harmony_server::spawn(store, TOKEN, "127.0.0.1:0", 2).unwrap()
+/// A server over the store `url` names (`sqlite://PATH` or `postgres://…`).
+fn start(url: &str) -> harmony_server::Running {
+    harmony_server::spawn(harmony_server::open_store(url).unwrap(), TOKEN, "127.0.0.1:0", 2).unwrap()
+}
+
+fn sqlite_url(dir: &std::path::Path) -> String {
+    format!("sqlite://{}", dir.join("db.sqlite").display())
+}
+
+/// The PostgreSQL URL of `HARMONY_TEST_POSTGRES`, or `None` (the caller skips). The tables are
+/// not dropped: every test creates its own collections.
+fn postgres_url(test: &str) -> Option<String> {
+    match std::env::var("HARMONY_TEST_POSTGRES") {
+        Ok(url) => Some(url),
+        Err(_) => {
+            eprintln!("HARMONY_TEST_POSTGRES not set: PostgreSQL test {test} skipped");
+            None
+        }
+    }
 }
 
 fn analyst(url: &str) -> Client {
@@ -120,7 +136,19 @@ fn status(e: ClientError) -> (u16, String) {
 #[test]
 fn rounds_advance_and_match_an_in_process_replay() {
     let dir = tmp("e2e");
-    let server = start(&dir.join("db.sqlite"));
+    rounds_advance_and_match_an_in_process_replay_on(&sqlite_url(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_rounds_advance_and_match_an_in_process_replay() {
+    if let Some(url) = postgres_url("postgres_rounds_advance_and_match_an_in_process_replay") {
+        rounds_advance_and_match_an_in_process_replay_on(&url);
+    }
+}
+
+fn rounds_advance_and_match_an_in_process_replay_on(url: &str) {
+    let server = start(url);
     let client = analyst(&server.url());
     let created = client.create_collection(&request(Some(spec(100, Some(8))))).unwrap();
     let config = client.config(&created.id).unwrap();
@@ -157,13 +185,25 @@ fn rounds_advance_and_match_an_in_process_replay() {
     let majority = pos.min(data.len() - pos);
     assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected() {
     let dir = tmp("once");
-    let server = start(&dir.join("db.sqlite"));
+    a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(&sqlite_url(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected() {
+    if let Some(url) = postgres_url("postgres_a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected")
+    {
+        a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(&url);
+    }
+}
+
+fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(url: &str) {
+    let server = start(url);
     let client = analyst(&server.url());
     let config = client.create_collection(&request(Some(spec(3, None)))).unwrap().config;
     let data = rows(10, 5);
@@ -225,14 +265,24 @@ fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected() {
     // Record reports to a training collection are refused (they would spend ε again).
     assert_eq!(status(client.submit(&config, vec![]).unwrap_err()), (409, "collection".into()));
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_restart_mid_round_rebuilds_the_same_state() {
     let dir = tmp("restart");
-    let path = dir.join("db.sqlite");
-    let server = start(&path);
+    a_restart_mid_round_rebuilds_the_same_state_on(&sqlite_url(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_a_restart_mid_round_rebuilds_the_same_state() {
+    if let Some(url) = postgres_url("postgres_a_restart_mid_round_rebuilds_the_same_state") {
+        a_restart_mid_round_rebuilds_the_same_state_on(&url);
+    }
+}
+
+fn a_restart_mid_round_rebuilds_the_same_state_on(url: &str) {
+    let server = start(url);
     let client = analyst(&server.url());
     let config = client.create_collection(&request(Some(spec(4, None)))).unwrap().config;
     let data = rows(12, 9);
@@ -243,7 +293,7 @@ fn a_restart_mid_round_rebuilds_the_same_state() {
     let before = client.model(&config.id).unwrap();
     assert_eq!((before.round, before.received), (2, 2));
     server.stop();
-    let server = start(&path);
+    let server = start(url);
     let client = analyst(&server.url());
     assert_eq!(client.model(&config.id).unwrap(), before);
     assert_eq!(client.config(&config.id).unwrap(), config);
@@ -258,5 +308,109 @@ fn a_restart_mid_round_rebuilds_the_same_state() {
     assert_eq!((m.round, m.received), (round, 0));
     assert_eq!(m.parameters, w);
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_two_servers_sharing_a_database_keep_one_sequence_of_rounds() {
+    let Some(url) = postgres_url("postgres_two_servers_sharing_a_database_keep_one_sequence_of_rounds") else {
+        return;
+    };
+    let a = start(&url);
+    let ca = analyst(&a.url());
+    let config = ca.create_collection(&request(Some(spec(2, None)))).unwrap().config;
+    // B loads the collection at round 1 with no gradient.
+    let b = start(&url);
+    let cb = analyst(&b.url());
+    let data = rows(6, 11);
+    let mut reports = vec![contribute(&ca, &config, &data[0], "s0", 70)];
+    // B still believes round 1 is empty: its gradient is refused on `round` (nothing stored) and
+    // B catches up with the stored round.
+    let m = cb.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received), (1, 0));
+    let report = harmony_core::wire::encode(&randomize_gradient(&config, &m, &data[1], &mut fast_rng(71)).unwrap());
+    let post = GradientPost { device_id: "s1".into(), round: 1, report: to_hex(&report) };
+    assert_eq!(status(cb.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
+    assert_eq!(cb.model(&config.id).unwrap(), ca.model(&config.id).unwrap());
+    // The retry through B completes round 1.
+    let ack = cb.post_gradient(&config.id, &post).unwrap();
+    assert_eq!((ack.round, ack.advanced), (1, true));
+    reports.push(report);
+    // A is behind (round 1); a device that fetched round 2 from B posts to A: A catches up first.
+    let m = cb.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received), (2, 0));
+    let report = harmony_core::wire::encode(&randomize_gradient(&config, &m, &data[2], &mut fast_rng(72)).unwrap());
+    let post = GradientPost { device_id: "s2".into(), round: 2, report: to_hex(&report) };
+    let ack = ca.post_gradient(&config.id, &post).unwrap();
+    assert_eq!((ack.round, ack.advanced), (2, false));
+    reports.push(report);
+    // Now B is behind within round 2: refused on `round`, then accepted; the round advances.
+    let m = cb.model(&config.id).unwrap();
+    let report = harmony_core::wire::encode(&randomize_gradient(&config, &m, &data[3], &mut fast_rng(73)).unwrap());
+    let post = GradientPost { device_id: "s3".into(), round: 2, report: to_hex(&report) };
+    assert_eq!(status(cb.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
+    let ack = cb.post_gradient(&config.id, &post).unwrap();
+    assert_eq!((ack.round, ack.advanced), (2, true));
+    reports.push(report);
+    // Either server refuses a device stored through the other.
+    let again = GradientPost { device_id: "s0".into(), round: 3, report: post.report.clone() };
+    assert_eq!(status(ca.post_gradient(&config.id, &again).unwrap_err()), (409, "device_id".into()));
+    assert_eq!(status(cb.post_gradient(&config.id, &again).unwrap_err()), (409, "device_id".into()));
+    // One sequence of rounds: B and a freshly started server equal the replay bit for bit.
+    let (round, w, _) = replay(&config, &reports);
+    let m = cb.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received, &m.parameters), (round, 0, &w));
+    a.stop();
+    b.stop();
+    let c = start(&url);
+    let m = analyst(&c.url()).model(&config.id).unwrap();
+    assert_eq!((m.round, m.received, m.parameters), (round, 0, w));
+    c.stop();
+}
+
+#[test]
+fn postgres_concurrent_gradients_through_two_servers_are_each_stored_once() {
+    let Some(url) = postgres_url("postgres_concurrent_gradients_through_two_servers_are_each_stored_once") else {
+        return;
+    };
+    let a = start(&url);
+    let config = analyst(&a.url()).create_collection(&request(Some(spec(5, None)))).unwrap().config;
+    let b = start(&url);
+    let data = rows(40, 13);
+    // Four devices at a time, alternating servers; each retries on a 409 `round` with a fresh model.
+    let urls = [a.url(), b.url()];
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4usize {
+            let (urls, config, data, refused) = (&urls, &config, &data, &refused);
+            s.spawn(move || {
+                for i in (t..data.len()).step_by(4) {
+                    let client = analyst(&urls[i % 2]);
+                    loop {
+                        let m = client.model(&config.id).unwrap();
+                        let r = randomize_gradient(config, &m, &data[i], &mut fast_rng(i as u64)).unwrap();
+                        let post = GradientPost {
+                            device_id: format!("c{i}"),
+                            round: m.round,
+                            report: to_hex(&harmony_core::wire::encode(&r)),
+                        };
+                        match client.post_gradient(&config.id, &post) {
+                            Ok(_) => break,
+                            Err(e) => {
+                                assert_eq!(status(e), (409, "round".into()));
+                                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    eprintln!("{} posts refused on `round` and retried", refused.into_inner());
+    a.stop();
+    b.stop();
+    // 40 gradients, 5 per round: a fresh server is at round 9 with an empty round.
+    let c = start(&url);
+    let m = analyst(&c.url()).model(&config.id).unwrap();
+    assert_eq!((m.round, m.received), (9, 0));
+    c.stop();
 }
