@@ -486,11 +486,49 @@ pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: &str, categorical: &str
     Ok(best.1)
 }
 
+/// Per-attribute sums of the decoded numeric reports, kept exactly: fixed-point reports as integer
+/// grid units (Σu, Σu²) and sign reports as counts, so that the sums, and hence the estimates, do
+/// not depend on the order in which reports are added or aggregators merged.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct NumSums {
     n: u64,
-    sum: f64,
-    sum_sq: f64,
+    units: i128,
+    units_sq: i128,
+    positive: u64,
+    negative: u64,
+}
+
+impl NumSums {
+    fn add(&mut self, mech: &AnyNumeric, x: &NumericReport) {
+        self.n += 1;
+        // A report that does not decode counts as 0 (the unchecked path's convention).
+        if mech.decode(x).is_ok() {
+            match *x {
+                NumericReport::Fixed(u) => {
+                    self.units += u as i128;
+                    self.units_sq += (u as i128) * (u as i128);
+                }
+                NumericReport::Sign(true) => self.positive += 1,
+                NumericReport::Sign(false) => self.negative += 1,
+            }
+        }
+    }
+    fn merge(&mut self, other: &NumSums) {
+        self.n += other.n;
+        self.units += other.units;
+        self.units_sq += other.units_sq;
+        self.positive += other.positive;
+        self.negative += other.negative;
+    }
+    /// (ΣY, ΣY²) in the mechanism's output units.
+    fn sums(&self, mech: &AnyNumeric) -> (f64, f64) {
+        let step = crate::numeric::GRID_STEP;
+        let c = mech.decode(&NumericReport::Sign(true)).unwrap_or(0.0);
+        let signs = self.positive as f64 - self.negative as f64;
+        let sum = self.units as f64 * step + signs * c;
+        let sum_sq = self.units_sq as f64 * (step * step) + (self.positive + self.negative) as f64 * c * c;
+        (sum, sum_sq)
+    }
 }
 
 /// The per-attribute estimate of a record collection.
@@ -543,11 +581,12 @@ impl RecordAggregator {
                     if sums.n == 0 {
                         AttributeEstimate::Numeric(Estimate::new(0.0, f64::INFINITY))
                     } else {
-                        let value = sums.sum / nj;
+                        let (sum, sum_sq) = sums.sums(mech);
+                        let value = sum / nj;
                         let (a, b) = mech.variance_coefficients();
                         // Σt² over the n_j reporters, unbiased from ΣY² = Σ((1 + a)t² + b).
                         let sum_t2 = if 1.0 + a > 1e-9 {
-                            ((sums.sum_sq - nj * b) / (1.0 + a)).clamp(0.0, nj)
+                            ((sum_sq - nj * b) / (1.0 + a)).clamp(0.0, nj)
                         } else {
                             (nj * value * value).min(nj)
                         };
@@ -628,11 +667,7 @@ impl Aggregator for RecordAggregator {
             let j = *j as usize;
             match (&self.mechanism.mechanisms[j], rep) {
                 (AttributeMechanism::Numeric(mech), AttributeReport::Numeric(x)) => {
-                    let y = mech.decode(x).unwrap_or(0.0);
-                    let s = &mut self.numeric[j];
-                    s.n += 1;
-                    s.sum += y;
-                    s.sum_sq += y * y;
+                    self.numeric[j].add(mech, x);
                 }
                 (AttributeMechanism::Categorical(_), AttributeReport::Categorical(x)) => {
                     if let Some(agg) = self.categorical[j].as_mut() {
@@ -651,9 +686,7 @@ impl Aggregator for RecordAggregator {
         crate::aggregate::check_compatible("record mechanism", &self.mechanism, &other.mechanism)?;
         self.n += other.n;
         for (a, b) in self.numeric.iter_mut().zip(&other.numeric) {
-            a.n += b.n;
-            a.sum += b.sum;
-            a.sum_sq += b.sum_sq;
+            a.merge(b);
         }
         for (a, b) in self.categorical.iter_mut().zip(&other.categorical) {
             if let (Some(a), Some(b)) = (a.as_mut(), b.as_ref()) {
