@@ -327,8 +327,17 @@ fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError
     })
 }
 
-async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+/// A request body, or why it was refused (over [`MAX_BODY`], unreadable).
+type Body = Result<Bytes, axum::extract::rejection::BytesRejection>;
+
+/// The body's bytes; a refused body becomes the usual JSON error (413 for one over [`MAX_BODY`]).
+fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
+    body.map_err(|r| ApiError::new(r.status(), "body", format!("{} (the limit is {MAX_BODY} bytes)", r.body_text())))
+}
+
+async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     st.check_token(&headers)?;
+    let body = body_bytes(body)?;
     let req: CreateCollection = parse_json(&body)?;
     let kind = StrategyKind::parse(&req.strategy).map_err(|e| ApiError::from_core("", e))?;
     let mut options = StrategyOptions::default_for(kind, req.epsilon);
@@ -410,9 +419,12 @@ async fn get_config(State(st): State<AppState>, Path(id): Path<String>) -> Resul
     Ok(axum::Json(c.config.clone()).into_response())
 }
 
-async fn post_reports(State(st): State<AppState>, Path(id): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+async fn post_reports(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
     let t0 = Instant::now();
-    let result = ingest(&st, &id, &body).await;
+    let result = match body_bytes(body) {
+        Ok(body) => ingest(&st, &id, &body).await,
+        Err(e) => Err(e),
+    };
     match &result {
         Ok(ack) => {
             let m = &st.inner.metrics;
@@ -544,7 +556,8 @@ async fn get_model(State(st): State<AppState>, Path(id): Path<String>) -> Result
     Ok(axum::Json(out).into_response())
 }
 
-async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
+    let body = body_bytes(body)?;
     let c = st.collection(&id)?;
     training(&c, &id)?;
     let post: GradientPost = parse_json(&body)?;

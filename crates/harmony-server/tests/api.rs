@@ -358,3 +358,21 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_body_over_the_limit_gets_a_json_413_and_stores_nothing() {
+    let dir = tmp("oversize");
+    let server = start(&dir);
+    let analyst = fast_client(&server.url()).with_token(TOKEN);
+    let a = analyst.create_collection(&request("sample-k")).unwrap();
+    let path = format!("/v1/collections/{}/reports", a.id);
+    let big = vec![b' '; harmony_server::MAX_BODY + 1];
+    for (p, auth) in [(path.as_str(), None), ("/v1/collections", Some(TOKEN))] {
+        let (status, resp) = raw_post(server.addr, p, &big, auth);
+        assert_eq!(status, 413, "{p}: {resp}");
+        let e: serde_json::Value = serde_json::from_str(&resp).unwrap_or_else(|_| panic!("{p}: not JSON: {resp:?}"));
+        assert_eq!(e["error"]["field"], "body", "{p}: {resp}");
+        assert!(e["error"]["message"].as_str().unwrap().contains("limit"), "{p}: {resp}");
+    }
+    assert_eq!(analyst.estimates(&a.id).unwrap().reports, 0);
+}
