@@ -78,10 +78,10 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
-/// Reads a CSV file (`-` = standard input; a name ending in `.xz` is decompressed). A ragged row
-/// is an error naming it.
-pub fn read_csv(path: &Path) -> Result<Table> {
-    let reader: Box<dyn Read> = if path == Path::new("-") {
+/// Opens a data file for reading: `-` = standard input, a name ending in `.xz` is decompressed,
+/// anything else is read through a 1 MiB buffer.
+pub fn open_data(path: &Path) -> Result<Box<dyn Read>> {
+    Ok(if path == Path::new("-") {
         Box::new(std::io::stdin())
     } else if path.extension().is_some_and(|e| e == "xz") {
         let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -90,8 +90,17 @@ pub fn read_csv(path: &Path) -> Result<Table> {
             .map_err(|e| anyhow!("{}: not a valid xz file ({e})", path.display()))?;
         Box::new(std::io::Cursor::new(raw))
     } else {
-        Box::new(std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?)
-    };
+        Box::new(std::io::BufReader::with_capacity(
+            1 << 20,
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        ))
+    })
+}
+
+/// Reads a CSV file (`-` = standard input; a name ending in `.xz` is decompressed). A ragged row
+/// is an error naming it.
+pub fn read_csv(path: &Path) -> Result<Table> {
+    let reader = open_data(path)?;
     let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(reader);
     let header: Vec<String> =
         rdr.headers().context("reading the CSV header")?.iter().map(|s| s.trim().to_string()).collect();

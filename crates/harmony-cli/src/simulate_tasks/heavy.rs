@@ -108,24 +108,6 @@ impl std::hash::Hasher for FastHasher {
 
 type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
 
-/// Opens `--data` as `data::read_csv` does (`-` = stdin, `.xz` decompressed).
-fn open_data(path: &std::path::Path) -> Result<Box<dyn std::io::Read>> {
-    Ok(if path == std::path::Path::new("-") {
-        Box::new(std::io::stdin())
-    } else if path.extension().is_some_and(|e| e == "xz") {
-        let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let mut raw = Vec::new();
-        lzma_rs::xz_decompress(&mut std::io::BufReader::new(file), &mut raw)
-            .map_err(|e| anyhow!("{}: not a valid xz file ({e})", path.display()))?;
-        Box::new(std::io::Cursor::new(raw))
-    } else {
-        Box::new(std::io::BufReader::with_capacity(
-            1 << 20,
-            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
-        ))
-    })
-}
-
 /// Users' item sets from CSV columns: one item (the value) per user for a column, or the
 /// `attribute=value` items of the schema's attributes for `*`. Streams the CSV and interns only
 /// the columns used (no table of strings).
@@ -146,7 +128,8 @@ fn read_columns(args: &SimulateArgs, column: &str) -> Result<(String, Sets)> {
         let (_, file, _) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
         Some(file.attributes.iter().map(|a| a.name().to_string()).collect())
     };
-    let mut rdr = csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(open_data(&data_path)?);
+    let mut rdr =
+        csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(crate::data::open_data(&data_path)?);
     let header: Vec<String> =
         rdr.headers().context("reading the CSV header")?.iter().map(|s| s.trim().to_string()).collect();
     let cols: Vec<(usize, String)> = match &wanted {
