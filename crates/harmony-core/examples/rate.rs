@@ -93,6 +93,17 @@ fn main() {
             oracle("hr", &HadamardResponse::new(1.0, d).unwrap(), n);
         }
     }
+    if on("duchi-signs") {
+        let m = harmony_core::numeric::Duchi::new(1.0).unwrap();
+        let mut rng = fast_rng(2);
+        let inputs: Vec<f64> = (0..n).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect();
+        let mut out = Vec::with_capacity(n / 64);
+        best("duchi-signs", n, || {
+            out.clear();
+            m.randomize_signs(&inputs, &mut rng, &mut out).unwrap();
+            std::hint::black_box(&out);
+        });
+    }
     for name in ["duchi", "laplace", "pm", "hm"] {
         if on(name) {
             numeric(name, n);

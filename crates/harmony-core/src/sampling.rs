@@ -457,6 +457,24 @@ pub fn bernoulli_fast<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
     (((rng.next_u64() >> 1) as i64) < threshold) | (p >= 1.0)
 }
 
+/// The decision of [`bernoulli_fast`] for a random word `w` already drawn, in integer and bit
+/// operations only (no float-to-integer conversion, which AVX2 lacks), so loops over it
+/// vectorise: true iff (w >> 1) < ⌊p·2⁶³⌋, or p ≥ 1; false if p ≤ 0 or NaN. Equal to
+/// `bernoulli_fast` on the same word for every p (tested).
+#[inline(always)]
+pub fn bernoulli63_from_word(w: u64, p: f64) -> bool {
+    // ⌊p·2⁶³⌋ for p ∈ (0, 1) from the bits of x = p·2⁶³ (exact scaling): x = m·2^(e − 1075)
+    // with m the 53-bit significand; a shift left for x ≥ 2⁵², right (truncating) below.
+    let bits = (p * 9_223_372_036_854_775_808.0).to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1075;
+    let m = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    let up = (e.clamp(0, 63)) as u64;
+    let down = (-e).clamp(0, 64) as u64;
+    let t = m << up;
+    let threshold = if down < 64 { t >> down } else { 0 };
+    ((w >> 1) < threshold) & (p > 0.0) | (p >= 1.0)
+}
+
 /// Unbiased randomized rounding of `y` to `step`·ℤ like [`randomized_round`], about twice as
 /// fast: when |y/step| < 2³⁰ it writes y/step in fixed point with 32 fractional bits
 /// (truncating below 2⁻³² of a step, a bias under 2⁻³²·step) and adds 32 random bits; larger
@@ -849,5 +867,57 @@ mod tests {
         let mean = s as f64 * step / n as f64;
         let sd = (0.2f64 * 0.8).sqrt() * step / (n as f64).sqrt();
         assert!(((mean - y) / sd).abs() < 4.42, "mean {mean}");
+    }
+
+    #[test]
+    fn bernoulli63_from_word_equals_bernoulli_fast() {
+        let mut rng = fast_rng(31);
+        let mut ps = vec![
+            0.0,
+            -0.0,
+            -1.0,
+            1.0,
+            2.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.5,
+            0.25,
+            1e-300,
+            5e-324,
+            1.0 / 2048.0,
+            1.0 / 2048.0 - 1e-18,
+            0.999_999_999_999_999_9,
+            1.0 - f64::EPSILON / 2.0,
+        ];
+        ps.extend((0..2000).map(|_| uniform01(&mut rng)));
+        ps.extend((0..500).map(|_| uniform01(&mut rng) * 1e-5));
+        ps.extend((0..500).map(|_| (-60.0 * uniform01(&mut rng)).exp2()));
+        for &p in &ps {
+            for k in 0..200 {
+                let w = rng.next_u64();
+                // Also words right at the threshold.
+                let w = if k % 3 == 0 { (((p * 9_223_372_036_854_775_808.0) as i64 as u64) << 1) ^ (k & 3) } else { w };
+                let want = bernoulli_fast(&mut crate::sampling::tests::OneWord(w), p);
+                assert_eq!(bernoulli63_from_word(w, p), want, "p = {p:e}, w = {w:#x}");
+            }
+        }
+    }
+
+    /// An RNG that returns one fixed word (to feed a chosen word to a sampler).
+    pub(crate) struct OneWord(pub u64);
+    impl rand::TryRng for OneWord {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok((self.0 >> 32) as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.0)
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            dst.iter_mut().zip(self.0.to_le_bytes().iter().cycle()).for_each(|(d, &b)| *d = b);
+            Ok(())
+        }
     }
 }

@@ -5,10 +5,10 @@
 //! P₊ is increasing in t, so the worst ratio is P₊(1)/P₊(−1) = (C + 1)/(C − 1) = e^ε (and the
 //! same for the −C output by symmetry).
 
-use super::{NumericMechanism, NumericReport};
+use super::{MeanAggregator, NumericMechanism, NumericReport, check_unit_batch};
 use crate::error::{Error, Result};
 use crate::params::Epsilon;
-use crate::sampling::bernoulli_fast;
+use crate::sampling::{bernoulli_fast, bernoulli63_from_word, dispatch_avx2, fill_words};
 use rand::Rng;
 
 /// Duchi et al.'s 1-D mechanism: reports ±C with C = (e^ε + 1)/(e^ε − 1).
@@ -73,6 +73,88 @@ impl Duchi {
     }
 }
 
+impl Duchi {
+    /// Randomizes a batch into packed sign bits: bit i % 64 of word i / 64 is 1 iff report i is
+    /// +C (appended to `out`, ⌈n/64⌉ words; the padding bits of the last word are 0). The same
+    /// draws as [`NumericMechanism::randomize_batch`] (one random word per value, in order).
+    /// All or nothing: if any value is NaN or outside [-1, 1], nothing is appended and the
+    /// error names the first bad index. [`Duchi::add_signs`] aggregates such words.
+    pub fn randomize_signs<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<u64>) -> Result<()> {
+        let start = out.len();
+        out.reserve(ts.len().div_ceil(64));
+        if !self.signs(ts, rng, |bits, _| out.push(bits)) {
+            out.truncate(start);
+            check_unit_batch(ts)?;
+        }
+        Ok(())
+    }
+
+    /// Adds `n` packed sign reports (as written by [`Duchi::randomize_signs`]) to `agg`. Errors
+    /// (nothing added): `signs` is not ⌈n/64⌉ words, or a padding bit is set.
+    pub fn add_signs(&self, agg: &mut MeanAggregator<Duchi>, signs: &[u64], n: usize) -> Result<()> {
+        if signs.len() != n.div_ceil(64) {
+            return Err(Error::report(
+                "signs",
+                format!("{} words", signs.len()),
+                format!("{} words for {n} reports", n.div_ceil(64)),
+            ));
+        }
+        if let Some(&last) = signs.last() {
+            if last & !crate::sampling::padding_mask(n) != 0 {
+                return Err(Error::report(
+                    "signs",
+                    format!("padding bits {last:#x}"),
+                    format!("zero bits at positions >= {}", n % 64),
+                ));
+            }
+        }
+        let plus: u64 = signs.iter().map(|w| w.count_ones() as u64).sum();
+        agg.add_sums(n as u64, self.c * (2.0 * plus as f64 - n as f64), n as f64 * self.c * self.c)
+    }
+
+    /// Feeds `sink` one word of 64 sign bits per 64 values (and the number k of values in it);
+    /// false if some value is NaN or outside [-1, 1] (the bits are then garbage).
+    #[inline]
+    fn signs<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, sink: F) -> bool {
+        dispatch_avx2!(self.signs_avx2(ts, rng, sink), self.signs_kernel(ts, rng, sink))
+    }
+
+    /// [`Duchi::signs_kernel`] compiled with AVX2 and BMI2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi2")]
+    fn signs_avx2<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, sink: F) -> bool {
+        self.signs_kernel(ts, rng, sink)
+    }
+
+    /// The batch kernel: 64 random words per 64 values, then a branch-free loop (vectorised)
+    /// of [`bernoulli63_from_word`], the exact decision of `randomize_unchecked`.
+    #[inline(always)]
+    fn signs_kernel<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, mut sink: F) -> bool {
+        let mut ok = true;
+        let mut words = [0u64; 64];
+        for chunk in ts.chunks(64) {
+            let k = chunk.len();
+            fill_words(rng, &mut words[..k]);
+            let mut bits = 0u64;
+            let mut good = true;
+            if let Ok(c) = <&[f64; 64]>::try_from(chunk) {
+                for i in 0..64 {
+                    good &= (-1.0..=1.0).contains(&c[i]);
+                    bits |= (bernoulli63_from_word(words[i], self.prob_positive(c[i])) as u64) << i;
+                }
+            } else {
+                for (i, &t) in chunk.iter().enumerate() {
+                    good &= (-1.0..=1.0).contains(&t);
+                    bits |= (bernoulli63_from_word(words[i], self.prob_positive(t)) as u64) << i;
+                }
+            }
+            ok &= good;
+            sink(bits, k);
+        }
+        ok
+    }
+}
+
 /// Decodes a `Sign` report of magnitude `scale` (Duchi, HM's Duchi branch).
 #[inline]
 pub(crate) fn decode_sign(report: &NumericReport, scale: f64, mechanism: &str) -> Result<f64> {
@@ -94,6 +176,20 @@ impl NumericMechanism for Duchi {
     #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         NumericReport::Sign(bernoulli_fast(rng, self.prob_positive(t)))
+    }
+    /// Vectorised batch ([`Duchi::signs_kernel`], an AVX2 build chosen at run time): the same
+    /// reports, word for word, as `randomize_unchecked` on each value in turn.
+    fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
+        let start = out.len();
+        out.reserve(ts.len());
+        let ok = self.signs(ts, rng, |bits, k| {
+            out.extend((0..k).map(|i| NumericReport::Sign((bits >> i) & 1 == 1)));
+        });
+        if !ok {
+            out.truncate(start);
+            check_unit_batch(ts)?;
+        }
+        Ok(())
     }
     fn decode(&self, report: &NumericReport) -> Result<f64> {
         decode_sign(report, self.c, "duchi")
@@ -139,5 +235,50 @@ mod tests {
         assert_eq!(m.variance(0.5), m.scale().powi(2) - 0.25);
         assert_eq!(m.worst_case_variance(), m.scale().powi(2));
         assert!(matches!(Duchi::new(f64::NAN), Err(Error::InvalidParameter { name: "epsilon", .. })));
+    }
+
+    /// The vectorised batch (AVX2 build where available), the portable kernel and the packed
+    /// signs all give the reports of `randomize_unchecked` called value by value.
+    #[test]
+    fn batch_kernels_equal_the_scalar_path() {
+        use crate::Aggregator;
+        use crate::sampling::fast_rng;
+        let m = Duchi::new(0.7).unwrap();
+        let mut rng = fast_rng(9);
+        let ts: Vec<f64> =
+            (0..1000).map(|_| 2.0 * crate::sampling::uniform01(&mut rng) - 1.0).chain([-1.0, 1.0, 0.0]).collect();
+        let want: Vec<NumericReport> = {
+            let mut r = fast_rng(4);
+            ts.iter().map(|&t| m.randomize_unchecked(t, &mut r)).collect()
+        };
+        let mut got = Vec::new();
+        m.randomize_batch(&ts, &mut fast_rng(4), &mut got).unwrap();
+        assert_eq!(got, want);
+        let mut portable = Vec::new();
+        assert!(m.signs_kernel(&ts, &mut fast_rng(4), |bits, k| portable.extend((0..k).map(|i| (bits >> i) & 1 == 1))));
+        let mut signs = Vec::new();
+        m.randomize_signs(&ts, &mut fast_rng(4), &mut signs).unwrap();
+        assert_eq!(signs.len(), ts.len().div_ceil(64));
+        for (i, r) in want.iter().enumerate() {
+            let bit = (signs[i / 64] >> (i % 64)) & 1 == 1;
+            assert_eq!(*r, NumericReport::Sign(bit), "report {i}");
+            assert_eq!(portable[i], bit, "report {i} (portable)");
+        }
+        // Packed aggregation equals report-by-report aggregation.
+        let (mut a, mut b) = (m.aggregator(), m.aggregator());
+        a.add_batch(&want).unwrap();
+        m.add_signs(&mut b, &signs, ts.len()).unwrap();
+        let (ea, eb) = (a.estimate(), b.estimate());
+        assert_eq!(a.count(), b.count());
+        assert!((ea.value - eb.value).abs() < 1e-12 && (ea.std_error - eb.std_error).abs() < 1e-12);
+        // Bad input: nothing appended, the index named; bad packed reports refused.
+        let mut bad = ts.clone();
+        bad[77] = 1.5;
+        let e = m.randomize_signs(&bad, &mut fast_rng(4), &mut signs).unwrap_err();
+        assert!(e.to_string().contains("77"), "{e}");
+        assert_eq!(signs.len(), ts.len().div_ceil(64));
+        assert!(m.add_signs(&mut b, &signs, ts.len() + 64).is_err());
+        assert!(m.add_signs(&mut b, &[u64::MAX], 3).unwrap_err().to_string().contains("padding"));
+        assert_eq!(b.count(), ts.len() as u64);
     }
 }

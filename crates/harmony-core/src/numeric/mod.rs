@@ -202,6 +202,20 @@ pub fn plug_in_mean_variance(n: f64, sum: f64, sum_sq: f64, a: f64, b: f64) -> f
     ((a * sum_t2 + n * b) / (n * n)).max(0.0)
 }
 
+impl<M: NumericMechanism> MeanAggregator<M> {
+    /// Adds `n` reports given only through their sum and sum of squares (a packed batch API such
+    /// as [`Duchi::add_signs`], which has checked the reports). Errors: a sum not finite.
+    pub(crate) fn add_sums(&mut self, n: u64, sum: f64, sum_sq: f64) -> Result<()> {
+        if !(sum.is_finite() && sum_sq.is_finite()) {
+            return Err(Error::report("sum", sum, "finite sums"));
+        }
+        self.n += n;
+        self.sum += sum;
+        self.sum_sq += sum_sq;
+        Ok(())
+    }
+}
+
 impl<M: NumericMechanism> Aggregator for MeanAggregator<M> {
     type Report = NumericReport;
     type Output = Estimate;
