@@ -99,14 +99,14 @@ impl Duchi {
                 format!("{} words for {n} reports", n.div_ceil(64)),
             ));
         }
-        if let Some(&last) = signs.last() {
-            if last & !crate::sampling::padding_mask(n) != 0 {
-                return Err(Error::report(
-                    "signs",
-                    format!("padding bits {last:#x}"),
-                    format!("zero bits at positions >= {}", n % 64),
-                ));
-            }
+        if let Some(&last) = signs.last()
+            && last & !crate::sampling::padding_mask(n) != 0
+        {
+            return Err(Error::report(
+                "signs",
+                format!("padding bits {last:#x}"),
+                format!("zero bits at positions >= {}", n % 64),
+            ));
         }
         let plus: u64 = signs.iter().map(|w| w.count_ones() as u64).sum();
         agg.add_sums(n as u64, self.c * (2.0 * plus as f64 - n as f64), n as f64 * self.c * self.c)
