@@ -41,6 +41,18 @@ pub fn uniform01<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// [`uniform01`] for a random word `w` already drawn: (w >> 11)·2⁻⁵³, the same value, built
+/// without an integer-to-float conversion (AVX2 has none for 64-bit integers, so `as f64` keeps
+/// a loop scalar): the top 52 bits through the exponent trick, plus the 53rd bit as 2⁻⁵³ (the
+/// sum is exact).
+#[inline(always)]
+pub fn uniform01_from_word(w: u64) -> f64 {
+    let hi = f64::from_bits((w >> 12) | 0x3ff0_0000_0000_0000) - 1.0;
+    // 2⁻⁵³ (bits 0x3ca0…) if bit 11 of w is set, else +0.0, without a branch.
+    let lo = f64::from_bits(0u64.wrapping_sub((w >> 11) & 1) & 0x3ca0_0000_0000_0000);
+    hi + lo
+}
+
 /// Uniform real in (0, 1] (never 0: safe under `ln`).
 #[inline]
 pub fn uniform01_open_low<R: Rng + ?Sized>(rng: &mut R) -> f64 {
@@ -374,7 +386,8 @@ pub fn laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
 /// The 256-layer ziggurat for Exp(1) (Marsaglia & Tsang 2000): layer i ≥ 1 is the rectangle
 /// [0, x[i]] × [e^(−x[i]), e^(−x[i+1])]; layer 0 is the base strip of the same area v (the
 /// rectangle [0, r] × [0, e^(−r)] plus the tail beyond r), given the width x[0] = v/e^(−r).
-struct ExpZiggurat {
+#[derive(Debug)]
+pub struct ExpZiggurat {
     x: [f64; 257],
     f: [f64; 257],
 }
@@ -415,6 +428,30 @@ pub fn sign_and_exp1<R: Rng + ?Sized>(rng: &mut R) -> (bool, f64) {
         return ((u >> 8) & 1 == 1, x);
     }
     sign_and_exp1_slow(rng, z, u)
+}
+
+/// The exponential ziggurat's tables (built once), for [`sign_and_exp1_lane`].
+pub fn exp_ziggurat() -> &'static ExpZiggurat {
+    EXP_ZIGGURAT.get_or_init(ExpZiggurat::build)
+}
+
+/// The fast path of [`sign_and_exp1`] for a random word `u` already drawn, table lookups and
+/// float operations only (vectorisable): (negative, x, accepted). When `accepted` is false the
+/// draw must be finished by [`sign_and_exp1_finish`] with the same `u`.
+#[inline(always)]
+pub fn sign_and_exp1_lane(z: &ExpZiggurat, u: u64) -> (bool, f64, bool) {
+    let i = (u & 0xff) as usize;
+    let unit = f64::from_bits((u >> 12) | 0x3ff0_0000_0000_0000) - 1.0;
+    let x = unit * z.x[i];
+    ((u >> 8) & 1 == 1, x, x < z.x[i + 1])
+}
+
+/// Finishes a [`sign_and_exp1_lane`] draw that was not accepted (the wedge test or the tail,
+/// with fresh words from `rng`): together the two give exactly [`sign_and_exp1`]'s distribution.
+#[cold]
+#[inline(never)]
+pub fn sign_and_exp1_finish<R: Rng + ?Sized>(rng: &mut R, u: u64) -> (bool, f64) {
+    sign_and_exp1_slow(rng, EXP_ZIGGURAT.get_or_init(ExpZiggurat::build), u)
 }
 
 /// The layer index and the uniform point u·x[i] of a ziggurat draw (the uniform in [0, 1) is
@@ -478,24 +515,61 @@ pub fn bernoulli63_from_word(w: u64, p: f64) -> bool {
 /// Unbiased randomized rounding of `y` to `step`·ℤ like [`randomized_round`], about twice as
 /// fast: when |y/step| < 2³⁰ it writes y/step in fixed point with 32 fractional bits
 /// (truncating below 2⁻³² of a step, a bias under 2⁻³²·step) and adds 32 random bits; larger
-/// values fall back to [`randomized_round`].
+/// values round up with probability frac(y/step) exactly as [`randomized_round`] does. Always
+/// one random word ([`randomized_round_from_word`]).
 #[inline]
 pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
-    let scaled = y / step;
-    if scaled.abs() < (1u64 << 30) as f64 {
-        let fixed = (scaled * (1u64 << 32) as f64) as i64;
-        (fixed + (rng.next_u64() >> 32) as i64) >> 32
-    } else {
-        randomized_round_cold(rng, y, step)
-    }
+    randomized_round_from_word(rng.next_u64(), y, step)
 }
 
-/// The out-of-line large-value path of [`randomized_round_fast`] (keeps the hot path small
-/// enough to inline).
+/// [`randomized_round_fast`] for a random word `w` already drawn. The common case (|y/step| <
+/// 2³⁰) is integer and bit operations only, so loops over it vectorise; batch kernels compute
+/// [`randomized_round_is_cold`] per lane and call this function again, scalar, on those lanes.
+#[inline(always)]
+pub fn randomized_round_from_word(w: u64, y: f64, step: f64) -> i64 {
+    let scaled = y / step;
+    if randomized_round_is_cold(scaled) { randomized_round_cold(w, scaled) } else { randomized_round_hot(w, scaled) }
+}
+
+/// Whether `scaled` = y/step takes the cold path of [`randomized_round_from_word`] (|scaled| ≥
+/// 2³⁰, or NaN).
+#[inline(always)]
+pub fn randomized_round_is_cold(scaled: f64) -> bool {
+    // Written so that NaN is cold too.
+    scaled.abs() >= (1u64 << 30) as f64 || scaled.is_nan()
+}
+
+/// The hot path of [`randomized_round_from_word`] (|scaled| < 2³⁰; garbage otherwise).
+#[inline(always)]
+pub fn randomized_round_hot(w: u64, scaled: f64) -> i64 {
+    let fixed = trunc_to_i64(scaled * (1u64 << 32) as f64);
+    (fixed + (w >> 32) as i64) >> 32
+}
+
+/// The cold path: ⌊scaled⌋ + 1 with probability frac(scaled) (the Bernoulli of [`bernoulli`]
+/// on the word `w`).
 #[cold]
 #[inline(never)]
-fn randomized_round_cold<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
-    randomized_round(rng, y, step)
+fn randomized_round_cold(w: u64, scaled: f64) -> i64 {
+    let lo = scaled.floor();
+    let up = Bernoulli::new(scaled - lo).from_word(w);
+    lo as i64 + up as i64
+}
+
+/// `x as i64` (truncation toward zero) for |x| < 2⁶³, in integer and bit operations only (AVX2
+/// has no float-to-int64 conversion, so `as` would keep a loop scalar). Garbage for |x| ≥ 2⁶³
+/// and NaN.
+#[inline(always)]
+pub fn trunc_to_i64(x: f64) -> i64 {
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1075;
+    let m = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    let up = e.clamp(0, 63) as u64;
+    let down = (-e).clamp(0, 64) as u64;
+    let t = m << up;
+    let magnitude = (if down < 64 { t >> down } else { 0 }) as i64;
+    let sign = -((bits >> 63) as i64);
+    (magnitude ^ sign) - sign
 }
 
 /// Standard Laplace(0, 1): a fair sign times an Exp(1) draw, both from [`sign_and_exp1`] (one
@@ -901,6 +975,35 @@ mod tests {
                 let w = if k % 3 == 0 { (((p * 9_223_372_036_854_775_808.0) as i64 as u64) << 1) ^ (k & 3) } else { w };
                 let want = bernoulli_fast(&mut crate::sampling::tests::OneWord(w), p);
                 assert_eq!(bernoulli63_from_word(w, p), want, "p = {p:e}, w = {w:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn word_helpers_equal_their_scalar_forms() {
+        let mut rng = fast_rng(32);
+        for k in 0..100_000u64 {
+            let w = if k < 64 { (1u64 << k) | (k & 1) } else { rng.next_u64() };
+            assert_eq!(uniform01_from_word(w), uniform01(&mut OneWord(w)), "w = {w:#x}");
+            let x = f64::from_bits(rng.next_u64() & !(0x7ffu64 << 52) | ((1023 + (k % 70)) << 52))
+                * if k % 2 == 0 { 1.0 } else { -1.0 };
+            for x in [x, x / 1e300, (k as f64) - 50.0, -(k as f64) * 0.25, 0.0, -0.0] {
+                if x.abs() < 9.2e18 {
+                    assert_eq!(trunc_to_i64(x), x as i64, "x = {x:e}");
+                }
+            }
+        }
+        // randomized_round_from_word: hot and cold paths, one word each, unbiased (see also
+        // randomized_round_fast_is_unbiased_on_both_paths).
+        let step = 1.0 / (1u64 << 20) as f64;
+        for y in [0.3 * step, -2.7 * step, 5000.0 + 0.5 * step, -3.0e4 - 0.25 * step] {
+            let scaled = y / step;
+            let base = scaled.floor() as i64;
+            for _ in 0..100 {
+                let w = rng.next_u64();
+                let r = randomized_round_from_word(w, y, step);
+                assert!(r == base || r == base + 1, "y = {y}");
+                assert_eq!(randomized_round_fast(&mut OneWord(w), y, step), r);
             }
         }
     }
