@@ -26,7 +26,7 @@ fn best<F: FnMut()>(label: &str, n: usize, mut f: F) {
         f();
         best = best.min(t.elapsed().as_secs_f64());
     }
-    println!("{label:>22}: {:>9.2} M/s", n as f64 / best / 1e6);
+    println!("{label:>22}: {:>10.4} M/s", n as f64 / best / 1e6);
 }
 
 fn oracle<O: FrequencyOracle>(name: &str, o: &O, n: usize) {

@@ -187,35 +187,156 @@ impl BernoulliWords {
         finish_rounds(rng, tail, ones, undecided)
     }
 
-    /// Fills every lane of `out` (64 per word) with independent Bernoulli(p) draws. The same
-    /// comparison as [`BernoulliWords::sample`], with the first [`BULK_ROUNDS`] random words of
-    /// each output word fetched in bulk ([`fill_words`]) and run without exit tests; the few words
-    /// (about 22%) still undecided after them finish word by word.
+    /// Fills every lane of `out` (64 per word) with independent Bernoulli(p) draws, about four
+    /// random words per output word (a quarter of [`BernoulliWords::sample`]'s cost when the
+    /// output is long). Per chunk of 64 output words:
+    ///
+    /// 1. [`FILL_HEAD_ROUNDS`] rounds of the bit-sliced comparison U < p on every lane, from
+    ///    random words fetched in bulk, in a branch-free loop that LLVM vectorises (an AVX2
+    ///    build is chosen at run time). A lane still undecided after r rounds has U's first r
+    ///    bits equal to p's, so its outcome is U' < p_r with U' uniform and p_r = frac(2^r·p)
+    ///    (p's expansion shifted by r bits): an independent Bernoulli(p_r) draw. About 1/8 of
+    ///    the lanes are undecided.
+    /// 2. Those draws, for all the undecided lanes of the chunk at once, come densely packed from
+    ///    the same method applied to p_r (recursively), and are scattered to the
+    ///    undecided lanes' positions with a parallel bit deposit (BMI2 `pdep`; [`pdep`] is the
+    ///    portable equivalent, with the same result).
+    ///
+    /// Every lane is exactly Bernoulli(p) (the f64 p), independent of the others.
     pub fn fill<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [u64]) {
         if self.always {
             out.fill(u64::MAX);
             return;
         }
-        let head = &self.masks[..self.masks.len().min(BULK_ROUNDS)];
-        let tail = &self.masks[head.len()..];
-        if head.is_empty() {
+        if self.masks.is_empty() {
             out.fill(0);
             return;
         }
-        let mut words = [0u64; BULK_WORDS * BULK_ROUNDS];
-        for chunk in out.chunks_mut(BULK_WORDS) {
-            let words = &mut words[..chunk.len() * head.len()];
-            fill_words(rng, words);
-            for (o, us) in chunk.iter_mut().zip(words.chunks_exact(head.len())) {
-                let mut undecided = u64::MAX;
-                let mut ones = 0u64;
-                for (&u, &m) in us.iter().zip(head) {
-                    compare_round(u, m, &mut ones, &mut undecided);
+        self.fill_from(0, rng, out, u64::MAX)
+    }
+
+    /// Fills `out` with Bernoulli(frac(2^offset·p)) lanes: p's expansion from bit `offset` on.
+    /// Only the lanes of `last_mask` are needed in the last word (the others are don't-care).
+    fn fill_from<R: Rng + ?Sized>(&self, offset: usize, rng: &mut R, out: &mut [u64], last_mask: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2 and POPCNT, the only
+            // features `fill_avx2` is compiled with; its body is safe Rust.
+            #[allow(unsafe_code)]
+            unsafe {
+                self.fill_avx2(offset, rng, out, last_mask)
+            };
+            return;
+        }
+        match out.len() {
+            0..=4 => self.fill_kernel::<R, 4>(offset, rng, out, last_mask, pdep),
+            5..=32 => self.fill_kernel::<R, 32>(offset, rng, out, last_mask, pdep),
+            _ => self.fill_kernel::<R, FILL_CHUNK>(offset, rng, out, last_mask, pdep),
+        }
+    }
+
+    /// [`BernoulliWords::fill_kernel`] compiled with AVX2 and BMI2 (hardware `pdep`).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi2,popcnt")]
+    fn fill_avx2<R: Rng + ?Sized>(&self, offset: usize, rng: &mut R, out: &mut [u64], last_mask: u64) {
+        // The same function as the portable `pdep` (tested).
+        let pdep = |src: u64, mask: u64| std::arch::x86_64::_pdep_u64(src, mask);
+        match out.len() {
+            0..=4 => self.fill_kernel::<R, 4>(offset, rng, out, last_mask, pdep),
+            5..=32 => self.fill_kernel::<R, 32>(offset, rng, out, last_mask, pdep),
+            _ => self.fill_kernel::<R, FILL_CHUNK>(offset, rng, out, last_mask, pdep),
+        }
+    }
+
+    /// The kernel of [`BernoulliWords::fill`], `C` output words per chunk.
+    #[inline(always)]
+    fn fill_kernel<R: Rng + ?Sized, const C: usize>(
+        &self,
+        offset: usize,
+        rng: &mut R,
+        out: &mut [u64],
+        last_mask: u64,
+        pdep: impl Fn(u64, u64) -> u64,
+    ) {
+        let masks = &self.masks[offset..];
+        let r = masks.len().min(FILL_HEAD_ROUNDS);
+        let head = &masks[..r];
+        let mut words = [[0u64; C]; FILL_HEAD_ROUNDS];
+        let mut undecided = [0u64; C];
+        // Dense draws for the undecided lanes: at most 64 per output word, plus one zero word
+        // so that a 64-bit window starting in the last word can be read.
+        let mut dense = [0u64; C];
+        let n = out.len();
+        for (ci, chunk) in out.chunks_mut(C).enumerate() {
+            let k = chunk.len();
+            for w in &mut words[..r] {
+                fill_words(rng, &mut w[..k]);
+            }
+            if let Ok(h) = <&[u64; FILL_HEAD_ROUNDS]>::try_from(head) {
+                // All head rounds (the usual case): a fixed round count, vectorised over words.
+                let [w0, w1, w2] = &words;
+                for (c, o) in chunk.iter_mut().enumerate() {
+                    let (mut ones, mut und) = (0u64, u64::MAX);
+                    compare_round(w0[c], h[0], &mut ones, &mut und);
+                    compare_round(w1[c], h[1], &mut ones, &mut und);
+                    compare_round(w2[c], h[2], &mut ones, &mut und);
+                    *o = ones;
+                    undecided[c] = und;
                 }
-                *o = finish_rounds(rng, tail, ones, undecided);
+            } else {
+                for (c, o) in chunk.iter_mut().enumerate() {
+                    let (mut ones, mut und) = (0u64, u64::MAX);
+                    for (j, &m) in head.iter().enumerate() {
+                        compare_round(words[j][c], m, &mut ones, &mut und);
+                    }
+                    *o = ones;
+                    undecided[c] = und;
+                }
+            }
+            if r == masks.len() {
+                continue; // p's expansion ended within the head: undecided lanes are 0.
+            }
+            if ci * C + k == n {
+                undecided[k - 1] &= last_mask;
+            }
+            let lanes: usize = undecided[..k].iter().map(|u| u.count_ones() as usize).sum();
+            if lanes == 0 {
+                continue;
+            }
+            let n_dense = lanes.div_ceil(64);
+            self.fill_from(offset + r, rng, &mut dense[..n_dense], padding_mask(lanes));
+            let mut pos = 0usize;
+            for (c, o) in chunk.iter_mut().enumerate() {
+                let (w, b) = (pos / 64, (pos % 64) as u32);
+                // 64 bits of the dense stream from bit `pos` (only the low popcount(und) used).
+                let next = if w + 1 < n_dense { dense[w + 1] } else { 0 };
+                let window = ((next as u128) << 64 | dense[w.min(C - 1)] as u128) >> b;
+                *o |= pdep(window as u64, undecided[c]);
+                pos += undecided[c].count_ones() as usize;
             }
         }
     }
+}
+
+/// Output words per chunk of [`BernoulliWords::fill`].
+const FILL_CHUNK: usize = 256;
+/// Full rounds of [`BernoulliWords::fill`] before the undecided lanes (1/8 of them) are
+/// finished densely packed.
+pub const FILL_HEAD_ROUNDS: usize = 3;
+
+/// Parallel bit deposit: the low `mask.count_ones()` bits of `src`, in order, at the positions
+/// of `mask`'s set bits (zero elsewhere): BMI2's `pdep`, as a loop over the set bits of `mask`
+/// (the AVX2 build of [`BernoulliWords::fill`] uses the instruction itself).
+#[inline]
+pub fn pdep(src: u64, mask: u64) -> u64 {
+    let (mut m, mut out, mut bit) = (mask, 0u64, 0u32);
+    while m != 0 {
+        let low = m & m.wrapping_neg();
+        out |= ((src >> bit) & 1).wrapping_neg() & low;
+        m ^= low;
+        bit += 1;
+    }
+    out
 }
 
 /// One round of the bit-sliced comparison U < p: random bits `u` against p's bit mask `m`.
@@ -237,12 +358,6 @@ fn finish_rounds<R: Rng + ?Sized>(rng: &mut R, masks: &[u64], mut ones: u64, mut
     }
     ones
 }
-
-/// Rounds of [`BernoulliWords::fill`] drawn in bulk: all 64 lanes are decided after 8 rounds
-/// with probability (1 − 2^-8)^64 ≈ 0.78.
-pub const BULK_ROUNDS: usize = 8;
-/// Output words per bulk draw of [`BernoulliWords::fill`].
-const BULK_WORDS: usize = 16;
 
 /// Fills `dst` with random words: `dst.len()` words' worth of [`Rng::fill_bytes`] read
 /// little-endian (the same words as that many `next_u64` calls for [`FastRng`] and Xoshiro, but
@@ -271,15 +386,17 @@ pub fn fill_words<R: Rng + ?Sized>(rng: &mut R, dst: &mut [u64]) {
     }
 }
 
-/// True when the CPU has AVX2 and BMI2 (run-time detection, cached by std): batch kernels then
-/// run a second build of the same Rust code compiled with those features (LLVM vectorises their
+/// True when the CPU has AVX2, BMI2 and POPCNT (run-time detection, cached by std): batch
+/// kernels then run a second build of the same Rust code compiled with those features (LLVM vectorises their
 /// branch-free loops 4 × 64 bits wide). Every kernel computes the same values on both builds
 /// (integer and correctly rounded IEEE operations only, no FMA contraction).
 #[inline]
 pub fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2")
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -288,13 +405,13 @@ pub fn has_avx2() -> bool {
 }
 
 /// Calls `$portable` or, when [`has_avx2`], `$avx2` — a function with
-/// `#[target_feature(enable = "avx2,bmi2")]` whose body is the same `#[inline(always)]` kernel.
+/// `#[target_feature(enable = "avx2,bmi2,popcnt")]` whose body is the same `#[inline(always)]` kernel.
 macro_rules! dispatch_avx2 {
     ($avx2:expr, $portable:expr) => {{
         #[cfg(target_arch = "x86_64")]
         {
             if $crate::sampling::has_avx2() {
-                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2 and BMI2, the
+                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2 and POPCNT, the
                 // only features the callee is compiled with; its body is safe Rust.
                 #[allow(unsafe_code)]
                 unsafe {
@@ -700,9 +817,47 @@ mod tests {
     }
 
     #[test]
+    fn pdep_matches_the_instruction() {
+        let mut rng = fast_rng(22);
+        assert_eq!(pdep(0b1011, 0b1111_0000), 0b1011_0000);
+        assert_eq!(pdep(u64::MAX, 0), 0);
+        assert_eq!(pdep(0b10, 0x8000_0000_0000_0001), 0x8000_0000_0000_0000);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("bmi2") {
+            for _ in 0..10_000 {
+                let (a, m) = (rng.next_u64(), rng.next_u64() & rng.next_u64());
+                // SAFETY: BMI2 was detected on this CPU just above.
+                #[allow(unsafe_code)]
+                let hw = unsafe { std::arch::x86_64::_pdep_u64(a, m) };
+                assert_eq!(pdep(a, m), hw, "a = {a:#x}, m = {m:#x}");
+            }
+        }
+    }
+
+    /// `fill`'s AVX2 build (hardware pdep) and portable build give the same words, for lengths
+    /// around every chunk size and p's with short and long expansions.
+    #[test]
+    fn bernoulli_words_fill_builds_agree() {
+        for &p in &[0.2689414213699951, 0.3125, 0.375, 0.5, 1e-5, 0.999] {
+            let bw = BernoulliWords::new(p);
+            for &len in &[1usize, 3, 4, 5, 31, 33, 255, 256, 257, 700] {
+                let mut a = vec![0u64; len];
+                bw.fill(&mut fast_rng(len as u64), &mut a);
+                let mut b = vec![0u64; len];
+                match len {
+                    0..=4 => bw.fill_kernel::<_, 4>(0, &mut fast_rng(len as u64), &mut b, u64::MAX, pdep),
+                    5..=32 => bw.fill_kernel::<_, 32>(0, &mut fast_rng(len as u64), &mut b, u64::MAX, pdep),
+                    _ => bw.fill_kernel::<_, FILL_CHUNK>(0, &mut fast_rng(len as u64), &mut b, u64::MAX, pdep),
+                }
+                assert_eq!(a, b, "p = {p}, len {len}");
+            }
+        }
+    }
+
+    #[test]
     fn bernoulli_words_fill_mean_within_4_42_sigma() {
         let mut rng = fast_rng(21);
-        for &p in &[0.5, 0.2689414213699951, 0.01, 0.9, 1.0, 0.0] {
+        for &p in &[0.5, 0.2689414213699951, 0.01, 0.9, 1.0, 0.0, 0.3125, 0.375, 1e-5, 0.1] {
             let bw = BernoulliWords::new(p);
             let mut out = vec![0u64; 20_001];
             bw.fill(&mut rng, &mut out);

@@ -178,7 +178,7 @@ impl Grr {
 
     /// [`Grr::batch_kernel`] compiled with AVX2 and BMI2.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi2")]
+    #[target_feature(enable = "avx2,bmi2,popcnt")]
     fn batch_avx2<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<GrrReport>) -> bool {
         self.batch_kernel(vs, rng, out)
     }

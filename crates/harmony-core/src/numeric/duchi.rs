@@ -121,7 +121,7 @@ impl Duchi {
 
     /// [`Duchi::signs_kernel`] compiled with AVX2 and BMI2.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2,bmi2")]
+    #[target_feature(enable = "avx2,bmi2,popcnt")]
     fn signs_avx2<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, sink: F) -> bool {
         self.signs_kernel(ts, rng, sink)
     }

@@ -193,7 +193,7 @@ macro_rules! numeric_batch {
             }
 
             #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2,bmi2")]
+            #[target_feature(enable = "avx2,bmi2,popcnt")]
             fn batch_avx2<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> bool {
                 self.batch_portable(ts, rng, out)
             }
