@@ -104,6 +104,17 @@ fn main() {
             std::hint::black_box(&out);
         });
     }
+    if on("laplace-units") {
+        let m = harmony_core::numeric::Laplace::new(1.0).unwrap();
+        let mut rng = fast_rng(2);
+        let inputs: Vec<f64> = (0..n).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect();
+        let mut out = Vec::with_capacity(n);
+        best("laplace-units", n, || {
+            out.clear();
+            m.randomize_units(&inputs, &mut rng, &mut out).unwrap();
+            std::hint::black_box(&out);
+        });
+    }
     for name in ["duchi", "laplace", "pm", "hm"] {
         if on(name) {
             numeric(name, n);

@@ -630,63 +630,51 @@ pub fn bernoulli63_from_word(w: u64, p: f64) -> bool {
 }
 
 /// Unbiased randomized rounding of `y` to `step`·ℤ like [`randomized_round`], about twice as
-/// fast: when |y/step| < 2³⁰ it writes y/step in fixed point with 32 fractional bits
-/// (truncating below 2⁻³² of a step, a bias under 2⁻³²·step) and adds 32 random bits; larger
-/// values round up with probability frac(y/step) exactly as [`randomized_round`] does. Always
-/// one random word ([`randomized_round_from_word`]).
+/// fast: ⌊y/step⌋ + 1 with probability P = ⌈frac·2⁵²⌉/2⁵² (frac the fractional part of y/step,
+/// |P − frac| < 2⁻⁵², so the bias is under 2⁻⁵²·step), one random word
+/// ([`randomized_round_from_word`]).
 #[inline]
 pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
     randomized_round_from_word(rng.next_u64(), y, step)
 }
 
-/// [`randomized_round_fast`] for a random word `w` already drawn. The common case (|y/step| <
-/// 2³⁰) is integer and bit operations only, so loops over it vectorise; batch kernels compute
-/// [`randomized_round_is_cold`] per lane and call this function again, scalar, on those lanes.
+/// [`randomized_round_fast`] for a random word `w` already drawn: ⌊s⌋ + [U < s − ⌊s⌋] with s =
+/// y/step and U = (w >> 12)·2⁻⁵² (the comparison is exact). Batch kernels use
+/// [`randomized_round_hot`], the same value through vectorisable operations, and call this
+/// function on the lanes where [`randomized_round_is_cold`].
 #[inline(always)]
 pub fn randomized_round_from_word(w: u64, y: f64, step: f64) -> i64 {
     let scaled = y / step;
-    if randomized_round_is_cold(scaled) { randomized_round_cold(w, scaled) } else { randomized_round_hot(w, scaled) }
+    // ⌊scaled⌋ without a libm call (SSE2 has no floor): truncate, then step down if above.
+    let t = scaled as i64; // saturating; NaN gives 0
+    let lo = t - ((t as f64) > scaled) as i64;
+    let frac = scaled - lo as f64;
+    lo.saturating_add((unit52(w) < frac) as i64)
 }
 
-/// Whether `scaled` = y/step takes the cold path of [`randomized_round_from_word`] (|scaled| ≥
-/// 2³⁰, or NaN).
+/// Whether `scaled` = y/step is outside the range of [`randomized_round_hot`] (|scaled| ≥ 2⁵⁰,
+/// or NaN).
 #[inline(always)]
 pub fn randomized_round_is_cold(scaled: f64) -> bool {
-    // Written so that NaN is cold too.
-    scaled.abs() >= (1u64 << 30) as f64 || scaled.is_nan()
+    scaled.abs() >= (1u64 << 50) as f64 || scaled.is_nan()
 }
 
-/// The hot path of [`randomized_round_from_word`] (|scaled| < 2³⁰; garbage otherwise).
+/// [`randomized_round_from_word`]'s value for |scaled| < 2⁵⁰ (garbage otherwise), through
+/// operations AVX2 has for 4 lanes at once: floor, and the integer ⌊scaled⌋ read from the bits
+/// of ⌊scaled⌋ + 1.5·2⁵² (exact: an integer below 2⁵¹ in magnitude plus 1.5·2⁵² is
+/// representable, and its significand is the integer plus 2⁵¹ in two's complement).
 #[inline(always)]
 pub fn randomized_round_hot(w: u64, scaled: f64) -> i64 {
-    let fixed = trunc_to_i64(scaled * (1u64 << 32) as f64);
-    (fixed + (w >> 32) as i64) >> 32
-}
-
-/// The cold path: ⌊scaled⌋ + 1 with probability frac(scaled) (the Bernoulli of [`bernoulli`]
-/// on the word `w`).
-#[cold]
-#[inline(never)]
-fn randomized_round_cold(w: u64, scaled: f64) -> i64 {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2⁵²
     let lo = scaled.floor();
-    let up = Bernoulli::new(scaled - lo).from_word(w);
-    lo as i64 + up as i64
+    let int = ((lo + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64);
+    int + (unit52(w) < scaled - lo) as i64
 }
 
-/// `x as i64` (truncation toward zero) for |x| < 2⁶³, in integer and bit operations only (AVX2
-/// has no float-to-int64 conversion, so `as` would keep a loop scalar). Garbage for |x| ≥ 2⁶³
-/// and NaN.
+/// (w >> 12)·2⁻⁵² ∈ [0, 1), through the exponent trick (no integer-to-float conversion).
 #[inline(always)]
-pub fn trunc_to_i64(x: f64) -> i64 {
-    let bits = x.to_bits();
-    let e = ((bits >> 52) & 0x7ff) as i64 - 1075;
-    let m = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
-    let up = e.clamp(0, 63) as u64;
-    let down = (-e).clamp(0, 64) as u64;
-    let t = m << up;
-    let magnitude = (if down < 64 { t >> down } else { 0 }) as i64;
-    let sign = -((bits >> 63) as i64);
-    (magnitude ^ sign) - sign
+fn unit52(w: u64) -> f64 {
+    f64::from_bits((w >> 12) | 0x3ff0_0000_0000_0000) - 1.0
 }
 
 /// Standard Laplace(0, 1): a fair sign times an Exp(1) draw, both from [`sign_and_exp1`] (one
@@ -1140,11 +1128,12 @@ mod tests {
         for k in 0..100_000u64 {
             let w = if k < 64 { (1u64 << k) | (k & 1) } else { rng.next_u64() };
             assert_eq!(uniform01_from_word(w), uniform01(&mut OneWord(w)), "w = {w:#x}");
-            let x = f64::from_bits(rng.next_u64() & !(0x7ffu64 << 52) | ((1023 + (k % 70)) << 52))
+            // The vectorisable hot path of randomized rounding equals the scalar one.
+            let scaled = f64::from_bits(rng.next_u64() & !(0x7ffu64 << 52) | ((1000 + (k % 74)) << 52))
                 * if k % 2 == 0 { 1.0 } else { -1.0 };
-            for x in [x, x / 1e300, (k as f64) - 50.0, -(k as f64) * 0.25, 0.0, -0.0] {
-                if x.abs() < 9.2e18 {
-                    assert_eq!(trunc_to_i64(x), x as i64, "x = {x:e}");
+            for x in [scaled, (k as f64) - 50.0, -(k as f64) * 0.25, 0.0, -0.0, 2147483647.5, -1125899906842623.5] {
+                if !randomized_round_is_cold(x) {
+                    assert_eq!(randomized_round_hot(w, x), randomized_round_from_word(w, x, 1.0), "x = {x:e}");
                 }
             }
         }

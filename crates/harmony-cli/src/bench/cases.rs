@@ -4,7 +4,9 @@
 use harmony_core::Aggregator;
 use harmony_core::aggregate::aggregate_parallel;
 use harmony_core::frequency::{AnyOracle, FrequencyOracle, UnaryEncoding, UnaryReport};
-use harmony_core::numeric::{AnyNumeric, DuchiMulti, HarmonyBit, NumericMechanism, VectorMechanism};
+use harmony_core::numeric::{
+    AnyNumeric, Duchi, DuchiMulti, HarmonyBit, NumericMechanism, NumericReport, VectorMechanism,
+};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use harmony_core::wire::WireReport;
 use serde::Serialize;
@@ -136,8 +138,67 @@ pub fn vector_pool(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
     (0..rows).map(|_| (0..d).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect()).collect()
 }
 
-/// Benchmarks a 1-D numeric mechanism on `inputs`.
+/// Benchmarks a 1-D numeric mechanism on `inputs` through its own batch API (Duchi: the packed
+/// one, [`duchi_packed`]); `randomize_any_per_s` is the rate through
+/// `AnyNumeric::randomize_batch` (`NumericReport` output) for Duchi, else None.
 pub fn numeric(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
+    if let AnyNumeric::Duchi(d) = mech {
+        let any = numeric_reports(mech, inputs, seed ^ 1, pool, timing);
+        return Measured {
+            randomize_any_per_s: Some(any.randomize_per_s),
+            ..duchi_packed(d, inputs, seed, pool, timing)
+        };
+    }
+    numeric_reports(mech, inputs, seed, pool, timing)
+}
+
+/// Duchi through the packed batch API: `randomize_signs` (one sign bit per report, 64 per word)
+/// and `add_signs` per chunk of [`PACKED_CHUNK`] reports on the pool, merged.
+fn duchi_packed(mech: &Duchi, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
+    use rayon::prelude::*;
+    let mut rng = fast_rng(seed);
+    let mut out: Vec<u64> = Vec::with_capacity(inputs.len().div_ceil(64));
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        mech.randomize_signs(inputs, &mut rng, &mut out).expect("inputs are in [-1, 1]");
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    let empty = mech.aggregator();
+    let n = inputs.len();
+    let agg = repeat(timing, || {
+        let t0 = Instant::now();
+        let total = pool.install(|| {
+            out.par_chunks(PACKED_CHUNK / 64)
+                .enumerate()
+                .map(|(i, words)| {
+                    let mut a = empty.clone();
+                    let k = (n - i * PACKED_CHUNK).min(PACKED_CHUNK);
+                    mech.add_signs(&mut a, words, k).expect("benchmark reports are valid");
+                    a
+                })
+                .reduce(
+                    || empty.clone(),
+                    |mut a, b| {
+                        a.merge(&b).expect("same mechanism");
+                        a
+                    },
+                )
+        });
+        let t1 = Instant::now();
+        let est = total.estimate();
+        let t2 = Instant::now();
+        black_box(est);
+        (t2 - t0, t2 - t1)
+    });
+    // Wire size of the same reports sent one by one (one `Sign` report each).
+    let bytes = Some(harmony_core::wire::encode(&NumericReport::Sign(true)).len() as f64);
+    finish(n, (rr, rt), agg, bytes)
+}
+
+/// A 1-D numeric mechanism through `AnyNumeric::randomize_batch` (`NumericReport` output).
+fn numeric_reports(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
     let mut rng = fast_rng(seed);
     let mut out = Vec::with_capacity(inputs.len());
     let (rr, rt, _) = repeat(timing, || {

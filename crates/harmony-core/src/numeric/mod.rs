@@ -112,6 +112,78 @@ impl Lane {
     }
 }
 
+/// Where a numeric batch kernel writes its reports: `Vec<NumericReport>`, or [`Units`] (grid
+/// units only, for mechanisms whose reports are all `Fixed`).
+pub(crate) trait LaneSink {
+    /// Room for n more reports.
+    fn reserve(&mut self, n: usize);
+    /// The number of reports held (to truncate back to on a bad batch).
+    fn len(&self) -> usize;
+    /// Drops the reports after the first `len`.
+    fn truncate(&mut self, len: usize);
+    /// Appends one chunk: report i is `Sign(units[i] != 0)` if `sign[i]`, else `Fixed(units[i])`.
+    fn push_chunk(&mut self, units: &[i64], sign: &[bool]);
+}
+
+impl LaneSink for Vec<NumericReport> {
+    fn reserve(&mut self, n: usize) {
+        Vec::reserve(self, n)
+    }
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn truncate(&mut self, len: usize) {
+        Vec::truncate(self, len)
+    }
+    #[inline(always)]
+    fn push_chunk(&mut self, units: &[i64], sign: &[bool]) {
+        self.extend(units.iter().zip(sign).map(|(&u, &s)| Lane { units: u, sign: s, done: true }.report()));
+    }
+}
+
+/// A [`LaneSink`] of grid units: report i is `Fixed(units[i])` (the `sign` flags must be false:
+/// only for mechanisms whose reports are all `Fixed`).
+pub(crate) struct Units<'a>(pub &'a mut Vec<i64>);
+
+impl LaneSink for Units<'_> {
+    fn reserve(&mut self, n: usize) {
+        self.0.reserve(n)
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn truncate(&mut self, len: usize) {
+        self.0.truncate(len)
+    }
+    #[inline(always)]
+    fn push_chunk(&mut self, units: &[i64], sign: &[bool]) {
+        debug_assert!(!sign.iter().any(|&s| s));
+        self.0.extend_from_slice(units);
+    }
+}
+
+/// Adds grid-unit reports (as written by a `randomize_units` batch API) to `agg`, checking each
+/// against ±`bound` like `decode_fixed_bounded` (all or nothing; the error names the index).
+pub(crate) fn add_units<M: NumericMechanism>(
+    agg: &mut MeanAggregator<M>,
+    units: &[i64],
+    bound: f64,
+    mechanism: &str,
+) -> Result<()> {
+    let limit = ((bound / GRID_STEP).ceil() + 1.0).min(i64::MAX as f64) as u64;
+    if let Some(i) = units.iter().position(|u| u.unsigned_abs() > limit) {
+        let e = decode_fixed_bounded(&NumericReport::Fixed(units[i]), bound, mechanism).unwrap_err();
+        return Err(crate::aggregate::at_index(e, i));
+    }
+    let (mut sum, mut sum_sq) = (0.0, 0.0);
+    for &u in units {
+        let y = u as f64 * GRID_STEP;
+        sum += y;
+        sum_sq += y * y;
+    }
+    agg.add_sums(units.len() as u64, sum, sum_sq)
+}
+
 /// Values per step of a numeric batch kernel.
 const CHUNK: usize = 64;
 
@@ -123,10 +195,10 @@ const CHUNK: usize = 64;
 /// needs them), and appends the reports. Returns false if some value is NaN or outside [-1, 1]
 /// (the reports are then garbage: the caller truncates them away).
 #[inline(always)]
-pub(crate) fn batch_kernel<R: Rng + ?Sized, const W: usize>(
+pub(crate) fn batch_kernel<R: Rng + ?Sized, S: LaneSink, const W: usize>(
     ts: &[f64],
     rng: &mut R,
-    out: &mut Vec<NumericReport>,
+    out: &mut S,
     lane: impl Fn(f64, [u64; W]) -> Lane,
     mut fix: impl FnMut(f64, [u64; W], &mut R) -> Lane,
 ) -> bool {
@@ -170,7 +242,7 @@ pub(crate) fn batch_kernel<R: Rng + ?Sized, const W: usize>(
                 }
             }
         }
-        out.extend(units[..k].iter().zip(&sign[..k]).map(|(&u, &s)| Lane { units: u, sign: s, done: true }.report()));
+        out.push_chunk(&units[..k], &sign[..k]);
     }
     ok
 }
@@ -183,22 +255,32 @@ macro_rules! numeric_batch {
     ($T:ty, $W:literal, $lane:expr, $fix:expr) => {
         impl $T {
             #[inline(always)]
-            pub(crate) fn batch_portable<R: Rng + ?Sized>(
+            pub(crate) fn batch_portable<R: Rng + ?Sized, S: crate::numeric::LaneSink>(
                 &self,
                 ts: &[f64],
                 rng: &mut R,
-                out: &mut Vec<NumericReport>,
+                out: &mut S,
             ) -> bool {
-                crate::numeric::batch_kernel::<R, $W>(ts, rng, out, $lane(self), $fix(self))
+                crate::numeric::batch_kernel::<R, S, $W>(ts, rng, out, $lane(self), $fix(self))
             }
 
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,bmi2,popcnt")]
-            fn batch_avx2<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> bool {
+            fn batch_avx2<R: Rng + ?Sized, S: crate::numeric::LaneSink>(
+                &self,
+                ts: &[f64],
+                rng: &mut R,
+                out: &mut S,
+            ) -> bool {
                 self.batch_portable(ts, rng, out)
             }
 
-            fn batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
+            fn batch<R: Rng + ?Sized, S: crate::numeric::LaneSink>(
+                &self,
+                ts: &[f64],
+                rng: &mut R,
+                out: &mut S,
+            ) -> Result<()> {
                 let start = out.len();
                 let ok =
                     crate::sampling::dispatch_avx2!(self.batch_avx2(ts, rng, out), self.batch_portable(ts, rng, out));
