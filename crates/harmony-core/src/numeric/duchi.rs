@@ -76,7 +76,7 @@ impl Duchi {
 impl Duchi {
     /// Randomizes a batch into packed sign bits: bit i % 64 of word i / 64 is 1 iff report i is
     /// +C (appended to `out`, ⌈n/64⌉ words; the padding bits of the last word are 0). The same
-    /// draws as [`NumericMechanism::randomize_batch`] (one random word per value, in order).
+    /// kernel and draws as [`NumericMechanism::randomize_batch`].
     /// All or nothing: if any value is NaN or outside [-1, 1], nothing is appended and the
     /// error names the first bad index. [`Duchi::add_signs`] aggregates such words.
     pub fn randomize_signs<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<u64>) -> Result<()> {
@@ -126,26 +126,63 @@ impl Duchi {
         self.signs_kernel(ts, rng, sink)
     }
 
-    /// The batch kernel: 64 random words per 64 values, then a branch-free loop (vectorised)
-    /// of [`bernoulli63_from_word`], the exact decision of `randomize_unchecked`.
+    /// The batch kernel: 16 random bits per value (16 words per 64 values), compared with the
+    /// top 16 bits of P₊(t) = p in a branch-free loop that LLVM vectorises: U₁₆ < ⌊2¹⁶p⌋ is +C,
+    /// U₁₆ > ⌊2¹⁶p⌋ is −C, and the values where they are equal (probability 2⁻¹⁶) are decided
+    /// afterwards, scalar, by a fresh word against the rest of p's bits
+    /// ([`bernoulli63_from_word`] of frac(2¹⁶p)). P[+C] = p exactly for p ≥ 2⁻¹¹, as in
+    /// `randomize_unchecked` (whose stream is not the same).
     #[inline(always)]
     fn signs_kernel<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, mut sink: F) -> bool {
+        const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2⁵²: bits(x + MAGIC) − bits(MAGIC) = x
         let mut ok = true;
-        let mut words = [0u64; 64];
+        let mut words = [0u64; 16];
+        let mut ties = [false; 64];
+        // Value i uses bits 16·(i / 16).. of word i % 16: (sign bit, tie).
+        let lane = |t: f64, w: u64, i: usize| {
+            let scaled = (self.prob_positive(t) * 65_536.0).floor();
+            let top = ((scaled + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64);
+            let r = ((w >> (16 * (i / 16))) & 0xffff) as i64;
+            (r < top, r == top)
+        };
         for chunk in ts.chunks(64) {
             let k = chunk.len();
-            fill_words(rng, &mut words[..k]);
+            fill_words(rng, &mut words[..k.min(16)]);
             let mut bits = 0u64;
             let mut good = true;
+            let mut any_tie = false;
             if let Ok(c) = <&[f64; 64]>::try_from(chunk) {
-                for i in 0..64 {
-                    good &= (-1.0..=1.0).contains(&c[i]);
-                    bits |= (bernoulli63_from_word(words[i], self.prob_positive(c[i])) as u64) << i;
+                // Four runs of 16 values, each with a constant shift (vectorised).
+                for q in 0..4 {
+                    let c: &[f64; 16] = c[16 * q..16 * q + 16].try_into().expect("16 values");
+                    let mut part = 0u64;
+                    let mut t16 = false;
+                    for j in 0..16 {
+                        good &= (-1.0..=1.0).contains(&c[j]);
+                        let (b, tie) = lane(c[j], words[j], 16 * q);
+                        part |= (b as u64) << j;
+                        ties[16 * q + j] = tie;
+                        t16 |= tie;
+                    }
+                    bits |= part << (16 * q);
+                    any_tie |= t16;
                 }
             } else {
                 for (i, &t) in chunk.iter().enumerate() {
                     good &= (-1.0..=1.0).contains(&t);
-                    bits |= (bernoulli63_from_word(words[i], self.prob_positive(t)) as u64) << i;
+                    let (b, tie) = lane(t, words[i % 16], i);
+                    bits |= (b as u64) << i;
+                    ties[i] = tie;
+                    any_tie |= tie;
+                }
+            }
+            if any_tie {
+                for (i, &t) in chunk.iter().enumerate() {
+                    if ties[i] {
+                        let scaled = self.prob_positive(t) * 65_536.0;
+                        let b = bernoulli63_from_word(rng.next_u64(), scaled - scaled.floor());
+                        bits = bits & !(1u64 << i) | (b as u64) << i;
+                    }
                 }
             }
             ok &= good;
@@ -178,7 +215,7 @@ impl NumericMechanism for Duchi {
         NumericReport::Sign(bernoulli_fast(rng, self.prob_positive(t)))
     }
     /// Vectorised batch ([`Duchi::signs_kernel`], an AVX2 build chosen at run time): the same
-    /// reports, word for word, as `randomize_unchecked` on each value in turn.
+    /// distribution as `randomize_unchecked` (16 random bits per value in the common case).
     fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
         let start = out.len();
         out.reserve(ts.len());
@@ -238,22 +275,17 @@ mod tests {
     }
 
     /// The vectorised batch (AVX2 build where available), the portable kernel and the packed
-    /// signs all give the reports of `randomize_unchecked` called value by value.
+    /// signs give the same reports; their share of +C matches P₊(t) (z = 4.42), ties included.
     #[test]
-    fn batch_kernels_equal_the_scalar_path() {
+    fn batch_kernels_agree_and_match_the_probability() {
         use crate::Aggregator;
         use crate::sampling::fast_rng;
         let m = Duchi::new(0.7).unwrap();
         let mut rng = fast_rng(9);
         let ts: Vec<f64> =
             (0..1000).map(|_| 2.0 * crate::sampling::uniform01(&mut rng) - 1.0).chain([-1.0, 1.0, 0.0]).collect();
-        let want: Vec<NumericReport> = {
-            let mut r = fast_rng(4);
-            ts.iter().map(|&t| m.randomize_unchecked(t, &mut r)).collect()
-        };
-        let mut got = Vec::new();
-        m.randomize_batch(&ts, &mut fast_rng(4), &mut got).unwrap();
-        assert_eq!(got, want);
+        let mut want = Vec::new();
+        m.randomize_batch(&ts, &mut fast_rng(4), &mut want).unwrap();
         let mut portable = Vec::new();
         assert!(m.signs_kernel(&ts, &mut fast_rng(4), |bits, k| portable.extend((0..k).map(|i| (bits >> i) & 1 == 1))));
         let mut signs = Vec::new();
@@ -263,6 +295,17 @@ mod tests {
             let bit = (signs[i / 64] >> (i % 64)) & 1 == 1;
             assert_eq!(*r, NumericReport::Sign(bit), "report {i}");
             assert_eq!(portable[i], bit, "report {i} (portable)");
+        }
+        // P[+C | t] for a few t, one of them (t = 0, p = 1/2 = 0x8000/2^16) a tie at every
+        // value of the top 16 bits but one: the tie path carries 2^-16 of the mass.
+        for (k, &t) in [-1.0, -0.37, 0.0, 0.5, 1.0].iter().enumerate() {
+            let n = 200_000;
+            let mut s = Vec::new();
+            m.randomize_signs(&vec![t; n], &mut fast_rng(20 + k as u64), &mut s).unwrap();
+            let plus: u64 = s.iter().map(|w| w.count_ones() as u64).sum();
+            let p = m.prob_positive(t);
+            let z = (plus as f64 - n as f64 * p) / (n as f64 * p * (1.0 - p)).sqrt();
+            assert!(z.abs() < 4.42, "t {t}: {plus} of {n}, p {p}");
         }
         // Packed aggregation equals report-by-report aggregation.
         let (mut a, mut b) = (m.aggregator(), m.aggregator());
