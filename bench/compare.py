@@ -246,9 +246,11 @@ def build_report(meta, peers, harm, extras, args):
               "vectorised NumPy, not a peer. Harmony: `harmony bench --threads 1`, batch API, seeded "
               "FastRng (`sampling::fast_rng`: 8 interleaved Xoshiro256++ streams, AVX-512 or AVX2 refill when available), "
               "through each mechanism's own batch API (SUE/OUE: the packed one, d-bit words; Duchi: the packed one, "
-              "`randomize_signs`, one sign bit per report; the batch kernels run an AVX2 build when the CPU has it); "
+              "`randomize_signs`, one sign bit per report; Laplace: `randomize_units`, one i64 of grid units per report; "
+              "the batch kernels run an AVX2 build when the CPU has it); "
               "the last column is the rate through the generic API: `AnyOracle::randomize_batch` (run-time dispatch, "
-              "`AnyReport` output) for frequency oracles, `AnyNumeric::randomize_batch` (`NumericReport` output) for Duchi. "
+              "`AnyReport` output) for frequency oracles, `AnyNumeric::randomize_batch` (`NumericReport` output) for "
+              "Duchi and Laplace. "
               "Goals: Harmony ≥ 100× best peer and ≥ 5× numpy.\n")
     H = ["mechanism", "d", "best Python peer", "numpy_ref", "Harmony", "Harmony / best peer", "Harmony / numpy",
          "Harmony via AnyOracle / AnyNumeric"]

@@ -4,9 +4,7 @@
 use harmony_core::Aggregator;
 use harmony_core::aggregate::aggregate_parallel;
 use harmony_core::frequency::{AnyOracle, FrequencyOracle, UnaryEncoding, UnaryReport};
-use harmony_core::numeric::{
-    AnyNumeric, Duchi, DuchiMulti, HarmonyBit, NumericMechanism, NumericReport, VectorMechanism,
-};
+use harmony_core::numeric::{AnyNumeric, DuchiMulti, HarmonyBit, NumericMechanism, VectorMechanism};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use harmony_core::wire::WireReport;
 use serde::Serialize;
@@ -138,44 +136,79 @@ pub fn vector_pool(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
     (0..rows).map(|_| (0..d).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect()).collect()
 }
 
-/// Benchmarks a 1-D numeric mechanism on `inputs` through its own batch API (Duchi: the packed
-/// one, [`duchi_packed`]); `randomize_any_per_s` is the rate through
-/// `AnyNumeric::randomize_batch` (`NumericReport` output) for Duchi, else None.
+/// Benchmarks a 1-D numeric mechanism on `inputs` through its own batch API (Duchi and Laplace:
+/// the packed ones, [`columnar`]); `randomize_any_per_s` is then the rate through
+/// `AnyNumeric::randomize_batch` (`NumericReport` output), else None.
 pub fn numeric(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
-    if let AnyNumeric::Duchi(d) = mech {
-        let any = numeric_reports(mech, inputs, seed ^ 1, pool, timing);
-        return Measured {
-            randomize_any_per_s: Some(any.randomize_per_s),
-            ..duchi_packed(d, inputs, seed, pool, timing)
-        };
-    }
-    numeric_reports(mech, inputs, seed, pool, timing)
+    let packed = match mech {
+        // One sign bit per report, 64 per word.
+        AnyNumeric::Duchi(d) => columnar(
+            inputs.len(),
+            64,
+            |rng, out| d.randomize_signs(inputs, rng, out),
+            |agg, words, k| d.add_signs(agg, words, k),
+            &d.aggregator(),
+            seed,
+            pool,
+            timing,
+        ),
+        // One i64 of grid units per report.
+        AnyNumeric::Laplace(l) => columnar(
+            inputs.len(),
+            1,
+            |rng, out| l.randomize_units(inputs, rng, out),
+            |agg, units, _| l.add_units(agg, units),
+            &l.aggregator(),
+            seed,
+            pool,
+            timing,
+        ),
+        _ => return numeric_reports(mech, inputs, seed, pool, timing),
+    };
+    let any = numeric_reports(mech, inputs, seed ^ 1, pool, timing);
+    // Wire size of the same reports sent one by one.
+    Measured { randomize_any_per_s: Some(any.randomize_per_s), bytes_per_report: any.bytes_per_report, ..packed }
 }
 
-/// Duchi through the packed batch API: `randomize_signs` (one sign bit per report, 64 per word)
-/// and `add_signs` per chunk of [`PACKED_CHUNK`] reports on the pool, merged.
-fn duchi_packed(mech: &Duchi, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
+/// A numeric mechanism through a columnar batch API: `randomize` appends ⌈n/per⌉ elements of `T`
+/// for the n inputs (`per` reports per element), `add` aggregates a chunk of elements holding
+/// k reports; aggregation runs per chunk of [`PACKED_CHUNK`] reports on the pool, merged.
+#[allow(clippy::too_many_arguments)]
+fn columnar<T, M, F, A>(
+    n: usize,
+    per: usize,
+    mut randomize: F,
+    add: A,
+    empty: &harmony_core::numeric::MeanAggregator<M>,
+    seed: u64,
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> Measured
+where
+    T: Send + Sync,
+    M: NumericMechanism,
+    F: FnMut(&mut harmony_core::sampling::FastRng, &mut Vec<T>) -> harmony_core::Result<()>,
+    A: Fn(&mut harmony_core::numeric::MeanAggregator<M>, &[T], usize) -> harmony_core::Result<()> + Sync,
+{
     use rayon::prelude::*;
     let mut rng = fast_rng(seed);
-    let mut out: Vec<u64> = Vec::with_capacity(inputs.len().div_ceil(64));
+    let mut out: Vec<T> = Vec::with_capacity(n.div_ceil(per));
     let (rr, rt, _) = repeat(timing, || {
         out.clear();
         let t = Instant::now();
-        mech.randomize_signs(inputs, &mut rng, &mut out).expect("inputs are in [-1, 1]");
+        randomize(&mut rng, &mut out).expect("inputs are in [-1, 1]");
         black_box(&out);
         (t.elapsed(), Duration::ZERO)
     });
-    let empty = mech.aggregator();
-    let n = inputs.len();
     let agg = repeat(timing, || {
         let t0 = Instant::now();
         let total = pool.install(|| {
-            out.par_chunks(PACKED_CHUNK / 64)
+            out.par_chunks(PACKED_CHUNK / per)
                 .enumerate()
-                .map(|(i, words)| {
+                .map(|(i, chunk)| {
                     let mut a = empty.clone();
                     let k = (n - i * PACKED_CHUNK).min(PACKED_CHUNK);
-                    mech.add_signs(&mut a, words, k).expect("benchmark reports are valid");
+                    add(&mut a, chunk, k).expect("benchmark reports are valid");
                     a
                 })
                 .reduce(
@@ -192,9 +225,7 @@ fn duchi_packed(mech: &Duchi, inputs: &[f64], seed: u64, pool: &rayon::ThreadPoo
         black_box(est);
         (t2 - t0, t2 - t1)
     });
-    // Wire size of the same reports sent one by one (one `Sign` report each).
-    let bytes = Some(harmony_core::wire::encode(&NumericReport::Sign(true)).len() as f64);
-    finish(n, (rr, rt), agg, bytes)
+    finish(n, (rr, rt), agg, None)
 }
 
 /// A 1-D numeric mechanism through `AnyNumeric::randomize_batch` (`NumericReport` output).
