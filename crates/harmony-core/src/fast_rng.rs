@@ -278,31 +278,44 @@ impl TryRng for FastRng {
     }
 
     /// Little-endian bytes of the next words (a partial last word is consumed whole), as
-    /// `fill_bytes_via_next_word` would give, but copied from the buffer block by block.
+    /// `fill_bytes_via_next_word` would give, but copied from the buffer block by block (one
+    /// `memcpy` per block on little-endian targets).
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
-        let mut chunks = dst.chunks_exact_mut(8);
-        loop {
+        let mut dst = dst;
+        while dst.len() >= 8 {
             if self.pos >= BLOCK {
                 self.refill();
             }
-            let avail = &self.buf[self.pos..];
-            let mut used = 0;
-            // `avail` first: zip drops the left item when the right side runs out.
-            for (w, c) in avail.iter().zip(&mut chunks) {
-                c.copy_from_slice(&w.to_le_bytes());
-                used += 1;
-            }
-            self.pos += used;
-            if used < avail.len() {
-                break;
-            }
+            let words = (BLOCK - self.pos).min(dst.len() / 8);
+            let (head, rest) = dst.split_at_mut(8 * words);
+            copy_le(&self.buf[self.pos..self.pos + words], head);
+            self.pos += words;
+            dst = rest;
         }
-        let rest = chunks.into_remainder();
-        if !rest.is_empty() {
+        if !dst.is_empty() {
             let w = self.word().to_le_bytes();
-            rest.copy_from_slice(&w[..rest.len()]);
+            dst.copy_from_slice(&w[..dst.len()]);
         }
         Ok(())
+    }
+}
+
+/// Writes `words` little-endian into `dst` (8 bytes each; `dst.len()` = 8·`words.len()`).
+#[inline(always)]
+fn copy_le(words: &[u64], dst: &mut [u8]) {
+    debug_assert_eq!(dst.len(), 8 * words.len());
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: `words` is n initialised `u64`s = 8n readable bytes with no padding, borrowed
+        // for the life of the view; on a little-endian target their in-memory bytes are the
+        // little-endian bytes of each word, in order.
+        #[allow(unsafe_code)]
+        let src = unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), 8 * words.len()) };
+        dst.copy_from_slice(src);
+    }
+    #[cfg(not(target_endian = "little"))]
+    for (w, c) in words.iter().zip(dst.chunks_exact_mut(8)) {
+        c.copy_from_slice(&w.to_le_bytes());
     }
 }
 

@@ -187,9 +187,9 @@ pub(crate) fn add_units<M: NumericMechanism>(
 /// Values per step of a numeric batch kernel.
 const CHUNK: usize = 64;
 
-/// The shared driver of the numeric batch kernels. Per chunk of 64 values it draws `W` random
-/// words per value in one bulk call (value i's words at `words[W·i..W·i + W]`, i.e. in the order
-/// a value-by-value loop would draw them), runs `lane` on every value in a branch-free loop that
+/// The shared driver of the numeric batch kernels. Per chunk of k ≤ 64 values it draws `W`
+/// random words per value in one bulk call (word j of value i at `words[j·k + i]`: contiguous
+/// per j, so the loop loads them as vectors), runs `lane` on every value in a branch-free loop that
 /// LLVM vectorises (the callers compile it a second time with AVX2), then redoes the rare values
 /// whose `done` is false with `fix` (same value and words, plus fresh words from `rng` if it
 /// needs them), and appends the reports. Returns false if some value is NaN or outside [-1, 1]
@@ -219,7 +219,7 @@ pub(crate) fn batch_kernel<R: Rng + ?Sized, S: LaneSink, const W: usize>(
             ($i:expr, $t:expr) => {{
                 let (i, t) = ($i, $t);
                 good &= (-1.0..=1.0).contains(&t);
-                let l = lane(t, std::array::from_fn(|j| words[W * i + j]));
+                let l = lane(t, std::array::from_fn(|j| words[j * k + i]));
                 (units[i], sign[i], done[i]) = (l.units, l.sign, l.done);
                 all_done &= l.done;
             }};
@@ -237,7 +237,7 @@ pub(crate) fn batch_kernel<R: Rng + ?Sized, S: LaneSink, const W: usize>(
         if !all_done {
             for (i, &t) in chunk.iter().enumerate() {
                 if !done[i] {
-                    let l = fix(t, std::array::from_fn(|j| words[W * i + j]), rng);
+                    let l = fix(t, std::array::from_fn(|j| words[j * k + i]), rng);
                     (units[i], sign[i]) = (l.units, l.sign);
                 }
             }
@@ -525,21 +525,12 @@ mod batch_tests {
     }
 
     #[test]
-    fn pm_batch_equals_the_scalar_path() {
-        for eps in [0.5, 1.0, 4.0, 1e-6] {
-            let m = Piecewise::new(eps).unwrap();
-            let mut rng = fast_rng(8);
-            let ts: Vec<f64> =
-                (0..300).map(|_| 2.0 * crate::sampling::uniform01(&mut rng) - 1.0).chain([-1.0, 1.0]).collect();
-            let mut r = fast_rng(5);
-            let want: Vec<NumericReport> = ts.iter().map(|&t| m.randomize_unchecked(t, &mut r)).collect();
-            let mut got = Vec::new();
-            m.randomize_batch(&ts, &mut fast_rng(5), &mut got).unwrap();
-            assert_eq!(got, want, "eps {eps}");
-        }
+    fn pm_batch_moments() {
         for eps in [0.5, 1.0, 4.0] {
             check(&Piecewise::new(eps).unwrap());
         }
+        // A tiny ε (C ≈ 4·10⁶, values up to ±C): still within the rounding's fast range.
+        check(&Piecewise::new(1e-6).unwrap());
     }
 
     #[test]

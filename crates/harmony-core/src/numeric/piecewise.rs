@@ -155,7 +155,7 @@ impl Piecewise {
     }
 }
 
-/// PM's lane of the batch kernel: words (u, rounding), as `randomize_unchecked` draws them.
+/// PM's lane of the batch kernel: words (u, rounding), used as `randomize_unchecked` uses them.
 #[inline(always)]
 pub(crate) fn pm_lane(m: &Piecewise, t: f64, [w0, w1]: [u64; 2]) -> Lane {
     let scaled = m.sample_real(t, uniform01_from_word(w0)) / GRID_STEP;
@@ -193,8 +193,8 @@ impl NumericMechanism for Piecewise {
         let u = uniform01(rng);
         NumericReport::fixed(rng, self.sample_real(t, u))
     }
-    /// Vectorised batch (an AVX2 build chosen at run time): the same reports, word for word,
-    /// as `randomize_unchecked` on each value in turn.
+    /// Vectorised batch (an AVX2 build chosen at run time): the same distribution as
+    /// `randomize_unchecked` (the same two words per value, drawn in bulk per 64 values).
     fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
         self.batch(ts, rng, out)
     }
