@@ -630,18 +630,35 @@ pub fn bernoulli63_from_word(w: u64, p: f64) -> bool {
 }
 
 /// Unbiased randomized rounding of `y` to `step`·ℤ like [`randomized_round`], about twice as
-/// fast: ⌊y/step⌋ + 1 with probability P = ⌈frac·2⁵²⌉/2⁵² (frac the fractional part of y/step,
-/// |P − frac| < 2⁻⁵², so the bias is under 2⁻⁵²·step), one random word
-/// ([`randomized_round_from_word`]).
+/// fast: when |y/step| < 2³⁰ it writes y/step in fixed point with 32 fractional bits
+/// (truncating below 2⁻³² of a step, a bias under 2⁻³²·step) and adds 32 random bits; larger
+/// values fall back to [`randomized_round`]. (The batch kernels use
+/// [`randomized_round_from_word`], exact to 2⁻⁵² of a step; this scalar form keeps the streams
+/// of existing seeded runs.)
 #[inline]
 pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
-    randomized_round_from_word(rng.next_u64(), y, step)
+    let scaled = y / step;
+    if scaled.abs() < (1u64 << 30) as f64 {
+        let fixed = (scaled * (1u64 << 32) as f64) as i64;
+        (fixed + (rng.next_u64() >> 32) as i64) >> 32
+    } else {
+        randomized_round_slow(rng, y, step)
+    }
 }
 
-/// [`randomized_round_fast`] for a random word `w` already drawn: ⌊s⌋ + [U < s − ⌊s⌋] with s =
-/// y/step and U = (w >> 12)·2⁻⁵² (the comparison is exact). Batch kernels use
-/// [`randomized_round_hot`], the same value through vectorisable operations, and call this
-/// function on the lanes where [`randomized_round_is_cold`].
+/// The out-of-line large-value path of [`randomized_round_fast`] (keeps the hot path small
+/// enough to inline).
+#[cold]
+#[inline(never)]
+fn randomized_round_slow<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
+    randomized_round(rng, y, step)
+}
+
+/// Unbiased randomized rounding of `y` to `step`·ℤ from one random word `w` already drawn:
+/// ⌊s⌋ + [U < s − ⌊s⌋] with s = y/step and U = (w >> 12)·2⁻⁵² (an exact comparison: P[up] =
+/// ⌈frac·2⁵²⌉/2⁵², within 2⁻⁵² of frac). Batch kernels use [`randomized_round_hot`], the same
+/// value through vectorisable operations, and call this function on the lanes where
+/// [`randomized_round_is_cold`].
 #[inline(always)]
 pub fn randomized_round_from_word(w: u64, y: f64, step: f64) -> i64 {
     let scaled = y / step;
@@ -1147,8 +1164,13 @@ mod tests {
                 let w = rng.next_u64();
                 let r = randomized_round_from_word(w, y, step);
                 assert!(r == base || r == base + 1, "y = {y}");
-                assert_eq!(randomized_round_fast(&mut OneWord(w), y, step), r);
             }
+            // Unbiased: P[up] = frac (z = 4.42).
+            let frac = scaled - scaled.floor();
+            let n = 100_000;
+            let ups = (0..n).filter(|_| randomized_round_from_word(rng.next_u64(), y, step) > base).count() as f64;
+            let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
+            assert!((ups - n as f64 * frac).abs() < 4.42 * sd + 1.0, "y = {y}: {ups} ups of {n}, frac {frac}");
         }
     }
 
