@@ -244,11 +244,16 @@ def build_report(meta, peers, harm, extras, args):
     md.append("Reports per second. Best peer = the fastest Python library implementing the mechanism "
               "(n = the user count it was measured at: the largest that fitted the time budget). numpy_ref = "
               "vectorised NumPy, not a peer. Harmony: `harmony bench --threads 1`, batch API, seeded "
-              "FastRng (`sampling::fast_rng`: 8 interleaved Xoshiro256++ streams, AVX-512 refill when available), through each mechanism's own batch API (SUE/OUE: the packed one); the last column is the "
-              "frequency oracle's rate through `AnyOracle::randomize_batch` (run-time dispatch, `AnyReport` output). "
+              "FastRng (`sampling::fast_rng`: 8 interleaved Xoshiro256++ streams, AVX-512 or AVX2 refill when available), "
+              "through each mechanism's own batch API (SUE/OUE: the packed one, d-bit words; Duchi: the packed one, "
+              "`randomize_signs`, one sign bit per report; Laplace: `randomize_units`, one i64 of grid units per report; "
+              "the batch kernels run an AVX2 build when the CPU has it); "
+              "the last column is the rate through the generic API: `AnyOracle::randomize_batch` (run-time dispatch, "
+              "`AnyReport` output) for frequency oracles, `AnyNumeric::randomize_batch` (`NumericReport` output) for "
+              "Duchi and Laplace. "
               "Goals: Harmony ≥ 100× best peer and ≥ 5× numpy.\n")
     H = ["mechanism", "d", "best Python peer", "numpy_ref", "Harmony", "Harmony / best peer", "Harmony / numpy",
-         "Harmony via AnyOracle"]
+         "Harmony via AnyOracle / AnyNumeric"]
     R = []
     for mech in FREQ + NUMERIC:
         for d in ([1] if mech in NUMERIC else args.d):

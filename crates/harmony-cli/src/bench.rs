@@ -7,7 +7,11 @@
 //! threads (all cores by default) followed by `estimate` (also repeated). Frequency oracles are
 //! built with `AnyOracle::by_name` and measured through the concrete oracle inside it
 //! (`randomize_batch`; SUE / OUE: `randomize_packed` + `add_packed`); the rate through
-//! `AnyOracle::randomize_batch` itself (run-time dispatch) is reported as `randomize_any_per_s`. Numeric 1-D mechanisms
+//! `AnyOracle::randomize_batch` itself (run-time dispatch) is reported as `randomize_any_per_s`.
+//! Duchi and Laplace are measured through their columnar batch APIs (`randomize_signs` +
+//! `add_signs`: one sign bit per report; `randomize_units` + `add_units`: one `i64` of grid
+//! units per report), their rate through `AnyNumeric::randomize_batch` (`NumericReport` output)
+//! as `randomize_any_per_s`. Numeric 1-D mechanisms
 //! have no d (reported as d = 1); `duchi-multi` and `harmony-1bit` use d as the dimension;
 //! frequency oracles use it as the domain size. Mechanisms with O(d) work per user (SUE, OUE and
 //! adaptive when it picks OUE: d-bit reports; duchi-multi and harmony-1bit: d input coordinates)
@@ -92,7 +96,9 @@ struct Row {
     aggregate_reps: u32,
     bytes_per_report: Option<f64>,
     /// Frequency oracles: randomize rate through `AnyOracle::randomize_batch` (run-time
-    /// dispatch, `AnyReport` output) instead of the concrete oracle's batch API.
+    /// dispatch, `AnyReport` output) instead of the concrete oracle's batch API; Duchi and
+    /// Laplace: through `AnyNumeric::randomize_batch` (`NumericReport` output) instead of the
+    /// columnar API.
     randomize_any_per_s: Option<f64>,
     note: Option<String>,
 }
@@ -419,7 +425,7 @@ fn table(rows: &[Row], wall_s: f64) -> String {
         out.push_str(&format!("[{}] {t}\n", i + 1));
     }
     out.push_str(&format!(
-        "randomize: one thread, the mechanism's batch API, seeded FastRng (8-lane Xoshiro256++) ((any) = through AnyOracle); \
+        "randomize: one thread, the mechanism's batch API (SUE/OUE/Duchi/Laplace: packed), seeded FastRng (8-lane Xoshiro256++) ((any) = through AnyOracle / AnyNumeric); \
          aggregate: add + estimate on the thread pool; {wall_s:.1} s in all\n"
     ));
     out

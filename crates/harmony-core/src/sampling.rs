@@ -41,6 +41,18 @@ pub fn uniform01<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// [`uniform01`] for a random word `w` already drawn: (w >> 11)·2⁻⁵³, the same value, built
+/// without an integer-to-float conversion (AVX2 has none for 64-bit integers, so `as f64` keeps
+/// a loop scalar): the top 52 bits through the exponent trick, plus the 53rd bit as 2⁻⁵³ (the
+/// sum is exact).
+#[inline(always)]
+pub fn uniform01_from_word(w: u64) -> f64 {
+    let hi = f64::from_bits((w >> 12) | 0x3ff0_0000_0000_0000) - 1.0;
+    // 2⁻⁵³ (bits 0x3ca0…) if bit 11 of w is set, else +0.0, without a branch.
+    let lo = f64::from_bits(0u64.wrapping_sub((w >> 11) & 1) & 0x3ca0_0000_0000_0000);
+    hi + lo
+}
+
 /// Uniform real in (0, 1] (never 0: safe under `ln`).
 #[inline]
 pub fn uniform01_open_low<R: Rng + ?Sized>(rng: &mut R) -> f64 {
@@ -175,35 +187,156 @@ impl BernoulliWords {
         finish_rounds(rng, tail, ones, undecided)
     }
 
-    /// Fills every lane of `out` (64 per word) with independent Bernoulli(p) draws. The same
-    /// comparison as [`BernoulliWords::sample`], with the first [`BULK_ROUNDS`] random words of
-    /// each output word fetched in bulk ([`fill_words`]) and run without exit tests; the few words
-    /// (about 22%) still undecided after them finish word by word.
+    /// Fills every lane of `out` (64 per word) with independent Bernoulli(p) draws, about four
+    /// random words per output word (a quarter of [`BernoulliWords::sample`]'s cost when the
+    /// output is long). Per chunk of 64 output words:
+    ///
+    /// 1. [`FILL_HEAD_ROUNDS`] rounds of the bit-sliced comparison U < p on every lane, from
+    ///    random words fetched in bulk, in a branch-free loop that LLVM vectorises (an AVX2
+    ///    build is chosen at run time). A lane still undecided after r rounds has U's first r
+    ///    bits equal to p's, so its outcome is U' < p_r with U' uniform and p_r = frac(2^r·p)
+    ///    (p's expansion shifted by r bits): an independent Bernoulli(p_r) draw. About 1/8 of
+    ///    the lanes are undecided.
+    /// 2. Those draws, for all the undecided lanes of the chunk at once, come densely packed from
+    ///    the same method applied to p_r (recursively), and are scattered to the
+    ///    undecided lanes' positions with a parallel bit deposit (BMI2 `pdep`; [`pdep`] is the
+    ///    portable equivalent, with the same result).
+    ///
+    /// Every lane is exactly Bernoulli(p) (the f64 p), independent of the others.
     pub fn fill<R: Rng + ?Sized>(&self, rng: &mut R, out: &mut [u64]) {
         if self.always {
             out.fill(u64::MAX);
             return;
         }
-        let head = &self.masks[..self.masks.len().min(BULK_ROUNDS)];
-        let tail = &self.masks[head.len()..];
-        if head.is_empty() {
+        if self.masks.is_empty() {
             out.fill(0);
             return;
         }
-        let mut words = [0u64; BULK_WORDS * BULK_ROUNDS];
-        for chunk in out.chunks_mut(BULK_WORDS) {
-            let words = &mut words[..chunk.len() * head.len()];
-            fill_words(rng, words);
-            for (o, us) in chunk.iter_mut().zip(words.chunks_exact(head.len())) {
-                let mut undecided = u64::MAX;
-                let mut ones = 0u64;
-                for (&u, &m) in us.iter().zip(head) {
-                    compare_round(u, m, &mut ones, &mut undecided);
+        self.fill_from(0, rng, out, u64::MAX)
+    }
+
+    /// Fills `out` with Bernoulli(frac(2^offset·p)) lanes: p's expansion from bit `offset` on.
+    /// Only the lanes of `last_mask` are needed in the last word (the others are don't-care).
+    fn fill_from<R: Rng + ?Sized>(&self, offset: usize, rng: &mut R, out: &mut [u64], last_mask: u64) {
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2 and POPCNT, the only
+            // features `fill_avx2` is compiled with; its body is safe Rust.
+            #[allow(unsafe_code)]
+            unsafe {
+                self.fill_avx2(offset, rng, out, last_mask)
+            };
+            return;
+        }
+        match out.len() {
+            0..=4 => self.fill_kernel::<R, 4>(offset, rng, out, last_mask, pdep),
+            5..=32 => self.fill_kernel::<R, 32>(offset, rng, out, last_mask, pdep),
+            _ => self.fill_kernel::<R, FILL_CHUNK>(offset, rng, out, last_mask, pdep),
+        }
+    }
+
+    /// [`BernoulliWords::fill_kernel`] compiled with AVX2 and BMI2 (hardware `pdep`).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi2,popcnt")]
+    fn fill_avx2<R: Rng + ?Sized>(&self, offset: usize, rng: &mut R, out: &mut [u64], last_mask: u64) {
+        // The same function as the portable `pdep` (tested).
+        let pdep = |src: u64, mask: u64| std::arch::x86_64::_pdep_u64(src, mask);
+        match out.len() {
+            0..=4 => self.fill_kernel::<R, 4>(offset, rng, out, last_mask, pdep),
+            5..=32 => self.fill_kernel::<R, 32>(offset, rng, out, last_mask, pdep),
+            _ => self.fill_kernel::<R, FILL_CHUNK>(offset, rng, out, last_mask, pdep),
+        }
+    }
+
+    /// The kernel of [`BernoulliWords::fill`], `C` output words per chunk.
+    #[inline(always)]
+    fn fill_kernel<R: Rng + ?Sized, const C: usize>(
+        &self,
+        offset: usize,
+        rng: &mut R,
+        out: &mut [u64],
+        last_mask: u64,
+        pdep: impl Fn(u64, u64) -> u64,
+    ) {
+        let masks = &self.masks[offset..];
+        let r = masks.len().min(FILL_HEAD_ROUNDS);
+        let head = &masks[..r];
+        let mut words = [[0u64; C]; FILL_HEAD_ROUNDS];
+        let mut undecided = [0u64; C];
+        // Dense draws for the undecided lanes: at most 64 per output word, plus one zero word
+        // so that a 64-bit window starting in the last word can be read.
+        let mut dense = [0u64; C];
+        let n = out.len();
+        for (ci, chunk) in out.chunks_mut(C).enumerate() {
+            let k = chunk.len();
+            for w in &mut words[..r] {
+                fill_words(rng, &mut w[..k]);
+            }
+            if let Ok(h) = <&[u64; FILL_HEAD_ROUNDS]>::try_from(head) {
+                // All head rounds (the usual case): a fixed round count, vectorised over words.
+                let [w0, w1, w2] = &words;
+                for (c, o) in chunk.iter_mut().enumerate() {
+                    let (mut ones, mut und) = (0u64, u64::MAX);
+                    compare_round(w0[c], h[0], &mut ones, &mut und);
+                    compare_round(w1[c], h[1], &mut ones, &mut und);
+                    compare_round(w2[c], h[2], &mut ones, &mut und);
+                    *o = ones;
+                    undecided[c] = und;
                 }
-                *o = finish_rounds(rng, tail, ones, undecided);
+            } else {
+                for (c, o) in chunk.iter_mut().enumerate() {
+                    let (mut ones, mut und) = (0u64, u64::MAX);
+                    for (j, &m) in head.iter().enumerate() {
+                        compare_round(words[j][c], m, &mut ones, &mut und);
+                    }
+                    *o = ones;
+                    undecided[c] = und;
+                }
+            }
+            if r == masks.len() {
+                continue; // p's expansion ended within the head: undecided lanes are 0.
+            }
+            if ci * C + k == n {
+                undecided[k - 1] &= last_mask;
+            }
+            let lanes: usize = undecided[..k].iter().map(|u| u.count_ones() as usize).sum();
+            if lanes == 0 {
+                continue;
+            }
+            let n_dense = lanes.div_ceil(64);
+            self.fill_from(offset + r, rng, &mut dense[..n_dense], padding_mask(lanes));
+            let mut pos = 0usize;
+            for (c, o) in chunk.iter_mut().enumerate() {
+                let (w, b) = (pos / 64, (pos % 64) as u32);
+                // 64 bits of the dense stream from bit `pos` (only the low popcount(und) used).
+                let next = if w + 1 < n_dense { dense[w + 1] } else { 0 };
+                let window = ((next as u128) << 64 | dense[w.min(C - 1)] as u128) >> b;
+                *o |= pdep(window as u64, undecided[c]);
+                pos += undecided[c].count_ones() as usize;
             }
         }
     }
+}
+
+/// Output words per chunk of [`BernoulliWords::fill`].
+const FILL_CHUNK: usize = 256;
+/// Full rounds of [`BernoulliWords::fill`] before the undecided lanes (1/8 of them) are
+/// finished densely packed.
+pub const FILL_HEAD_ROUNDS: usize = 3;
+
+/// Parallel bit deposit: the low `mask.count_ones()` bits of `src`, in order, at the positions
+/// of `mask`'s set bits (zero elsewhere): BMI2's `pdep`, as a loop over the set bits of `mask`
+/// (the AVX2 build of [`BernoulliWords::fill`] uses the instruction itself).
+#[inline]
+pub fn pdep(src: u64, mask: u64) -> u64 {
+    let (mut m, mut out, mut bit) = (mask, 0u64, 0u32);
+    while m != 0 {
+        let low = m & m.wrapping_neg();
+        out |= ((src >> bit) & 1).wrapping_neg() & low;
+        m ^= low;
+        bit += 1;
+    }
+    out
 }
 
 /// One round of the bit-sliced comparison U < p: random bits `u` against p's bit mask `m`.
@@ -226,26 +359,75 @@ fn finish_rounds<R: Rng + ?Sized>(rng: &mut R, masks: &[u64], mut ones: u64, mut
     ones
 }
 
-/// Rounds of [`BernoulliWords::fill`] drawn in bulk: all 64 lanes are decided after 8 rounds
-/// with probability (1 − 2^-8)^64 ≈ 0.78.
-pub const BULK_ROUNDS: usize = 8;
-/// Output words per bulk draw of [`BernoulliWords::fill`].
-const BULK_WORDS: usize = 16;
-
 /// Fills `dst` with random words: `dst.len()` words' worth of [`Rng::fill_bytes`] read
 /// little-endian (the same words as that many `next_u64` calls for [`FastRng`] and Xoshiro, but
-/// fetched in bulk: one call per 128 words instead of one per word).
+/// fetched in bulk: one call instead of one per word).
 #[inline]
 pub fn fill_words<R: Rng + ?Sized>(rng: &mut R, dst: &mut [u64]) {
-    let mut bytes = [0u8; 8 * 128];
-    for chunk in dst.chunks_mut(128) {
-        let b = &mut bytes[..8 * chunk.len()];
-        rng.fill_bytes(b);
-        for (w, c) in chunk.iter_mut().zip(b.chunks_exact(8)) {
-            *w = u64::from_le_bytes(c.try_into().expect("chunks of 8 bytes"));
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: a `[u64]` of length n is 8n initialised, writable bytes with no padding, and
+        // every byte pattern is a valid `u64`; the byte view borrows `dst` mutably for its whole
+        // life. On a little-endian target, bytes 8i..8i+8 read little-endian are word i.
+        #[allow(unsafe_code)]
+        let bytes = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), 8 * dst.len()) };
+        rng.fill_bytes(bytes);
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        let mut bytes = [0u8; 8 * 128];
+        for chunk in dst.chunks_mut(128) {
+            let b = &mut bytes[..8 * chunk.len()];
+            rng.fill_bytes(b);
+            for (w, c) in chunk.iter_mut().zip(b.chunks_exact(8)) {
+                *w = u64::from_le_bytes(c.try_into().expect("chunks of 8 bytes"));
+            }
         }
     }
 }
+
+/// True when the CPU has AVX2, BMI2 and POPCNT (run-time detection, cached by std): batch
+/// kernels then run a second build of the same Rust code compiled with those features (LLVM vectorises their
+/// branch-free loops 4 × 64 bits wide). Every kernel computes the same values on both builds
+/// (integer and correctly rounded IEEE operations only, no FMA contraction).
+#[inline]
+pub fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("bmi2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Calls `$portable` or, when [`has_avx2`], `$avx2` — a function with
+/// `#[target_feature(enable = "avx2,bmi2,popcnt")]` whose body is the same `#[inline(always)]` kernel.
+macro_rules! dispatch_avx2 {
+    ($avx2:expr, $portable:expr) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            if $crate::sampling::has_avx2() {
+                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2 and POPCNT, the
+                // only features the callee is compiled with; its body is safe Rust.
+                #[allow(unsafe_code)]
+                unsafe {
+                    $avx2
+                }
+            } else {
+                $portable
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            $portable
+        }
+    }};
+}
+pub(crate) use dispatch_avx2;
 
 /// The SplitMix64 output function of state `x` (Steele, Lea, Flood 2014): a fixed, public
 /// 64-bit mixer. Frequency oracles derive hash parameters and public matrices from it, so its
@@ -321,7 +503,8 @@ pub fn laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
 /// The 256-layer ziggurat for Exp(1) (Marsaglia & Tsang 2000): layer i ≥ 1 is the rectangle
 /// [0, x[i]] × [e^(−x[i]), e^(−x[i+1])]; layer 0 is the base strip of the same area v (the
 /// rectangle [0, r] × [0, e^(−r)] plus the tail beyond r), given the width x[0] = v/e^(−r).
-struct ExpZiggurat {
+#[derive(Debug)]
+pub struct ExpZiggurat {
     x: [f64; 257],
     f: [f64; 257],
 }
@@ -364,6 +547,30 @@ pub fn sign_and_exp1<R: Rng + ?Sized>(rng: &mut R) -> (bool, f64) {
     sign_and_exp1_slow(rng, z, u)
 }
 
+/// The exponential ziggurat's tables (built once), for [`sign_and_exp1_lane`].
+pub fn exp_ziggurat() -> &'static ExpZiggurat {
+    EXP_ZIGGURAT.get_or_init(ExpZiggurat::build)
+}
+
+/// The fast path of [`sign_and_exp1`] for a random word `u` already drawn, table lookups and
+/// float operations only (vectorisable): (negative, x, accepted). When `accepted` is false the
+/// draw must be finished by [`sign_and_exp1_finish`] with the same `u`.
+#[inline(always)]
+pub fn sign_and_exp1_lane(z: &ExpZiggurat, u: u64) -> (bool, f64, bool) {
+    let i = (u & 0xff) as usize;
+    let unit = f64::from_bits((u >> 12) | 0x3ff0_0000_0000_0000) - 1.0;
+    let x = unit * z.x[i];
+    ((u >> 8) & 1 == 1, x, x < z.x[i + 1])
+}
+
+/// Finishes a [`sign_and_exp1_lane`] draw that was not accepted (the wedge test or the tail,
+/// with fresh words from `rng`): together the two give exactly [`sign_and_exp1`]'s distribution.
+#[cold]
+#[inline(never)]
+pub fn sign_and_exp1_finish<R: Rng + ?Sized>(rng: &mut R, u: u64) -> (bool, f64) {
+    sign_and_exp1_slow(rng, EXP_ZIGGURAT.get_or_init(ExpZiggurat::build), u)
+}
+
 /// The layer index and the uniform point u·x[i] of a ziggurat draw (the uniform in [0, 1) is
 /// built from 52 bits through the exponent trick, no integer-to-float conversion).
 #[inline(always)]
@@ -404,10 +611,30 @@ pub fn bernoulli_fast<R: Rng + ?Sized>(rng: &mut R, p: f64) -> bool {
     (((rng.next_u64() >> 1) as i64) < threshold) | (p >= 1.0)
 }
 
+/// The decision of [`bernoulli_fast`] for a random word `w` already drawn, in integer and bit
+/// operations only (no float-to-integer conversion, which AVX2 lacks), so loops over it
+/// vectorise: true iff (w >> 1) < ⌊p·2⁶³⌋, or p ≥ 1; false if p ≤ 0 or NaN. Equal to
+/// `bernoulli_fast` on the same word for every p (tested).
+#[inline(always)]
+pub fn bernoulli63_from_word(w: u64, p: f64) -> bool {
+    // ⌊p·2⁶³⌋ for p ∈ (0, 1) from the bits of x = p·2⁶³ (exact scaling): x = m·2^(e − 1075)
+    // with m the 53-bit significand; a shift left for x ≥ 2⁵², right (truncating) below.
+    let bits = (p * 9_223_372_036_854_775_808.0).to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1075;
+    let m = (bits & ((1u64 << 52) - 1)) | (1u64 << 52);
+    let up = (e.clamp(0, 63)) as u64;
+    let down = (-e).clamp(0, 64) as u64;
+    let t = m << up;
+    let threshold = if down < 64 { t >> down } else { 0 };
+    ((w >> 1) < threshold) & (p > 0.0) | (p >= 1.0)
+}
+
 /// Unbiased randomized rounding of `y` to `step`·ℤ like [`randomized_round`], about twice as
 /// fast: when |y/step| < 2³⁰ it writes y/step in fixed point with 32 fractional bits
 /// (truncating below 2⁻³² of a step, a bias under 2⁻³²·step) and adds 32 random bits; larger
-/// values fall back to [`randomized_round`].
+/// values fall back to [`randomized_round`]. (The batch kernels use
+/// [`randomized_round_from_word`], exact to 2⁻⁵² of a step; this scalar form keeps the streams
+/// of existing seeded runs.)
 #[inline]
 pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
     let scaled = y / step;
@@ -415,7 +642,7 @@ pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) ->
         let fixed = (scaled * (1u64 << 32) as f64) as i64;
         (fixed + (rng.next_u64() >> 32) as i64) >> 32
     } else {
-        randomized_round_cold(rng, y, step)
+        randomized_round_slow(rng, y, step)
     }
 }
 
@@ -423,8 +650,48 @@ pub fn randomized_round_fast<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) ->
 /// enough to inline).
 #[cold]
 #[inline(never)]
-fn randomized_round_cold<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
+fn randomized_round_slow<R: Rng + ?Sized>(rng: &mut R, y: f64, step: f64) -> i64 {
     randomized_round(rng, y, step)
+}
+
+/// Unbiased randomized rounding of `y` to `step`·ℤ from one random word `w` already drawn:
+/// ⌊s⌋ + [U < s − ⌊s⌋] with s = y/step and U = (w >> 12)·2⁻⁵² (an exact comparison: P[up] =
+/// ⌈frac·2⁵²⌉/2⁵², within 2⁻⁵² of frac). Batch kernels use [`randomized_round_hot`], the same
+/// value through vectorisable operations, and call this function on the lanes where
+/// [`randomized_round_is_cold`].
+#[inline(always)]
+pub fn randomized_round_from_word(w: u64, y: f64, step: f64) -> i64 {
+    let scaled = y / step;
+    // ⌊scaled⌋ without a libm call (SSE2 has no floor): truncate, then step down if above.
+    let t = scaled as i64; // saturating; NaN gives 0
+    let lo = t - ((t as f64) > scaled) as i64;
+    let frac = scaled - lo as f64;
+    lo.saturating_add((unit52(w) < frac) as i64)
+}
+
+/// Whether `scaled` = y/step is outside the range of [`randomized_round_hot`] (|scaled| ≥ 2⁵⁰,
+/// or NaN).
+#[inline(always)]
+pub fn randomized_round_is_cold(scaled: f64) -> bool {
+    scaled.abs() >= (1u64 << 50) as f64 || scaled.is_nan()
+}
+
+/// [`randomized_round_from_word`]'s value for |scaled| < 2⁵⁰ (garbage otherwise), through
+/// operations AVX2 has for 4 lanes at once: floor, and the integer ⌊scaled⌋ read from the bits
+/// of ⌊scaled⌋ + 1.5·2⁵² (exact: an integer below 2⁵¹ in magnitude plus 1.5·2⁵² is
+/// representable, and its significand is the integer plus 2⁵¹ in two's complement).
+#[inline(always)]
+pub fn randomized_round_hot(w: u64, scaled: f64) -> i64 {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2⁵²
+    let lo = scaled.floor();
+    let int = ((lo + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64);
+    int + (unit52(w) < scaled - lo) as i64
+}
+
+/// (w >> 12)·2⁻⁵² ∈ [0, 1), through the exponent trick (no integer-to-float conversion).
+#[inline(always)]
+fn unit52(w: u64) -> f64 {
+    f64::from_bits((w >> 12) | 0x3ff0_0000_0000_0000) - 1.0
 }
 
 /// Standard Laplace(0, 1): a fair sign times an Exp(1) draw, both from [`sign_and_exp1`] (one
@@ -555,9 +822,47 @@ mod tests {
     }
 
     #[test]
+    fn pdep_matches_the_instruction() {
+        let mut rng = fast_rng(22);
+        assert_eq!(pdep(0b1011, 0b1111_0000), 0b1011_0000);
+        assert_eq!(pdep(u64::MAX, 0), 0);
+        assert_eq!(pdep(0b10, 0x8000_0000_0000_0001), 0x8000_0000_0000_0000);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("bmi2") {
+            for _ in 0..10_000 {
+                let (a, m) = (rng.next_u64(), rng.next_u64() & rng.next_u64());
+                // SAFETY: BMI2 was detected on this CPU just above.
+                #[allow(unsafe_code)]
+                let hw = unsafe { std::arch::x86_64::_pdep_u64(a, m) };
+                assert_eq!(pdep(a, m), hw, "a = {a:#x}, m = {m:#x}");
+            }
+        }
+    }
+
+    /// `fill`'s AVX2 build (hardware pdep) and portable build give the same words, for lengths
+    /// around every chunk size and p's with short and long expansions.
+    #[test]
+    fn bernoulli_words_fill_builds_agree() {
+        for &p in &[0.2689414213699951, 0.3125, 0.375, 0.5, 1e-5, 0.999] {
+            let bw = BernoulliWords::new(p);
+            for &len in &[1usize, 3, 4, 5, 31, 33, 255, 256, 257, 700] {
+                let mut a = vec![0u64; len];
+                bw.fill(&mut fast_rng(len as u64), &mut a);
+                let mut b = vec![0u64; len];
+                match len {
+                    0..=4 => bw.fill_kernel::<_, 4>(0, &mut fast_rng(len as u64), &mut b, u64::MAX, pdep),
+                    5..=32 => bw.fill_kernel::<_, 32>(0, &mut fast_rng(len as u64), &mut b, u64::MAX, pdep),
+                    _ => bw.fill_kernel::<_, FILL_CHUNK>(0, &mut fast_rng(len as u64), &mut b, u64::MAX, pdep),
+                }
+                assert_eq!(a, b, "p = {p}, len {len}");
+            }
+        }
+    }
+
+    #[test]
     fn bernoulli_words_fill_mean_within_4_42_sigma() {
         let mut rng = fast_rng(21);
-        for &p in &[0.5, 0.2689414213699951, 0.01, 0.9, 1.0, 0.0] {
+        for &p in &[0.5, 0.2689414213699951, 0.01, 0.9, 1.0, 0.0, 0.3125, 0.375, 1e-5, 0.1] {
             let bw = BernoulliWords::new(p);
             let mut out = vec![0u64; 20_001];
             bw.fill(&mut rng, &mut out);
@@ -796,5 +1101,92 @@ mod tests {
         let mean = s as f64 * step / n as f64;
         let sd = (0.2f64 * 0.8).sqrt() * step / (n as f64).sqrt();
         assert!(((mean - y) / sd).abs() < 4.42, "mean {mean}");
+    }
+
+    #[test]
+    fn bernoulli63_from_word_equals_bernoulli_fast() {
+        let mut rng = fast_rng(31);
+        let mut ps = vec![
+            0.0,
+            -0.0,
+            -1.0,
+            1.0,
+            2.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.5,
+            0.25,
+            1e-300,
+            5e-324,
+            1.0 / 2048.0,
+            1.0 / 2048.0 - 1e-18,
+            0.999_999_999_999_999_9,
+            1.0 - f64::EPSILON / 2.0,
+        ];
+        ps.extend((0..2000).map(|_| uniform01(&mut rng)));
+        ps.extend((0..500).map(|_| uniform01(&mut rng) * 1e-5));
+        ps.extend((0..500).map(|_| (-60.0 * uniform01(&mut rng)).exp2()));
+        for &p in &ps {
+            for k in 0..200 {
+                let w = rng.next_u64();
+                // Also words right at the threshold.
+                let w = if k % 3 == 0 { (((p * 9_223_372_036_854_775_808.0) as i64 as u64) << 1) ^ (k & 3) } else { w };
+                let want = bernoulli_fast(&mut crate::sampling::tests::OneWord(w), p);
+                assert_eq!(bernoulli63_from_word(w, p), want, "p = {p:e}, w = {w:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn word_helpers_equal_their_scalar_forms() {
+        let mut rng = fast_rng(32);
+        for k in 0..100_000u64 {
+            let w = if k < 64 { (1u64 << k) | (k & 1) } else { rng.next_u64() };
+            assert_eq!(uniform01_from_word(w), uniform01(&mut OneWord(w)), "w = {w:#x}");
+            // The vectorisable hot path of randomized rounding equals the scalar one.
+            let scaled = f64::from_bits(rng.next_u64() & !(0x7ffu64 << 52) | ((1000 + (k % 74)) << 52))
+                * if k % 2 == 0 { 1.0 } else { -1.0 };
+            for x in [scaled, (k as f64) - 50.0, -(k as f64) * 0.25, 0.0, -0.0, 2147483647.5, -1125899906842623.5] {
+                if !randomized_round_is_cold(x) {
+                    assert_eq!(randomized_round_hot(w, x), randomized_round_from_word(w, x, 1.0), "x = {x:e}");
+                }
+            }
+        }
+        // randomized_round_from_word: hot and cold paths, one word each, unbiased (see also
+        // randomized_round_fast_is_unbiased_on_both_paths).
+        let step = 1.0 / (1u64 << 20) as f64;
+        for y in [0.3 * step, -2.7 * step, 5000.0 + 0.5 * step, -3.0e4 - 0.25 * step] {
+            let scaled = y / step;
+            let base = scaled.floor() as i64;
+            for _ in 0..100 {
+                let w = rng.next_u64();
+                let r = randomized_round_from_word(w, y, step);
+                assert!(r == base || r == base + 1, "y = {y}");
+            }
+            // Unbiased: P[up] = frac (z = 4.42).
+            let frac = scaled - scaled.floor();
+            let n = 100_000;
+            let ups = (0..n).filter(|_| randomized_round_from_word(rng.next_u64(), y, step) > base).count() as f64;
+            let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
+            assert!((ups - n as f64 * frac).abs() < 4.42 * sd + 1.0, "y = {y}: {ups} ups of {n}, frac {frac}");
+        }
+    }
+
+    /// An RNG that returns one fixed word (to feed a chosen word to a sampler).
+    pub(crate) struct OneWord(pub u64);
+    impl rand::TryRng for OneWord {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok((self.0 >> 32) as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.0)
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+            dst.iter_mut().zip(self.0.to_le_bytes().iter().cycle()).for_each(|(d, &b)| *d = b);
+            Ok(())
+        }
     }
 }

@@ -136,8 +136,100 @@ pub fn vector_pool(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
     (0..rows).map(|_| (0..d).map(|_| 2.0 * uniform01(&mut rng) - 1.0).collect()).collect()
 }
 
-/// Benchmarks a 1-D numeric mechanism on `inputs`.
+/// Benchmarks a 1-D numeric mechanism on `inputs` through its own batch API (Duchi and Laplace:
+/// the packed ones, [`columnar`]); `randomize_any_per_s` is then the rate through
+/// `AnyNumeric::randomize_batch` (`NumericReport` output), else None.
 pub fn numeric(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
+    let packed = match mech {
+        // One sign bit per report, 64 per word.
+        AnyNumeric::Duchi(d) => columnar(
+            inputs.len(),
+            64,
+            |rng, out| d.randomize_signs(inputs, rng, out),
+            |agg, words, k| d.add_signs(agg, words, k),
+            &d.aggregator(),
+            seed,
+            pool,
+            timing,
+        ),
+        // One i64 of grid units per report.
+        AnyNumeric::Laplace(l) => columnar(
+            inputs.len(),
+            1,
+            |rng, out| l.randomize_units(inputs, rng, out),
+            |agg, units, _| l.add_units(agg, units),
+            &l.aggregator(),
+            seed,
+            pool,
+            timing,
+        ),
+        _ => return numeric_reports(mech, inputs, seed, pool, timing),
+    };
+    let any = numeric_reports(mech, inputs, seed ^ 1, pool, timing);
+    // Wire size of the same reports sent one by one.
+    Measured { randomize_any_per_s: Some(any.randomize_per_s), bytes_per_report: any.bytes_per_report, ..packed }
+}
+
+/// A numeric mechanism through a columnar batch API: `randomize` appends ⌈n/per⌉ elements of `T`
+/// for the n inputs (`per` reports per element), `add` aggregates a chunk of elements holding
+/// k reports; aggregation runs per chunk of [`PACKED_CHUNK`] reports on the pool, merged.
+#[allow(clippy::too_many_arguments)]
+fn columnar<T, M, F, A>(
+    n: usize,
+    per: usize,
+    mut randomize: F,
+    add: A,
+    empty: &harmony_core::numeric::MeanAggregator<M>,
+    seed: u64,
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> Measured
+where
+    T: Send + Sync,
+    M: NumericMechanism,
+    F: FnMut(&mut harmony_core::sampling::FastRng, &mut Vec<T>) -> harmony_core::Result<()>,
+    A: Fn(&mut harmony_core::numeric::MeanAggregator<M>, &[T], usize) -> harmony_core::Result<()> + Sync,
+{
+    use rayon::prelude::*;
+    let mut rng = fast_rng(seed);
+    let mut out: Vec<T> = Vec::with_capacity(n.div_ceil(per));
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        randomize(&mut rng, &mut out).expect("inputs are in [-1, 1]");
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    let agg = repeat(timing, || {
+        let t0 = Instant::now();
+        let total = pool.install(|| {
+            out.par_chunks(PACKED_CHUNK / per)
+                .enumerate()
+                .map(|(i, chunk)| {
+                    let mut a = empty.clone();
+                    let k = (n - i * PACKED_CHUNK).min(PACKED_CHUNK);
+                    add(&mut a, chunk, k).expect("benchmark reports are valid");
+                    a
+                })
+                .reduce(
+                    || empty.clone(),
+                    |mut a, b| {
+                        a.merge(&b).expect("same mechanism");
+                        a
+                    },
+                )
+        });
+        let t1 = Instant::now();
+        let est = total.estimate();
+        let t2 = Instant::now();
+        black_box(est);
+        (t2 - t0, t2 - t1)
+    });
+    finish(n, (rr, rt), agg, None)
+}
+
+/// A 1-D numeric mechanism through `AnyNumeric::randomize_batch` (`NumericReport` output).
+fn numeric_reports(mech: &AnyNumeric, inputs: &[f64], seed: u64, pool: &rayon::ThreadPool, timing: Timing) -> Measured {
     let mut rng = fast_rng(seed);
     let mut out = Vec::with_capacity(inputs.len());
     let (rr, rt, _) = repeat(timing, || {

@@ -30,7 +30,7 @@ use crate::aggregate::{Aggregator, at_index, check_compatible};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
-use crate::sampling::{Bernoulli, BernoulliWords, splitmix64, uniform_below};
+use crate::sampling::{Bernoulli, BernoulliWords, dispatch_avx2, fill_words, splitmix64, uniform_below};
 use crate::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -304,6 +304,92 @@ impl Olh {
     }
 }
 
+/// Reports per step of the batch kernel (one 64-lane keep word).
+const CHUNK: usize = 64;
+
+impl Olh {
+    /// The batch kernel; false if some input is ≥ d (the reports are then garbage, and the
+    /// caller discards them). Per 64 reports: 64 exact Bernoulli(p) keep lanes
+    /// ([`BernoulliWords`]), 64 seed words and 32 words split into two 32-bit uniforms for
+    /// Lemire's multiply-shift over the g − 1 other hash values. The hash (two SplitMix64
+    /// outputs and a multiply-add) and the selection run in a branch-free loop that LLVM
+    /// vectorises; a draw in Lemire's rejection zone (probability < g/2³² ≤ 2⁻¹⁶) is redrawn
+    /// afterwards, scalar, with [`uniform_below`], so every other value is exactly uniform.
+    #[inline(always)]
+    fn batch_kernel<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<OlhReport>) -> bool {
+        out.reserve(vs.len());
+        let g = self.g;
+        let g1 = g - 1;
+        // 2^32 mod (g − 1): low products below it are rejected.
+        let zone = g1.wrapping_neg() % g1;
+        let mut bad = false;
+        let mut seeds = [0u64; CHUNK];
+        let mut words = [0u64; CHUNK / 2];
+        let mut hs = [0u32; CHUNK];
+        let mut ys = [0u32; CHUNK];
+        let mut lows = [0u32; CHUNK];
+        // One report: (hash value, report value, low half of Lemire's product, v out of range).
+        let lane = |v: usize, seed: u64, r: u32, keep: u64| {
+            let h = self.hash(seed, v as u64);
+            let m = r as u64 * g1 as u64;
+            let t = h + 1 + (m >> 32) as u32;
+            let other = if t >= g { t - g } else { t };
+            (h, if keep & 1 == 1 { h } else { other }, m as u32, v >= self.d)
+        };
+        for chunk in vs.chunks(CHUNK) {
+            let keep = self.keep_words.sample(rng);
+            let k = chunk.len();
+            let half = k.div_ceil(2);
+            fill_words(rng, &mut seeds[..k]);
+            fill_words(rng, &mut words[..half]);
+            // Report i draws the low half of word i (i < half) or the high half of word i − half.
+            if let Ok(c) = <&[usize; CHUNK]>::try_from(chunk) {
+                let mut b = false;
+                for j in 0..CHUNK / 2 {
+                    let (h, y, low, x) = lane(c[j], seeds[j], words[j] as u32, keep >> j);
+                    (hs[j], ys[j], lows[j]) = (h, y, low);
+                    b |= x;
+                }
+                for (j, &w) in words.iter().enumerate() {
+                    let i = j + CHUNK / 2;
+                    let (h, y, low, x) = lane(c[i], seeds[i], (w >> 32) as u32, keep >> i);
+                    (hs[i], ys[i], lows[i]) = (h, y, low);
+                    b |= x;
+                }
+                bad |= b;
+            } else {
+                for (i, &v) in chunk.iter().enumerate() {
+                    let r = if i < half { words[i] as u32 } else { (words[i - half] >> 32) as u32 };
+                    let (h, y, low, x) = lane(v, seeds[i], r, keep >> i);
+                    (hs[i], ys[i], lows[i]) = (h, y, low);
+                    bad |= x;
+                }
+            }
+            let mut rejected = false;
+            for &low in &lows[..k] {
+                rejected |= low < zone;
+            }
+            if rejected {
+                for i in 0..k {
+                    if lows[i] < zone && (keep >> i) & 1 == 0 {
+                        let t = hs[i] + 1 + uniform_below(rng, g1 as u64) as u32;
+                        ys[i] = if t >= g { t - g } else { t };
+                    }
+                }
+            }
+            out.extend(seeds[..k].iter().zip(&ys[..k]).map(|(&seed, &y)| OlhReport { seed, y }));
+        }
+        !bad
+    }
+
+    /// [`Olh::batch_kernel`] compiled with AVX2, BMI2 and POPCNT.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi2,popcnt")]
+    fn batch_avx2<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<OlhReport>) -> bool {
+        self.batch_kernel(vs, rng, out)
+    }
+}
+
 impl FrequencyOracle for Olh {
     type Report = OlhReport;
     type Aggregator = OlhAggregator;
@@ -321,23 +407,15 @@ impl FrequencyOracle for Olh {
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> OlhReport {
         self.randomize_item(v as u64, rng)
     }
-    /// Branch-free batch: keep-or-not decisions 64 at a time (exact word-parallel Bernoulli), then
-    /// two random words per report (seed, other value).
+    /// Vectorised batch ([`Olh::batch_kernel`], an AVX2 build chosen at run time). Same
+    /// distribution as `randomize_unchecked`. All or nothing: on a bad input nothing is
+    /// appended and the error names its index.
     fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<OlhReport>) -> Result<()> {
-        crate::frequency::check_batch(vs, self.d)?;
-        out.reserve(vs.len());
-        let (g, g1) = (self.g, self.g as u64 - 1);
-        for chunk in vs.chunks(64) {
-            let mut keep = self.keep_words.sample(rng);
-            for &v in chunk {
-                let seed = rng.next_u64();
-                let h = self.hash(seed, v as u64);
-                let r = rng.next_u64();
-                let t = h + 1 + crate::sampling::uniform_below_from(rng, r, g1) as u32;
-                let other = if t >= g { t - g } else { t };
-                out.push(OlhReport { seed, y: if keep & 1 == 1 { h } else { other } });
-                keep >>= 1;
-            }
+        let start = out.len();
+        let ok = dispatch_avx2!(self.batch_avx2(vs, rng, out), self.batch_kernel(vs, rng, out));
+        if !ok {
+            out.truncate(start);
+            crate::frequency::check_batch(vs, self.d)?;
         }
         Ok(())
     }
@@ -504,5 +582,63 @@ mod tests {
         let e = o.support_counts_for(&[OlhReport { seed: 1, y: 0 }, OlhReport { seed: 1, y: 9 }], &[1]).unwrap_err();
         assert!(e.to_string().contains("report 1: y is 9"), "{e}");
         assert!(Olh::with_g(1.0, 10, 1).is_err() && Olh::with_g(1.0, 10, MAX_G + 1).is_err());
+    }
+
+    /// The batch kernel (both builds): y = H_seed(x) with probability p, and otherwise every
+    /// other hash value equally likely (offset (y − h − 1) mod g over 8 bins, chi-square, 7 dof:
+    /// P[χ² > 33.5] ≈ 2.4e-5); z = 4.42 for the keep share. g = 65027 makes 2³² mod (g − 1) =
+    /// 65022: the Lemire redraw path runs (about 1.5e-5 of the draws).
+    #[test]
+    fn batch_keeps_with_p_and_spreads_the_rest_uniformly() {
+        for (eps, g) in [(1.0, 0u32), (2.0, 0), (3.0, 65_027)] {
+            let o = if g == 0 { Olh::new(eps, 1000).unwrap() } else { Olh::with_g(eps, 1000, g).unwrap() };
+            let g = o.g();
+            let n = 200_003;
+            let vs: Vec<usize> = (0..n).map(|i| (i * 7919) % 1000).collect();
+            let mut out = Vec::new();
+            o.randomize_batch(&vs, &mut fast_rng(eps as u64), &mut out).unwrap();
+            assert_eq!(out.len(), n);
+            let (mut kept, mut bins) = (0u64, [0u64; 8]);
+            for (r, &x) in out.iter().zip(&vs) {
+                assert!(r.y < g);
+                let h = o.hash(r.seed, x as u64);
+                if r.y == h {
+                    kept += 1;
+                } else {
+                    let off = (r.y + g - h - 1) % g; // in [0, g − 1)
+                    bins[(off as u64 * 8 / (g as u64 - 1)) as usize] += 1;
+                }
+            }
+            // P[y = h] = p (kept) + 0 (an other value never equals h).
+            let p = o.p();
+            let z = (kept as f64 - n as f64 * p) / (n as f64 * p * (1.0 - p)).sqrt();
+            assert!(z.abs() < 4.42, "eps {eps}, g {g}: kept {kept} of {n}, z {z}");
+            let rest: u64 = bins.iter().sum();
+            // Expected share of each bin: its number of offsets / (g − 1).
+            let chi2: f64 = (0..8u64)
+                .map(|b| {
+                    let lo = (b * (g as u64 - 1)).div_ceil(8);
+                    let hi = ((b + 1) * (g as u64 - 1)).div_ceil(8);
+                    let e = rest as f64 * (hi - lo) as f64 / (g as u64 - 1) as f64;
+                    (bins[b as usize] as f64 - e).powi(2) / e.max(1e-9)
+                })
+                .sum();
+            assert!(chi2 < 33.5, "eps {eps}, g {g}: chi2 {chi2}, bins {bins:?}");
+        }
+    }
+
+    #[test]
+    fn batch_builds_agree_and_bad_input_appends_nothing() {
+        let o = Olh::new(1.0, 1000).unwrap();
+        let vs: Vec<usize> = (0..1000).map(|i| (i * 7919) % 1000).collect();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        o.randomize_batch(&vs, &mut fast_rng(3), &mut a).unwrap();
+        assert!(o.batch_kernel(&vs, &mut fast_rng(3), &mut b));
+        assert_eq!(a, b, "the AVX2 and portable builds give the same reports");
+        let mut bad = vs.clone();
+        bad[123] = 5000;
+        let e = o.randomize_batch(&bad, &mut fast_rng(3), &mut a).unwrap_err();
+        assert!(e.to_string().contains("category 123"), "{e}");
+        assert_eq!(a.len(), 1000);
     }
 }

@@ -275,22 +275,31 @@ impl UnaryEncoding {
             }
         } else {
             let last = padding_mask(d);
+            // Reports per `fill` call: one long run of i.i.d. lanes, at most 2^14 words (128 KiB,
+            // so that the zeroed buffer is still in L2 when `fill` writes it).
+            let per_fill = (NOISE_WORDS / w).clamp(1, 64);
             for chunk in vs.chunks(64) {
                 let mut own = truth.sample(rng);
-                for &v in chunk {
+                for part in chunk.chunks(per_fill) {
                     let start = out.len();
-                    out.resize(start + w, 0);
+                    out.resize(start + part.len() * w, 0);
                     self.noise.fill(rng, &mut out[start..]);
-                    out[start + w - 1] &= last;
-                    let word = &mut out[start + v / 64];
-                    *word = (*word & !(1u64 << (v % 64))) | ((own & 1) << (v % 64));
-                    own >>= 1;
+                    for (bits, &v) in out[start..].chunks_exact_mut(w).zip(part) {
+                        bits[w - 1] &= last;
+                        let word = &mut bits[v / 64];
+                        *word = (*word & !(1u64 << (v % 64))) | ((own & 1) << (v % 64));
+                        own >>= 1;
+                    }
                 }
             }
         }
         Ok(())
     }
 }
+
+/// Largest number of noise words drawn by one [`BernoulliWords::fill`] call of
+/// [`UnaryEncoding::randomize_packed`].
+const NOISE_WORDS: usize = 1 << 14;
 
 impl UnaryAggregator {
     /// Adds a flat buffer of reports as written by [`UnaryEncoding::randomize_packed`]

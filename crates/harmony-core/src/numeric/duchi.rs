@@ -5,10 +5,10 @@
 //! P₊ is increasing in t, so the worst ratio is P₊(1)/P₊(−1) = (C + 1)/(C − 1) = e^ε (and the
 //! same for the −C output by symmetry).
 
-use super::{NumericMechanism, NumericReport};
+use super::{MeanAggregator, NumericMechanism, NumericReport, check_unit_batch};
 use crate::error::{Error, Result};
 use crate::params::Epsilon;
-use crate::sampling::bernoulli_fast;
+use crate::sampling::{bernoulli_fast, bernoulli63_from_word, dispatch_avx2, fill_words};
 use rand::Rng;
 
 /// Duchi et al.'s 1-D mechanism: reports ±C with C = (e^ε + 1)/(e^ε − 1).
@@ -73,6 +73,125 @@ impl Duchi {
     }
 }
 
+impl Duchi {
+    /// Randomizes a batch into packed sign bits: bit i % 64 of word i / 64 is 1 iff report i is
+    /// +C (appended to `out`, ⌈n/64⌉ words; the padding bits of the last word are 0). The same
+    /// kernel and draws as [`NumericMechanism::randomize_batch`].
+    /// All or nothing: if any value is NaN or outside [-1, 1], nothing is appended and the
+    /// error names the first bad index. [`Duchi::add_signs`] aggregates such words.
+    pub fn randomize_signs<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<u64>) -> Result<()> {
+        let start = out.len();
+        out.reserve(ts.len().div_ceil(64));
+        if !self.signs(ts, rng, |bits, _| out.push(bits)) {
+            out.truncate(start);
+            check_unit_batch(ts)?;
+        }
+        Ok(())
+    }
+
+    /// Adds `n` packed sign reports (as written by [`Duchi::randomize_signs`]) to `agg`. Errors
+    /// (nothing added): `signs` is not ⌈n/64⌉ words, or a padding bit is set.
+    pub fn add_signs(&self, agg: &mut MeanAggregator<Duchi>, signs: &[u64], n: usize) -> Result<()> {
+        if signs.len() != n.div_ceil(64) {
+            return Err(Error::report(
+                "signs",
+                format!("{} words", signs.len()),
+                format!("{} words for {n} reports", n.div_ceil(64)),
+            ));
+        }
+        if let Some(&last) = signs.last()
+            && last & !crate::sampling::padding_mask(n) != 0
+        {
+            return Err(Error::report(
+                "signs",
+                format!("padding bits {last:#x}"),
+                format!("zero bits at positions >= {}", n % 64),
+            ));
+        }
+        let plus: u64 = signs.iter().map(|w| w.count_ones() as u64).sum();
+        agg.add_sums(n as u64, self.c * (2.0 * plus as f64 - n as f64), n as f64 * self.c * self.c)
+    }
+
+    /// Feeds `sink` one word of 64 sign bits per 64 values (and the number k of values in it);
+    /// false if some value is NaN or outside [-1, 1] (the bits are then garbage).
+    #[inline]
+    fn signs<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, sink: F) -> bool {
+        dispatch_avx2!(self.signs_avx2(ts, rng, sink), self.signs_kernel(ts, rng, sink))
+    }
+
+    /// [`Duchi::signs_kernel`] compiled with AVX2 and BMI2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,bmi2,popcnt")]
+    fn signs_avx2<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, sink: F) -> bool {
+        self.signs_kernel(ts, rng, sink)
+    }
+
+    /// The batch kernel: 16 random bits per value (16 words per 64 values), compared with the
+    /// top 16 bits of P₊(t) = p in a branch-free loop that LLVM vectorises: U₁₆ < ⌊2¹⁶p⌋ is +C,
+    /// U₁₆ > ⌊2¹⁶p⌋ is −C, and the values where they are equal (probability 2⁻¹⁶) are decided
+    /// afterwards, scalar, by a fresh word against the rest of p's bits
+    /// ([`bernoulli63_from_word`] of frac(2¹⁶p)). P[+C] = p exactly for p ≥ 2⁻¹¹, as in
+    /// `randomize_unchecked` (whose stream is not the same).
+    #[inline(always)]
+    fn signs_kernel<R: Rng + ?Sized, F: FnMut(u64, usize)>(&self, ts: &[f64], rng: &mut R, mut sink: F) -> bool {
+        const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2⁵²: bits(x + MAGIC) − bits(MAGIC) = x
+        let mut ok = true;
+        let mut words = [0u64; 16];
+        let mut ties = [false; 64];
+        // Value i uses bits 16·(i / 16).. of word i % 16: (sign bit, tie).
+        let lane = |t: f64, w: u64, i: usize| {
+            let scaled = (self.prob_positive(t) * 65_536.0).floor();
+            let top = ((scaled + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64);
+            let r = ((w >> (16 * (i / 16))) & 0xffff) as i64;
+            (r < top, r == top)
+        };
+        for chunk in ts.chunks(64) {
+            let k = chunk.len();
+            fill_words(rng, &mut words[..k.min(16)]);
+            let mut bits = 0u64;
+            let mut good = true;
+            let mut any_tie = false;
+            if let Ok(c) = <&[f64; 64]>::try_from(chunk) {
+                // Four runs of 16 values, each with a constant shift (vectorised).
+                for q in 0..4 {
+                    let c: &[f64; 16] = c[16 * q..16 * q + 16].try_into().expect("16 values");
+                    let mut part = 0u64;
+                    let mut t16 = false;
+                    for j in 0..16 {
+                        good &= (-1.0..=1.0).contains(&c[j]);
+                        let (b, tie) = lane(c[j], words[j], 16 * q);
+                        part |= (b as u64) << j;
+                        ties[16 * q + j] = tie;
+                        t16 |= tie;
+                    }
+                    bits |= part << (16 * q);
+                    any_tie |= t16;
+                }
+            } else {
+                for (i, &t) in chunk.iter().enumerate() {
+                    good &= (-1.0..=1.0).contains(&t);
+                    let (b, tie) = lane(t, words[i % 16], i);
+                    bits |= (b as u64) << i;
+                    ties[i] = tie;
+                    any_tie |= tie;
+                }
+            }
+            if any_tie {
+                for (i, &t) in chunk.iter().enumerate() {
+                    if ties[i] {
+                        let scaled = self.prob_positive(t) * 65_536.0;
+                        let b = bernoulli63_from_word(rng.next_u64(), scaled - scaled.floor());
+                        bits = bits & !(1u64 << i) | (b as u64) << i;
+                    }
+                }
+            }
+            ok &= good;
+            sink(bits, k);
+        }
+        ok
+    }
+}
+
 /// Decodes a `Sign` report of magnitude `scale` (Duchi, HM's Duchi branch).
 #[inline]
 pub(crate) fn decode_sign(report: &NumericReport, scale: f64, mechanism: &str) -> Result<f64> {
@@ -94,6 +213,20 @@ impl NumericMechanism for Duchi {
     #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         NumericReport::Sign(bernoulli_fast(rng, self.prob_positive(t)))
+    }
+    /// Vectorised batch ([`Duchi::signs_kernel`], an AVX2 build chosen at run time): the same
+    /// distribution as `randomize_unchecked` (16 random bits per value in the common case).
+    fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
+        let start = out.len();
+        out.reserve(ts.len());
+        let ok = self.signs(ts, rng, |bits, k| {
+            out.extend((0..k).map(|i| NumericReport::Sign((bits >> i) & 1 == 1)));
+        });
+        if !ok {
+            out.truncate(start);
+            check_unit_batch(ts)?;
+        }
+        Ok(())
     }
     fn decode(&self, report: &NumericReport) -> Result<f64> {
         decode_sign(report, self.c, "duchi")
@@ -139,5 +272,56 @@ mod tests {
         assert_eq!(m.variance(0.5), m.scale().powi(2) - 0.25);
         assert_eq!(m.worst_case_variance(), m.scale().powi(2));
         assert!(matches!(Duchi::new(f64::NAN), Err(Error::InvalidParameter { name: "epsilon", .. })));
+    }
+
+    /// The vectorised batch (AVX2 build where available), the portable kernel and the packed
+    /// signs give the same reports; their share of +C matches P₊(t) (z = 4.42), ties included.
+    #[test]
+    fn batch_kernels_agree_and_match_the_probability() {
+        use crate::Aggregator;
+        use crate::sampling::fast_rng;
+        let m = Duchi::new(0.7).unwrap();
+        let mut rng = fast_rng(9);
+        let ts: Vec<f64> =
+            (0..1000).map(|_| 2.0 * crate::sampling::uniform01(&mut rng) - 1.0).chain([-1.0, 1.0, 0.0]).collect();
+        let mut want = Vec::new();
+        m.randomize_batch(&ts, &mut fast_rng(4), &mut want).unwrap();
+        let mut portable = Vec::new();
+        assert!(m.signs_kernel(&ts, &mut fast_rng(4), |bits, k| portable.extend((0..k).map(|i| (bits >> i) & 1 == 1))));
+        let mut signs = Vec::new();
+        m.randomize_signs(&ts, &mut fast_rng(4), &mut signs).unwrap();
+        assert_eq!(signs.len(), ts.len().div_ceil(64));
+        for (i, r) in want.iter().enumerate() {
+            let bit = (signs[i / 64] >> (i % 64)) & 1 == 1;
+            assert_eq!(*r, NumericReport::Sign(bit), "report {i}");
+            assert_eq!(portable[i], bit, "report {i} (portable)");
+        }
+        // P[+C | t] for a few t, one of them (t = 0, p = 1/2 = 0x8000/2^16) a tie at every
+        // value of the top 16 bits but one: the tie path carries 2^-16 of the mass.
+        for (k, &t) in [-1.0, -0.37, 0.0, 0.5, 1.0].iter().enumerate() {
+            let n = 200_000;
+            let mut s = Vec::new();
+            m.randomize_signs(&vec![t; n], &mut fast_rng(20 + k as u64), &mut s).unwrap();
+            let plus: u64 = s.iter().map(|w| w.count_ones() as u64).sum();
+            let p = m.prob_positive(t);
+            let z = (plus as f64 - n as f64 * p) / (n as f64 * p * (1.0 - p)).sqrt();
+            assert!(z.abs() < 4.42, "t {t}: {plus} of {n}, p {p}");
+        }
+        // Packed aggregation equals report-by-report aggregation.
+        let (mut a, mut b) = (m.aggregator(), m.aggregator());
+        a.add_batch(&want).unwrap();
+        m.add_signs(&mut b, &signs, ts.len()).unwrap();
+        let (ea, eb) = (a.estimate(), b.estimate());
+        assert_eq!(a.count(), b.count());
+        assert!((ea.value - eb.value).abs() < 1e-12 && (ea.std_error - eb.std_error).abs() < 1e-12);
+        // Bad input: nothing appended, the index named; bad packed reports refused.
+        let mut bad = ts.clone();
+        bad[77] = 1.5;
+        let e = m.randomize_signs(&bad, &mut fast_rng(4), &mut signs).unwrap_err();
+        assert!(e.to_string().contains("77"), "{e}");
+        assert_eq!(signs.len(), ts.len().div_ceil(64));
+        assert!(m.add_signs(&mut b, &signs, ts.len() + 64).is_err());
+        assert!(m.add_signs(&mut b, &[u64::MAX], 3).unwrap_err().to_string().contains("padding"));
+        assert_eq!(b.count(), ts.len() as u64);
     }
 }

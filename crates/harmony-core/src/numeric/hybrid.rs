@@ -8,10 +8,13 @@
 //! 3x³ − x² + x − 7 = 0); for ε ≤ ε*, α = 0 and HM is Duchi.
 
 use super::duchi::decode_sign;
-use super::{Duchi, GRID_VARIANCE, NumericMechanism, NumericReport, Piecewise, decode_fixed_bounded};
+use super::piecewise::{pm_fix, pm_lane};
+use super::{
+    Duchi, GRID_VARIANCE, Lane, NumericMechanism, NumericReport, Piecewise, decode_fixed_bounded, numeric_batch,
+};
 use crate::error::{Error, Result};
 use crate::params::Epsilon;
-use crate::sampling::bernoulli_fast;
+use crate::sampling::{bernoulli_fast, bernoulli63_from_word};
 use rand::Rng;
 
 /// ε* = ln((−5 + 2∛(6353 − 405√241) + 2∛(6353 + 405√241))/27) ≈ 0.609352: HM mixes in PM only
@@ -85,6 +88,36 @@ impl Hybrid {
     }
 }
 
+impl Hybrid {
+    /// One value of the batch: `w0` picks the branch (Bernoulli(α), the decision of
+    /// `bernoulli_fast`), `w1` and `w2` are the branch's words. Without a PM branch (ε ≤ ε*,
+    /// α = 0) the coin always picks Duchi.
+    #[inline(always)]
+    fn lane(&self, pm: &Piecewise, t: f64, [w0, w1, w2]: [u64; 3], finish: bool) -> Lane {
+        let use_pm = bernoulli63_from_word(w0, self.alpha);
+        let positive = bernoulli63_from_word(w1, self.duchi.prob_positive(t));
+        let pm_lane = if finish { pm_fix(pm, t, [w1, w2]) } else { pm_lane(pm, t, [w1, w2]) };
+        Lane {
+            units: if use_pm { pm_lane.units } else { positive as i64 },
+            sign: !use_pm,
+            done: !use_pm | pm_lane.done,
+        }
+    }
+}
+
+numeric_batch!(
+    Hybrid,
+    3,
+    |m: &Hybrid| {
+        let (m, pm) = (*m, m.pm.unwrap_or_else(|| Piecewise::from_epsilon(m.eps)));
+        move |t, w| m.lane(&pm, t, w, false)
+    },
+    |m: &Hybrid| {
+        let (m, pm) = (*m, m.pm.unwrap_or_else(|| Piecewise::from_epsilon(m.eps)));
+        move |t, w, _: &mut R| m.lane(&pm, t, w, true)
+    }
+);
+
 impl NumericMechanism for Hybrid {
     fn name(&self) -> &'static str {
         "hm"
@@ -98,6 +131,13 @@ impl NumericMechanism for Hybrid {
             Some(pm) if bernoulli_fast(rng, self.alpha) => pm.randomize_unchecked(t, rng),
             _ => self.duchi.randomize_unchecked(t, rng),
         }
+    }
+    /// Vectorised batch (an AVX2 build chosen at run time): three random words per value (the
+    /// branch coin, then PM's uniform or Duchi's coin, then PM's rounding), both branches
+    /// computed and one selected without a branch. Same distribution as `randomize_unchecked`
+    /// (not the same stream: that one draws two or three words depending on the branch).
+    fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
+        self.batch(ts, rng, out)
     }
     fn decode(&self, report: &NumericReport) -> Result<f64> {
         match (report, &self.pm) {

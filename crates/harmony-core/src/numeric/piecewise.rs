@@ -11,10 +11,15 @@
 //! u ≥ 1 − k(1 − t) the right tail, the rest the centre. At t = ±1 one tail has mass exactly 0
 //! (computed as k·0), so it is never selected: that is the |t| = 1 guard.
 
-use super::{GRID_VARIANCE, NumericMechanism, NumericReport, check_fixed_epsilon, decode_fixed_bounded};
+use super::{
+    GRID_STEP, GRID_VARIANCE, Lane, NumericMechanism, NumericReport, check_fixed_epsilon, decode_fixed_bounded,
+    numeric_batch,
+};
 use crate::error::Result;
 use crate::params::Epsilon;
-use crate::sampling::uniform01;
+use crate::sampling::{
+    randomized_round_from_word, randomized_round_hot, randomized_round_is_cold, uniform01, uniform01_from_word,
+};
 use rand::Rng;
 use std::hint::select_unpredictable;
 
@@ -150,6 +155,32 @@ impl Piecewise {
     }
 }
 
+/// PM's lane of the batch kernel: words (u, rounding), used as `randomize_unchecked` uses them.
+#[inline(always)]
+pub(crate) fn pm_lane(m: &Piecewise, t: f64, [w0, w1]: [u64; 2]) -> Lane {
+    let scaled = m.sample_real(t, uniform01_from_word(w0)) / GRID_STEP;
+    Lane { units: randomized_round_hot(w1, scaled), sign: false, done: !randomized_round_is_cold(scaled) }
+}
+
+/// [`pm_lane`] finished on every path (the rare large values).
+pub(crate) fn pm_fix(m: &Piecewise, t: f64, [w0, w1]: [u64; 2]) -> Lane {
+    let y = m.sample_real(t, uniform01_from_word(w0));
+    Lane { units: randomized_round_from_word(w1, y, GRID_STEP), sign: false, done: true }
+}
+
+numeric_batch!(
+    Piecewise,
+    2,
+    |m: &Piecewise| {
+        let m = *m;
+        move |t, w| pm_lane(&m, t, w)
+    },
+    |m: &Piecewise| {
+        let m = *m;
+        move |t, w, _: &mut R| pm_fix(&m, t, w)
+    }
+);
+
 impl NumericMechanism for Piecewise {
     fn name(&self) -> &'static str {
         "pm"
@@ -161,6 +192,11 @@ impl NumericMechanism for Piecewise {
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
         let u = uniform01(rng);
         NumericReport::fixed(rng, self.sample_real(t, u))
+    }
+    /// Vectorised batch (an AVX2 build chosen at run time): the same distribution as
+    /// `randomize_unchecked` (the same two words per value, drawn in bulk per 64 values).
+    fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
+        self.batch(ts, rng, out)
     }
     fn decode(&self, report: &NumericReport) -> Result<f64> {
         decode_fixed_bounded(report, self.c, "pm")
