@@ -1,5 +1,6 @@
 //! `harmony simulate`: every row of a CSV is one user; each row is randomized exactly as a client
-//! would (the same `RecordMechanism::randomize_into`), aggregated, and compared with the truth.
+//! would (the distribution of `RecordMechanism::randomize_into`, through the fused
+//! `RecordAggregator::collect`), aggregated, and compared with the truth.
 
 use crate::data::{self, InvalidPolicy, SchemaFile};
 use crate::output::{Format, progress};
@@ -10,7 +11,7 @@ use harmony_core::estimate::Z95;
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
-    AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions,
+    AttributeEstimate, KChoice, RecordAggregator, RecordColumns, RecordMechanism, StrategyKind, StrategyOptions,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -237,23 +238,20 @@ fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
         .collect()
 }
 
-/// Randomizes every row as a client would and aggregates on all cores. Chunks get independent
-/// seeded streams, so a run is reproducible whatever the thread count.
-pub fn collect(mech: &RecordMechanism, values: &[Value], seed: u64) -> Result<RecordAggregator> {
+/// Randomizes every row as a client would and aggregates on all cores
+/// ([`RecordAggregator::collect`]: the client's randomizer, no report built per row). Chunks of
+/// rows get independent seeded streams, so a run is reproducible whatever the thread count.
+pub fn collect(mech: &RecordMechanism, data: &RecordColumns, seed: u64) -> Result<RecordAggregator> {
     const CHUNK: usize = 4096;
-    let d = mech.schema().len();
-    let parts: Vec<Result<RecordAggregator>> = values
-        .par_chunks(CHUNK * d)
-        .enumerate()
-        .map(|(ci, rows)| {
+    let chunks = data.len().div_ceil(CHUNK);
+    // One aggregator per chunk, merged in chunk order: the sums (including duchi-multi's
+    // floating-point ones) do not depend on how rayon splits the chunks.
+    let parts: Vec<Result<RecordAggregator>> = (0..chunks)
+        .into_par_iter()
+        .map(|ci| {
             let mut rng = fast_rng(stream_seed(seed, ci as u64));
             let mut agg = mech.aggregator();
-            let mut report = RecordReport::default();
-            let mut scratch = Vec::with_capacity(d);
-            for row in rows.chunks(d) {
-                mech.randomize_into(row, &mut rng, &mut report, &mut scratch)?;
-                agg.add_unchecked(&report);
-            }
+            agg.collect(data, ci * CHUNK..data.len().min((ci + 1) * CHUNK), &mut rng)?;
             Ok(agg)
         })
         .collect();
@@ -345,6 +343,9 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let k = parse_k(&args.k)?;
     let n = enc.n;
     let truth = truths(&schema, &enc.values, n);
+    // By attribute, validated once (data preparation, like the CSV parse: not timed).
+    let data = RecordColumns::new(&schema, &enc.values)?;
+    drop(enc.values);
 
     let pb = progress((epsilons.len() * strategies.len() * args.runs) as u64, "simulate", args.format);
     let mut results = Vec::new();
@@ -368,7 +369,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             let mut acc = Accumulator::new(&schema);
             for r in 0..args.runs {
                 let run_seed = stream_seed(args.seed, ((ei as u64) << 40) | ((si as u64) << 32) | r as u64);
-                let agg = collect(&mech, &enc.values, run_seed)?;
+                let agg = collect(&mech, &data, run_seed)?;
                 acc.add(&agg.estimates(), &truth, r == 0);
                 pb.inc(1);
             }

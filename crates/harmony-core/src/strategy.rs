@@ -31,6 +31,9 @@ use crate::schema::{Attribute, Schema, Value};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+mod collect;
+pub use collect::RecordColumns;
+
 /// The multi-attribute strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -176,6 +179,38 @@ fn category_value(record: &[Value], j: usize, d: u32, schema: &Schema) -> Result
     }
 }
 
+/// Category count of every attribute (0 for numeric ones).
+fn cards_of(schema: &Schema) -> Vec<u32> {
+    schema.attributes().iter().map(|a| if a.is_numeric() { 0 } else { a.cardinality() as u32 }).collect()
+}
+
+/// [`RecordMechanism::check_record`] for a schema and its category counts (0 for numeric).
+fn check_record(schema: &Schema, cards: &[u32], record: &[Value]) -> Result<()> {
+    let d = schema.len();
+    if record.len() != d {
+        return Err(Error::input("record", format!("{} values", record.len()), format!("{d} values")));
+    }
+    // Validate the whole record first, so a bad value is an error whichever attributes the
+    // sampling picks (and nothing depends on the sample).
+    // Hot path: one branch-free pass; the per-attribute pass below only names the bad value.
+    let valid = record.iter().zip(cards).fold(true, |ok, (v, &card)| {
+        ok & match *v {
+            Value::Unit(t) => (card == 0) & (-1.0..=1.0).contains(&t),
+            Value::Category(c) => (card != 0) & (c < card),
+        }
+    });
+    if !valid {
+        for (j, &card) in cards.iter().enumerate() {
+            if card == 0 {
+                unit_value(record, j, schema)?;
+            } else {
+                category_value(record, j, card, schema)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl RecordMechanism {
     /// Builds the record mechanism; errors name the bad option.
     pub fn new(schema: Schema, options: StrategyOptions) -> Result<Self> {
@@ -214,8 +249,7 @@ impl RecordMechanism {
                 }
             });
         }
-        let cards =
-            schema.attributes().iter().map(|a| if a.is_numeric() { 0 } else { a.cardinality() as u32 }).collect();
+        let cards = cards_of(&schema);
         Ok(RecordMechanism {
             scale: d as f64 / k as f64,
             schema: std::sync::Arc::new(schema),
@@ -270,6 +304,12 @@ impl RecordMechanism {
         (num, cat)
     }
 
+    /// Checks a record (values encoded by [`Schema::encode`]): d values, each of its attribute's
+    /// kind and range. The error names the first bad attribute, its value and what was expected.
+    pub fn check_record(&self, record: &[Value]) -> Result<()> {
+        check_record(&self.schema, &self.cards, record)
+    }
+
     /// Randomizes a record (values already encoded by [`Schema::encode`]) into `out`, reusing
     /// its buffers. Errors name the attribute.
     pub fn randomize_into<R: Rng + ?Sized>(
@@ -279,28 +319,8 @@ impl RecordMechanism {
         out: &mut RecordReport,
         scratch: &mut Vec<usize>,
     ) -> Result<()> {
+        self.check_record(record)?;
         let d = self.schema.len();
-        if record.len() != d {
-            return Err(Error::input("record", format!("{} values", record.len()), format!("{d} values")));
-        }
-        // Validate the whole record first, so a bad value is an error whichever attributes the
-        // sampling picks (and nothing depends on the sample).
-        // Hot path: one branch-free pass; the per-attribute pass below only names the bad value.
-        let valid = record.iter().zip(&self.cards).fold(true, |ok, (v, &card)| {
-            ok & match *v {
-                Value::Unit(t) => (card == 0) & (-1.0..=1.0).contains(&t),
-                Value::Category(c) => (card != 0) & (c < card),
-            }
-        });
-        if !valid {
-            for (j, &card) in self.cards.iter().enumerate() {
-                if card == 0 {
-                    unit_value(record, j, &self.schema)?;
-                } else {
-                    category_value(record, j, card, &self.schema)?;
-                }
-            }
-        }
         out.joint = None;
         if self.k == d {
             scratch.clear();
@@ -365,6 +385,7 @@ impl RecordMechanism {
                 .map(|m| if let AttributeMechanism::Categorical(o) = m { Some(o.aggregator()) } else { None })
                 .collect(),
             joint: self.joint.as_ref().map(|j| j.aggregator()),
+            tallies: self.mechanisms.iter().map(collect::Tally::for_mechanism).collect(),
         }
     }
 
@@ -549,6 +570,8 @@ pub struct RecordAggregator {
     numeric: Vec<NumSums>,
     categorical: Vec<Option<AnyAggregator>>,
     joint: Option<crate::numeric::VectorMeanAggregator<DuchiMulti>>,
+    /// Counts of the pure categorical oracles' reports added by [`RecordAggregator::collect`].
+    tallies: Vec<collect::Tally>,
 }
 
 impl RecordAggregator {
@@ -596,10 +619,11 @@ impl RecordAggregator {
                         AttributeEstimate::Numeric(Estimate::from_variance(value, var))
                     }
                 }
-                AttributeMechanism::Categorical(_) => {
+                AttributeMechanism::Categorical(o) => {
                     let agg = self.categorical[j].as_ref().expect("categorical aggregator");
-                    let nj = agg.count() as f64;
-                    let mut fe = agg.estimate();
+                    let tally = &self.tallies[j];
+                    let mut fe = collect::categorical_estimate(o, agg, tally);
+                    let nj = (agg.count() + tally.n()) as f64;
                     if nj == 0.0 {
                         fe = FrequencyEstimate::empty(fe.frequencies.len());
                     } else {
@@ -695,6 +719,9 @@ impl Aggregator for RecordAggregator {
         }
         if let (Some(a), Some(b)) = (self.joint.as_mut(), other.joint.as_ref()) {
             a.merge(b)?;
+        }
+        for (a, b) in self.tallies.iter_mut().zip(&other.tallies) {
+            a.merge(b);
         }
         Ok(())
     }
