@@ -149,7 +149,7 @@ impl crate::wire::WireReport for RecordReport {
 }
 
 /// A record randomizer: schema + strategy, with every mechanism precomputed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RecordMechanism {
     /// Shared: aggregators clone the mechanism, and a schema's label maps are not cheap.
     schema: std::sync::Arc<Schema>,
@@ -161,6 +161,24 @@ pub struct RecordMechanism {
     numeric_positions: Vec<usize>,
     /// Category count per attribute (0 for numeric ones), for the per-record validation.
     cards: Vec<u32>,
+    /// Per attribute, the fused kernel of [`RecordAggregator::collect`] (derived from
+    /// `mechanisms`, so not compared by `eq`).
+    kernels: Vec<collect::Kernel>,
+}
+
+/// Field by field; the schema (label maps) is compared only when the two mechanisms do not share
+/// it, so merging aggregators of one mechanism is cheap.
+impl PartialEq for RecordMechanism {
+    fn eq(&self, other: &Self) -> bool {
+        (std::sync::Arc::ptr_eq(&self.schema, &other.schema) || self.schema == other.schema)
+            && self.options == other.options
+            && self.k == other.k
+            && self.scale == other.scale
+            && self.mechanisms == other.mechanisms
+            && self.joint == other.joint
+            && self.numeric_positions == other.numeric_positions
+            && self.cards == other.cards
+    }
 }
 
 #[inline]
@@ -250,6 +268,7 @@ impl RecordMechanism {
             });
         }
         let cards = cards_of(&schema);
+        let kernels = mechanisms.iter().map(collect::Kernel::new).collect::<Result<_>>()?;
         Ok(RecordMechanism {
             scale: d as f64 / k as f64,
             schema: std::sync::Arc::new(schema),
@@ -259,6 +278,7 @@ impl RecordMechanism {
             joint,
             numeric_positions,
             cards,
+            kernels,
         })
     }
 
@@ -385,7 +405,7 @@ impl RecordMechanism {
                 .map(|m| if let AttributeMechanism::Categorical(o) = m { Some(o.aggregator()) } else { None })
                 .collect(),
             joint: self.joint.as_ref().map(|j| j.aggregator()),
-            tallies: self.mechanisms.iter().map(collect::Tally::for_mechanism).collect(),
+            tallies: self.kernels.iter().map(collect::Tally::new).collect(),
         }
     }
 
@@ -721,7 +741,7 @@ impl Aggregator for RecordAggregator {
             a.merge(b)?;
         }
         for (a, b) in self.tallies.iter_mut().zip(&other.tallies) {
-            a.merge(b);
+            a.merge(b)?;
         }
         Ok(())
     }

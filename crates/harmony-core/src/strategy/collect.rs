@@ -4,22 +4,29 @@
 //! [`RecordColumns`] holds a data set by attribute, validated once against the schema.
 //! [`RecordAggregator::collect`] then randomizes a range of its rows as clients would and adds
 //! the reports attribute by attribute: the sampled strategies first draw, for every record, which
-//! attributes it reports (uniformly without replacement, as [`RecordMechanism::randomize_into`]
-//! does), then each attribute's values go through its mechanism's batch kernel in one call (one
-//! `match` on the oracle per attribute and batch, not per report) and straight into the
-//! attribute's aggregator.
+//! attributes it reports (uniformly without replacement, as `randomize_into` does), then each
+//! attribute's values go through one kernel call (one `match` on the mechanism per attribute
+//! and batch, not per report):
+//!
+//! * GRR, SUE, OUE and the adaptive oracle's branches (the pure oracles, whose estimator needs
+//!   only support counts): fused kernels built once with the [`RecordMechanism`] (GRR: keep-or-not
+//!   from 64-lane exact Bernoulli words, the other category from 16-bit slices of random words;
+//!   SUE/OUE: reports laid end to end in 64-bit words, counted by a bit-sliced counter) that
+//!   count straight into the attribute's tally, kept beside its oracle aggregator;
+//! * any other oracle and the numeric mechanisms: their own batch kernels, then their
+//!   aggregators.
 //!
 //! # Same distribution as the client path
 //! Every record's report is drawn from the same distribution as `randomize_into`'s: the set of
-//! sampled attributes is uniform among the k-subsets, each sampled value is randomized by the same
-//! oracle or numeric mechanism (their batch kernels are documented, and tested, to have the
-//! distribution of `randomize_unchecked`), and records are independent. The aggregate is a sum
-//! over records, so it has the distribution of adding `randomize_into`'s reports one by one.
-//! Only the order in which random words are consumed differs, so a seed gives other reports than
-//! the per-record path. `tests/strategy_collect.rs` checks both against the closed-form moments
-//! and the exact report probabilities.
+//! sampled attributes is uniform among the k-subsets, each sampled value is randomized with the
+//! oracle's or mechanism's exact output probabilities, and records are independent. The
+//! aggregate is a sum over records, so it has the distribution of adding `randomize_into`'s
+//! reports one by one. Only the order in which random words are consumed differs, so a seed
+//! gives other reports than the per-record path. The unit tests below compare both paths'
+//! aggregates with their exact law (small populations, every outcome enumerated);
+//! `tests/strategy_collect.rs` checks the estimates' moments against the closed forms.
 
-use super::{AttributeMechanism, NumSums, RecordAggregator, cards_of, check_record};
+use super::{AttributeMechanism, NumSums, RecordAggregator, RecordMechanism, cards_of, check_record};
 use crate::aggregate::Aggregator;
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
@@ -27,7 +34,7 @@ use crate::frequency::{
     Adaptive, AdaptiveAggregator, AnyAggregator, AnyOracle, AnyReport, FrequencyOracle, Grr, Oue, PureParams,
     UnaryAggregator, UnaryEncoding,
 };
-use crate::numeric::{AnyNumeric, NumericMechanism, NumericReport, VectorMechanism};
+use crate::numeric::{NumericMechanism, NumericReport, VectorMechanism};
 use crate::sampling::{BernoulliWords, padding_mask, sample_k_of_d, uniform_below};
 use crate::schema::{Schema, Value};
 use rand::Rng;
@@ -132,16 +139,6 @@ impl RecordColumns {
     }
 }
 
-/// Counts by category of the reports a pure oracle (GRR, SUE, OUE, adaptive) received through
-/// [`RecordAggregator::collect`]: the sufficient statistic of its estimator, kept beside the
-/// oracle's own aggregator (which holds the reports added one by one).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct Tally {
-    n: u64,
-    /// Reports supporting each category; empty for attributes without a pure oracle.
-    counts: Vec<u64>,
-}
-
 /// The pure oracle behind `o` (the adaptive oracle's branch), if any.
 enum Pure<'a> {
     Grr(&'a Grr),
@@ -156,23 +153,87 @@ fn pure(o: &AnyOracle) -> Option<Pure<'_>> {
     }
 }
 
+/// The fused kernel of one attribute, precomputed by [`RecordMechanism::new`].
+#[derive(Debug, Clone)]
+pub(super) enum Kernel {
+    Grr(GrrKernel),
+    Unary(UnaryKernel),
+    /// Numeric, joint, or an oracle without a fused kernel: its own batch kernel.
+    Generic,
+}
+
+impl Kernel {
+    pub(super) fn new(m: &AttributeMechanism) -> Result<Self> {
+        Ok(match m {
+            AttributeMechanism::Categorical(o) => match pure(o) {
+                Some(Pure::Grr(g)) => Kernel::Grr(GrrKernel::new(g)),
+                Some(Pure::Unary(u)) => Kernel::Unary(UnaryKernel::new(u)?),
+                None => Kernel::Generic,
+            },
+            _ => Kernel::Generic,
+        })
+    }
+}
+
+/// What [`RecordAggregator::collect`] adds for a pure categorical oracle, kept beside the
+/// oracle's own aggregator (which holds the reports added one by one): the sufficient statistic
+/// of its estimator, the support counts.
+#[derive(Debug, Clone)]
+pub(super) enum Tally {
+    /// No fused kernel.
+    None,
+    /// GRR: reports per category.
+    Counts { n: u64, counts: Vec<u64> },
+    /// SUE/OUE: set bits per position of the kernel's blocks (see [`UnaryKernel`]).
+    Lanes { n: u64, d: usize, lanes: UnaryAggregator },
+}
+
 impl Tally {
-    /// An empty tally for attribute mechanism `m` (no counts unless it is a pure oracle).
-    pub(super) fn for_mechanism(m: &AttributeMechanism) -> Self {
-        match m {
-            AttributeMechanism::Categorical(o) if pure(o).is_some() => Tally { n: 0, counts: vec![0; o.domain_size()] },
-            _ => Tally::default(),
+    /// An empty tally for kernel `k`.
+    pub(super) fn new(k: &Kernel) -> Self {
+        match k {
+            Kernel::Grr(g) => Tally::Counts { n: 0, counts: vec![0; g.d] },
+            Kernel::Unary(u) => Tally::Lanes { n: 0, d: u.d, lanes: u.lanes.clone() },
+            Kernel::Generic => Tally::None,
         }
     }
 
-    /// Reports counted.
+    /// Reports added.
     pub(super) fn n(&self) -> u64 {
-        self.n
+        match self {
+            Tally::None => 0,
+            Tally::Counts { n, .. } | Tally::Lanes { n, .. } => *n,
+        }
     }
 
-    pub(super) fn merge(&mut self, other: &Tally) {
-        self.n += other.n;
-        self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+    /// Support counts per category.
+    fn counts(&self) -> Vec<u64> {
+        match self {
+            Tally::None => Vec::new(),
+            Tally::Counts { counts, .. } => counts.clone(),
+            Tally::Lanes { d, lanes, .. } => {
+                let mut c = vec![0; *d];
+                for (pos, x) in lanes.counts().iter().enumerate() {
+                    c[pos % d] += x;
+                }
+                c
+            }
+        }
+    }
+
+    pub(super) fn merge(&mut self, other: &Tally) -> Result<()> {
+        match (self, other) {
+            (Tally::Counts { n, counts }, Tally::Counts { n: n2, counts: c2 }) => {
+                *n += n2;
+                counts.iter_mut().zip(c2).for_each(|(a, b)| *a += b);
+            }
+            (Tally::Lanes { n, lanes, .. }, Tally::Lanes { n: n2, lanes: l2, .. }) => {
+                *n += n2;
+                lanes.merge(l2)?;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 }
 
@@ -181,7 +242,7 @@ impl Tally {
 /// ([`PureParams::estimate_from_counts`], as `GrrAggregator`/`UnaryAggregator::estimate`) on the
 /// summed counts.
 pub(super) fn categorical_estimate(o: &AnyOracle, agg: &AnyAggregator, tally: &Tally) -> FrequencyEstimate {
-    if tally.n == 0 {
+    if tally.n() == 0 {
         return agg.estimate();
     }
     let (pp, own): (PureParams, Vec<u64>) = match (pure(o), agg) {
@@ -191,11 +252,11 @@ pub(super) fn categorical_estimate(o: &AnyOracle, agg: &AnyAggregator, tally: &T
         (Some(Pure::Unary(u)), AnyAggregator::Unary(a) | AnyAggregator::Adaptive(AdaptiveAggregator::Oue(a))) => {
             (u.pure_params(), a.counts())
         }
-        // A tally exists only for the pure oracles matched above.
+        // A tally is filled only for the pure oracles matched above.
         _ => return agg.estimate(),
     };
-    let counts = own.iter().zip(&tally.counts).map(|(&a, &b)| (a + b) as f64);
-    pp.estimate_from_counts(agg.count() + tally.n, counts)
+    let counts = own.iter().zip(tally.counts()).map(|(&a, b)| (a + b) as f64);
+    pp.estimate_from_counts(agg.count() + tally.n(), counts)
 }
 
 /// Uniform draws in [0, m): from 16-bit slices of random words (four draws per word) when
@@ -272,23 +333,24 @@ impl Lanes {
     }
 }
 
-/// GRR (Grr::randomize_unchecked's distribution): keep v with probability p (64-lane exact
-/// Bernoulli words), else report (v + 1 + U{0..d−2}) mod d; straight into counts.
-struct GrrPlan {
+/// GRR (`Grr::randomize_unchecked`'s distribution): keep v with probability p (64-lane exact
+/// Bernoulli words, the same p), else report (v + 1 + U{0..d−2}) mod d; straight into counts.
+#[derive(Debug, Clone)]
+pub(super) struct GrrKernel {
     d: usize,
     keep: BernoulliWords,
     other: Below,
 }
 
-impl GrrPlan {
+impl GrrKernel {
     fn new(g: &Grr) -> Self {
         let d = g.domain_size();
-        GrrPlan { d, keep: BernoulliWords::new(g.p()), other: Below::new(d - 1) }
+        GrrKernel { d, keep: BernoulliWords::new(g.p()), other: Below::new(d - 1) }
     }
 
-    fn run<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, tally: &mut Tally) {
+    fn run<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, counts: &mut [u64]) {
         let d = self.d;
-        let counts = &mut tally.counts[..d];
+        let counts = &mut counts[..d];
         let mut add = |v: usize, keep: u64, u: usize| {
             let t = v + 1 + u;
             let other = if t >= d { t - d } else { t };
@@ -316,100 +378,77 @@ impl GrrPlan {
                 }
             }
         }
-        tally.n += vs.len() as u64;
     }
 }
 
-/// SUE/OUE (UnaryEncoding::randomize_unchecked's distribution): every bit Bernoulli(q), the
-/// user's own bit Bernoulli(p), all independent. For d ≤ 64, ⌊64/d⌋ reports share one word (report
-/// u in lanes u·d..u·d + d), which is counted as a whole; lane counts are folded into categories at
-/// the end. Larger domains: one d-bit report per ⌈d/64⌉ words.
-struct UnaryPlan {
+/// SUE/OUE (`UnaryEncoding::randomize_unchecked`'s distribution): every bit Bernoulli(q) (the
+/// same 64-lane exact Bernoulli words), the user's own bit Bernoulli(p), all independent.
+///
+/// For d ≤ 64 the reports are laid end to end in a bit stream (report u in bits u·d..u·d + d), so
+/// no noise lane is wasted: the stream is cut into blocks of P = d/gcd(d, 64) words, 64·P/d
+/// reports each, after which the category of bit position p (p mod d) repeats; a bit counter
+/// over the 64·P positions of a block counts them all, folded into categories by the tally.
+/// Larger domains: one report per ⌈d/64⌉ words (the reports' own layout).
+#[derive(Debug, Clone)]
+pub(super) struct UnaryKernel {
     d: usize,
+    /// Words per block (P above; ⌈d/64⌉ for d > 64).
+    block: usize,
+    /// Reports per block.
+    per_block: usize,
     noise: BernoulliWords,
     own: BernoulliWords,
-    /// Bit counts of the packed words (64 lanes, or d bits for d > 64).
+    /// An empty bit counter over a block's positions (64·P, or d for d > 64).
     lanes: UnaryAggregator,
-    n: u64,
 }
 
-impl UnaryPlan {
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl UnaryKernel {
     fn new(u: &UnaryEncoding) -> Result<Self> {
         let d = u.domain_size();
-        Ok(UnaryPlan {
+        let (block, per_block, positions) = if d <= 64 {
+            let block = d / gcd(d, 64);
+            (block, 64 * block / d, 64 * block)
+        } else {
+            (d.div_ceil(64), 1, d)
+        };
+        Ok(UnaryKernel {
             d,
+            block,
+            per_block,
             noise: BernoulliWords::new(u.q()),
             own: BernoulliWords::new(u.p()),
-            lanes: Oue::new(1.0, d.max(64))?.aggregator(),
-            n: 0,
+            lanes: Oue::new(1.0, positions)?.aggregator(),
         })
     }
 
-    fn run<R: Rng + ?Sized>(&mut self, vs: &[usize], rng: &mut R, words: &mut Vec<u64>) -> Result<()> {
-        let d = self.d;
+    fn run<R: Rng + ?Sized>(
+        &self,
+        vs: &[usize],
+        rng: &mut R,
+        words: &mut Vec<u64>,
+        lanes: &mut UnaryAggregator,
+    ) -> Result<()> {
+        let (d, p) = (self.d, self.block);
         let mut own = Lanes::default();
         words.clear();
-        if d <= 64 {
-            for group in vs.chunks(64 / d) {
-                let noise = self.noise.sample_masked(rng, padding_mask(group.len() * d));
-                let (mut mine, mut bits) = (0u64, 0u64);
-                for (u, &v) in group.iter().enumerate() {
-                    let pos = u * d + v;
-                    mine |= 1 << pos;
-                    bits |= own.next(&self.own, rng) << pos;
-                }
-                words.push((noise & !mine) | bits);
-            }
-        } else {
-            let w = d.div_ceil(64);
-            for &v in vs {
-                let start = words.len();
-                words.resize(start + w, 0);
-                let report = &mut words[start..];
-                self.noise.fill(rng, report);
-                report[w - 1] &= padding_mask(d);
-                let bit = own.next(&self.own, rng);
-                report[v / 64] = (report[v / 64] & !(1 << (v % 64))) | (bit << (v % 64));
+        words.resize(vs.len().div_ceil(self.per_block) * p, 0);
+        for (group, block) in vs.chunks(self.per_block).zip(words.chunks_exact_mut(p)) {
+            // Noise on the bits in use (the last group may fill its block only partly).
+            let bits = if d <= 64 { group.len() * d } else { d };
+            let used = bits.div_ceil(64);
+            self.noise.fill(rng, &mut block[..used]);
+            block[used - 1] &= padding_mask(bits);
+            for (u, &v) in group.iter().enumerate() {
+                let pos = if d <= 64 { u * d + v } else { v };
+                let (w, b) = (pos / 64, pos % 64);
+                block[w] = (block[w] & !(1 << b)) | (own.next(&self.own, rng) << b);
             }
         }
-        self.n += vs.len() as u64;
-        self.lanes.add_packed(words)
-    }
-
-    /// Adds the lane counts, folded into categories, to `tally`.
-    fn finish(&self, tally: &mut Tally) {
-        let d = self.d;
-        let lanes = self.lanes.counts();
-        let used = if d <= 64 { 64 / d * d } else { d };
-        for (l, c) in lanes[..used].iter().enumerate() {
-            tally.counts[l % d] += c;
-        }
-        tally.n += self.n;
-    }
-}
-
-/// How one attribute is collected.
-enum Plan<'a> {
-    Grr(GrrPlan),
-    Unary(UnaryPlan),
-    /// Any other oracle: its batch kernel, then `add_unchecked` per report.
-    Oracle(&'a AnyOracle),
-    Numeric(&'a AnyNumeric),
-    /// Covered by the joint mechanism.
-    Joint,
-}
-
-impl<'a> Plan<'a> {
-    fn new(m: &'a AttributeMechanism) -> Result<Self> {
-        Ok(match m {
-            AttributeMechanism::Categorical(o) => match pure(o) {
-                Some(Pure::Grr(g)) => Plan::Grr(GrrPlan::new(g)),
-                Some(Pure::Unary(u)) => Plan::Unary(UnaryPlan::new(u)?),
-                None => Plan::Oracle(o),
-            },
-            AttributeMechanism::Numeric(x) => Plan::Numeric(x),
-            AttributeMechanism::Joint => Plan::Joint,
-        })
+        lanes.add_packed(words)
     }
 }
 
@@ -422,8 +461,11 @@ enum Values<'v> {
 /// Reused buffers of one [`RecordAggregator::collect`] call.
 #[derive(Default)]
 struct Scratch {
-    /// Per attribute, the batch offsets of the records that sampled it (sampled strategies).
-    picked: Vec<Vec<u32>>,
+    /// Sampled strategies: the attributes drawn for each record (k per record) ...
+    pick: Vec<u32>,
+    /// ... and the records sorted by attribute: attribute j's are `order[start[j]..start[j + 1]]`.
+    order: Vec<u32>,
+    start: Vec<usize>,
     /// One record's sampled attributes (k > 1).
     sample: Vec<usize>,
     /// The sampled records' values of one attribute.
@@ -431,7 +473,7 @@ struct Scratch {
     nums: Vec<f64>,
     /// One record's numeric part (duchi-multi).
     t: Vec<f64>,
-    /// Output buffers of the batch kernels.
+    /// Output buffers of the kernels.
     words: Vec<u64>,
     any: Vec<AnyReport>,
     numeric: Vec<NumericReport>,
@@ -447,9 +489,9 @@ struct Sinks<'s> {
 impl RecordAggregator {
     /// Randomizes the records `rows` of `data` as clients would and adds their reports: the
     /// aggregate has the distribution of randomizing each record with
-    /// [`RecordMechanism::randomize_into`](super::RecordMechanism::randomize_into) and adding it
-    /// (see the [module docs](self)), without building a report per record. Random words are
-    /// consumed in another order than the per-record path's (a seed gives other reports).
+    /// [`RecordMechanism::randomize_into`] and adding it (see the [module docs](self)), without
+    /// building a report per record. Random words are consumed in another order than the
+    /// per-record path's (a seed gives other reports).
     ///
     /// Errors: `data` built for a schema of other attribute kinds or category counts, or a
     /// range beyond its records (nothing is added then).
@@ -465,22 +507,21 @@ impl RecordAggregator {
         if rows.start > rows.end || rows.end > data.n {
             return Err(Error::input("rows", &rows, format!("a range within the {} records", data.n)));
         }
-        let mut plans = m.mechanisms.iter().map(Plan::new).collect::<Result<Vec<_>>>()?;
-        let mut sinks = Sinks { numeric, categorical, tallies };
-        let mut s = Scratch { picked: vec![Vec::new(); data.columns.len()], ..Scratch::default() };
         let d = data.columns.len();
+        let mut sinks = Sinks { numeric, categorical, tallies };
+        let mut s = Scratch::default();
         let mut start = rows.start;
         while start < rows.end {
             let batch = start..rows.end.min(start + BATCH);
             start = batch.end;
             if m.k == d {
                 // Every record reports every attribute: the kernels run on column slices.
-                for (j, plan) in plans.iter_mut().enumerate() {
-                    let values = match &data.columns[j] {
+                for (j, column) in data.columns.iter().enumerate() {
+                    let values = match column {
                         Column::Categorical(c) => Values::Categorical(&c[batch.clone()]),
                         Column::Numeric(c) => Values::Numeric(&c[batch.clone()]),
                     };
-                    run(j, plan, values, &mut sinks, rng, &mut s)?;
+                    run(m, j, values, &mut sinks, rng, &mut s)?;
                 }
                 if let (Some(jm), Some(ja)) = (m.joint.as_ref(), joint.as_mut()) {
                     for i in batch.clone() {
@@ -493,92 +534,113 @@ impl RecordAggregator {
                     }
                 }
             } else {
-                sampled_batch(m.k, data, batch.clone(), &mut plans, &mut sinks, rng, &mut s)?;
+                sampled_batch(m, data, batch.clone(), &mut sinks, rng, &mut s)?;
             }
             *n += batch.len() as u64;
-        }
-        for (plan, tally) in plans.iter().zip(sinks.tallies.iter_mut()) {
-            if let Plan::Unary(u) = plan {
-                u.finish(tally);
-            }
         }
         Ok(())
     }
 }
 
-/// A batch of a sampled strategy: which attributes each record reports (uniform k-subsets),
-/// then each attribute's sampled records through its plan in one call.
+/// A batch of a sampled strategy: which attributes each record reports (uniform k-subsets), the
+/// records sorted by attribute (counting sort), then each attribute's records in one call.
 fn sampled_batch<R: Rng + ?Sized>(
-    k: usize,
+    m: &RecordMechanism,
     data: &RecordColumns,
     batch: Range<usize>,
-    plans: &mut [Plan<'_>],
     sinks: &mut Sinks<'_>,
     rng: &mut R,
     s: &mut Scratch,
 ) -> Result<()> {
-    let d = data.columns.len();
-    s.picked.iter_mut().for_each(Vec::clear);
+    let (d, k, len) = (data.columns.len(), m.k, batch.len());
+    s.pick.resize(len * k, 0);
+    s.order.resize(len * k, 0);
+    s.start.clear();
+    s.start.resize(d + 1, 0);
     if k == 1 {
-        let (pick, mut slices) = (Below::new(d), Slices::default());
-        for i in 0..batch.len() as u32 {
-            s.picked[pick.draw(&mut slices, rng)].push(i);
+        let (below, mut slices) = (Below::new(d), Slices::default());
+        for p in &mut s.pick[..len] {
+            let j = below.draw(&mut slices, rng);
+            *p = j as u32;
+            s.start[j + 1] += 1;
         }
     } else {
-        for i in 0..batch.len() as u32 {
+        for picks in s.pick[..len * k].chunks_exact_mut(k) {
             sample_k_of_d(rng, k, d, &mut s.sample);
-            for &j in &s.sample {
-                s.picked[j].push(i);
+            for (p, &j) in picks.iter_mut().zip(&s.sample) {
+                *p = j as u32;
+                s.start[j + 1] += 1;
             }
         }
     }
+    for j in 0..d {
+        s.start[j + 1] += s.start[j];
+    }
+    // Scatter (start[j] advances to the end of attribute j's records, then is restored).
+    for (i, picks) in s.pick[..len * k].chunks_exact(k).enumerate() {
+        for &j in picks {
+            let at = &mut s.start[j as usize];
+            s.order[*at] = i as u32;
+            *at += 1;
+        }
+    }
+    for j in (1..=d).rev() {
+        s.start[j] = s.start[j - 1];
+    }
+    s.start[0] = 0;
     let (mut cats, mut nums) = (std::mem::take(&mut s.cats), std::mem::take(&mut s.nums));
-    for (j, plan) in plans.iter_mut().enumerate() {
-        let picked = &s.picked[j];
-        let values = match &data.columns[j] {
+    for (j, column) in data.columns.iter().enumerate() {
+        let records = &s.order[s.start[j]..s.start[j + 1]];
+        let values = match column {
             Column::Categorical(c) => {
                 let c = &c[batch.clone()];
                 cats.clear();
-                cats.extend(picked.iter().map(|&i| c[i as usize]));
+                cats.extend(records.iter().map(|&i| c[i as usize]));
                 Values::Categorical(&cats)
             }
             Column::Numeric(c) => {
                 let c = &c[batch.clone()];
                 nums.clear();
-                nums.extend(picked.iter().map(|&i| c[i as usize]));
+                nums.extend(records.iter().map(|&i| c[i as usize]));
                 Values::Numeric(&nums)
             }
         };
-        run(j, plan, values, sinks, rng, s)?;
+        run(m, j, values, sinks, rng, s)?;
     }
     (s.cats, s.nums) = (cats, nums);
     Ok(())
 }
 
-/// Randomizes one attribute's values by its plan and adds them.
+/// Randomizes attribute j's values of a batch of records by its kernel and adds them.
 fn run<R: Rng + ?Sized>(
+    m: &RecordMechanism,
     j: usize,
-    plan: &mut Plan<'_>,
     values: Values<'_>,
     sinks: &mut Sinks<'_>,
     rng: &mut R,
     s: &mut Scratch,
 ) -> Result<()> {
-    match (plan, values) {
-        (Plan::Grr(p), Values::Categorical(vs)) => p.run(vs, rng, &mut sinks.tallies[j]),
-        (Plan::Unary(p), Values::Categorical(vs)) => p.run(vs, rng, &mut s.words)?,
-        (Plan::Oracle(o), Values::Categorical(vs)) => {
+    match (&m.kernels[j], &mut sinks.tallies[j], &m.mechanisms[j], values) {
+        (Kernel::Grr(k), Tally::Counts { n, counts }, _, Values::Categorical(vs)) => {
+            k.run(vs, rng, counts);
+            *n += vs.len() as u64;
+        }
+        (Kernel::Unary(k), Tally::Lanes { n, lanes, .. }, _, Values::Categorical(vs)) => {
+            k.run(vs, rng, &mut s.words, lanes)?;
+            *n += vs.len() as u64;
+        }
+        (Kernel::Generic, _, AttributeMechanism::Categorical(o), Values::Categorical(vs)) => {
             s.any.clear();
             o.randomize_batch(vs, rng, &mut s.any)?;
             if let Some(a) = sinks.categorical[j].as_mut() {
                 s.any.iter().for_each(|r| a.add_unchecked(r));
             }
         }
-        (Plan::Numeric(m), Values::Numeric(ts)) => {
+        (Kernel::Generic, _, AttributeMechanism::Numeric(x), Values::Numeric(ts)) => {
             s.numeric.clear();
-            m.randomize_batch(ts, rng, &mut s.numeric)?;
+            x.randomize_batch(ts, rng, &mut s.numeric)?;
             let sums = &mut sinks.numeric[j];
-            s.numeric.iter().for_each(|x| sums.add(m, x));
+            s.numeric.iter().for_each(|r| sums.add(x, r));
         }
         _ => {}
     }
@@ -610,8 +672,8 @@ mod tests {
                 AnyAggregator::Unary(u) | AnyAggregator::Adaptive(AdaptiveAggregator::Oue(u)) => u.counts(),
                 _ => panic!("not a pure oracle"),
             };
-            s.push(a.count() + t.n);
-            s.extend(counts.iter().zip(&t.counts).map(|(x, y)| x + y));
+            s.push(a.count() + t.n());
+            s.extend(counts.iter().zip(t.counts()).map(|(x, y)| x + y));
         }
         s
     }
@@ -712,7 +774,12 @@ mod tests {
 
     /// Upper 1e-6 quantile of χ² with k degrees of freedom (Wilson–Hilferty, z = 4.753).
     fn chi2_critical(k: usize) -> f64 {
-        let (k, z) = (k as f64, 4.753);
+        chi2_quantile(k, 4.753)
+    }
+
+    /// Upper quantile of χ² with k degrees of freedom at the one-sided normal quantile z.
+    fn chi2_quantile(k: usize, z: f64) -> f64 {
+        let k = k as f64;
         let a = 2.0 / (9.0 * k);
         k * (1.0 - a + z * a.sqrt()).powi(3)
     }
@@ -839,5 +906,61 @@ mod tests {
         check_trials(StrategyKind::SampleK, "oue", 1.0, 1, &[3, 2], true, 4, t);
         check_trials(StrategyKind::SampleK, "oue", 2.0, 2, &[3, 2, 2], false, 3, t);
         check_trials(StrategyKind::SampleK, "adaptive", 0.1, 1, &[6, 2], false, 3, t);
+    }
+
+    /// Unary reports laid end to end across words and blocks (d = 3: 64 reports per 3-word
+    /// block; d = 42: 32 per 21 words; d = 70: two words per report): every category's count
+    /// follows its exact law, a sum of independent Bernoulli(p) (holders) and Bernoulli(q)
+    /// (others) bits. χ² per category at 1e-8 (z = 5.612).
+    #[test]
+    fn unary_category_counts_follow_their_exact_laws() {
+        let n = 100;
+        for (name, eps, d) in [("oue", 1.0, 3), ("sue", 2.0, 42), ("oue", 0.5, 70)] {
+            let schema = schema(&[d], false);
+            let rows: Vec<Value> = (0..n).map(|i| Value::Category(((i * i + 3 * i) % d) as u32)).collect();
+            let data = RecordColumns::new(&schema, &rows).unwrap();
+            let opts = StrategyOptions {
+                kind: StrategyKind::Split,
+                epsilon: eps,
+                numeric_mechanism: "pm".into(),
+                categorical_mechanism: name.into(),
+                k: KChoice::Optimal,
+            };
+            let mech = RecordMechanism::new(schema, opts).unwrap();
+            let AttributeMechanism::Categorical(o) = &mech.mechanisms()[0] else { unreachable!() };
+            let Some(Pure::Unary(u)) = pure(o) else { unreachable!() };
+            let trials = 20_000;
+            let mut seen = vec![vec![0u64; n + 1]; d];
+            let mut rng = fast_rng(77 + d as u64);
+            for _ in 0..trials {
+                let mut agg = mech.aggregator();
+                agg.collect(&data, 0..n, &mut rng).unwrap();
+                let st = state(&agg);
+                assert_eq!(st[0], n as u64);
+                for v in 0..d {
+                    seen[v][st[1 + v] as usize] += 1;
+                }
+            }
+            for (v, seen_v) in seen.iter().enumerate() {
+                let holders = rows.iter().filter(|&&x| x == Value::Category(v as u32)).count();
+                // Poisson-binomial law of the count by convolution.
+                let mut law = vec![1.0];
+                for i in 0..n {
+                    let p1 = if i < holders { u.p() } else { u.q() };
+                    let mut next = vec![0.0; law.len() + 1];
+                    for (c, &pc) in law.iter().enumerate() {
+                        next[c] += pc * (1.0 - p1);
+                        next[c + 1] += pc * p1;
+                    }
+                    law = next;
+                }
+                let exact: HashMap<State, f64> = law.iter().enumerate().map(|(c, &p)| (vec![c as u64], p)).collect();
+                let observed: HashMap<State, u64> =
+                    seen_v.iter().enumerate().filter(|(_, c)| **c > 0).map(|(c, &k)| (vec![c as u64], k)).collect();
+                let (chi2, dof) = chi_square(&exact, &observed, trials);
+                let crit = chi2_quantile(dof, 5.612);
+                assert!(chi2 < crit, "{name} eps {eps} d {d} category {v}: chi2 {chi2:.1} >= {crit:.1} ({dof} dof)");
+            }
+        }
     }
 }
