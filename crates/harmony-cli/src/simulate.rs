@@ -365,6 +365,11 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             }
             let mech = RecordMechanism::new(schema.clone(), opts)
                 .with_context(|| format!("strategy {} at epsilon {eps}", kind.name()))?;
+            if results.is_empty() {
+                // Untimed warm-up, once per process: starts the thread pool and faults in the
+                // collection buffers, so `seconds_per_run` times runs, not process start-up.
+                collect(&mech, &data, stream_seed(args.seed, u64::MAX - 1))?;
+            }
             let start = Instant::now();
             let mut acc = Accumulator::new(&schema);
             for r in 0..args.runs {

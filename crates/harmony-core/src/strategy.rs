@@ -268,7 +268,7 @@ impl RecordMechanism {
             });
         }
         let cards = cards_of(&schema);
-        let kernels = mechanisms.iter().map(collect::Kernel::new).collect::<Result<_>>()?;
+        let kernels = mechanisms.iter().map(collect::Kernel::new).collect();
         Ok(RecordMechanism {
             scale: d as f64 / k as f64,
             schema: std::sync::Arc::new(schema),

@@ -191,6 +191,10 @@ fn collect_is_reproducible_and_ranges_merge() {
         a.merge(&b).unwrap();
         assert_eq!(a.count(), n as u64);
         assert_eq!(a.estimates(), both.estimates(), "{kind:?}");
+        // Into an aggregator that never collected (its unary counters not yet allocated).
+        let mut fresh = mech.aggregator();
+        fresh.merge(&a).unwrap();
+        assert_eq!(fresh.estimates(), a.estimates(), "{kind:?}");
         // Per-record reports and collected ones aggregate together.
         let mut report = RecordReport::default();
         mech.randomize_into(&population(1), &mut fast_rng(5), &mut report, &mut Vec::new()).unwrap();

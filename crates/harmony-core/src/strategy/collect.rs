@@ -163,15 +163,15 @@ pub(super) enum Kernel {
 }
 
 impl Kernel {
-    pub(super) fn new(m: &AttributeMechanism) -> Result<Self> {
-        Ok(match m {
+    pub(super) fn new(m: &AttributeMechanism) -> Self {
+        match m {
             AttributeMechanism::Categorical(o) => match pure(o) {
                 Some(Pure::Grr(g)) => Kernel::Grr(GrrKernel::new(g)),
-                Some(Pure::Unary(u)) => Kernel::Unary(UnaryKernel::new(u)?),
+                Some(Pure::Unary(u)) => Kernel::Unary(UnaryKernel::new(u)),
                 None => Kernel::Generic,
             },
             _ => Kernel::Generic,
-        })
+        }
     }
 }
 
@@ -184,8 +184,10 @@ pub(super) enum Tally {
     None,
     /// GRR: reports per category.
     Counts { n: u64, counts: Vec<u64> },
-    /// SUE/OUE: set bits per position of the kernel's blocks (see [`UnaryKernel`]).
-    Lanes { n: u64, d: usize, lanes: UnaryAggregator },
+    /// SUE/OUE: set bits per position of the kernel's blocks (see [`UnaryKernel`]); the
+    /// counter is allocated by the first collection (aggregators that only ever receive single
+    /// reports, e.g. a server's, never hold one).
+    Lanes { n: u64, d: usize, lanes: Option<UnaryAggregator> },
 }
 
 impl Tally {
@@ -193,7 +195,7 @@ impl Tally {
     pub(super) fn new(k: &Kernel) -> Self {
         match k {
             Kernel::Grr(g) => Tally::Counts { n: 0, counts: vec![0; g.d] },
-            Kernel::Unary(u) => Tally::Lanes { n: 0, d: u.d, lanes: u.lanes.clone() },
+            Kernel::Unary(u) => Tally::Lanes { n: 0, d: u.d, lanes: None },
             Kernel::Generic => Tally::None,
         }
     }
@@ -213,7 +215,7 @@ impl Tally {
             Tally::Counts { counts, .. } => counts.clone(),
             Tally::Lanes { d, lanes, .. } => {
                 let mut c = vec![0; *d];
-                for (pos, x) in lanes.counts().iter().enumerate() {
+                for (pos, x) in lanes.iter().flat_map(|l| l.counts()).enumerate() {
                     c[pos % d] += x;
                 }
                 c
@@ -229,7 +231,11 @@ impl Tally {
             }
             (Tally::Lanes { n, lanes, .. }, Tally::Lanes { n: n2, lanes: l2, .. }) => {
                 *n += n2;
-                lanes.merge(l2)?;
+                match (lanes.as_mut(), l2) {
+                    (Some(a), Some(b)) => a.merge(b)?,
+                    (None, Some(b)) => *lanes = Some(b.clone()),
+                    (_, None) => {}
+                }
             }
             _ => {}
         }
@@ -312,27 +318,6 @@ fn slice_below<R: Rng + ?Sized>(r: u64, m: u32, reject: u32, rng: &mut R) -> usi
     if (x & 0xFFFF) < reject { uniform_below(rng, m as u64) as usize } else { (x >> 16) as usize }
 }
 
-/// Bernoulli lanes of a [`BernoulliWords`] handed out one at a time.
-#[derive(Default)]
-struct Lanes {
-    word: u64,
-    left: u32,
-}
-
-impl Lanes {
-    #[inline(always)]
-    fn next<R: Rng + ?Sized>(&mut self, b: &BernoulliWords, rng: &mut R) -> u64 {
-        if self.left == 0 {
-            self.word = b.sample(rng);
-            self.left = 64;
-        }
-        let x = self.word & 1;
-        self.word >>= 1;
-        self.left -= 1;
-        x
-    }
-}
-
 /// GRR (`Grr::randomize_unchecked`'s distribution): keep v with probability p (64-lane exact
 /// Bernoulli words, the same p), else report (v + 1 + U{0..d−2}) mod d; straight into counts.
 #[derive(Debug, Clone)]
@@ -348,7 +333,7 @@ impl GrrKernel {
         GrrKernel { d, keep: BernoulliWords::new(g.p()), other: Below::new(d - 1) }
     }
 
-    fn run<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, counts: &mut [u64]) {
+    fn run<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, counts: &mut [u64], keeps: &mut Vec<u64>) {
         let d = self.d;
         let counts = &mut counts[..d];
         let mut add = |v: usize, keep: u64, u: usize| {
@@ -356,8 +341,12 @@ impl GrrKernel {
             let other = if t >= d { t - d } else { t };
             counts[if keep & 1 == 1 { v } else { other }] += 1;
         };
-        for chunk in vs.chunks(64) {
-            let mut keep = self.keep.sample_masked(rng, padding_mask(chunk.len()));
+        // Keep-or-not for the whole batch in one call, 64 reports per word.
+        keeps.clear();
+        keeps.resize(vs.len().div_ceil(64), 0);
+        self.keep.fill(rng, keeps);
+        for (chunk, &keep) in vs.chunks(64).zip(keeps.iter()) {
+            let mut keep = keep;
             match self.other {
                 // Four draws per random word (the match is hoisted out of the report loop).
                 Below::Slice { m, reject } => {
@@ -398,8 +387,8 @@ pub(super) struct UnaryKernel {
     per_block: usize,
     noise: BernoulliWords,
     own: BernoulliWords,
-    /// An empty bit counter over a block's positions (64·P, or d for d > 64).
-    lanes: UnaryAggregator,
+    /// Bit positions of a block (64·P, or d for d > 64).
+    positions: usize,
 }
 
 fn gcd(a: usize, b: usize) -> usize {
@@ -407,7 +396,7 @@ fn gcd(a: usize, b: usize) -> usize {
 }
 
 impl UnaryKernel {
-    fn new(u: &UnaryEncoding) -> Result<Self> {
+    fn new(u: &UnaryEncoding) -> Self {
         let d = u.domain_size();
         let (block, per_block, positions) = if d <= 64 {
             let block = d / gcd(d, 64);
@@ -415,14 +404,14 @@ impl UnaryKernel {
         } else {
             (d.div_ceil(64), 1, d)
         };
-        Ok(UnaryKernel {
+        UnaryKernel {
             d,
             block,
             per_block,
             noise: BernoulliWords::new(u.q()),
             own: BernoulliWords::new(u.p()),
-            lanes: Oue::new(1.0, positions)?.aggregator(),
-        })
+            positions,
+        }
     }
 
     fn run<R: Rng + ?Sized>(
@@ -430,24 +419,45 @@ impl UnaryKernel {
         vs: &[usize],
         rng: &mut R,
         words: &mut Vec<u64>,
-        lanes: &mut UnaryAggregator,
+        lanes: &mut Option<UnaryAggregator>,
     ) -> Result<()> {
         let (d, p) = (self.d, self.block);
-        let mut own = Lanes::default();
+        if vs.is_empty() {
+            return Ok(());
+        }
+        // Noise on every bit of the batch's blocks in one call ...
+        let blocks = vs.len().div_ceil(self.per_block);
         words.clear();
-        words.resize(vs.len().div_ceil(self.per_block) * p, 0);
-        for (group, block) in vs.chunks(self.per_block).zip(words.chunks_exact_mut(p)) {
-            // Noise on the bits in use (the last group may fill its block only partly).
-            let bits = if d <= 64 { group.len() * d } else { d };
+        words.resize(blocks * p, 0);
+        self.noise.fill(rng, words);
+        // ... then zero the bits no report uses: the padding of every report (d > 64) or the
+        // tail of the last, partly filled block (d ≤ 64).
+        let stride = if d <= 64 {
+            let last = words.len() - p;
+            let bits = (vs.len() - (blocks - 1) * self.per_block) * d;
             let used = bits.div_ceil(64);
-            self.noise.fill(rng, &mut block[..used]);
-            block[used - 1] &= padding_mask(bits);
-            for (u, &v) in group.iter().enumerate() {
-                let pos = if d <= 64 { u * d + v } else { v };
+            words[last + used - 1] &= padding_mask(bits);
+            words[last + used..].fill(0);
+            d
+        } else {
+            words.chunks_exact_mut(p).for_each(|r| r[p - 1] &= padding_mask(d));
+            64 * p
+        };
+        // Report i starts at bit i·stride (d ≤ 64: 64·P = (reports per block)·d, so the
+        // stream runs on across blocks); its own bit is Bernoulli(p), 64 lanes per word.
+        for (c, chunk) in vs.chunks(64).enumerate() {
+            let mut own = self.own.sample(rng);
+            for (i, &v) in chunk.iter().enumerate() {
+                let pos = (64 * c + i) * stride + v;
                 let (w, b) = (pos / 64, pos % 64);
-                block[w] = (block[w] & !(1 << b)) | (own.next(&self.own, rng) << b);
+                words[w] = (words[w] & !(1 << b)) | ((own & 1) << b);
+                own >>= 1;
             }
         }
+        let lanes = match lanes {
+            Some(l) => l,
+            None => lanes.insert(Oue::new(1.0, self.positions)?.aggregator()),
+        };
         lanes.add_packed(words)
     }
 }
@@ -622,7 +632,7 @@ fn run<R: Rng + ?Sized>(
 ) -> Result<()> {
     match (&m.kernels[j], &mut sinks.tallies[j], &m.mechanisms[j], values) {
         (Kernel::Grr(k), Tally::Counts { n, counts }, _, Values::Categorical(vs)) => {
-            k.run(vs, rng, counts);
+            k.run(vs, rng, counts, &mut s.words);
             *n += vs.len() as u64;
         }
         (Kernel::Unary(k), Tally::Lanes { n, lanes, .. }, _, Values::Categorical(vs)) => {
