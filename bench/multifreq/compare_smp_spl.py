@@ -264,7 +264,7 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
 
 
-def load() -> str:
+def loadavg() -> str:
     try:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
@@ -296,7 +296,7 @@ def report(args, attrs, n, lib, har, cmd) -> str:
     L.append(f"* Date: {dt.date.today().isoformat()}")
     L.append(f"* Machine: {machine()}")
     L.append(
-        f"* Load average (1, 5, 15 min) at the start: {args.load_start}; at the end: {load()} "
+        f"* Load average (1, 5, 15 min) at the start: {args.load_start}; at the end: {loadavg()} "
         "(timings are wall clock: other processes on the machine slow both sides)"
     )
     L.append(f"* Versions: {versions(args.harmony)}")
@@ -437,7 +437,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "docs/MULTIFREQ.md", help="'-' to write no file")
     args = ap.parse_args()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    args.load_start = load()
+    args.load_start = loadavg()
 
     attrs, x, truth = load(args.data, args.schema)
     ks = [len(a["categories"]) for a in attrs]
