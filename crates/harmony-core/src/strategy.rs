@@ -476,7 +476,7 @@ pub fn paper_k(epsilon: f64, d: usize) -> usize {
 }
 
 /// Worst-case n·Var of a numeric attribute's estimate under sampling with s = d/k and a
-/// mechanism with coefficients (a, b): s·(a·E[t²] + b) + (s − 1)·Var(t), largest at E[t²] ∈
+/// mechanism with coefficients (a, b): s·(a·E\[t²\] + b) + (s − 1)·Var(t), largest at E\[t²\] ∈
 /// {0, 1} with mean 0: max(s·b, s(a + 1) − 1 + s·b).
 pub fn sampled_numeric_worst(a: f64, b: f64, s: f64) -> f64 {
     (s * b).max(s * (a + 1.0) - 1.0 + s * b)
@@ -606,7 +606,7 @@ impl RecordAggregator {
     /// (categorical). Given which users sampled j they are a simple random sample of the
     /// population, so this ratio estimator is unbiased for the population value; its variance
     /// adds the sampling term (1/n_j − 1/n)·S² to the randomization noise, where scaling every
-    /// report by d/k and dividing by n (Horvitz–Thompson) would add (d/k − 1)/n·E[t²], larger
+    /// report by d/k and dividing by n (Horvitz–Thompson) would add (d/k − 1)/n·E\[t²\], larger
     /// by the squared mean.
     pub fn estimates(&self) -> Vec<AttributeEstimate> {
         let n = self.n as f64;

@@ -497,11 +497,13 @@ struct Sinks<'s> {
 }
 
 impl RecordAggregator {
-    /// Randomizes the records `rows` of `data` as clients would and adds their reports: the
-    /// aggregate has the distribution of randomizing each record with
-    /// [`RecordMechanism::randomize_into`] and adding it (see the [module docs](self)), without
-    /// building a report per record. Random words are consumed in another order than the
-    /// per-record path's (a seed gives other reports).
+    /// Randomizes the records `rows` of `data` as clients would and adds their reports, without
+    /// building a report per record: attribute by attribute, through kernels with the oracles'
+    /// and mechanisms' exact output probabilities (GRR, SUE, OUE and the adaptive oracle counted
+    /// straight into support counts). The aggregate has the distribution of randomizing each
+    /// record with [`RecordMechanism::randomize_into`] and adding it; random words are consumed
+    /// in another order than the per-record path's (a seed gives other reports). The estimates
+    /// and standard errors are the same estimator's.
     ///
     /// Errors: `data` built for a schema of other attribute kinds or category counts, or a
     /// range beyond its records (nothing is added then).
