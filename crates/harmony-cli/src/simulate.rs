@@ -244,18 +244,42 @@ fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
 pub fn collect(mech: &RecordMechanism, data: &RecordColumns, seed: u64) -> Result<RecordAggregator> {
     const CHUNK: usize = 4096;
     let chunks = data.len().div_ceil(CHUNK);
-    // One aggregator per chunk, merged in chunk order: the sums (including duchi-multi's
-    // floating-point ones) do not depend on how rayon splits the chunks.
-    let parts: Vec<Result<RecordAggregator>> = (0..chunks)
+    let chunk = |agg: &mut RecordAggregator, ci: usize| {
+        let mut rng = fast_rng(stream_seed(seed, ci as u64));
+        agg.collect(data, ci * CHUNK..data.len().min((ci + 1) * CHUNK), &mut rng)
+    };
+    if mech.joint().is_some() {
+        // duchi-multi's sums are floating point: one aggregator per chunk, merged in chunk
+        // order, so they do not depend on how rayon splits the chunks.
+        let parts: Vec<Result<RecordAggregator>> = (0..chunks)
+            .into_par_iter()
+            .map(|ci| {
+                let mut agg = mech.aggregator();
+                chunk(&mut agg, ci)?;
+                Ok(agg)
+            })
+            .collect();
+        let mut total = mech.aggregator();
+        for p in parts {
+            total.merge(&p?)?;
+        }
+        return Ok(total);
+    }
+    // Every other sum is an exact integer, the same whatever the merge order: one aggregator per
+    // thread, each collecting a contiguous range of chunks.
+    let groups = rayon::current_num_threads().clamp(1, chunks.max(1));
+    let parts: Vec<Result<RecordAggregator>> = (0..groups)
         .into_par_iter()
-        .map(|ci| {
-            let mut rng = fast_rng(stream_seed(seed, ci as u64));
+        .map(|g| {
             let mut agg = mech.aggregator();
-            agg.collect(data, ci * CHUNK..data.len().min((ci + 1) * CHUNK), &mut rng)?;
+            for ci in g * chunks / groups..(g + 1) * chunks / groups {
+                chunk(&mut agg, ci)?;
+            }
             Ok(agg)
         })
         .collect();
-    let mut total = mech.aggregator();
+    let mut parts = parts.into_iter();
+    let mut total = parts.next().unwrap_or_else(|| Ok(mech.aggregator()))?;
     for p in parts {
         total.merge(&p?)?;
     }
