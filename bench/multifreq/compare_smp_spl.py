@@ -16,8 +16,9 @@ category "?"), categories as in examples/adult.toml. For each epsilon:
   --categorical-mechanism oue --k 1 --epsilon E --runs R --format json` (sample-k with k = 1 is SMP,
   split is SPL), and the same with `grr` and `adaptive` against the library's GRR and ADP. Its
   estimates are unbiased (no post-processing); time = `seconds_per_run` (randomise every row as a
-  client would + aggregate, CSV parsing excluded) of calls with --harmony-timing-runs runs (default
-  20), once on all cores and once with RAYON_NUM_THREADS=1. To compare with the library's clipped
+  client would + aggregate, CSV parsing and one untimed warm-up run excluded; simulate collects
+  through `RecordAggregator::collect`, the clients' randomizers fused with aggregation) of calls with
+  --harmony-timing-runs runs (default 20), once on all cores and once with RAYON_NUM_THREADS=1. To compare with the library's clipped
   output on equal terms, R more single-run calls (seeds 1001..) give per-run estimates to which the
   same clip-and-renormalise is applied.
 
@@ -263,6 +264,13 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical cores, {platform.system()} {platform.release()}"
 
 
+def loadavg() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def versions(binary) -> str:
     pkgs = ["multi-freq-ldpy", "numpy", "numba", "pandas", "xxhash"]
     v = ", ".join(f"{p} {metadata.version(p)}" for p in pkgs)
@@ -287,6 +295,10 @@ def report(args, attrs, n, lib, har, cmd) -> str:
     names = ", ".join("%s (%d)" % (a["name"], len(a["categories"])) for a in attrs)
     L.append(f"* Date: {dt.date.today().isoformat()}")
     L.append(f"* Machine: {machine()}")
+    L.append(
+        f"* Load average (1, 5, 15 min) at the start: {args.load_start}; at the end: {loadavg()} "
+        "(timings are wall clock: other processes on the machine slow both sides)"
+    )
     L.append(f"* Versions: {versions(args.harmony)}")
     L.append(
         f"* Data: data/adult.csv, n = {n:,} users, d = {len(attrs)} categorical attributes "
@@ -336,11 +348,14 @@ def report(args, attrs, n, lib, har, cmd) -> str:
     L.append(
         "* **Seconds per run**: all 48,842 clients randomise + the server aggregates. The library is "
         "single-threaded Python (per-user calls into numba-compiled randomisers; numba compilation "
-        "excluded by a warm-up). Harmony: `seconds_per_run` of `harmony simulate` (CSV parsing "
-        f"excluded) of calls with `--runs {max(args.runs, args.harmony_timing_runs)}` (a run takes "
-        "milliseconds, so a few runs would mostly time the process's warm-up; MSE comes from the "
-        f"`--runs {args.runs}` call above), with `RAYON_NUM_THREADS=1` and on all cores [in brackets]. "
-        "**Speed-up** = library seconds ÷ Harmony seconds.\n"
+        "excluded by a warm-up). Harmony: `seconds_per_run` of `harmony simulate` (CSV parsing and "
+        "one untimed warm-up run, thread-pool start-up, excluded) of calls with "
+        f"`--runs {max(args.runs, args.harmony_timing_runs)}` (a run takes milliseconds; MSE comes "
+        f"from the `--runs {args.runs}` call above), with `RAYON_NUM_THREADS=1` and on all cores [in "
+        "brackets]. `harmony simulate` randomizes every row with the clients' randomizers (same output "
+        "probabilities as `RecordMechanism::randomize_into`) fused with aggregation "
+        "(`RecordAggregator::collect`: one kernel call per attribute and batch of rows, counts added "
+        "without building a report per row). **Speed-up** = library seconds ÷ Harmony seconds.\n"
     )
     L.append("## Results\n")
     for eps in args.epsilon:
@@ -422,6 +437,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "docs/MULTIFREQ.md", help="'-' to write no file")
     args = ap.parse_args()
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    args.load_start = loadavg()
 
     attrs, x, truth = load(args.data, args.schema)
     ks = [len(a["categories"]) for a in attrs]

@@ -1,5 +1,6 @@
 //! `harmony simulate`: every row of a CSV is one user; each row is randomized exactly as a client
-//! would (the same `RecordMechanism::randomize_into`), aggregated, and compared with the truth.
+//! would (the distribution of `RecordMechanism::randomize_into`, through the fused
+//! `RecordAggregator::collect`), aggregated, and compared with the truth.
 
 use crate::data::{self, InvalidPolicy, SchemaFile};
 use crate::output::{Format, progress};
@@ -10,7 +11,7 @@ use harmony_core::estimate::Z95;
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
-    AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions,
+    AttributeEstimate, KChoice, RecordAggregator, RecordColumns, RecordMechanism, StrategyKind, StrategyOptions,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -237,27 +238,48 @@ fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
         .collect()
 }
 
-/// Randomizes every row as a client would and aggregates on all cores. Chunks get independent
-/// seeded streams, so a run is reproducible whatever the thread count.
-pub fn collect(mech: &RecordMechanism, values: &[Value], seed: u64) -> Result<RecordAggregator> {
+/// Randomizes every row as a client would and aggregates on all cores
+/// ([`RecordAggregator::collect`]: the client's randomizer, no report built per row). Chunks of
+/// rows get independent seeded streams, so a run is reproducible whatever the thread count.
+pub fn collect(mech: &RecordMechanism, data: &RecordColumns, seed: u64) -> Result<RecordAggregator> {
     const CHUNK: usize = 4096;
-    let d = mech.schema().len();
-    let parts: Vec<Result<RecordAggregator>> = values
-        .par_chunks(CHUNK * d)
-        .enumerate()
-        .map(|(ci, rows)| {
-            let mut rng = fast_rng(stream_seed(seed, ci as u64));
+    let chunks = data.len().div_ceil(CHUNK);
+    let chunk = |agg: &mut RecordAggregator, ci: usize| {
+        let mut rng = fast_rng(stream_seed(seed, ci as u64));
+        agg.collect(data, ci * CHUNK..data.len().min((ci + 1) * CHUNK), &mut rng)
+    };
+    if mech.joint().is_some() {
+        // duchi-multi's sums are floating point: one aggregator per chunk, merged in chunk
+        // order, so they do not depend on how rayon splits the chunks.
+        let parts: Vec<Result<RecordAggregator>> = (0..chunks)
+            .into_par_iter()
+            .map(|ci| {
+                let mut agg = mech.aggregator();
+                chunk(&mut agg, ci)?;
+                Ok(agg)
+            })
+            .collect();
+        let mut total = mech.aggregator();
+        for p in parts {
+            total.merge(&p?)?;
+        }
+        return Ok(total);
+    }
+    // Every other sum is an exact integer, the same whatever the merge order: one aggregator per
+    // thread, each collecting a contiguous range of chunks.
+    let groups = rayon::current_num_threads().clamp(1, chunks.max(1));
+    let parts: Vec<Result<RecordAggregator>> = (0..groups)
+        .into_par_iter()
+        .map(|g| {
             let mut agg = mech.aggregator();
-            let mut report = RecordReport::default();
-            let mut scratch = Vec::with_capacity(d);
-            for row in rows.chunks(d) {
-                mech.randomize_into(row, &mut rng, &mut report, &mut scratch)?;
-                agg.add_unchecked(&report);
+            for ci in g * chunks / groups..(g + 1) * chunks / groups {
+                chunk(&mut agg, ci)?;
             }
             Ok(agg)
         })
         .collect();
-    let mut total = mech.aggregator();
+    let mut parts = parts.into_iter();
+    let mut total = parts.next().unwrap_or_else(|| Ok(mech.aggregator()))?;
     for p in parts {
         total.merge(&p?)?;
     }
@@ -345,6 +367,9 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let k = parse_k(&args.k)?;
     let n = enc.n;
     let truth = truths(&schema, &enc.values, n);
+    // By attribute, validated once (data preparation, like the CSV parse: not timed).
+    let data = RecordColumns::new(&schema, &enc.values)?;
+    drop(enc.values);
 
     let pb = progress((epsilons.len() * strategies.len() * args.runs) as u64, "simulate", args.format);
     let mut results = Vec::new();
@@ -364,11 +389,16 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             }
             let mech = RecordMechanism::new(schema.clone(), opts)
                 .with_context(|| format!("strategy {} at epsilon {eps}", kind.name()))?;
+            if results.is_empty() {
+                // Untimed warm-up, once per process: starts the thread pool and faults in the
+                // collection buffers, so `seconds_per_run` times runs, not process start-up.
+                collect(&mech, &data, stream_seed(args.seed, u64::MAX - 1))?;
+            }
             let start = Instant::now();
             let mut acc = Accumulator::new(&schema);
             for r in 0..args.runs {
                 let run_seed = stream_seed(args.seed, ((ei as u64) << 40) | ((si as u64) << 32) | r as u64);
-                let agg = collect(&mech, &enc.values, run_seed)?;
+                let agg = collect(&mech, &data, run_seed)?;
                 acc.add(&agg.estimates(), &truth, r == 0);
                 pb.inc(1);
             }

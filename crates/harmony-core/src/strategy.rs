@@ -31,6 +31,9 @@ use crate::schema::{Attribute, Schema, Value};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
+mod collect;
+pub use collect::RecordColumns;
+
 /// The multi-attribute strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -146,7 +149,7 @@ impl crate::wire::WireReport for RecordReport {
 }
 
 /// A record randomizer: schema + strategy, with every mechanism precomputed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RecordMechanism {
     /// Shared: aggregators clone the mechanism, and a schema's label maps are not cheap.
     schema: std::sync::Arc<Schema>,
@@ -158,6 +161,24 @@ pub struct RecordMechanism {
     numeric_positions: Vec<usize>,
     /// Category count per attribute (0 for numeric ones), for the per-record validation.
     cards: Vec<u32>,
+    /// Per attribute, the fused kernel of [`RecordAggregator::collect`] (derived from
+    /// `mechanisms`, so not compared by `eq`).
+    kernels: Vec<collect::Kernel>,
+}
+
+/// Field by field; the schema (label maps) is compared only when the two mechanisms do not share
+/// it, so merging aggregators of one mechanism is cheap.
+impl PartialEq for RecordMechanism {
+    fn eq(&self, other: &Self) -> bool {
+        (std::sync::Arc::ptr_eq(&self.schema, &other.schema) || self.schema == other.schema)
+            && self.options == other.options
+            && self.k == other.k
+            && self.scale == other.scale
+            && self.mechanisms == other.mechanisms
+            && self.joint == other.joint
+            && self.numeric_positions == other.numeric_positions
+            && self.cards == other.cards
+    }
 }
 
 #[inline]
@@ -174,6 +195,38 @@ fn category_value(record: &[Value], j: usize, d: u32, schema: &Schema) -> Result
         Value::Category(c) if c < d => Ok(c as usize),
         other => Err(Error::input(schema.attributes()[j].name(), other, format!("a category index in [0, {d})"))),
     }
+}
+
+/// Category count of every attribute (0 for numeric ones).
+fn cards_of(schema: &Schema) -> Vec<u32> {
+    schema.attributes().iter().map(|a| if a.is_numeric() { 0 } else { a.cardinality() as u32 }).collect()
+}
+
+/// [`RecordMechanism::check_record`] for a schema and its category counts (0 for numeric).
+fn check_record(schema: &Schema, cards: &[u32], record: &[Value]) -> Result<()> {
+    let d = schema.len();
+    if record.len() != d {
+        return Err(Error::input("record", format!("{} values", record.len()), format!("{d} values")));
+    }
+    // Validate the whole record first, so a bad value is an error whichever attributes the
+    // sampling picks (and nothing depends on the sample).
+    // Hot path: one branch-free pass; the per-attribute pass below only names the bad value.
+    let valid = record.iter().zip(cards).fold(true, |ok, (v, &card)| {
+        ok & match *v {
+            Value::Unit(t) => (card == 0) & (-1.0..=1.0).contains(&t),
+            Value::Category(c) => (card != 0) & (c < card),
+        }
+    });
+    if !valid {
+        for (j, &card) in cards.iter().enumerate() {
+            if card == 0 {
+                unit_value(record, j, schema)?;
+            } else {
+                category_value(record, j, card, schema)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl RecordMechanism {
@@ -214,8 +267,8 @@ impl RecordMechanism {
                 }
             });
         }
-        let cards =
-            schema.attributes().iter().map(|a| if a.is_numeric() { 0 } else { a.cardinality() as u32 }).collect();
+        let cards = cards_of(&schema);
+        let kernels = mechanisms.iter().map(collect::Kernel::new).collect();
         Ok(RecordMechanism {
             scale: d as f64 / k as f64,
             schema: std::sync::Arc::new(schema),
@@ -225,6 +278,7 @@ impl RecordMechanism {
             joint,
             numeric_positions,
             cards,
+            kernels,
         })
     }
 
@@ -270,6 +324,12 @@ impl RecordMechanism {
         (num, cat)
     }
 
+    /// Checks a record (values encoded by [`Schema::encode`]): d values, each of its attribute's
+    /// kind and range. The error names the first bad attribute, its value and what was expected.
+    pub fn check_record(&self, record: &[Value]) -> Result<()> {
+        check_record(&self.schema, &self.cards, record)
+    }
+
     /// Randomizes a record (values already encoded by [`Schema::encode`]) into `out`, reusing
     /// its buffers. Errors name the attribute.
     pub fn randomize_into<R: Rng + ?Sized>(
@@ -279,28 +339,8 @@ impl RecordMechanism {
         out: &mut RecordReport,
         scratch: &mut Vec<usize>,
     ) -> Result<()> {
+        self.check_record(record)?;
         let d = self.schema.len();
-        if record.len() != d {
-            return Err(Error::input("record", format!("{} values", record.len()), format!("{d} values")));
-        }
-        // Validate the whole record first, so a bad value is an error whichever attributes the
-        // sampling picks (and nothing depends on the sample).
-        // Hot path: one branch-free pass; the per-attribute pass below only names the bad value.
-        let valid = record.iter().zip(&self.cards).fold(true, |ok, (v, &card)| {
-            ok & match *v {
-                Value::Unit(t) => (card == 0) & (-1.0..=1.0).contains(&t),
-                Value::Category(c) => (card != 0) & (c < card),
-            }
-        });
-        if !valid {
-            for (j, &card) in self.cards.iter().enumerate() {
-                if card == 0 {
-                    unit_value(record, j, &self.schema)?;
-                } else {
-                    category_value(record, j, card, &self.schema)?;
-                }
-            }
-        }
         out.joint = None;
         if self.k == d {
             scratch.clear();
@@ -365,6 +405,7 @@ impl RecordMechanism {
                 .map(|m| if let AttributeMechanism::Categorical(o) = m { Some(o.aggregator()) } else { None })
                 .collect(),
             joint: self.joint.as_ref().map(|j| j.aggregator()),
+            tallies: self.kernels.iter().map(collect::Tally::new).collect(),
         }
     }
 
@@ -435,7 +476,7 @@ pub fn paper_k(epsilon: f64, d: usize) -> usize {
 }
 
 /// Worst-case n·Var of a numeric attribute's estimate under sampling with s = d/k and a
-/// mechanism with coefficients (a, b): s·(a·E[t²] + b) + (s − 1)·Var(t), largest at E[t²] ∈
+/// mechanism with coefficients (a, b): s·(a·E\[t²\] + b) + (s − 1)·Var(t), largest at E\[t²\] ∈
 /// {0, 1} with mean 0: max(s·b, s(a + 1) − 1 + s·b).
 pub fn sampled_numeric_worst(a: f64, b: f64, s: f64) -> f64 {
     (s * b).max(s * (a + 1.0) - 1.0 + s * b)
@@ -549,6 +590,8 @@ pub struct RecordAggregator {
     numeric: Vec<NumSums>,
     categorical: Vec<Option<AnyAggregator>>,
     joint: Option<crate::numeric::VectorMeanAggregator<DuchiMulti>>,
+    /// Counts of the pure categorical oracles' reports added by [`RecordAggregator::collect`].
+    tallies: Vec<collect::Tally>,
 }
 
 impl RecordAggregator {
@@ -563,7 +606,7 @@ impl RecordAggregator {
     /// (categorical). Given which users sampled j they are a simple random sample of the
     /// population, so this ratio estimator is unbiased for the population value; its variance
     /// adds the sampling term (1/n_j − 1/n)·S² to the randomization noise, where scaling every
-    /// report by d/k and dividing by n (Horvitz–Thompson) would add (d/k − 1)/n·E[t²], larger
+    /// report by d/k and dividing by n (Horvitz–Thompson) would add (d/k − 1)/n·E\[t²\], larger
     /// by the squared mean.
     pub fn estimates(&self) -> Vec<AttributeEstimate> {
         let n = self.n as f64;
@@ -596,10 +639,11 @@ impl RecordAggregator {
                         AttributeEstimate::Numeric(Estimate::from_variance(value, var))
                     }
                 }
-                AttributeMechanism::Categorical(_) => {
+                AttributeMechanism::Categorical(o) => {
                     let agg = self.categorical[j].as_ref().expect("categorical aggregator");
-                    let nj = agg.count() as f64;
-                    let mut fe = agg.estimate();
+                    let tally = &self.tallies[j];
+                    let mut fe = collect::categorical_estimate(o, agg, tally);
+                    let nj = (agg.count() + tally.n()) as f64;
                     if nj == 0.0 {
                         fe = FrequencyEstimate::empty(fe.frequencies.len());
                     } else {
@@ -694,6 +738,9 @@ impl Aggregator for RecordAggregator {
             }
         }
         if let (Some(a), Some(b)) = (self.joint.as_mut(), other.joint.as_ref()) {
+            a.merge(b)?;
+        }
+        for (a, b) in self.tallies.iter_mut().zip(&other.tallies) {
             a.merge(b)?;
         }
         Ok(())
