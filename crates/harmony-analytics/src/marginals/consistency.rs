@@ -20,17 +20,9 @@ fn sub_positions(set: &[usize], sub: &[usize]) -> Vec<bool> {
     set.iter().map(|a| sub.contains(a)).collect()
 }
 
-/// Makes `marginals` (over `sets`, cardinalities `cards_all`) consistent, non-negative and
-/// summing to 1. `cell_var[j]` is marginal j's per-cell noise variance (the weights).
-pub fn make_consistent(
-    sets: &[Vec<usize>],
-    cards_all: &[usize],
-    marginals: &mut [Vec<f64>],
-    cell_var: &[f64],
-    rounds: usize,
-    tol_lambda: f64,
-) {
-    // Subsets of pairwise intersections shared by ≥ 2 marginals, small to large.
+/// The attribute subsets shared by two or more marginals (all subsets of pairwise
+/// intersections), small to large, each with its members and their cell → sub-cell maps.
+fn shared_plan(sets: &[Vec<usize>], cards_all: &[usize]) -> Vec<Shared> {
     let mut subsets: BTreeSet<(usize, Vec<usize>)> = BTreeSet::new();
     for i in 0..sets.len() {
         for j in i + 1..sets.len() {
@@ -41,7 +33,7 @@ pub fn make_consistent(
             }
         }
     }
-    let plan: Vec<Shared> = subsets
+    subsets
         .into_iter()
         .map(|(_, s)| {
             let members = (0..sets.len())
@@ -53,51 +45,144 @@ pub fn make_consistent(
                 .collect();
             (s, members)
         })
-        .collect();
-    let pass = |margs: &mut [Vec<f64>]| {
-        for m in margs.iter_mut() {
-            let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
-            m.iter_mut().for_each(|x| *x += shift);
-        }
-        for (s, members) in &plan {
-            let da: usize = s.iter().map(|&a| cards_all[a]).product();
-            let mut target = vec![0.0; da];
-            let mut wsum = 0.0;
-            let mut projs = Vec::with_capacity(members.len());
-            for (j, map) in members {
-                let mut p = vec![0.0; da];
-                for (x, &t) in margs[*j].iter().zip(map) {
-                    p[t as usize] += x;
-                }
-                let g = (margs[*j].len() / da) as f64;
-                let w = 1.0 / (cell_var[*j] * g).max(f64::MIN_POSITIVE);
-                target.iter_mut().zip(&p).for_each(|(t, x)| *t += w * x);
-                wsum += w;
-                projs.push(p);
+        .collect()
+}
+
+/// One weighted consistency pass (totals set to 1, then every shared subset small to large).
+fn consistency_pass(plan: &SharedPlan, cards_all: &[usize], margs: &mut [Vec<f64>], cell_var: &[f64]) {
+    for m in margs.iter_mut() {
+        let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
+        m.iter_mut().for_each(|x| *x += shift);
+    }
+    for (s, members) in plan {
+        let da: usize = s.iter().map(|&a| cards_all[a]).product();
+        let mut target = vec![0.0; da];
+        let mut wsum = 0.0;
+        let mut projs = Vec::with_capacity(members.len());
+        for (j, map) in members {
+            let mut p = vec![0.0; da];
+            for (x, &t) in margs[*j].iter().zip(map) {
+                p[t as usize] += x;
             }
-            target.iter_mut().for_each(|t| *t /= wsum);
-            for ((j, map), p) in members.iter().zip(&projs) {
-                let g = (margs[*j].len() / da) as f64;
-                let delta: Vec<f64> = target.iter().zip(p).map(|(t, x)| (t - x) / g).collect();
-                for (x, &t) in margs[*j].iter_mut().zip(map) {
-                    *x += delta[t as usize];
-                }
+            let g = (margs[*j].len() / da) as f64;
+            let w = 1.0 / (cell_var[*j] * g).max(f64::MIN_POSITIVE);
+            target.iter_mut().zip(&p).for_each(|(t, x)| *t += w * x);
+            wsum += w;
+            projs.push(p);
+        }
+        target.iter_mut().for_each(|t| *t /= wsum);
+        for ((j, map), p) in members.iter().zip(&projs) {
+            let g = (margs[*j].len() / da) as f64;
+            let delta: Vec<f64> = target.iter().zip(p).map(|(t, x)| (t - x) / g).collect();
+            for (x, &t) in margs[*j].iter_mut().zip(map) {
+                *x += delta[t as usize];
             }
         }
-    };
+    }
+}
+
+/// The generalized-least-squares consistent family: one weighted consistency pass (step 1
+/// alone). Each marginal sums to 1 and overlapping marginals agree exactly; cells may be
+/// negative. For per-cell noise variances `cell_var` (independent cells) this is exactly the
+/// weighted least-squares fit of one joint table to all the marginals, restricted to what the
+/// marginals identify (see [`super::joint`]).
+pub fn gls_consistent(sets: &[Vec<usize>], cards_all: &[usize], marginals: &mut [Vec<f64>], cell_var: &[f64]) {
+    let plan = shared_plan(sets, cards_all);
+    consistency_pass(&plan, cards_all, marginals, cell_var);
+}
+
+/// Smallest common λ with (1−λ)x + λ/|D| ≥ 0 in every marginal.
+fn lambda_of(margs: &[Vec<f64>]) -> f64 {
+    let mut lambda = 0.0f64;
+    for m in margs {
+        let u = 1.0 / m.len() as f64;
+        for &x in m {
+            if x < 0.0 {
+                lambda = lambda.max(-x / (u - x));
+            }
+        }
+    }
+    lambda
+}
+
+/// Mixes every marginal with the uniform distribution by λ (a convex combination of two
+/// consistent families is consistent), clamping rounding residue at 0.
+fn mix_uniform(margs: &mut [Vec<f64>], lambda: f64) {
+    for m in margs.iter_mut() {
+        let u = 1.0 / m.len() as f64;
+        m.iter_mut().for_each(|x| *x = ((1.0 - lambda) * *x + lambda * u).max(0.0));
+    }
+}
+
+/// The projection of the family onto the consistent non-negative families ("local polytope")
+/// in the weighted norm Σ_j ‖x_j − y_j‖²/σ_j² (σ_j² = `cell_var[j]`), by Dykstra's alternating
+/// projections between the consistent families (one weighted consistency pass: the exact
+/// projection, see [`gls_consistent`]) and the products of simplices (the Euclidean simplex
+/// projection of each marginal: exact in this norm). At most `max_iter` rounds, or until the
+/// two iterates differ by at most `tol` in every cell; the consistent iterate is returned,
+/// its remaining tiny negatives removed by the smallest common uniform mix. Returns the
+/// rounds run.
+pub fn project_local(
+    sets: &[Vec<usize>],
+    cards_all: &[usize],
+    marginals: &mut [Vec<f64>],
+    cell_var: &[f64],
+    max_iter: usize,
+    tol: f64,
+) -> usize {
+    let plan = shared_plan(sets, cards_all);
+    let mut x: Vec<Vec<f64>> = marginals.to_vec();
+    let mut p: Vec<Vec<f64>> = x.iter().map(|m| vec![0.0; m.len()]).collect();
+    let mut q = p.clone();
+    let mut z = x.clone();
+    let mut rounds = 0;
+    for it in 0..max_iter {
+        rounds = it + 1;
+        // z = P_consistent(x + p); p += x − z.
+        for ((zj, xj), pj) in z.iter_mut().zip(&x).zip(&p) {
+            zj.iter_mut().zip(xj.iter().zip(pj)).for_each(|(zv, (xv, pv))| *zv = xv + pv);
+        }
+        consistency_pass(&plan, cards_all, &mut z, cell_var);
+        for ((pj, xj), zj) in p.iter_mut().zip(&x).zip(&z) {
+            pj.iter_mut().zip(xj.iter().zip(zj)).for_each(|(pv, (xv, zv))| *pv += xv - zv);
+        }
+        // x = P_simplices(z + q); q += z − x.
+        let mut gap = 0.0f64;
+        for (((xj, zj), qj), _) in x.iter_mut().zip(&z).zip(q.iter_mut()).zip(0..) {
+            let v: Vec<f64> = zj.iter().zip(qj.iter()).map(|(zv, qv)| zv + qv).collect();
+            *xj = harmony_core::postprocess::project_simplex(&v);
+            for ((qv, zv), xv) in qj.iter_mut().zip(zj).zip(xj.iter()) {
+                *qv += zv - xv;
+                gap = gap.max((zv - xv).abs());
+            }
+        }
+        if gap <= tol {
+            break;
+        }
+    }
+    let lambda = lambda_of(&z);
+    if lambda > 0.0 {
+        mix_uniform(&mut z, lambda);
+    }
+    for (m, zj) in marginals.iter_mut().zip(z) {
+        *m = zj;
+    }
+    rounds
+}
+
+/// Makes `marginals` (over `sets`, cardinalities `cards_all`) consistent, non-negative and
+/// summing to 1. `cell_var[j]` is marginal j's per-cell noise variance (the weights).
+pub fn make_consistent(
+    sets: &[Vec<usize>],
+    cards_all: &[usize],
+    marginals: &mut [Vec<f64>],
+    cell_var: &[f64],
+    rounds: usize,
+    tol_lambda: f64,
+) {
+    let plan = shared_plan(sets, cards_all);
+    let pass = |margs: &mut [Vec<f64>]| consistency_pass(&plan, cards_all, margs, cell_var);
     // Smallest common λ with (1−λ)x + λ/|D| ≥ 0 everywhere.
-    let lambda_of = |margs: &[Vec<f64>]| {
-        let mut lambda = 0.0f64;
-        for m in margs {
-            let u = 1.0 / m.len() as f64;
-            for &x in m {
-                if x < 0.0 {
-                    lambda = lambda.max(-x / (u - x));
-                }
-            }
-        }
-        lambda
-    };
     let mut lambda = 0.0;
     for round in 0..=rounds {
         if round > 0 {
@@ -124,10 +209,7 @@ pub fn make_consistent(
     refit(&plan, cards_all, marginals);
     let lambda = lambda_of(marginals);
     if lambda > 0.0 {
-        for m in marginals.iter_mut() {
-            let u = 1.0 / m.len() as f64;
-            m.iter_mut().for_each(|x| *x = ((1.0 - lambda) * *x + lambda * u).max(0.0));
-        }
+        mix_uniform(marginals, lambda);
     }
 }
 
@@ -228,8 +310,21 @@ pub fn check(sets: &[Vec<usize>], cards_all: &[usize], marginals: &[Vec<f64>], t
         if let Some(x) = m.iter().find(|&&x| x < 0.0 || x.is_nan()) {
             return Err(format!("marginal {j} ({:?}) has a cell {x} < 0", sets[j]));
         }
+    }
+    check_consistent(sets, cards_all, marginals, tol)
+}
+
+/// Checks that every marginal sums to 1 and every pair agrees on its shared attributes, within
+/// `tol` (cells may be negative). Returns the first violation found.
+pub fn check_consistent(
+    sets: &[Vec<usize>],
+    cards_all: &[usize],
+    marginals: &[Vec<f64>],
+    tol: f64,
+) -> Result<(), String> {
+    for (j, m) in marginals.iter().enumerate() {
         let s: f64 = m.iter().sum();
-        if (s - 1.0).abs() > tol {
+        if (s - 1.0).abs() > tol || s.is_nan() {
             return Err(format!("marginal {j} ({:?}) sums to {s}, expected 1", sets[j]));
         }
     }

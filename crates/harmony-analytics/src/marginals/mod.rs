@@ -27,6 +27,7 @@ pub mod calm;
 pub mod consistency;
 pub mod direct;
 pub mod fourier;
+pub mod joint;
 
 use harmony_core::frequency::{Adaptive, FrequencyOracle};
 use harmony_core::{Aggregator, Error, Result};
