@@ -570,7 +570,7 @@ pub struct Postprocessed {
     pub marginals: Vec<Vec<f64>>,
     /// The method used (`Joint` falls back to `Family` for a too large joint table).
     pub used: Post,
-    /// Iterations of the joint fit (0 otherwise).
+    /// Iterations of the joint fit or rounds of the local projection (0 otherwise).
     pub iterations: usize,
 }
 
@@ -601,7 +601,7 @@ pub fn postprocess_with(plan: &CalmPlan, raw: &CalmRaw, how: Post) -> Postproces
         consistency::gls_consistent(&plan.sets, &plan.cards, &mut margs, &cell_var);
         Post::Gls
     } else if how == Post::Local {
-        let rounds = consistency::project_local(&plan.sets, &plan.cards, &mut margs, &cell_var, 2000, 1e-9);
+        let rounds = consistency::project_local(&plan.sets, &plan.cards, &mut margs, &cell_var, 1000, 1e-8);
         return Postprocessed { marginals: margs, used: Post::Local, iterations: rounds };
     } else {
         consistency::make_consistent(&plan.sets, &plan.cards, &mut margs, &cell_var, 30, 1e-6);

@@ -145,9 +145,10 @@ struct Summary {
     /// (consistent non-negative marginals) or "gls" (weighted consistency only).
     #[serde(skip_serializing_if = "Option::is_none")]
     postprocessing: Option<&'static str>,
-    /// Mean iterations of the joint fit per run.
+    /// Mean iterations per run of the joint fit ("joint") or of the alternating projections
+    /// ("local").
     #[serde(skip_serializing_if = "Option::is_none")]
-    joint_iterations: Option<f64>,
+    postprocess_iterations: Option<f64>,
     marginals: Vec<MarginalOut>,
 }
 
@@ -264,6 +265,15 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                     pb.inc(1);
                 }
                 let r = args.runs as f64;
+                if let Some(u) = used {
+                    let how = match u {
+                        Post::Joint => format!("one joint table, {:.0} iterations/run", iterations as f64 / r),
+                        Post::Family => "consistent family (Norm-Sub + refit)".into(),
+                        Post::Local => format!("local-polytope projection, {:.0} rounds/run", iterations as f64 / r),
+                        Post::Gls => "GLS consistency only".into(),
+                    };
+                    eprintln!("k={k} ε={eps}: {m} post-processing: {how}");
+                }
                 let nq = queries.len() as f64;
                 let marginals: Vec<MarginalOut> = (0..queries.len())
                     .map(|qi| MarginalOut {
@@ -307,7 +317,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                         Post::Gls => "gls",
                         Post::Local => "local",
                     }),
-                    joint_iterations: matches!(used, Some(Post::Joint | Post::Local)).then(|| iterations as f64 / r),
+                    postprocess_iterations: matches!(used, Some(Post::Joint | Post::Local))
+                        .then(|| iterations as f64 / r),
                     marginals,
                 });
             }
