@@ -16,6 +16,14 @@
 //! covered). A caller may force l; with l < k the queries are reconstructed by maximum entropy
 //! from the materialized l-way marginals (no closed-form error: predicted SSE `None`).
 //!
+//! # Post-processing and predictions
+//! [`postprocess_with`] offers the GLS-consistent estimate ([`Post::Gls`], unbiased, predicted
+//! exactly by [`GlsModel`]), one non-negative joint table fitted to all marginals
+//! ([`Post::Joint`], the default when the table is small enough), a consistent non-negative
+//! family ([`Post::Family`], the fallback) and the exact local-polytope projection
+//! ([`Post::Local`]). The non-negative outputs are reported with the GLS prediction as a guide
+//! (their measured errors are lower; not predicted).
+//!
 //! # Privacy
 //! Each user reports once, one cell of one marginal, by an ε-LDP oracle: ε-LDP. The group
 //! assignment is independent of the data.
@@ -311,7 +319,7 @@ impl CalmPlan {
         self.sets[j].iter().map(|&a| self.cards[a]).product()
     }
 
-    /// Predicted E[SSE] of set j's marginal summed down to query qi, from `n_g` users, with
+    /// Predicted E\[SSE\] of set j's marginal summed down to query qi, from `n_g` users, with
     /// `s = 1 − Σπ²` of the query's true marginal.
     pub fn predicted_pair_sse(&self, j: usize, qi: usize, n_g: usize, s: f64) -> f64 {
         let dj = self.set_cells(j);
@@ -325,12 +333,12 @@ impl CalmPlan {
         1.0 / self.predicted_pair_sse(j, qi, sizes[j], 1.0 - 1.0 / self.query_cells(qi) as f64)
     }
 
-    /// Predicted E[SSE] of the raw weighted answer Σ_j w_j P_j / Σ_j w_j to query qi over its
+    /// Predicted E\[SSE\] of the raw weighted answer Σ_j w_j P_j / Σ_j w_j to query qi over its
     /// covering sets, with `s = Σπ(1−π) = 1 − Σπ²` of the query's true marginal; `None` if it is
     /// reconstructed. Noise is independent across groups: Σ w_j² N_j. The groups' sampling
     /// errors come from one random partition, so they are correlated: Var = s(n−n_j)/(n_j(n−1)),
     /// Cov = −s/(n−1) between two groups (sampling without replacement). Hence
-    /// E[SSE] = [Σ w_j² N_j + s/(n−1) (Σ w_j² (n−n_j)/n_j − ((Σw)² − Σw²))] / (Σw)².
+    /// E\[SSE\] = [Σ w_j² N_j + s/(n−1) (Σ w_j² (n−n_j)/n_j − ((Σw)² − Σw²))] / (Σw)².
     pub fn predicted_query_sse(&self, qi: usize, sizes: &[usize], s: f64) -> Option<f64> {
         let cover = &self.cover[qi];
         if cover.is_empty() {
@@ -381,7 +389,7 @@ impl CalmPlan {
     }
 }
 
-/// Predicted E[SSE] of the generalized-least-squares (GLS) consistent estimate: the weighted
+/// Predicted E\[SSE\] of the generalized-least-squares (GLS) consistent estimate: the weighted
 /// consistency pass ([`Post::Gls`]), equivalently the unconstrained weighted least-squares fit
 /// of one joint table ([`joint`]). It is unbiased. Its error on a query q splits over the
 /// ANOVA components T ⊆ q (orthogonal; see [`joint::component_energies`]): component T is the
@@ -451,7 +459,7 @@ impl GlsModel {
         GlsModel { comps, cards: plan.cards.clone() }
     }
 
-    /// Predicted E[SSE] of the GLS estimate of the marginal over `q` (sorted attributes), with
+    /// Predicted E\[SSE\] of the GLS estimate of the marginal over `q` (sorted attributes), with
     /// `energies[t]` = ‖Π_T π_q‖² of the true marginal π_q for every local mask t (as
     /// [`joint::component_energies`] gives them; `None`: 0, an upper bound). `None` if some
     /// T ⊆ q is in no set (the query is not identified).

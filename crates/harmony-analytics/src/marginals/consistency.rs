@@ -1,17 +1,23 @@
 //! Consistency and non-negativity of overlapping marginals (as in CALM/PriView).
 //!
-//! 1. **Consistency.** For every attribute subset A shared by two or more marginals (all subsets
-//!    of pairwise intersections, the empty set first = the totals, then from small to large):
-//!    the target T_A is the inverse-variance-weighted average of the marginals' projections on
-//!    A; each marginal adds (T_A(a) − P_A(a))/g to each of the g cells projecting onto a.
-//!    Processing A leaves every smaller subset's projections unchanged (they already agree), so
-//!    after one pass every pair agrees on its whole intersection.
-//! 2. **Non-negativity.** Norm-Sub on each marginal (sum kept at 1).
+//! 1. **Consistency** ([`gls_consistent`]). For every attribute subset A shared by two or more
+//!    marginals (all subsets of pairwise intersections, the empty set first = the totals, then
+//!    from small to large): the target T_A is the inverse-variance-weighted average of the
+//!    marginals' projections on A; each marginal adds (T_A(a) − P_A(a))/g to each of the g cells
+//!    projecting onto a. Processing A leaves every smaller subset's projections unchanged (they
+//!    already agree), so after one pass every pair agrees on its whole intersection. The result
+//!    is the generalized-least-squares estimate (see [`super::joint`]), and the pass is the
+//!    projection onto the consistent families in the norm Σ_j ‖x_j − y_j‖²/σ_j².
+//! 2. **Non-negativity**, two ways:
+//!    - [`make_consistent`]: Norm-Sub on each marginal alternating with step 1 for a few
+//!      rounds; then, if negative cells remain, an IPF refit of each marginal to common
+//!      non-negative targets on its shared subsets and an exact additive fit, and the residual
+//!      negatives removed by mixing *all* marginals with the uniform distribution by the
+//!      smallest common λ (a convex combination of two consistent families is consistent).
+//!    - [`project_local`]: the exact projection onto the consistent non-negative families in
+//!      the norm above (Dykstra's alternating projections).
 //!
-//! Steps 1–2 alternate for a few rounds; a final consistency pass follows, and any negative cell
-//! left is removed by mixing *all* marginals with the uniform distribution by the smallest
-//! common λ that makes every cell ≥ 0 (a convex combination of two consistent families is
-//! consistent). The result is exactly consistent, ≥ 0 and sums to 1 (up to rounding).
+//! Both results are exactly consistent, ≥ 0 and sum to 1 (up to rounding).
 
 use super::sub_map;
 use std::collections::BTreeSet;
@@ -182,7 +188,6 @@ pub fn make_consistent(
 ) {
     let plan = shared_plan(sets, cards_all);
     let pass = |margs: &mut [Vec<f64>]| consistency_pass(&plan, cards_all, margs, cell_var);
-    // Smallest common λ with (1−λ)x + λ/|D| ≥ 0 everywhere.
     let mut lambda = 0.0;
     for round in 0..=rounds {
         if round > 0 {
