@@ -1,23 +1,179 @@
 //! Consistency and non-negativity of overlapping marginals (as in CALM/PriView).
 //!
-//! 1. **Consistency.** For every attribute subset A shared by two or more marginals (all subsets
-//!    of pairwise intersections, the empty set first = the totals, then from small to large):
-//!    the target T_A is the inverse-variance-weighted average of the marginals' projections on
-//!    A; each marginal adds (T_A(a) − P_A(a))/g to each of the g cells projecting onto a.
-//!    Processing A leaves every smaller subset's projections unchanged (they already agree), so
-//!    after one pass every pair agrees on its whole intersection.
-//! 2. **Non-negativity.** Norm-Sub on each marginal (sum kept at 1).
+//! 1. **Consistency** ([`gls_consistent`]). For every attribute subset A shared by two or more
+//!    marginals (all subsets of pairwise intersections, the empty set first = the totals, then
+//!    from small to large): the target T_A is the inverse-variance-weighted average of the
+//!    marginals' projections on A; each marginal adds (T_A(a) − P_A(a))/g to each of the g cells
+//!    projecting onto a. Processing A leaves every smaller subset's projections unchanged (they
+//!    already agree), so after one pass every pair agrees on its whole intersection. The result
+//!    is the generalized-least-squares estimate (see [`super::joint`]), and the pass is the
+//!    projection onto the consistent families in the norm Σ_j ‖x_j − y_j‖²/σ_j².
+//! 2. **Non-negativity**, two ways:
+//!    - [`make_consistent`]: Norm-Sub on each marginal alternating with step 1 for a few
+//!      rounds; then, if negative cells remain, an IPF refit of each marginal to common
+//!      non-negative targets on its shared subsets and an exact additive fit, and the residual
+//!      negatives removed by mixing *all* marginals with the uniform distribution by the
+//!      smallest common λ (a convex combination of two consistent families is consistent).
+//!    - [`project_local`]: the exact projection onto the consistent non-negative families in
+//!      the norm above (Dykstra's alternating projections).
 //!
-//! Steps 1–2 alternate for a few rounds; a final consistency pass follows, and any negative cell
-//! left is removed by mixing *all* marginals with the uniform distribution by the smallest
-//! common λ that makes every cell ≥ 0 (a convex combination of two consistent families is
-//! consistent). The result is exactly consistent, ≥ 0 and sums to 1 (up to rounding).
+//! Both results are exactly consistent, ≥ 0 and sum to 1 (up to rounding).
 
 use super::sub_map;
 use std::collections::BTreeSet;
 
 fn sub_positions(set: &[usize], sub: &[usize]) -> Vec<bool> {
     set.iter().map(|a| sub.contains(a)).collect()
+}
+
+/// The attribute subsets shared by two or more marginals (all subsets of pairwise
+/// intersections), small to large, each with its members and their cell → sub-cell maps.
+fn shared_plan(sets: &[Vec<usize>], cards_all: &[usize]) -> Vec<Shared> {
+    let mut subsets: BTreeSet<(usize, Vec<usize>)> = BTreeSet::new();
+    for i in 0..sets.len() {
+        for j in i + 1..sets.len() {
+            let inter: Vec<usize> = sets[i].iter().copied().filter(|a| sets[j].contains(a)).collect();
+            for bits in 1u64..(1u64 << inter.len()) {
+                let s: Vec<usize> = (0..inter.len()).filter(|&b| bits >> b & 1 == 1).map(|b| inter[b]).collect();
+                subsets.insert((s.len(), s));
+            }
+        }
+    }
+    subsets
+        .into_iter()
+        .map(|(_, s)| {
+            let members = (0..sets.len())
+                .filter(|&j| s.iter().all(|a| sets[j].contains(a)))
+                .map(|j| {
+                    let cards: Vec<usize> = sets[j].iter().map(|&a| cards_all[a]).collect();
+                    (j, sub_map(&cards, &sub_positions(&sets[j], &s)))
+                })
+                .collect();
+            (s, members)
+        })
+        .collect()
+}
+
+/// One weighted consistency pass (totals set to 1, then every shared subset small to large).
+fn consistency_pass(plan: &SharedPlan, cards_all: &[usize], margs: &mut [Vec<f64>], cell_var: &[f64]) {
+    for m in margs.iter_mut() {
+        let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
+        m.iter_mut().for_each(|x| *x += shift);
+    }
+    for (s, members) in plan {
+        let da: usize = s.iter().map(|&a| cards_all[a]).product();
+        let mut target = vec![0.0; da];
+        let mut wsum = 0.0;
+        let mut projs = Vec::with_capacity(members.len());
+        for (j, map) in members {
+            let mut p = vec![0.0; da];
+            for (x, &t) in margs[*j].iter().zip(map) {
+                p[t as usize] += x;
+            }
+            let g = (margs[*j].len() / da) as f64;
+            let w = 1.0 / (cell_var[*j] * g).max(f64::MIN_POSITIVE);
+            target.iter_mut().zip(&p).for_each(|(t, x)| *t += w * x);
+            wsum += w;
+            projs.push(p);
+        }
+        target.iter_mut().for_each(|t| *t /= wsum);
+        for ((j, map), p) in members.iter().zip(&projs) {
+            let g = (margs[*j].len() / da) as f64;
+            let delta: Vec<f64> = target.iter().zip(p).map(|(t, x)| (t - x) / g).collect();
+            for (x, &t) in margs[*j].iter_mut().zip(map) {
+                *x += delta[t as usize];
+            }
+        }
+    }
+}
+
+/// The generalized-least-squares consistent family: one weighted consistency pass (step 1
+/// alone). Each marginal sums to 1 and overlapping marginals agree exactly; cells may be
+/// negative. For per-cell noise variances `cell_var` (independent cells) this is exactly the
+/// weighted least-squares fit of one joint table to all the marginals, restricted to what the
+/// marginals identify (see [`super::joint`]).
+pub fn gls_consistent(sets: &[Vec<usize>], cards_all: &[usize], marginals: &mut [Vec<f64>], cell_var: &[f64]) {
+    let plan = shared_plan(sets, cards_all);
+    consistency_pass(&plan, cards_all, marginals, cell_var);
+}
+
+/// Smallest common λ with (1−λ)x + λ/|D| ≥ 0 in every marginal.
+fn lambda_of(margs: &[Vec<f64>]) -> f64 {
+    let mut lambda = 0.0f64;
+    for m in margs {
+        let u = 1.0 / m.len() as f64;
+        for &x in m {
+            if x < 0.0 {
+                lambda = lambda.max(-x / (u - x));
+            }
+        }
+    }
+    lambda
+}
+
+/// Mixes every marginal with the uniform distribution by λ (a convex combination of two
+/// consistent families is consistent), clamping rounding residue at 0.
+fn mix_uniform(margs: &mut [Vec<f64>], lambda: f64) {
+    for m in margs.iter_mut() {
+        let u = 1.0 / m.len() as f64;
+        m.iter_mut().for_each(|x| *x = ((1.0 - lambda) * *x + lambda * u).max(0.0));
+    }
+}
+
+/// The projection of the family onto the consistent non-negative families ("local polytope")
+/// in the weighted norm Σ_j ‖x_j − y_j‖²/σ_j² (σ_j² = `cell_var[j]`), by Dykstra's alternating
+/// projections between the consistent families (one weighted consistency pass: the exact
+/// projection, see [`gls_consistent`]) and the products of simplices (the Euclidean simplex
+/// projection of each marginal: exact in this norm). At most `max_iter` rounds, or until the
+/// two iterates differ by at most `tol` in every cell; the consistent iterate is returned,
+/// its remaining tiny negatives removed by the smallest common uniform mix. Returns the
+/// rounds run.
+pub fn project_local(
+    sets: &[Vec<usize>],
+    cards_all: &[usize],
+    marginals: &mut [Vec<f64>],
+    cell_var: &[f64],
+    max_iter: usize,
+    tol: f64,
+) -> usize {
+    let plan = shared_plan(sets, cards_all);
+    let mut x: Vec<Vec<f64>> = marginals.to_vec();
+    let mut p: Vec<Vec<f64>> = x.iter().map(|m| vec![0.0; m.len()]).collect();
+    let mut q = p.clone();
+    let mut z = x.clone();
+    let mut rounds = 0;
+    for it in 0..max_iter {
+        rounds = it + 1;
+        // z = P_consistent(x + p); p += x − z.
+        for ((zj, xj), pj) in z.iter_mut().zip(&x).zip(&p) {
+            zj.iter_mut().zip(xj.iter().zip(pj)).for_each(|(zv, (xv, pv))| *zv = xv + pv);
+        }
+        consistency_pass(&plan, cards_all, &mut z, cell_var);
+        for ((pj, xj), zj) in p.iter_mut().zip(&x).zip(&z) {
+            pj.iter_mut().zip(xj.iter().zip(zj)).for_each(|(pv, (xv, zv))| *pv += xv - zv);
+        }
+        // x = P_simplices(z + q); q += z − x.
+        let mut gap = 0.0f64;
+        for (((xj, zj), qj), _) in x.iter_mut().zip(&z).zip(q.iter_mut()).zip(0..) {
+            let v: Vec<f64> = zj.iter().zip(qj.iter()).map(|(zv, qv)| zv + qv).collect();
+            *xj = harmony_core::postprocess::project_simplex(&v);
+            for ((qv, zv), xv) in qj.iter_mut().zip(zj).zip(xj.iter()) {
+                *qv += zv - xv;
+                gap = gap.max((zv - xv).abs());
+            }
+        }
+        if gap <= tol {
+            break;
+        }
+    }
+    let lambda = lambda_of(&z);
+    if lambda > 0.0 {
+        mix_uniform(&mut z, lambda);
+    }
+    for (m, zj) in marginals.iter_mut().zip(z) {
+        *m = zj;
+    }
+    rounds
 }
 
 /// Makes `marginals` (over `sets`, cardinalities `cards_all`) consistent, non-negative and
@@ -30,74 +186,8 @@ pub fn make_consistent(
     rounds: usize,
     tol_lambda: f64,
 ) {
-    // Subsets of pairwise intersections shared by ≥ 2 marginals, small to large.
-    let mut subsets: BTreeSet<(usize, Vec<usize>)> = BTreeSet::new();
-    for i in 0..sets.len() {
-        for j in i + 1..sets.len() {
-            let inter: Vec<usize> = sets[i].iter().copied().filter(|a| sets[j].contains(a)).collect();
-            for bits in 1u64..(1u64 << inter.len()) {
-                let s: Vec<usize> = (0..inter.len()).filter(|&b| bits >> b & 1 == 1).map(|b| inter[b]).collect();
-                subsets.insert((s.len(), s));
-            }
-        }
-    }
-    let plan: Vec<Shared> = subsets
-        .into_iter()
-        .map(|(_, s)| {
-            let members = (0..sets.len())
-                .filter(|&j| s.iter().all(|a| sets[j].contains(a)))
-                .map(|j| {
-                    let cards: Vec<usize> = sets[j].iter().map(|&a| cards_all[a]).collect();
-                    (j, sub_map(&cards, &sub_positions(&sets[j], &s)))
-                })
-                .collect();
-            (s, members)
-        })
-        .collect();
-    let pass = |margs: &mut [Vec<f64>]| {
-        for m in margs.iter_mut() {
-            let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
-            m.iter_mut().for_each(|x| *x += shift);
-        }
-        for (s, members) in &plan {
-            let da: usize = s.iter().map(|&a| cards_all[a]).product();
-            let mut target = vec![0.0; da];
-            let mut wsum = 0.0;
-            let mut projs = Vec::with_capacity(members.len());
-            for (j, map) in members {
-                let mut p = vec![0.0; da];
-                for (x, &t) in margs[*j].iter().zip(map) {
-                    p[t as usize] += x;
-                }
-                let g = (margs[*j].len() / da) as f64;
-                let w = 1.0 / (cell_var[*j] * g).max(f64::MIN_POSITIVE);
-                target.iter_mut().zip(&p).for_each(|(t, x)| *t += w * x);
-                wsum += w;
-                projs.push(p);
-            }
-            target.iter_mut().for_each(|t| *t /= wsum);
-            for ((j, map), p) in members.iter().zip(&projs) {
-                let g = (margs[*j].len() / da) as f64;
-                let delta: Vec<f64> = target.iter().zip(p).map(|(t, x)| (t - x) / g).collect();
-                for (x, &t) in margs[*j].iter_mut().zip(map) {
-                    *x += delta[t as usize];
-                }
-            }
-        }
-    };
-    // Smallest common λ with (1−λ)x + λ/|D| ≥ 0 everywhere.
-    let lambda_of = |margs: &[Vec<f64>]| {
-        let mut lambda = 0.0f64;
-        for m in margs {
-            let u = 1.0 / m.len() as f64;
-            for &x in m {
-                if x < 0.0 {
-                    lambda = lambda.max(-x / (u - x));
-                }
-            }
-        }
-        lambda
-    };
+    let plan = shared_plan(sets, cards_all);
+    let pass = |margs: &mut [Vec<f64>]| consistency_pass(&plan, cards_all, margs, cell_var);
     let mut lambda = 0.0;
     for round in 0..=rounds {
         if round > 0 {
@@ -124,10 +214,7 @@ pub fn make_consistent(
     refit(&plan, cards_all, marginals);
     let lambda = lambda_of(marginals);
     if lambda > 0.0 {
-        for m in marginals.iter_mut() {
-            let u = 1.0 / m.len() as f64;
-            m.iter_mut().for_each(|x| *x = ((1.0 - lambda) * *x + lambda * u).max(0.0));
-        }
+        mix_uniform(marginals, lambda);
     }
 }
 
@@ -228,8 +315,21 @@ pub fn check(sets: &[Vec<usize>], cards_all: &[usize], marginals: &[Vec<f64>], t
         if let Some(x) = m.iter().find(|&&x| x < 0.0 || x.is_nan()) {
             return Err(format!("marginal {j} ({:?}) has a cell {x} < 0", sets[j]));
         }
+    }
+    check_consistent(sets, cards_all, marginals, tol)
+}
+
+/// Checks that every marginal sums to 1 and every pair agrees on its shared attributes, within
+/// `tol` (cells may be negative). Returns the first violation found.
+pub fn check_consistent(
+    sets: &[Vec<usize>],
+    cards_all: &[usize],
+    marginals: &[Vec<f64>],
+    tol: f64,
+) -> Result<(), String> {
+    for (j, m) in marginals.iter().enumerate() {
         let s: f64 = m.iter().sum();
-        if (s - 1.0).abs() > tol {
+        if (s - 1.0).abs() > tol || s.is_nan() {
             return Err(format!("marginal {j} ({:?}) sums to {s}, expected 1", sets[j]));
         }
     }

@@ -1,6 +1,6 @@
 //! Direct baseline: the users are split at random into one group per query; group q reports
 //! its cell of query q's full cross-product by the adaptive oracle at ε. Unbiased, no
-//! post-processing. E[SSE] per query: [`noise_sse`] + sampling from n/Q users.
+//! post-processing. E\[SSE\] per query: [`noise_sse`] + sampling from n/Q users.
 //!
 //! # Privacy
 //! One ε-LDP report per user: ε-LDP.

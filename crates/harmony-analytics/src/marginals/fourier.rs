@@ -9,7 +9,7 @@
 //! the 2^{|β|} bit patterns) come from a Hadamard transform of the θ̂.
 //!
 //! # Utility
-//! Each cell has variance 2^{−2|β|} Σ_{∅≠α⊆β} Var(θ̂_α), so E[SSE] = |D_q| 2^{−2|β|} Σ Var(θ̂_α)
+//! Each cell has variance 2^{−2|β|} Σ_{∅≠α⊆β} Var(θ̂_α), so E\[SSE\] = |D_q| 2^{−2|β|} Σ Var(θ̂_α)
 //! (plug-in θ̂² clamped to 1).
 //!
 //! # Privacy

@@ -4,9 +4,10 @@
 //! - [`calm`]: choose m marginals of ≤ l attributes by minimising the predicted total SSE,
 //!   split the users into m groups, each reports its l-way cell by the adaptive frequency oracle
 //!   (GRR or OUE) at the full ε; the aggregator estimates every materialized marginal, makes
-//!   them mutually consistent and non-negative ([`consistency`]), and answers each k-way query
-//!   from a covering marginal, or by maximum entropy (iterative proportional fitting) when none
-//!   covers it.
+//!   them mutually consistent and non-negative — by fitting one joint distribution to all of
+//!   them ([`joint`]) when the joint table is small enough, else as a family ([`consistency`]) —
+//!   and answers each k-way query from a covering marginal, or by maximum entropy (iterative
+//!   proportional fitting) when none covers it.
 //! - [`direct`]: one adaptive frequency oracle over the full cross-product of each query's
 //!   attributes, the users split across queries.
 //! - [`fourier`]: the Fourier (input Hadamard transform, "InpHT") method of Cormode, Kulkarni
@@ -27,6 +28,7 @@ pub mod calm;
 pub mod consistency;
 pub mod direct;
 pub mod fourier;
+pub mod joint;
 
 use harmony_core::frequency::{Adaptive, FrequencyOracle};
 use harmony_core::{Aggregator, Error, Result};
@@ -177,7 +179,7 @@ pub struct MarginalEstimate {
     pub attrs: Vec<usize>,
     /// The cells (fractions), row-major, last attribute fastest.
     pub cells: Vec<f64>,
-    /// Predicted E[SSE] (noise + sampling; plug-in Σπ̂² for the sampling term), `None` when the
+    /// Predicted E\[SSE\] (noise + sampling; plug-in Σπ̂² for the sampling term), `None` when the
     /// marginal was reconstructed by maximum entropy (no closed form for that error).
     pub predicted_sse: Option<f64>,
 }
@@ -218,7 +220,7 @@ impl FoParams {
     }
 }
 
-/// Noise part of E[SSE] of a marginal with `d_full` cells estimated from `n_g` users and then
+/// Noise part of E\[SSE\] of a marginal with `d_full` cells estimated from `n_g` users and then
 /// summed down to `d_proj` cells (`d_proj` divides `d_full`; equal for no projection).
 /// Data-independent (the cell fractions sum to 1).
 pub fn noise_sse(fo: FoParams, d_full: usize, d_proj: usize, n_g: f64) -> f64 {
@@ -232,7 +234,7 @@ pub fn noise_sse(fo: FoParams, d_full: usize, d_proj: usize, n_g: f64) -> f64 {
     (cells * q * (1.0 - q) + p * (1.0 - p) - q * (1.0 - q)) / (n_g * delta2)
 }
 
-/// Sampling part of E[SSE]: `Σ π(1−π) / n_g · (n − n_g)/(n − 1)` given `s = 1 − Σπ²`.
+/// Sampling part of E\[SSE\]: `Σ π(1−π) / n_g · (n − n_g)/(n − 1)` given `s = 1 − Σπ²`.
 pub fn sampling_sse(s: f64, n_g: f64, n: f64) -> f64 {
     if n <= 1.0 { 0.0 } else { s / n_g * (n - n_g) / (n - 1.0) }
 }

@@ -11,14 +11,16 @@ use crate::output::{Format, progress};
 use crate::plot::{Panel, Series, line_panels_png};
 use crate::simulate::SimulateArgs;
 use anyhow::{Context, Result, bail};
-use harmony_analytics::marginals::calm::{self, CalmOptions, CalmPlan};
+use harmony_analytics::marginals::calm::{self, CalmOptions, CalmPlan, Post};
 use harmony_analytics::marginals::{Dataset, MarginalEstimate, all_queries, consistency, direct, fourier};
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Value};
 use serde::Serialize;
 use std::time::Instant;
 
-const METHODS: [&str; 4] = ["calm", "calm-raw", "direct", "fourier"];
+const METHODS: [&str; 7] = ["calm", "calm-family", "calm-local", "calm-gls", "calm-raw", "direct", "fourier"];
+/// The methods run when `--method` is not given.
+const DEFAULT_METHODS: [&str; 4] = ["calm", "calm-raw", "direct", "fourier"];
 
 /// Encodes the chosen attributes of the table as category codes (numeric ones binned).
 pub fn dataset(file: &SchemaFile, table: &data::Table, attributes: &Option<Vec<String>>) -> Result<Dataset> {
@@ -119,7 +121,9 @@ struct PlanOut {
     m: usize,
     sets: Vec<Vec<String>>,
     predicted_total_sse: f64,
-    candidates: Vec<(usize, usize, f64)>,
+    predicted_gls_total_sse: f64,
+    /// (l, m, predicted raw total, predicted GLS total) per candidate.
+    candidates: Vec<(usize, usize, f64, f64)>,
 }
 
 #[derive(Serialize)]
@@ -137,6 +141,14 @@ struct Summary {
     plan: Option<PlanOut>,
     #[serde(skip_serializing_if = "Option::is_none")]
     consistency_violations: Option<usize>,
+    /// CALM's post-processing as run: "joint" (one non-negative joint table), "family"
+    /// (consistent non-negative marginals) or "gls" (weighted consistency only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    postprocessing: Option<&'static str>,
+    /// Mean iterations per run of the joint fit ("joint") or of the alternating projections
+    /// ("local").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    postprocess_iterations: Option<f64>,
     marginals: Vec<MarginalOut>,
 }
 
@@ -155,7 +167,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let t = &args.task;
     let methods: Vec<String> = match &t.method {
         Some(m) => m.iter().map(|s| s.trim().to_lowercase()).collect(),
-        None => METHODS.iter().map(|s| s.to_string()).collect(),
+        None => DEFAULT_METHODS.iter().map(|s| s.to_string()).collect(),
     };
     for m in &methods {
         if !METHODS.contains(&m.as_str()) {
@@ -190,20 +202,36 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                 let mut has_pred = vec![true; queries.len()];
                 let mut timing = Timing::default();
                 let mut violations = 0usize;
+                let mut used: Option<Post> = None;
+                let mut iterations = 0usize;
                 for _ in 0..args.runs {
                     stream += 1;
                     let mut rng = fast_rng(stream_seed(args.seed, stream));
                     let t0 = Instant::now();
                     let answers: Vec<MarginalEstimate> = match m.as_str() {
-                        "calm" | "calm-raw" => {
+                        "calm" | "calm-family" | "calm-local" | "calm-gls" | "calm-raw" => {
                             let plan = plan.as_ref().expect("planned");
                             let raw = calm::collect(plan, &ds, &mut rng)?;
                             let t1 = Instant::now();
                             timing.collect_s += (t1 - t0).as_secs_f64();
                             let mut t2 = t1;
-                            let out = if m == "calm" {
-                                let margs = calm::postprocess(plan, &raw);
-                                if consistency::check(&plan.sets, ds.cards(), &margs, 1e-9).is_err() {
+                            let out = if m != "calm-raw" {
+                                let how = match m.as_str() {
+                                    "calm" => Post::Joint,
+                                    "calm-family" => Post::Family,
+                                    "calm-local" => Post::Local,
+                                    _ => Post::Gls,
+                                };
+                                let post = calm::postprocess_with(plan, &raw, how);
+                                used = Some(post.used);
+                                iterations += post.iterations;
+                                let margs = post.marginals;
+                                let checked = if how == Post::Gls {
+                                    consistency::check_consistent(&plan.sets, ds.cards(), &margs, 1e-9)
+                                } else {
+                                    consistency::check(&plan.sets, ds.cards(), &margs, 1e-9)
+                                };
+                                if checked.is_err() {
                                     violations += 1;
                                 }
                                 t2 = Instant::now();
@@ -237,6 +265,15 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                     pb.inc(1);
                 }
                 let r = args.runs as f64;
+                if let Some(u) = used {
+                    let how = match u {
+                        Post::Joint => format!("one joint table, {:.0} iterations/run", iterations as f64 / r),
+                        Post::Family => "consistent family (Norm-Sub + refit)".into(),
+                        Post::Local => format!("local-polytope projection, {:.0} rounds/run", iterations as f64 / r),
+                        Post::Gls => "GLS consistency only".into(),
+                    };
+                    eprintln!("k={k} ε={eps}: {m} post-processing: {how}");
+                }
                 let nq = queries.len() as f64;
                 let marginals: Vec<MarginalOut> = (0..queries.len())
                     .map(|qi| MarginalOut {
@@ -252,7 +289,12 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                     m: p.m(),
                     sets: p.sets.iter().map(|s| s.iter().map(|&a| ds.names()[a].clone()).collect()).collect(),
                     predicted_total_sse: p.predicted_total_sse,
-                    candidates: p.candidates.iter().map(|c| (c.l, c.m, c.predicted_total_sse)).collect(),
+                    predicted_gls_total_sse: p.predicted_gls_total_sse,
+                    candidates: p
+                        .candidates
+                        .iter()
+                        .map(|c| (c.l, c.m, c.predicted_total_sse, c.predicted_gls_total_sse))
+                        .collect(),
                 });
                 results.push(Summary {
                     method: m.clone(),
@@ -268,7 +310,15 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                         answer_s: timing.answer_s / r,
                     },
                     plan: plan_out,
-                    consistency_violations: (m == "calm").then_some(violations),
+                    consistency_violations: (m.starts_with("calm") && m != "calm-raw").then_some(violations),
+                    postprocessing: used.map(|u| match u {
+                        Post::Joint => "joint",
+                        Post::Family => "family",
+                        Post::Gls => "gls",
+                        Post::Local => "local",
+                    }),
+                    postprocess_iterations: matches!(used, Some(Post::Joint | Post::Local))
+                        .then(|| iterations as f64 / r),
                     marginals,
                 });
             }
@@ -321,7 +371,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                 report.seed
             );
             println!(
-                "{:<9} {:>2} {:>5} {:>6} {:>11} {:>11} {:>13} {:>9} {:>10} {:>9}",
+                "{:<11} {:>2} {:>5} {:>6} {:>11} {:>11} {:>13} {:>9} {:>10} {:>9}",
                 "method",
                 "k",
                 "ε",
@@ -335,7 +385,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             );
             for s in &report.results {
                 println!(
-                    "{:<9} {:>2} {:>5} {:>6} {:>11.4e} {:>11.4} {:>13} {:>9.3} {:>10.3} {:>9.3}",
+                    "{:<11} {:>2} {:>5} {:>6} {:>11.4e} {:>11.4} {:>13} {:>9.3} {:>10.3} {:>9.3}",
                     s.method,
                     s.k,
                     s.epsilon,
