@@ -5,6 +5,7 @@ binary attributes (bench/marginals, docs/ANALYTICS-MARGINALS.md).
     python3 bench/marginals/binarize.py adult16  < data/adult.csv               > adult16.csv
     xz -dc data/census_income_kdd.csv.xz | python3 bench/marginals/binarize.py census32 > census32.csv
     python3 bench/marginals/binarize.py adult16 --schema > adult16.toml
+    python3 bench/marginals/binarize.py adultbits < data/adult.csv > adultbits.csv   # bit-encoded
 
 Each output column is one yes/no predicate on one input column, coded "no"/"yes" (a
 categorical attribute with two categories). Thresholds are round public numbers (no data-
@@ -97,7 +98,40 @@ VIEWS = {
 }
 
 
+# Bit encodings: each categorical attribute with c labels (in the schema's order) becomes
+# ceil(log2 c) binary attributes, bit b of the label's index (b = 0 the least significant):
+# the "binary-encoded attributes" on which the Fourier method of Cormode et al. works.
+BITS_ORDER = {
+    "adultbits": ("examples/adult.toml",
+                  ["sex", "income", "race", "relationship", "marital_status", "workclass", "education",
+                   "occupation", "native_country"]),
+}
+
+
+def bit_view(name):
+    import math
+    import tomllib
+    schema_path, order = BITS_ORDER[name]
+    with open(schema_path, "rb") as f:
+        attrs = {a["name"]: a for a in tomllib.load(f)["attributes"]}
+    view = []
+    for col in order:
+        labels = [str(c) for c in attrs[col]["categories"]]
+        width = max(1, math.ceil(math.log2(len(labels))))
+        index = {lab: i for i, lab in enumerate(labels)}
+        for b in range(width):
+            def pred(v, index=index, b=b, col=col):
+                v = v.strip() or "?"
+                if v not in index:
+                    sys.exit(f"binarize.py: column {col}: value {v!r} is not a category of the schema")
+                return (index[v] >> b) & 1 == 1
+            view.append((f"{col}_b{b}", (col, pred)))
+    return view
+
+
 def main():
+    if len(sys.argv) >= 2 and sys.argv[1] in BITS_ORDER:
+        VIEWS[sys.argv[1]] = bit_view(sys.argv[1])
     if len(sys.argv) < 2 or sys.argv[1] not in VIEWS:
         sys.exit(f"usage: binarize.py {{{'|'.join(VIEWS)}}} [--schema] < data.csv > view.csv")
     view = VIEWS[sys.argv[1]]

@@ -3,7 +3,7 @@
 #   bench/marginals/run.sh [name ...]     (default: all; names below)
 # Needs a release build: cargo build --release -p harmony-cli. Each experiment writes
 # bench/marginals/<name>.txt (table, stdout) and <name>.stderr.txt (plans, post-processing,
-# timings). Long ones: census20 (~5 min), census_k3 (~3 min), census_cat (~5 min).
+# timings). Long ones: adultbits19 (~1 min), census20 (~5 min), census_k3 (~3 min), census_cat (~5 min).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${HARMONY:-target/release/harmony}
@@ -26,10 +26,11 @@ run() { # name, then harmony arguments
 }
 adult16() { python3 $B/binarize.py adult16 < data/adult.csv; }
 census32() { xz -dc data/census_income_kdd.csv.xz | python3 $B/binarize.py census32; }
+adultbits() { python3 $B/binarize.py adultbits < data/adult.csv; }
 
 want() { [ $# -eq 0 ] || [[ " $* " == *" $name "* ]]; }
 names=("$@")
-for name in adult adult_binary8 adult16_8 adult16 census20 census32 adult_categorical9 census_cat census_k3; do
+for name in adult adult_binary8 adult16_8 adult16 census20 census32 adultbits8 adultbits11 adultbits15 adultbits19 adult_categorical9 census_cat census_k3; do
     want "${names[@]}" || continue
     case $name in
     # Main table: all 2- and 3-way marginals of Adult's 14 attributes (9 categorical + 5 binned).
@@ -46,6 +47,11 @@ for name in adult adult_binary8 adult16_8 adult16 census20 census32 adult_catego
         --method calm,calm-family,calm-local,calm-raw,direct,fourier ;;
     census32) census32 | run census32 simulate --task marginals --data - --schema $B/census32.toml \
         --k 3 --epsilon 1 --runs 3 --method calm,calm-local,calm-raw,direct,fourier ;;
+    # Adult's categorical attributes bit-encoded (binarize.py adultbits: label index in binary,
+    # one yes/no attribute per bit), the first d bits: 3-way marginals over the bits.
+    adultbits8|adultbits11|adultbits15|adultbits19) adultbits | run $name simulate --task marginals --data - \
+        --schema $B/adultbits.toml --attributes "$(first $B/adultbits.toml ${name#adultbits})" --k 3 --epsilon 1 \
+        --runs 10 --method calm,calm-raw,direct,fourier ;;
     # Categorical attributes, bit-encoded for the Fourier method.
     adult_categorical9) run adult_categorical9 simulate --task marginals --attributes $CAT9 --k 3 --runs 3 ;;
     census_cat) run census_cat simulate --task marginals --data data/census_income_kdd.csv.xz \
