@@ -279,11 +279,26 @@ impl TryRng for FastRng {
 
     /// Little-endian bytes of the next words (a partial last word is consumed whole), as
     /// `fill_bytes_via_next_word` would give, but copied from the buffer block by block (one
-    /// `memcpy` per block on little-endian targets).
+    /// `memcpy` per block on little-endian targets), and whole blocks written straight into an
+    /// 8-byte-aligned `dst` (as [`FastRng::fill_words`] does; bulk word draws through
+    /// [`crate::sampling::fill_words`] land here).
     fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
         let mut dst = dst;
         while dst.len() >= 8 {
             if self.pos >= BLOCK {
+                #[cfg(target_endian = "little")]
+                if dst.len() >= 8 * BLOCK && dst.as_ptr().align_offset(std::mem::align_of::<u64>()) == 0 {
+                    let (head, rest) = dst.split_at_mut(8 * BLOCK);
+                    // SAFETY: `head` is 8·BLOCK initialised, writable bytes, aligned for `u64`
+                    // (checked just above), exclusively borrowed for the life of the view; every
+                    // bit pattern is a valid `u64`. On a little-endian target the words' bytes in
+                    // memory are their little-endian bytes, as `copy_le` would write them.
+                    #[allow(unsafe_code)]
+                    let block = unsafe { &mut *head.as_mut_ptr().cast::<[u64; BLOCK]>() };
+                    refill_block(&mut self.s, self.path, block);
+                    dst = rest;
+                    continue;
+                }
                 self.refill();
             }
             let words = (BLOCK - self.pos).min(dst.len() / 8);
