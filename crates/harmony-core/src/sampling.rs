@@ -413,10 +413,13 @@ pub fn fill_u32s<R: Rng + ?Sized>(rng: &mut R, dst: &mut [u32]) {
     }
 }
 
-/// True when the CPU has AVX2, BMI2 and POPCNT (run-time detection, cached by std): batch
-/// kernels then run a second build of the same Rust code compiled with those features (LLVM vectorises their
-/// branch-free loops 4 × 64 bits wide). Every kernel computes the same values on both builds
-/// (integer and correctly rounded IEEE operations only, no FMA contraction).
+/// True when the CPU has AVX2, BMI2, POPCNT and FMA (run-time detection, cached by std): batch
+/// kernels then run a second build of the same Rust code compiled with those features (LLVM
+/// vectorises their branch-free loops 4 × 64 bits wide). Every kernel computes the same values
+/// on both builds: integer and correctly rounded IEEE operations only — Rust never contracts a
+/// multiplication and an addition into an FMA, and an explicit `mul_add` (Laplace's batch
+/// kernel) is one correctly rounded operation on every target (the FMA instruction here; the
+/// C library's `fma`, exact in software where the hardware has none, in the portable build).
 #[inline]
 pub fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -433,14 +436,15 @@ pub fn has_avx2() -> bool {
 }
 
 /// Calls `$portable` or, when [`has_avx2`], `$avx2` — a function with
-/// `#[target_feature(enable = "avx2,bmi2,popcnt")]` whose body is the same `#[inline(always)]` kernel.
+/// `#[target_feature(enable = "avx2,bmi2,popcnt")]` (or `"avx2,bmi2,popcnt,fma"`) whose body is
+/// the same `#[inline(always)]` kernel.
 macro_rules! dispatch_avx2 {
     ($avx2:expr, $portable:expr) => {{
         #[cfg(target_arch = "x86_64")]
         {
             if $crate::sampling::has_avx2() {
-                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2 and POPCNT, the
-                // only features the callee is compiled with; its body is safe Rust.
+                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2, POPCNT and
+                // FMA, the only features the callee may be compiled with; its body is safe Rust.
                 #[allow(unsafe_code)]
                 unsafe {
                     $avx2
@@ -808,8 +812,12 @@ pub fn ln_uniform_reduce(zeros: u64, w: u64) -> (f64, f64, f64) {
 /// hfsq = f²/2, k·ln 2 in two parts (ln2_hi has 32 trailing zero bits: k·ln2_hi is exact).
 #[inline(always)]
 pub fn ln_uniform_finish(f: f64, s: f64, dk: f64) -> f64 {
-    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
-    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    ln_uniform_combine(f, s, dk, ln_uniform_poly(s))
+}
+
+/// fdlibm's R(s²) (the first half of [`ln_uniform_finish`]).
+#[inline(always)]
+pub fn ln_uniform_poly(s: f64) -> f64 {
     const LG1: f64 = f64::from_bits(0x3fe5_5555_5555_5593);
     const LG2: f64 = f64::from_bits(0x3fd9_9999_9997_fa04);
     const LG3: f64 = f64::from_bits(0x3fd2_4924_9422_9359);
@@ -817,12 +825,20 @@ pub fn ln_uniform_finish(f: f64, s: f64, dk: f64) -> f64 {
     const LG5: f64 = f64::from_bits(0x3fc7_4664_96cb_03de);
     const LG6: f64 = f64::from_bits(0x3fc3_9a09_d078_c69f);
     const LG7: f64 = f64::from_bits(0x3fc2_f112_df3e_5244);
-    let hfsq = 0.5 * f * f;
     let z = s * s;
     let w = z * z;
     let t1 = w * w.mul_add(w.mul_add(LG6, LG4), LG2);
     let t2 = z * w.mul_add(w.mul_add(w.mul_add(LG7, LG5), LG3), LG1);
-    let r = t2 + t1;
+    t2 + t1
+}
+
+/// ln U from (f, s, k) and R = [`ln_uniform_poly`]`(s)` (the second half of
+/// [`ln_uniform_finish`]).
+#[inline(always)]
+pub fn ln_uniform_combine(f: f64, s: f64, dk: f64, r: f64) -> f64 {
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    let hfsq = 0.5 * f * f;
     dk.mul_add(LN2_HI, s.mul_add(hfsq + r, dk * LN2_LO) - hfsq + f)
 }
 
@@ -1346,6 +1362,175 @@ mod tests {
             let ups = (0..n).filter(|_| randomized_round_from_word(rng.next_u64(), y, step) > base).count() as f64;
             let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
             assert!((ups - n as f64 * frac).abs() < 4.42 * sd + 1.0, "y = {y}: {ups} ups of {n}, frac {frac}");
+        }
+    }
+
+    /// The uniform of [`laplace1_from_word`]'s layout, built independently: 2⁻⁽ᴸ⁺¹⁾·(1 + M).
+    fn dyadic_uniform(w: u64) -> f64 {
+        let g = (w >> 52) & 0x7ff;
+        let l = g.leading_zeros() - 53;
+        (1.0 + (w & ((1 << 52) - 1)) as f64 * (-52f64).exp2()) * (-(l as f64) - 1.0).exp2()
+    }
+
+    #[test]
+    fn laplace1_from_word_is_minus_ln_u_within_an_ulp_or_two() {
+        // Against the C library's `ln` (< 1 ulp) on the exactly representable U: random words,
+        // every exponent, significands at 0, at the √2 reduction boundary and at the top.
+        let mut rng = fast_rng(41);
+        let mut words: Vec<u64> = (0..200_000).map(|_| rng.next_u64()).collect();
+        for g in 1..0x800u64 {
+            for m in [0, 1, 0x6_a09e_667f_3bcc, 0x6_a09e_667f_3bcd, (1 << 52) - 1, rng.next_u64() >> 12] {
+                words.push(g << 52 | m | (rng.next_u64() & (1 << 63)));
+            }
+        }
+        let mut worst = 0.0f64;
+        for &w in &words {
+            let (x, hot) = laplace1_from_word(w);
+            assert_eq!(hot, (w >> 52) & 0x7ff != 0, "w = {w:#x}");
+            if !hot {
+                continue;
+            }
+            let want = -dyadic_uniform(w).ln();
+            assert!(want > 0.0 && want < 11.0 * std::f64::consts::LN_2 + 1e-12);
+            // Sign: bit 63 set = negative.
+            assert_eq!(x < 0.0, w >> 63 == 1, "w = {w:#x}");
+            let ulps = (x.abs() - want).abs() / (want * f64::EPSILON);
+            worst = worst.max(ulps);
+            assert!(ulps <= 2.0, "w = {w:#x}: {x} vs {want} ({ulps} ulp)");
+            // The finish gives the same value for a hot word (no draw).
+            assert_eq!(laplace1_from_word_finish(&mut OneWord(0), w), x);
+        }
+        eprintln!("laplace1_from_word: worst error {worst:.3} ulp of −ln U over {} words", words.len());
+        assert!(worst > 0.0 && worst <= 2.0, "worst {worst} ulp");
+    }
+
+    /// An RNG that returns the given words in turn.
+    struct Words(Vec<u64>);
+    impl rand::TryRng for Words {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok(self.0.remove(0) as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.0.remove(0))
+        }
+        fn try_fill_bytes(&mut self, _: &mut [u8]) -> Result<(), Self::Error> {
+            unimplemented!("not used")
+        }
+    }
+
+    #[test]
+    fn laplace1_finish_extends_the_exponent_without_bound() {
+        let ln2 = std::f64::consts::LN_2;
+        let mut rng = fast_rng(42);
+        for _ in 0..10_000 {
+            let hot = rng.next_u64() | (1 << 60);
+            let cold = rng.next_u64() & !(0x7ff << 52);
+            let e = laplace1_from_word(hot).0.abs();
+            // One, two, then 40 zero exponent fields before the hot word: 11·ln 2 each.
+            for zeros in [1usize, 2, 40] {
+                let mut seq = vec![cold & !(1 << 63); zeros - 1];
+                seq.push(hot);
+                let x = laplace1_from_word_finish(&mut Words(seq), cold);
+                let want = 11.0 * zeros as f64 * ln2 + e;
+                assert!((x.abs() - want).abs() <= 4.0 * f64::EPSILON * want, "{zeros}: {x} vs {want}");
+                assert_eq!(x < 0.0, cold >> 63 == 1);
+            }
+        }
+        // Conditional on the cold case, x − 11·ln 2 is again Exp(1) (z = 4.42): mean and
+        // variance 1, and 2⁻¹¹ of those draws are cold again (beyond 22·ln 2).
+        let n = 100_000;
+        let mut m = crate::estimate::Moments::default();
+        let mut deeper = 0u64;
+        for _ in 0..n {
+            let cold = rng.next_u64() & !(0x7ff << 52);
+            let x = laplace1_from_word_finish(&mut rng, cold).abs() - 11.0 * ln2;
+            deeper += (x > 11.0 * ln2) as u64;
+            m.push(x);
+        }
+        assert!(m.z_mean(1.0, 1.0).abs() < 4.42 && m.z_variance(1.0).abs() < 4.42, "mean {}", m.mean);
+        let p = (-11.0f64).exp2();
+        assert!((deeper as f64 - n as f64 * p).abs() < 4.42 * (n as f64 * p).sqrt() + 1.0, "{deeper}");
+    }
+
+    #[test]
+    fn exp1_unbounded_is_exp1_above_2_to_minus_33_and_extends_below() {
+        let (mut a, mut b) = (fast_rng(43), fast_rng(43));
+        for _ in 0..10_000 {
+            assert_eq!(exp1_unbounded(&mut a), exp1(&mut b));
+        }
+        let ln2 = std::f64::consts::LN_2;
+        let next = 1u64 << 63; // U' = (2⁵² + 1)·2⁻⁵³
+        let tail = exp1_unbounded(&mut Words(vec![((1 << 20) - 1) << 11, next]));
+        let want = 33.0 * ln2 - ((next >> 11) as f64 + 1.0).mul_add((-53f64).exp2(), 0.0).ln();
+        assert!((tail - want).abs() < 1e-14 && tail > 33.0 * ln2, "{tail} vs {want}");
+        assert!(exp1_unbounded(&mut Words(vec![0, 0, next])) > 66.0 * ln2);
+    }
+
+    #[test]
+    fn randomized_round32_is_exact_and_unbiased() {
+        let mut rng = fast_rng(44);
+        // Hot = full wherever the hot path decides, and adjacent integers.
+        for k in 0..200_000u64 {
+            let u = rng.next_u64() as u32;
+            let e = (k % 70) as f64 - 20.0;
+            let scaled = (2.0 * uniform01(&mut rng) - 1.0) * e.exp2();
+            let (hot, decided) = randomized_round32_hot(u, scaled);
+            let full = randomized_round32(&mut OneWord(rng.next_u64()), u, scaled);
+            if decided {
+                assert_eq!(hot, full, "scaled {scaled:e}, u {u}");
+            }
+            assert!(full == scaled.floor() as i64 || full == scaled.floor() as i64 + 1);
+        }
+        // Unbiased (z = 4.42), including values with bits below 2⁻³² of a step, where u ties
+        // with ⌊frac·2³²⌋ and a fresh word decides.
+        for &scaled in &[0.3f64, -2.7, 1e6 + 0.25, -3e9 - 0.5, 1e-12, 0.5 + 3e-12, -7.0 - 1e-11] {
+            let base = scaled.floor();
+            let frac = scaled - base;
+            let f32bits = (frac * 4_294_967_296.0).floor();
+            let n = 200_000;
+            let mut ups = 0u64;
+            let mut tie_ups = 0u64;
+            for i in 0..n {
+                let u = rng.next_u64() as u32;
+                ups += (randomized_round32(&mut rng, u, scaled) as f64 > base) as u64;
+                // Forced ties: P[up] = frac·2³² − F.
+                if i < 50_000 {
+                    tie_ups += (randomized_round32(&mut rng, f32bits as u32, scaled) as f64 > base) as u64;
+                }
+            }
+            let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
+            assert!((ups as f64 - n as f64 * frac).abs() < 4.42 * sd + 1.0, "{scaled}: {ups} of {n}");
+            let rem = frac * 4_294_967_296.0 - f32bits;
+            let sd = (5e4 * rem * (1.0 - rem)).sqrt();
+            assert!((tie_ups as f64 - 5e4 * rem).abs() < 4.42 * sd + 1.0, "{scaled}: ties {tie_ups}, rem {rem}");
+        }
+        // Huge, infinite and NaN values: no panic, saturated.
+        assert_eq!(randomized_round32(&mut rng, 7, 2f64.powi(60)), 1 << 60);
+        assert_eq!(randomized_round32(&mut rng, 7, f64::INFINITY), i64::MAX);
+        assert_eq!(randomized_round32(&mut rng, 7, -1e300), i64::MIN);
+        assert_eq!(randomized_round32(&mut rng, 7, f64::NAN), 0);
+    }
+
+    #[test]
+    fn fill_u32s_are_the_little_endian_halves_of_words() {
+        for len in [0usize, 1, 2, 7, 255, 256, 257, 1000] {
+            let mut got = vec![0u32; len];
+            let mut a = fast_rng(45);
+            fill_u32s(&mut a, &mut got);
+            let mut b = fast_rng(45);
+            let want: Vec<u32> = (0..len.div_ceil(2))
+                .flat_map(|_| {
+                    b.next_u64()
+                        .to_le_bytes()
+                        .chunks(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                        .collect::<Vec<_>>()
+                })
+                .take(len)
+                .collect();
+            assert_eq!(got, want, "len {len}");
+            assert_eq!(a.next_u64(), b.next_u64(), "len {len}: streams stay in step");
         }
     }
 

@@ -22,8 +22,8 @@ use crate::params::Epsilon;
 #[cfg(doc)]
 use crate::sampling::laplace1_from_word;
 use crate::sampling::{
-    laplace_from_ln_uniform, laplace1_from_word_finish, laplace1_is_hot, ln_uniform_finish, ln_uniform_reduce,
-    randomized_round32, randomized_round32_hot, standard_laplace,
+    laplace_from_ln_uniform, laplace1_from_word_finish, laplace1_is_hot, ln_uniform_combine, ln_uniform_poly,
+    ln_uniform_reduce, randomized_round32, randomized_round32_hot, standard_laplace,
 };
 use rand::Rng;
 
@@ -105,7 +105,7 @@ impl Laplace {
 const HOT_MAX_SCALE: f64 = ((1u64 << 30) as f64) / 7.7;
 
 /// Per-value intermediate results of [`laplace_chunk`]'s passes: fdlibm's (f, s, k).
-type Scratch = [[f64; BIG_CHUNK]; 3];
+type Scratch = [[f64; BIG_CHUNK]; 4];
 
 /// One chunk of the batch kernel (k ≤ [`BIG_CHUNK`] values), appended to `out`: per value the
 /// word for the noise ([`laplace1_from_word`]'s layout: sign, binary exponent and significand of
@@ -137,14 +137,17 @@ fn laplace_chunk<S: LaneSink>(
         out.extend_units(ts.iter().map(|_| NOT_DONE));
         return bad;
     }
-    let [f, s, dk] = scratch;
-    let (f, s, dk) = (&mut f[..n], &mut s[..n], &mut dk[..n]);
+    let [f, s, dk, r] = scratch;
+    let (f, s, dk, r) = (&mut f[..n], &mut s[..n], &mut dk[..n], &mut r[..n]);
     for i in 0..n {
         (f[i], s[i], dk[i]) = ln_uniform_reduce(0, words[i]);
     }
+    for i in 0..n {
+        r[i] = ln_uniform_poly(s[i]);
+    }
     let scaled = f;
     for i in 0..n {
-        let x = laplace_from_ln_uniform(ln_uniform_finish(scaled[i], s[i], dk[i]), words[i]);
+        let x = laplace_from_ln_uniform(ln_uniform_combine(scaled[i], s[i], dk[i], r[i]), words[i]);
         // (t + λx)/step with the division by the power of two 2⁻²⁰ exact: t·2²⁰ + (λ·2²⁰)·x.
         scaled[i] = scale_units.mul_add(x, ts[i] * (1.0 / GRID_STEP));
     }
@@ -172,7 +175,7 @@ impl Laplace {
     #[inline(always)]
     pub(crate) fn batch_portable<R: Rng + ?Sized, S: LaneSink>(&self, ts: &[f64], rng: &mut R, out: &mut S) -> bool {
         let (scale_units, hot_scale) = (self.scale / GRID_STEP, self.scale < HOT_MAX_SCALE);
-        let mut scratch = [[0.0; BIG_CHUNK]; 3];
+        let mut scratch = [[0.0; BIG_CHUNK]; 4];
         chunk_kernel(
             ts,
             rng,
@@ -288,5 +291,109 @@ mod tests {
         let e = m.add_units(&mut b, &[0, i64::MAX]).unwrap_err();
         assert!(e.to_string().contains("laplace"), "{e}");
         assert_eq!(b.count(), ts.len() as u64);
+    }
+
+    /// The batch kernel's reports computed value by value from the definition: per chunk of
+    /// [`BIG_CHUNK`] values the words, then the 32-bit integers, drawn in bulk; a hot value is
+    /// [`crate::sampling::laplace1_from_word`] then t·2²⁰ + (λ·2²⁰)·x rounded by
+    /// [`randomized_round32_hot`]; the others, in order, [`Laplace::batch_fix`] with fresh words.
+    fn reference_units(m: &Laplace, ts: &[f64], seed: u64) -> Vec<i64> {
+        use crate::sampling::{fast_rng, fill_u32s, fill_words, laplace1_from_word};
+        let mut rng = fast_rng(seed);
+        let mut out = Vec::new();
+        for chunk in ts.chunks(BIG_CHUNK) {
+            let (mut w, mut h) = (vec![0u64; chunk.len()], vec![0u32; chunk.len()]);
+            fill_words(&mut rng, &mut w);
+            fill_u32s(&mut rng, &mut h);
+            for i in 0..chunk.len() {
+                let (x, hot) = laplace1_from_word(w[i]);
+                let scaled = (m.scale / GRID_STEP).mul_add(x, chunk[i] * (1.0 / GRID_STEP));
+                let (units, decided) = randomized_round32_hot(h[i], scaled);
+                out.push(if hot && decided && m.scale < HOT_MAX_SCALE { units } else { NOT_DONE });
+            }
+            let base = out.len() - chunk.len();
+            for i in 0..chunk.len() {
+                if out[base + i] == NOT_DONE {
+                    out[base + i] = m.batch_fix(chunk[i], w[i], h[i], &mut rng);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn batch_equals_its_value_by_value_definition() {
+        use crate::sampling::{fast_rng, uniform01};
+        let mut rng = fast_rng(50);
+        let ts: Vec<f64> = (0..20_000).map(|_| 2.0 * uniform01(&mut rng) - 1.0).chain([1.0, -1.0, 0.0, -0.0]).collect();
+        // λ = 2/ε: tiny, typical, large, and beyond HOT_MAX_SCALE (every value scalar).
+        for eps in [700.0, 1.0, 0.01, 1e-8] {
+            let m = Laplace::new(eps).unwrap();
+            let mut got = Vec::new();
+            m.randomize_units(&ts, &mut fast_rng(7), &mut got).unwrap();
+            let want = reference_units(&m, &ts, 7);
+            assert_eq!(got, want, "eps {eps}");
+            assert!(got.iter().all(|&u| u != NOT_DONE));
+            // ~10 of the 20 004 values take the cold path (U < 2⁻¹¹) at every ε.
+            let cold = ts.len() as f64 * (-11f64).exp2();
+            assert!(cold > 5.0);
+        }
+        // Values beyond the clamp: with ε = 1e-9, λ = 2·10⁹; outputs stay within ±FIXED_BOUND.
+        let m = Laplace::new(1e-9).unwrap();
+        let mut got = Vec::new();
+        m.randomize_units(&ts[..2000], &mut fast_rng(8), &mut got).unwrap();
+        let limit = (FIXED_BOUND / GRID_STEP) as i64 + 1;
+        assert!(got.iter().all(|u| u.abs() <= limit));
+    }
+
+    #[test]
+    fn bad_inputs_are_refused_whole() {
+        use crate::sampling::fast_rng;
+        let m = Laplace::new(1.0).unwrap();
+        let ts = vec![0.5; 300];
+        for (i, bad) in [(0, f64::NAN), (129, 1.000_000_1), (299, f64::NEG_INFINITY), (255, -1.5)] {
+            let mut xs = ts.clone();
+            xs[i] = bad;
+            let mut out = vec![7i64];
+            let e = m.randomize_units(&xs, &mut fast_rng(1), &mut out).unwrap_err();
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("value {i} ")) && msg.contains("[-1, 1]"), "{msg}");
+            assert_eq!(out, vec![7], "nothing appended");
+        }
+    }
+
+    /// Heavy tier (release, `--ignored`): 10⁶ reports per ε through the batch API, against
+    /// Laplace(t, 2/ε): the CDF of (y − t)/λ in 256 equiprobable bins (χ², 255 dof,
+    /// P[χ² > 383] ≈ 1e-6), mean and variance (z = 4.42), the share beyond 11·ln 2 (the cold
+    /// path, 2⁻¹¹ of draws) and the sign balance.
+    #[test]
+    #[ignore]
+    fn heavy_batch_cdf_moments_and_tail() {
+        use crate::estimate::Moments;
+        use crate::sampling::fast_rng;
+        let n = 1_000_000;
+        for (k, (eps, t)) in [(0.5, -1.0), (1.0, 0.25), (4.0, 1.0), (1e-3, 0.0)].into_iter().enumerate() {
+            let m = Laplace::new(eps).unwrap();
+            let mut units = Vec::new();
+            m.randomize_units(&vec![t; n], &mut fast_rng(60 + k as u64), &mut units).unwrap();
+            let (mut bins, mut cold, mut neg, mut mo) = (vec![0u64; 256], 0u64, 0u64, Moments::default());
+            for &u in &units {
+                let y = u as f64 * GRID_STEP;
+                mo.push(y);
+                let z = (y - t) / m.scale();
+                let cdf = if z < 0.0 { 0.5 * z.exp() } else { 1.0 - 0.5 * (-z).exp() };
+                bins[((cdf * 256.0) as usize).min(255)] += 1;
+                cold += (z.abs() > 11.0 * std::f64::consts::LN_2) as u64;
+                neg += (z < 0.0) as u64;
+            }
+            let e = n as f64 / 256.0;
+            let chi2: f64 = bins.iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
+            assert!(chi2 < 383.0, "eps {eps}: chi2 {chi2}");
+            let var = m.variance(t);
+            assert!(mo.z_mean(t, var).abs() < 4.42 && mo.z_variance(var).abs() < 4.42, "eps {eps}: {}", mo.mean);
+            let p = (-11f64).exp2();
+            assert!((cold as f64 - n as f64 * p).abs() < 4.42 * (n as f64 * p).sqrt(), "eps {eps}: {cold} cold");
+            assert!((neg as f64 - n as f64 / 2.0).abs() < 4.42 * (n as f64 / 4.0).sqrt(), "eps {eps}: {neg}");
+        }
     }
 }
