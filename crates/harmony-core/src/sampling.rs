@@ -386,10 +386,40 @@ pub fn fill_words<R: Rng + ?Sized>(rng: &mut R, dst: &mut [u64]) {
     }
 }
 
-/// True when the CPU has AVX2, BMI2 and POPCNT (run-time detection, cached by std): batch
-/// kernels then run a second build of the same Rust code compiled with those features (LLVM vectorises their
-/// branch-free loops 4 × 64 bits wide). Every kernel computes the same values on both builds
-/// (integer and correctly rounded IEEE operations only, no FMA contraction).
+/// Fills `dst` with random 32-bit integers: 4·`dst.len()` bytes of [`Rng::fill_bytes`] read
+/// little-endian (for [`FastRng`]: the low, then the high half of each word; an odd count ends
+/// with the low half of one more word, whose high half is dropped), fetched in bulk.
+#[inline]
+pub fn fill_u32s<R: Rng + ?Sized>(rng: &mut R, dst: &mut [u32]) {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: a `[u32]` of length n is 4n initialised, writable bytes with no padding, and
+        // every byte pattern is a valid `u32`; the byte view borrows `dst` mutably for its whole
+        // life. On a little-endian target, bytes 4i..4i+4 read little-endian are integer i.
+        #[allow(unsafe_code)]
+        let bytes = unsafe { std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast::<u8>(), 4 * dst.len()) };
+        rng.fill_bytes(bytes);
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        let mut bytes = [0u8; 4 * 256];
+        for chunk in dst.chunks_mut(256) {
+            let b = &mut bytes[..4 * chunk.len()];
+            rng.fill_bytes(b);
+            for (w, c) in chunk.iter_mut().zip(b.chunks_exact(4)) {
+                *w = u32::from_le_bytes(c.try_into().expect("chunks of 4 bytes"));
+            }
+        }
+    }
+}
+
+/// True when the CPU has AVX2, BMI2, POPCNT and FMA (run-time detection, cached by std): batch
+/// kernels then run a second build of the same Rust code compiled with those features (LLVM
+/// vectorises their branch-free loops 4 × 64 bits wide). Every kernel computes the same values
+/// on both builds: integer and correctly rounded IEEE operations only — Rust never contracts a
+/// multiplication and an addition into an FMA, and an explicit `mul_add` (Laplace's batch
+/// kernel) is one correctly rounded operation on every target (the FMA instruction here; the
+/// C library's `fma`, exact in software where the hardware has none, in the portable build).
 #[inline]
 pub fn has_avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -397,6 +427,7 @@ pub fn has_avx2() -> bool {
         std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("bmi2")
             && std::arch::is_x86_feature_detected!("popcnt")
+            && std::arch::is_x86_feature_detected!("fma")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -405,14 +436,15 @@ pub fn has_avx2() -> bool {
 }
 
 /// Calls `$portable` or, when [`has_avx2`], `$avx2` — a function with
-/// `#[target_feature(enable = "avx2,bmi2,popcnt")]` whose body is the same `#[inline(always)]` kernel.
+/// `#[target_feature(enable = "avx2,bmi2,popcnt")]` (or `"avx2,bmi2,popcnt,fma"`) whose body is
+/// the same `#[inline(always)]` kernel.
 macro_rules! dispatch_avx2 {
     ($avx2:expr, $portable:expr) => {{
         #[cfg(target_arch = "x86_64")]
         {
             if $crate::sampling::has_avx2() {
-                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2 and POPCNT, the
-                // only features the callee is compiled with; its body is safe Rust.
+                // SAFETY: `has_avx2()` checked at run time that this CPU has AVX2, BMI2, POPCNT and
+                // FMA, the only features the callee may be compiled with; its body is safe Rust.
                 #[allow(unsafe_code)]
                 unsafe {
                     $avx2
@@ -494,6 +526,22 @@ pub fn exp1<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     -uniform01_open_low(rng).ln()
 }
 
+/// Exp(1) = −ln U with no upper bound: [`exp1`]'s value (U = (m + 1)·2⁻⁵³, m the top 53 bits of
+/// one word) when m ≥ 2²⁰, i.e. U > 2⁻³³ (the same value for the same word: seeded streams of
+/// [`exp1`]'s callers are unchanged); otherwise (probability 2⁻³³) U = 2⁻³³·U' with U' a fresh
+/// uniform, −ln U = 33·ln 2 + (−ln U'), recursively. [`exp1`] alone stops at −ln 2⁻⁵³ ≈ 36.7.
+#[inline]
+pub fn exp1_unbounded<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    let mut extra = 0.0;
+    loop {
+        let m = rng.next_u64() >> 11;
+        if m >= 1 << 20 {
+            return extra - ((m + 1) as f64 * (1.0 / (1u64 << 53) as f64)).ln();
+        }
+        extra += 33.0 * std::f64::consts::LN_2;
+    }
+}
+
 /// Laplace(0, scale) as the difference of two independent Exp(1) draws, times `scale`.
 #[inline]
 pub fn laplace<R: Rng + ?Sized>(rng: &mut R, scale: f64) -> f64 {
@@ -547,30 +595,6 @@ pub fn sign_and_exp1<R: Rng + ?Sized>(rng: &mut R) -> (bool, f64) {
     sign_and_exp1_slow(rng, z, u)
 }
 
-/// The exponential ziggurat's tables (built once), for [`sign_and_exp1_lane`].
-pub fn exp_ziggurat() -> &'static ExpZiggurat {
-    EXP_ZIGGURAT.get_or_init(ExpZiggurat::build)
-}
-
-/// The fast path of [`sign_and_exp1`] for a random word `u` already drawn, table lookups and
-/// float operations only (vectorisable): (negative, x, accepted). When `accepted` is false the
-/// draw must be finished by [`sign_and_exp1_finish`] with the same `u`.
-#[inline(always)]
-pub fn sign_and_exp1_lane(z: &ExpZiggurat, u: u64) -> (bool, f64, bool) {
-    let i = (u & 0xff) as usize;
-    let unit = f64::from_bits((u >> 12) | 0x3ff0_0000_0000_0000) - 1.0;
-    let x = unit * z.x[i];
-    ((u >> 8) & 1 == 1, x, x < z.x[i + 1])
-}
-
-/// Finishes a [`sign_and_exp1_lane`] draw that was not accepted (the wedge test or the tail,
-/// with fresh words from `rng`): together the two give exactly [`sign_and_exp1`]'s distribution.
-#[cold]
-#[inline(never)]
-pub fn sign_and_exp1_finish<R: Rng + ?Sized>(rng: &mut R, u: u64) -> (bool, f64) {
-    sign_and_exp1_slow(rng, EXP_ZIGGURAT.get_or_init(ExpZiggurat::build), u)
-}
-
 /// The layer index and the uniform point u·x[i] of a ziggurat draw (the uniform in [0, 1) is
 /// built from 52 bits through the exponent trick, no integer-to-float conversion).
 #[inline(always)]
@@ -591,8 +615,8 @@ fn sign_and_exp1_slow<R: Rng + ?Sized>(rng: &mut R, z: &ExpZiggurat, mut u: u64)
             return (negative, x);
         }
         if i == 0 {
-            // Beyond r in the base strip: the tail, r + Exp(1) by memorylessness.
-            return (negative, ZIG_EXP_R + exp1(rng));
+            // Beyond r in the base strip: the tail, r + Exp(1) by memorylessness (unbounded).
+            return (negative, ZIG_EXP_R + exp1_unbounded(rng));
         }
         if z.f[i + 1] + (z.f[i] - z.f[i + 1]) * uniform01(rng) < (-x).exp() {
             return (negative, x);
@@ -692,6 +716,173 @@ pub fn randomized_round_hot(w: u64, scaled: f64) -> i64 {
 #[inline(always)]
 fn unit52(w: u64) -> f64 {
     f64::from_bits((w >> 12) | 0x3ff0_0000_0000_0000) - 1.0
+}
+
+/// Width of the exponent field of [`laplace1_from_word`]: bits 52–62 of the word.
+const LAPLACE_ZERO_BITS: u32 = 11;
+
+/// A standard Laplace(0, 1) draw ±(−ln U) from one random word `w`, in float and integer
+/// operations that AVX2 (with FMA) has for 4 lanes — no table, no `ln` call, no rejection — so
+/// loops over it vectorise: (x, hot). When `hot` is false (probability 2⁻¹¹) the draw must be
+/// finished by [`laplace1_from_word_finish`] with the same `w`.
+///
+/// The uniform U ∈ (0, 1) is generated as a binary exponent and a significand, which are
+/// independent for a uniform: U = 2⁻⁽ᴸ⁺¹⁾·(1 + M), with L = the number of leading zeros of
+/// bits 62…52 of `w` (P[L = l] = 2⁻⁽ˡ⁺¹⁾, exactly the exponent's law) and M = (bits 51…0)·2⁻⁵²
+/// (uniform on the 52-bit grid of the significand: U has the relative precision of an `f64`
+/// at every scale). L ≥ 11 (all 11 bits zero) is the cold case: then U = 2⁻¹¹·U' with U' a
+/// fresh uniform, drawn the same way (the finish extends the exponent with fresh words, without
+/// bound), so −ln U = 11·ln 2 + (−ln U') and the tail is exact at every depth: no truncation at
+/// −ln 2⁻⁵³ or anywhere (the largest value is limited only by the number of words drawn). Bit
+/// 63 is the sign (set: negative), independent of U.
+///
+/// ln U is fdlibm's `log` (Sun Microsystems 1993, as in musl before 2018: the reduction
+/// U = 2ᵏ·x, x ∈ [√2/2, √2), by integer arithmetic on the bits, s = f/(2 + f) with f = x − 1,
+/// a degree-14 minimax polynomial in s; error below 1 ulp), restricted to normal arguments in
+/// (0, 1) and evaluated with fused multiply-adds: IEEE operations only (`mul_add` is one
+/// correctly rounded operation on every target, in hardware or in software), so every build
+/// computes the same value. It is split in two steps ([`ln_uniform_reduce`] and
+/// [`ln_uniform_finish`]) that batch kernels run as separate loops.
+#[inline(always)]
+pub fn laplace1_from_word(w: u64) -> (f64, bool) {
+    let (f, s, dk) = ln_uniform_reduce(0, w);
+    (laplace_from_ln_uniform(ln_uniform_finish(f, s, dk), w), laplace1_is_hot(w))
+}
+
+/// Whether [`laplace1_from_word`]'s draw from `w` is hot (bits 52–62 not all zero).
+#[inline(always)]
+pub fn laplace1_is_hot(w: u64) -> bool {
+    (w >> 52) & ((1 << LAPLACE_ZERO_BITS) - 1) != 0
+}
+
+/// ±(−ln U) from ln U ≤ 0 and the word `w` whose bit 63 is the sign (set: negative): one
+/// `andn` and one `xor` on the bits.
+#[inline(always)]
+pub fn laplace_from_ln_uniform(ln_u: f64, w: u64) -> f64 {
+    f64::from_bits(ln_u.to_bits() ^ (!w & (1 << 63)))
+}
+
+/// Finishes a [`laplace1_from_word`] draw on every path: for a hot `w` its value (no draw);
+/// otherwise ±[`exp1_from_word_finish`] (the exponent extended with fresh words of `rng`),
+/// with the sign of bit 63 of `w`.
+#[cold]
+#[inline(never)]
+pub fn laplace1_from_word_finish<R: Rng + ?Sized>(rng: &mut R, w: u64) -> f64 {
+    with_sign(exp1_from_word_finish(rng, w), w >> 63 == 1)
+}
+
+/// Exp(1) = −ln U from a word `w` laid out as in [`laplace1_from_word`] (bit 63 ignored),
+/// without bound: while the exponent field of the current word is zero (U < 2⁻¹¹), U = 2⁻¹¹·U'
+/// and the next word of `rng` draws U' (11 more leading zeros each time).
+pub fn exp1_from_word_finish<R: Rng + ?Sized>(rng: &mut R, w: u64) -> f64 {
+    let (mut zeros, mut v) = (0u64, w);
+    while !laplace1_is_hot(v) {
+        zeros += LAPLACE_ZERO_BITS as u64;
+        v = rng.next_u64();
+    }
+    let (f, s, dk) = ln_uniform_reduce(zeros, v);
+    -ln_uniform_finish(f, s, dk)
+}
+
+/// The first step of ln U for U = 2⁻ᶻ·2⁻⁽ᴸ⁺¹⁾·(1 + M): z = `zeros`, L the leading zeros of bits
+/// 52–62 of `w` (not all zero) and M its low 52 bits (see [`laplace1_from_word`]). fdlibm's
+/// reduction U = 2ᵏ·x, x ∈ [√2/2, √2), in integer operations on the bits: returns
+/// (f, s, k) = (x − 1, f/(2 + f), k as an `f64`). Garbage (no panic) for a word that is not hot.
+#[inline(always)]
+pub fn ln_uniform_reduce(zeros: u64, w: u64) -> (f64, f64, f64) {
+    const TWO52: u64 = 0x4330_0000_0000_0000; // 2⁵² (bits)
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2⁵²: integer ↔ float through the bits
+    let g = (w >> 52) & ((1 << LAPLACE_ZERO_BITS) - 1);
+    // The exponent field of g as an f64 (exact: g < 2⁵²) is 1023 + ⌊log₂ g⌋ = 1033 − L, and
+    // U's is 1022 − L: 11 less.
+    let g_exp = (f64::from_bits(g | TWO52) - f64::from_bits(TWO52)).to_bits() >> 52;
+    let u_bits = (g_exp.wrapping_sub(LAPLACE_ZERO_BITS as u64) << 52) | (w & ((1 << 52) - 1));
+    // fdlibm: adding 0x3ff00000 − 0x3fe6a09e to the high word carries into the exponent iff the
+    // significand is ≥ √2's; x gets the remaining significand and the exponent of [√2/2, √2).
+    let hx = u_bits.wrapping_add((0x3ff0_0000 - 0x3fe6_a09e) << 32);
+    let x = f64::from_bits((hx & 0x000f_ffff_ffff_ffff) + (0x3fe6_a09e << 32));
+    // k − z as an f64 without an integer conversion (AVX2 has none for 64-bit lanes).
+    let dk = f64::from_bits((hx >> 52).wrapping_add(MAGIC.to_bits()).wrapping_sub(1023 + zeros)) - MAGIC;
+    let f = x - 1.0;
+    (f, f / (2.0 + f), dk)
+}
+
+/// The second step: ln U = k·ln 2 + ln(1 + f) from [`ln_uniform_reduce`]'s (f, s, k), with
+/// fdlibm's polynomial R(s²) and reconstruction ln(1 + f) = f − hfsq + s·(hfsq + R),
+/// hfsq = f²/2, k·ln 2 in two parts (ln2_hi has 32 trailing zero bits: k·ln2_hi is exact).
+#[inline(always)]
+pub fn ln_uniform_finish(f: f64, s: f64, dk: f64) -> f64 {
+    ln_uniform_combine(f, s, dk, ln_uniform_poly(s))
+}
+
+/// fdlibm's R(s²) (the first half of [`ln_uniform_finish`]).
+#[inline(always)]
+pub fn ln_uniform_poly(s: f64) -> f64 {
+    const LG1: f64 = f64::from_bits(0x3fe5_5555_5555_5593);
+    const LG2: f64 = f64::from_bits(0x3fd9_9999_9997_fa04);
+    const LG3: f64 = f64::from_bits(0x3fd2_4924_9422_9359);
+    const LG4: f64 = f64::from_bits(0x3fcc_71c5_1d8e_78af);
+    const LG5: f64 = f64::from_bits(0x3fc7_4664_96cb_03de);
+    const LG6: f64 = f64::from_bits(0x3fc3_9a09_d078_c69f);
+    const LG7: f64 = f64::from_bits(0x3fc2_f112_df3e_5244);
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * w.mul_add(w.mul_add(LG6, LG4), LG2);
+    let t2 = z * w.mul_add(w.mul_add(w.mul_add(LG7, LG5), LG3), LG1);
+    t2 + t1
+}
+
+/// ln U from (f, s, k) and R = [`ln_uniform_poly`]`(s)` (the second half of
+/// [`ln_uniform_finish`]).
+#[inline(always)]
+pub fn ln_uniform_combine(f: f64, s: f64, dk: f64, r: f64) -> f64 {
+    const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3dea_39ef_3579_3c76);
+    let hfsq = 0.5 * f * f;
+    dk.mul_add(LN2_HI, s.mul_add(hfsq + r, dk * LN2_LO) - hfsq + f)
+}
+
+/// Unbiased randomized rounding of `scaled` to an integer from 32 random bits `u`, in
+/// operations AVX2 has for 4 lanes: (⌊scaled⌋ + [U < frac], decided), U = (u + V)·2⁻³² with V
+/// a uniform on [0, 1) not drawn yet. The comparison is decided by u alone unless u equals
+/// F = ⌊frac·2³²⌋ (probability 2⁻³²); then `decided` is false and [`randomized_round32`] with
+/// the same u finishes it with a fresh word (V against frac·2³² − F, 52 bits): P[up] is frac
+/// to within 2⁻⁸⁴ (the rounding is unbiased to 2⁻⁸⁴ of a step). Valid for |scaled| < 2⁵¹;
+/// garbage beyond (callers check the range).
+#[inline(always)]
+pub fn randomized_round32_hot(u: u32, scaled: f64) -> (i64, bool) {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5·2⁵²
+    const TWO52: f64 = 4_503_599_627_370_496.0;
+    let lo = scaled.floor();
+    // ⌊frac·2³²⌋ + 2⁵² (exact: frac = scaled − ⌊scaled⌋ is exact, and so is the power-of-two
+    // scaling); its bits are 2⁵²'s plus F, comparable as integers with u's.
+    let f_bits = (((scaled - lo) * 4_294_967_296.0).floor() + TWO52).to_bits() as i64;
+    let u_bits = (u as u64 | TWO52.to_bits()) as i64;
+    // ⌊scaled⌋ as an integer: the bits of ⌊scaled⌋ + 1.5·2⁵² (exact for |⌊scaled⌋| < 2⁵¹).
+    let int = ((lo + MAGIC).to_bits() as i64).wrapping_sub(MAGIC.to_bits() as i64);
+    (int.wrapping_add((u_bits < f_bits) as i64), u_bits != f_bits)
+}
+
+/// [`randomized_round32_hot`] on every path: any `scaled` (|scaled| ≥ 2⁵¹ is an integer
+/// already, saturated to the `i64` range; NaN gives 0), and a tie of u with ⌊frac·2³²⌋ decided by
+/// a fresh word from `rng` (the only draw, probability 2⁻³²).
+#[inline(always)]
+pub fn randomized_round32<R: Rng + ?Sized>(rng: &mut R, u: u32, scaled: f64) -> i64 {
+    if scaled.abs() < (1u64 << 51) as f64 {
+        let (units, decided) = randomized_round32_hot(u, scaled);
+        if decided {
+            return units;
+        }
+    }
+    let lo = scaled.floor();
+    let x = (scaled - lo) * 4_294_967_296.0;
+    let f = x.floor();
+    let up = match (u as f64).partial_cmp(&f) {
+        Some(std::cmp::Ordering::Less) => true,
+        Some(std::cmp::Ordering::Equal) => unit52(rng.next_u64()) < x - f,
+        _ => false,
+    };
+    (lo as i64).saturating_add(up as i64)
 }
 
 /// Standard Laplace(0, 1): a fair sign times an Exp(1) draw, both from [`sign_and_exp1`] (one
@@ -1171,6 +1362,175 @@ mod tests {
             let ups = (0..n).filter(|_| randomized_round_from_word(rng.next_u64(), y, step) > base).count() as f64;
             let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
             assert!((ups - n as f64 * frac).abs() < 4.42 * sd + 1.0, "y = {y}: {ups} ups of {n}, frac {frac}");
+        }
+    }
+
+    /// The uniform of [`laplace1_from_word`]'s layout, built independently: 2⁻⁽ᴸ⁺¹⁾·(1 + M).
+    fn dyadic_uniform(w: u64) -> f64 {
+        let g = (w >> 52) & 0x7ff;
+        let l = g.leading_zeros() - 53;
+        (1.0 + (w & ((1 << 52) - 1)) as f64 * (-52f64).exp2()) * (-(l as f64) - 1.0).exp2()
+    }
+
+    #[test]
+    fn laplace1_from_word_is_minus_ln_u_within_an_ulp_or_two() {
+        // Against the C library's `ln` (< 1 ulp) on the exactly representable U: random words,
+        // every exponent, significands at 0, at the √2 reduction boundary and at the top.
+        let mut rng = fast_rng(41);
+        let mut words: Vec<u64> = (0..200_000).map(|_| rng.next_u64()).collect();
+        for g in 1..0x800u64 {
+            for m in [0, 1, 0x6_a09e_667f_3bcc, 0x6_a09e_667f_3bcd, (1 << 52) - 1, rng.next_u64() >> 12] {
+                words.push(g << 52 | m | (rng.next_u64() & (1 << 63)));
+            }
+        }
+        let mut worst = 0.0f64;
+        for &w in &words {
+            let (x, hot) = laplace1_from_word(w);
+            assert_eq!(hot, (w >> 52) & 0x7ff != 0, "w = {w:#x}");
+            if !hot {
+                continue;
+            }
+            let want = -dyadic_uniform(w).ln();
+            assert!(want > 0.0 && want < 11.0 * std::f64::consts::LN_2 + 1e-12);
+            // Sign: bit 63 set = negative.
+            assert_eq!(x < 0.0, w >> 63 == 1, "w = {w:#x}");
+            let ulps = (x.abs() - want).abs() / (want * f64::EPSILON);
+            worst = worst.max(ulps);
+            assert!(ulps <= 2.0, "w = {w:#x}: {x} vs {want} ({ulps} ulp)");
+            // The finish gives the same value for a hot word (no draw).
+            assert_eq!(laplace1_from_word_finish(&mut OneWord(0), w), x);
+        }
+        eprintln!("laplace1_from_word: worst error {worst:.3} ulp of −ln U over {} words", words.len());
+        assert!(worst > 0.0 && worst <= 2.0, "worst {worst} ulp");
+    }
+
+    /// An RNG that returns the given words in turn.
+    struct Words(Vec<u64>);
+    impl rand::TryRng for Words {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+            Ok(self.0.remove(0) as u32)
+        }
+        fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+            Ok(self.0.remove(0))
+        }
+        fn try_fill_bytes(&mut self, _: &mut [u8]) -> Result<(), Self::Error> {
+            unimplemented!("not used")
+        }
+    }
+
+    #[test]
+    fn laplace1_finish_extends_the_exponent_without_bound() {
+        let ln2 = std::f64::consts::LN_2;
+        let mut rng = fast_rng(42);
+        for _ in 0..10_000 {
+            let hot = rng.next_u64() | (1 << 60);
+            let cold = rng.next_u64() & !(0x7ff << 52);
+            let e = laplace1_from_word(hot).0.abs();
+            // One, two, then 40 zero exponent fields before the hot word: 11·ln 2 each.
+            for zeros in [1usize, 2, 40] {
+                let mut seq = vec![cold & !(1 << 63); zeros - 1];
+                seq.push(hot);
+                let x = laplace1_from_word_finish(&mut Words(seq), cold);
+                let want = 11.0 * zeros as f64 * ln2 + e;
+                assert!((x.abs() - want).abs() <= 4.0 * f64::EPSILON * want, "{zeros}: {x} vs {want}");
+                assert_eq!(x < 0.0, cold >> 63 == 1);
+            }
+        }
+        // Conditional on the cold case, x − 11·ln 2 is again Exp(1) (z = 4.42): mean and
+        // variance 1, and 2⁻¹¹ of those draws are cold again (beyond 22·ln 2).
+        let n = 100_000;
+        let mut m = crate::estimate::Moments::default();
+        let mut deeper = 0u64;
+        for _ in 0..n {
+            let cold = rng.next_u64() & !(0x7ff << 52);
+            let x = laplace1_from_word_finish(&mut rng, cold).abs() - 11.0 * ln2;
+            deeper += (x > 11.0 * ln2) as u64;
+            m.push(x);
+        }
+        assert!(m.z_mean(1.0, 1.0).abs() < 4.42 && m.z_variance(1.0).abs() < 4.42, "mean {}", m.mean);
+        let p = (-11.0f64).exp2();
+        assert!((deeper as f64 - n as f64 * p).abs() < 4.42 * (n as f64 * p).sqrt() + 1.0, "{deeper}");
+    }
+
+    #[test]
+    fn exp1_unbounded_is_exp1_above_2_to_minus_33_and_extends_below() {
+        let (mut a, mut b) = (fast_rng(43), fast_rng(43));
+        for _ in 0..10_000 {
+            assert_eq!(exp1_unbounded(&mut a), exp1(&mut b));
+        }
+        let ln2 = std::f64::consts::LN_2;
+        let next = 1u64 << 63; // U' = (2⁵² + 1)·2⁻⁵³
+        let tail = exp1_unbounded(&mut Words(vec![((1 << 20) - 1) << 11, next]));
+        let want = 33.0 * ln2 - ((next >> 11) as f64 + 1.0).mul_add((-53f64).exp2(), 0.0).ln();
+        assert!((tail - want).abs() < 1e-14 && tail > 33.0 * ln2, "{tail} vs {want}");
+        assert!(exp1_unbounded(&mut Words(vec![0, 0, next])) > 66.0 * ln2);
+    }
+
+    #[test]
+    fn randomized_round32_is_exact_and_unbiased() {
+        let mut rng = fast_rng(44);
+        // Hot = full wherever the hot path decides, and adjacent integers.
+        for k in 0..200_000u64 {
+            let u = rng.next_u64() as u32;
+            let e = (k % 70) as f64 - 20.0;
+            let scaled = (2.0 * uniform01(&mut rng) - 1.0) * e.exp2();
+            let (hot, decided) = randomized_round32_hot(u, scaled);
+            let full = randomized_round32(&mut OneWord(rng.next_u64()), u, scaled);
+            if decided {
+                assert_eq!(hot, full, "scaled {scaled:e}, u {u}");
+            }
+            assert!(full == scaled.floor() as i64 || full == scaled.floor() as i64 + 1);
+        }
+        // Unbiased (z = 4.42), including values with bits below 2⁻³² of a step, where u ties
+        // with ⌊frac·2³²⌋ and a fresh word decides.
+        for &scaled in &[0.3f64, -2.7, 1e6 + 0.25, -3e9 - 0.5, 1e-12, 0.5 + 3e-12, -7.0 - 1e-11] {
+            let base = scaled.floor();
+            let frac = scaled - base;
+            let f32bits = (frac * 4_294_967_296.0).floor();
+            let n = 200_000;
+            let mut ups = 0u64;
+            let mut tie_ups = 0u64;
+            for i in 0..n {
+                let u = rng.next_u64() as u32;
+                ups += (randomized_round32(&mut rng, u, scaled) as f64 > base) as u64;
+                // Forced ties: P[up] = frac·2³² − F.
+                if i < 50_000 {
+                    tie_ups += (randomized_round32(&mut rng, f32bits as u32, scaled) as f64 > base) as u64;
+                }
+            }
+            let sd = (n as f64 * frac * (1.0 - frac)).sqrt();
+            assert!((ups as f64 - n as f64 * frac).abs() < 4.42 * sd + 1.0, "{scaled}: {ups} of {n}");
+            let rem = frac * 4_294_967_296.0 - f32bits;
+            let sd = (5e4 * rem * (1.0 - rem)).sqrt();
+            assert!((tie_ups as f64 - 5e4 * rem).abs() < 4.42 * sd + 1.0, "{scaled}: ties {tie_ups}, rem {rem}");
+        }
+        // Huge, infinite and NaN values: no panic, saturated.
+        assert_eq!(randomized_round32(&mut rng, 7, 2f64.powi(60)), 1 << 60);
+        assert_eq!(randomized_round32(&mut rng, 7, f64::INFINITY), i64::MAX);
+        assert_eq!(randomized_round32(&mut rng, 7, -1e300), i64::MIN);
+        assert_eq!(randomized_round32(&mut rng, 7, f64::NAN), 0);
+    }
+
+    #[test]
+    fn fill_u32s_are_the_little_endian_halves_of_words() {
+        for len in [0usize, 1, 2, 7, 255, 256, 257, 1000] {
+            let mut got = vec![0u32; len];
+            let mut a = fast_rng(45);
+            fill_u32s(&mut a, &mut got);
+            let mut b = fast_rng(45);
+            let want: Vec<u32> = (0..len.div_ceil(2))
+                .flat_map(|_| {
+                    b.next_u64()
+                        .to_le_bytes()
+                        .chunks(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                        .collect::<Vec<_>>()
+                })
+                .take(len)
+                .collect();
+            assert_eq!(got, want, "len {len}");
+            assert_eq!(a.next_u64(), b.next_u64(), "len {len}: streams stay in step");
         }
     }
 
