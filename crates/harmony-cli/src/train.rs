@@ -41,7 +41,9 @@ pub struct TrainArgs {
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,4")]
     pub epsilon: Vec<f64>,
     /// Designs, comma-separated: hm, pm, harmony-1bit, duchi-multi, laplace (the papers' SGD),
-    /// hm-attr, hm-ss (extras). Default: all (hm-ss only for linear).
+    /// hm-attr, hm-ss (extras); also non-private (exact gradients, 5 passes, this schedule: with
+    /// --projection, what the projected features can represent). Default: all private designs
+    /// (hm-ss only for linear).
     #[arg(long, value_delimiter = ',')]
     pub mechanism: Option<Vec<String>>,
     /// Random projection dimensions (MGD-DR), comma-separated; `none` = no projection. Default:
