@@ -365,19 +365,14 @@ mod tests {
         Dataset::new(x, y, 2).unwrap()
     }
 
+    fn toy_experiment(data: &Dataset, folds: usize, repeats: usize) -> Experiment<'_> {
+        Experiment { data, task: Task::Logistic, max_l1: 2.0, intercept: true, blocks: &[], folds, repeats, seed: 5 }
+    }
+
     #[test]
     fn folds_partition_users_and_test_users_never_train() {
         let data = toy(103);
-        let exp = Experiment {
-            data: &data,
-            task: Task::Logistic,
-            max_l1: 2.0,
-            intercept: true,
-            blocks: &[],
-            folds: 10,
-            repeats: 2,
-            seed: 5,
-        };
+        let exp = toy_experiment(&data, 10, 2);
         let perm = exp.permutation(1);
         let mut seen = vec![0; 103];
         for k in 0..10 {
@@ -397,16 +392,7 @@ mod tests {
     #[test]
     fn non_private_learns_and_runs_are_reproducible() {
         let data = toy(2000);
-        let exp = Experiment {
-            data: &data,
-            task: Task::Logistic,
-            max_l1: 2.0,
-            intercept: true,
-            blocks: &[],
-            folds: 5,
-            repeats: 1,
-            seed: 5,
-        };
+        let exp = toy_experiment(&data, 5, 1);
         let cfg = TrainConfig { batch_size: Some(10), ..TrainConfig::new(crate::loss::Loss::Logistic, 2.0) };
         let spec = RunSpec {
             method: Method::Sgd,

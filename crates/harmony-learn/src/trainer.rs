@@ -47,9 +47,9 @@ use crate::mechanism::GradientRandomizer;
 use harmony_core::error::{Error, Result};
 use rand::Rng;
 
-/// κ of [`Schedule::Noise`]: chosen on development tasks (other targets than the documented
-/// ones: Adult `sex` and `age`, Census-Income `sex` and `age` with 33 and 6 features;
-/// docs/LEARN.md), then frozen.
+/// κ of [`Schedule::Noise`]: chosen on development tasks (other targets than the reported
+/// ones: Adult `sex`, `age`, Census-Income `sex`, `age` with 33 and 6 features; docs/LEARN.md,
+/// "How the defaults were chosen"), then frozen.
 pub const NOISE_KAPPA: f64 = 2.0;
 
 /// The default gradient scale c of [`Schedule::Noise`] runs (see the module docs).
