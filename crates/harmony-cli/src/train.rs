@@ -5,12 +5,12 @@ use crate::data;
 use crate::output::{Format, progress};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use harmony_learn::cv::{CvResult, Design, Experiment, Method, RunSpec};
+use harmony_learn::cv::{CvResult, Design, Experiment, Method, Projection, RunSpec};
 use harmony_learn::features::{Encoding, FeatureMap, TargetSpec, Task, Threshold};
 use harmony_learn::loss::Loss;
 use harmony_learn::mechanism::MechanismKind;
-use harmony_learn::projection::check_projection;
-use harmony_learn::trainer::TrainConfig;
+use harmony_learn::projection::{Scaling, check_projection};
+use harmony_learn::trainer::{GRADIENT_SCALE, NOISE_KAPPA, Schedule, TrainConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -41,20 +41,38 @@ pub struct TrainArgs {
     #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,4")]
     pub epsilon: Vec<f64>,
     /// Designs, comma-separated: hm, pm, harmony-1bit, duchi-multi, laplace (the papers' SGD),
-    /// hm-attr, hm-avg, hm-ss (extras). Default: all (hm-ss only for linear).
+    /// hm-attr, hm-ss (extras); also non-private (exact gradients, 5 passes, this schedule: with
+    /// --projection, what the projected features can represent). Default: all private designs
+    /// (hm-ss only for linear).
     #[arg(long, value_delimiter = ',')]
     pub mechanism: Option<Vec<String>>,
     /// Random projection dimensions (MGD-DR), comma-separated; `none` = no projection. Default:
     /// none,20 for linear, none otherwise.
     #[arg(long, value_delimiter = ',')]
     pub projection: Option<Vec<String>>,
+    /// Projection entries: norm (±1/√r, intercept kept out of the projection) or cube (±1/L,
+    /// Harmony's). Default: norm with --schedule noise, cube with --schedule papers.
+    #[arg(long)]
+    pub projection_scaling: Option<String>,
+    /// Step sizes: noise (a constant step set from ε, the mechanism's variance, the batch and the
+    /// schema's bound on ‖x‖², tail-averaged iterates; docs/LEARN.md) or papers (γ₀/√t, last
+    /// iterate, gradients not scaled, Harmony's projection).
+    #[arg(long, default_value = "noise")]
+    pub schedule: String,
+    /// κ of the noise schedule (γ = min(1, κ/(σ_b√T))/(βR²)).
+    #[arg(long, default_value_t = NOISE_KAPPA)]
+    pub kappa: f64,
+    /// Gradients are multiplied by this before clipping to [-1, 1] (and the mean divided by it).
+    /// Default: 2 with --schedule noise, 1 with --schedule papers.
+    #[arg(long)]
+    pub gradient_scale: Option<f64>,
     /// Categorical columns: zero-one (Wang et al.) or plus-minus (Harmony).
     #[arg(long, default_value = "zero-one")]
     pub encoding: String,
     /// L2 regularisation λ.
     #[arg(long, default_value_t = 1e-4)]
     pub lambda: f64,
-    /// γ₀ of the learning rate γ_t = γ₀/√t (default: 0.3 for logistic and svm, 0.05 for linear).
+    /// --schedule papers: γ₀ of γ_t = γ₀/√t (default: 0.3 for logistic and svm, 0.05 for linear).
     #[arg(long)]
     pub learning_rate: Option<f64>,
     /// Users per batch (default: the papers' max(2·d·ln d/ε², n/1000)).
@@ -110,6 +128,8 @@ struct ResultRow {
     batch_size: usize,
     batches: usize,
     projection_dim: Option<usize>,
+    /// The step: the constant γ (noise schedule) or γ₀ (papers).
+    step: f64,
     seconds: f64,
 }
 
@@ -129,7 +149,14 @@ struct Output {
     seed: u64,
     encoding: String,
     lambda: f64,
-    learning_rate: f64,
+    /// `noise` or `papers`.
+    schedule: &'static str,
+    /// κ (noise schedule).
+    kappa: Option<f64>,
+    /// γ₀ (papers schedule).
+    learning_rate: Option<f64>,
+    gradient_scale: f64,
+    projection_scaling: &'static str,
     non_private: NonPrivate,
     baseline: Baseline,
     results: Vec<ResultRow>,
@@ -154,7 +181,9 @@ pub fn default_learning_rate(task: Task) -> f64 {
     }
 }
 
-fn parse_projection(list: &[String], d: usize) -> Result<Vec<Option<usize>>> {
+/// Parses `--projection`: `none` or r with 1 ≤ r < the projected columns `cols` (d, or d − 1
+/// when the intercept is kept out).
+fn parse_projection(list: &[String], cols: usize) -> Result<Vec<Option<usize>>> {
     list.iter()
         .map(|s| {
             let s = s.trim();
@@ -162,9 +191,12 @@ fn parse_projection(list: &[String], d: usize) -> Result<Vec<Option<usize>>> {
                 return Ok(None);
             }
             let r: usize = s.parse().with_context(|| {
-                format!("--projection is \"{s}\", expected `none` or an integer in [1, {}] (below d = {d})", d - 1)
+                format!(
+                    "--projection is \"{s}\", expected `none` or an integer in [1, {}] (fewer than the {cols} projected columns)",
+                    cols - 1
+                )
             })?;
-            check_projection(r, d).map_err(opt_err)?;
+            check_projection(r, cols).map_err(opt_err)?;
             Ok(Some(r))
         })
         .collect()
@@ -202,14 +234,31 @@ fn compute(args: &TrainArgs) -> Result<Output> {
             format!("--threshold is \"{v}\", expected a number (in the target's units) or `mean`")
         })?)),
     };
-    let config = TrainConfig {
-        loss: Loss::for_task(task),
-        lambda: args.lambda,
-        learning_rate: args.learning_rate.unwrap_or(default_learning_rate(task)),
-        batch_size: args.batch_size,
-        average: false,
+    let loss = Loss::for_task(task);
+    let papers = match args.schedule.as_str() {
+        "noise" => false,
+        "papers" => true,
+        other => bail!("invalid option: --schedule is \"{other}\", expected one of noise, papers"),
     };
+    if !papers && args.learning_rate.is_some() {
+        bail!(
+            "invalid option: --learning-rate is for --schedule papers (γ₀/√t); the noise schedule sets its step from ε, the mechanism and the batch (tune it with --kappa)"
+        );
+    }
+    let mut config = if papers {
+        TrainConfig::new(loss, args.learning_rate.unwrap_or(default_learning_rate(task)))
+    } else {
+        TrainConfig { schedule: Schedule::Noise(args.kappa), ..TrainConfig::noise(loss, 1.0) }
+    };
+    config.lambda = args.lambda;
+    config.batch_size = args.batch_size;
+    config.gradient_scale = args.gradient_scale.unwrap_or(if papers { 1.0 } else { GRADIENT_SCALE });
     config.validate().map_err(opt_err)?;
+    let scaling = match args.projection_scaling.as_deref() {
+        Some(name) => Scaling::parse(name).map_err(opt_err)?,
+        None if papers => Scaling::Cube,
+        None => Scaling::Norm,
+    };
 
     let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
@@ -223,17 +272,24 @@ fn compute(args: &TrainArgs) -> Result<Output> {
     let dataset = features.dataset(&enc.values, schema.len())?;
     drop(enc);
     let d = dataset.d;
-    let projections = match &args.projection {
-        Some(list) => parse_projection(list, d)?,
-        None if task == Task::Linear && d > 20 => vec![None, Some(20)],
+    // The norm scaling keeps the intercept (column 0) out of the projection.
+    let keep_intercept = scaling == Scaling::Norm;
+    let cols = d - keep_intercept as usize;
+    let projections: Vec<Option<Projection>> = match &args.projection {
+        Some(list) => parse_projection(list, cols)?,
+        None if task == Task::Linear && cols > 20 => vec![None, Some(20)],
         None => vec![None],
-    };
+    }
+    .into_iter()
+    .map(|r| r.map(|r| Projection { r, scaling, keep_intercept }))
+    .collect();
     let blocks = features.block_lengths();
     let exp = Experiment {
         blocks: &blocks,
         data: &dataset,
         task,
         max_l1: features.max_l1(),
+        intercept: true,
         folds: args.folds,
         repeats: args.repeats,
         seed: args.seed,
@@ -254,12 +310,14 @@ fn compute(args: &TrainArgs) -> Result<Output> {
         + (NON_PRIVATE_RATES.len() * args.folds) as u64;
     let pb = progress(total, "train", args.format);
     let tick = || pb.inc(1);
+    // The non-private reference always uses the papers' schedule (γ₀ from a grid, 5 epochs).
+    let np_config = TrainConfig { lambda: args.lambda, batch_size: args.batch_size, ..TrainConfig::new(loss, 1.0) };
     let np_spec = RunSpec {
         method: Method::Sgd,
         mechanism: MechanismKind::NonPrivate,
         epsilon: None,
         projection: None,
-        config,
+        config: np_config,
         stream: 0,
     };
     // The non-private reference: γ₀ picked from a small grid on the first repeat's folds (the
@@ -268,15 +326,15 @@ fn compute(args: &TrainArgs) -> Result<Output> {
     let mut best: Option<(f64, f64)> = None;
     let grid_exp = Experiment { repeats: 1, ..exp };
     for &lr in NON_PRIVATE_RATES {
-        let spec = RunSpec { config: TrainConfig { learning_rate: lr, ..config }, ..np_spec };
+        let spec = RunSpec { config: TrainConfig { schedule: Schedule::Decay(lr), ..np_config }, ..np_spec };
         let r = grid_exp.run(&spec, &tick)?;
         if best.is_none_or(|(m, _)| r.mean < m) {
             best = Some((r.mean, lr));
         }
     }
     let np_rate = best.expect("non-empty grid").1;
-    let non_private =
-        exp.run(&RunSpec { config: TrainConfig { learning_rate: np_rate, ..config }, ..np_spec }, &tick)?;
+    let non_private = exp
+        .run(&RunSpec { config: TrainConfig { schedule: Schedule::Decay(np_rate), ..np_config }, ..np_spec }, &tick)?;
     let baseline = exp.baseline()?;
     let metric = if task.is_classification() { "misclassification" } else { "mse" };
     let mut results = Vec::new();
@@ -288,7 +346,7 @@ fn compute(args: &TrainArgs) -> Result<Output> {
                     mechanism: design.mechanism,
                     epsilon: Some(eps),
                     projection,
-                    config: TrainConfig { average: design.average, ..config },
+                    config,
                     stream: 1 + ((ei as u64) << 16 | (di as u64) << 8 | pi as u64),
                 };
                 let t = Instant::now();
@@ -304,7 +362,8 @@ fn compute(args: &TrainArgs) -> Result<Output> {
                     std: res.std,
                     batch_size: res.batch_size,
                     batches: res.batches,
-                    projection_dim: projection,
+                    projection_dim: projection.map(|p| p.r),
+                    step: res.step,
                     seconds: t.elapsed().as_secs_f64(),
                 });
             }
@@ -329,7 +388,17 @@ fn compute(args: &TrainArgs) -> Result<Output> {
         seed: args.seed,
         encoding: args.encoding.clone(),
         lambda: config.lambda,
-        learning_rate: config.learning_rate,
+        schedule: if papers { "papers" } else { "noise" },
+        kappa: (!papers).then_some(args.kappa),
+        learning_rate: match config.schedule {
+            Schedule::Decay(g) => Some(g),
+            Schedule::Noise(_) => None,
+        },
+        gradient_scale: config.gradient_scale,
+        projection_scaling: match scaling {
+            Scaling::Norm => "norm",
+            Scaling::Cube => "cube",
+        },
         non_private: NonPrivate {
             mean: non_private.mean,
             std: non_private.std,
@@ -367,6 +436,18 @@ fn print_table(out: &Output) {
         println!("positive class: {p}");
     }
     println!("metric: {} ({}); mean ± std over folds × repeats", out.metric, out.metric_units);
+    match (out.kappa, out.learning_rate) {
+        (Some(k), _) => println!(
+            "schedule: noise (constant step from ε, κ = {k}, tail-averaged), gradient scale {}, projection {}",
+            out.gradient_scale, out.projection_scaling
+        ),
+        (_, g) => println!(
+            "schedule: papers (γ₀/√t, γ₀ = {}), gradient scale {}, projection {}",
+            g.unwrap_or(f64::NAN),
+            out.gradient_scale,
+            out.projection_scaling
+        ),
+    }
     println!(
         "non-private: {:.4} ± {:.4} (γ₀ = {}, {} epochs)    {} predictor: {:.4} ± {:.4}",
         out.non_private.mean,
@@ -378,16 +459,20 @@ fn print_table(out: &Output) {
         out.baseline.std
     );
     println!();
-    println!("{:>5}  {:<20} {:>8} {:>8} {:>7} {:>8} {:>7}", "eps", "design", "mean", "std", "batch", "batches", "s");
+    println!(
+        "{:>5}  {:<20} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7}",
+        "eps", "design", "mean", "std", "batch", "batches", "step", "s"
+    );
     for r in &out.results {
         println!(
-            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>7} {:>8} {:>7.2}",
+            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>7} {:>8} {:>8.4} {:>7.2}",
             r.epsilon,
             design_label(r),
             r.mean,
             r.std,
             r.batch_size,
             r.batches,
+            r.step,
             r.seconds
         );
     }
@@ -463,12 +548,25 @@ mod tests {
         assert!(e.contains("--epsilon is NaN"), "{e}");
         let e = err(&["--target", "income", "--task", "logistic", "--mechanism", "gauss"]);
         assert!(e.contains("--mechanism is \"gauss\"") && e.contains("hm, pm, harmony-1bit"), "{e}");
-        let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection", "101"]);
+        // The default (norm) projection keeps the intercept out: 100 projectable columns.
+        let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection", "100"]);
+        assert!(e.contains("--projection is 100") && e.contains("[1, 99]"), "{e}");
+        let e = err(&["--target", "hours_per_week", "--task", "linear", "--schedule", "papers", "--projection", "101"]);
         assert!(e.contains("--projection is 101") && e.contains("[1, 100]"), "{e}");
         let e = err(&["--target", "income", "--task", "ridge"]);
         assert!(e.contains("--task is \"ridge\"") && e.contains("linear, logistic, svm"), "{e}");
         let e = err(&["--target", "income", "--task", "linear"]);
         assert!(e.contains("numeric columns: age"), "{e}");
+        let e = err(&["--target", "income", "--task", "svm", "--schedule", "adam"]);
+        assert!(e.contains("--schedule is \"adam\"") && e.contains("noise, papers"), "{e}");
+        let e = err(&["--target", "income", "--task", "svm", "--learning-rate", "0.3"]);
+        assert!(e.contains("--learning-rate") && e.contains("--schedule papers"), "{e}");
+        let e = err(&["--target", "income", "--task", "svm", "--kappa", "0"]);
+        assert!(e.contains("--kappa is 0"), "{e}");
+        let e = err(&["--target", "income", "--task", "svm", "--gradient-scale", "0.5"]);
+        assert!(e.contains("--gradient-scale is 0.5"), "{e}");
+        let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection-scaling", "jl"]);
+        assert!(e.contains("--projection-scaling is \"jl\"") && e.contains("norm, cube"), "{e}");
     }
 
     #[test]
@@ -491,21 +589,26 @@ mod tests {
         let o2 = compute(&a).unwrap();
         assert_eq!(o1.results[0].mean, o2.results[0].mean);
         let v = serde_json::to_value(&o1).unwrap();
-        for k in ["task", "target", "n", "d", "non_private", "baseline", "results"] {
+        for k in
+            ["task", "target", "n", "d", "non_private", "baseline", "results", "schedule", "kappa", "gradient_scale"]
+        {
             assert!(v.get(k).is_some(), "{k}");
         }
         assert_eq!(v["baseline"]["name"], "majority");
         let r = &v["results"][0];
-        for k in ["epsilon", "mechanism", "metric", "mean", "std", "batch_size", "batches", "projection_dim"] {
+        for k in ["epsilon", "mechanism", "metric", "mean", "std", "batch_size", "batches", "projection_dim", "step"] {
             assert!(r.get(k).is_some(), "{k}");
         }
         assert_eq!(r["metric"], "misclassification");
+        assert_eq!(v["schedule"], "noise");
+        assert!(r["step"].as_f64().unwrap() > 0.0);
         assert!(r["projection_dim"].is_null());
         assert_eq!((o1.n, o1.d), (48_842, 101));
     }
 
-    /// Heavy tier (release, ~1 min): the acceptance orderings on Adult at ε = 4, 10-fold CV × 1.
-    /// Run with `cargo test --release -p harmony-cli -- --ignored adult_acceptance`.
+    /// Heavy tier (release, ~1 min): the acceptance orderings on Adult at ε = 4, 10-fold CV × 1,
+    /// with the shipped defaults. Run with
+    /// `cargo test --release -p harmony-cli -- --ignored adult_acceptance`.
     #[test]
     #[ignore]
     fn adult_acceptance() {
@@ -517,31 +620,38 @@ mod tests {
             "--epsilon",
             "4",
             "--mechanism",
-            "hm,duchi-multi,hm-attr",
+            "hm,pm,duchi-multi,laplace,hm-attr",
             "--repeats",
             "1",
         ]);
         let o = compute(&a).unwrap();
         let m = |name: &str| o.results.iter().find(|r| r.mechanism == name).unwrap().mean;
         let (maj, np) = (o.baseline.mean, o.non_private.mean);
-        assert!(m("hm") < m("duchi-multi"), "hm {} vs duchi-multi {}", m("hm"), m("duchi-multi"));
+        for paper in ["hm", "pm"] {
+            for base in ["duchi-multi", "laplace"] {
+                assert!(m(paper) < m(base), "{paper} {} vs {base} {}", m(paper), m(base));
+            }
+        }
         let closed = (maj - m("hm-attr")) / (maj - np);
-        assert!(closed > 0.4, "hm-attr closes {closed:.2} of the gap ({} vs {maj} / {np})", m("hm-attr"));
+        assert!(closed > 0.5, "hm-attr closes {closed:.2} of the gap ({} vs {maj} / {np})", m("hm-attr"));
         let a = args(&[
             "--target",
             "hours_per_week",
             "--task",
             "linear",
             "--epsilon",
-            "4",
+            "1,2",
             "--mechanism",
-            "hm-attr",
-            "--projection",
-            "none",
+            "harmony-1bit",
             "--repeats",
             "1",
         ]);
         let o = compute(&a).unwrap();
-        assert!(o.results[0].mean < o.baseline.mean, "{} vs mean predictor {}", o.results[0].mean, o.baseline.mean);
+        for eps in [1.0, 2.0] {
+            let at = |p: Option<usize>| {
+                o.results.iter().find(|r| r.epsilon == eps && r.projection_dim == p).expect("row").mean
+            };
+            assert!(at(Some(20)) < at(None), "ε = {eps}: MGD-DR {} vs MGD {}", at(Some(20)), at(None));
+        }
     }
 }

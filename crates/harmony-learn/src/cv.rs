@@ -7,7 +7,7 @@
 
 use crate::features::{Dataset, Task};
 use crate::mechanism::{GradientMechanism, GradientRandomizer, MechanismKind};
-use crate::projection::RandomProjection;
+use crate::projection::{RandomProjection, Scaling};
 use crate::trainer::{TrainConfig, train};
 use harmony_core::error::{Error, Result};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform_below};
@@ -23,8 +23,12 @@ pub struct Experiment<'a> {
     pub data: &'a Dataset,
     /// The task (its metric).
     pub task: Task,
-    /// max ‖x‖₁ (random projection scale).
+    /// max ‖x‖₁ over users, a public bound from the schema ([`crate::features::FeatureMap::max_l1`]);
+    /// it also bounds ‖x‖² since every feature is in [-1, 1]. Random projection scale and the R²
+    /// of [`crate::trainer::Schedule::Noise`].
     pub max_l1: f64,
+    /// Whether column 0 is the constant intercept (kept out of random projections).
+    pub intercept: bool,
     /// Attribute block lengths of the features (for `hm-attr`; empty: one block per column).
     pub blocks: &'a [usize],
     /// k of k-fold.
@@ -47,8 +51,9 @@ pub enum Method {
 
 /// A named collection design: how reports are made and turned into a model. The papers' designs
 /// are SGD with one mechanism (`hm`, `pm`, `harmony-1bit`, `duchi-multi`, `laplace`); the extras
-/// are `hm-attr` (SGD with attribute-level sampling, [`crate::mechanism::GradientMechanism::Blocks`]), `hm-avg` (HM SGD returning the mean of the second half's iterates) and `hm-ss` (one round
-/// of sufficient statistics through HM, [`crate::suffstats`]).
+/// are `hm-attr` (SGD with attribute-level sampling,
+/// [`crate::mechanism::GradientMechanism::Blocks`]) and `hm-ss` (one round of sufficient
+/// statistics through HM, [`crate::suffstats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Design {
     /// The name (CLI, JSON).
@@ -57,36 +62,53 @@ pub struct Design {
     pub method: Method,
     /// The randomizer.
     pub mechanism: MechanismKind,
-    /// Tail averaging of the iterates (SGD).
-    pub average: bool,
 }
 
 impl Design {
     /// Every design's name: the papers' first, then the extras.
     pub const NAMES: &'static [&'static str] =
-        &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-attr", "hm-avg", "hm-ss"];
+        &["hm", "pm", "harmony-1bit", "duchi-multi", "laplace", "hm-attr", "hm-ss"];
 
     /// The design called `name` (the error lists the valid names).
     pub fn parse(name: &str) -> Result<Self> {
-        let sgd =
-            |mechanism| Design { name: MechanismKind::name(mechanism), method: Method::Sgd, mechanism, average: false };
         Ok(match name {
-            "hm-avg" => Design { name: "hm-avg", method: Method::Sgd, mechanism: MechanismKind::Hm, average: true },
-            "hm-ss" => {
-                Design { name: "hm-ss", method: Method::SuffStats, mechanism: MechanismKind::Hm, average: false }
-            }
-            "non-private" => {
-                return Err(Error::param(
-                    "mechanism",
-                    name,
-                    format!("one of {} (the non-private model is always reported)", Self::NAMES.join(", ")),
-                ));
-            }
+            "hm-ss" => Design { name: "hm-ss", method: Method::SuffStats, mechanism: MechanismKind::Hm },
+            // Exact gradients through the design's schedule (5 passes): with a projection, what
+            // the projected features can represent at all. Not in NAMES (not a default design).
+            "non-private" => Design { name: "non-private", method: Method::Sgd, mechanism: MechanismKind::NonPrivate },
             _ => match MechanismKind::parse(name) {
-                Ok(k) => sgd(k),
-                Err(_) => return Err(Error::param("mechanism", name, format!("one of {}", Self::NAMES.join(", ")))),
+                Ok(k) => Design { name: k.name(), method: Method::Sgd, mechanism: k },
+                Err(_) => {
+                    return Err(Error::param(
+                        "mechanism",
+                        name,
+                        format!("one of {} (or non-private)", Self::NAMES.join(", ")),
+                    ));
+                }
             },
         })
+    }
+}
+
+/// A random projection (MGD-DR): r target dimensions and the scaling of P.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection {
+    /// Target dimension r.
+    pub r: usize,
+    /// ±1/L (Harmony) or ±1/√r.
+    pub scaling: Scaling,
+    /// Pass the intercept column through unprojected (when the data has one).
+    pub keep_intercept: bool,
+}
+
+impl Projection {
+    /// Harmony's MGD-DR: ±1/L, the intercept projected with the rest.
+    pub fn harmony(r: usize) -> Self {
+        Projection { r, scaling: Scaling::Cube, keep_intercept: false }
+    }
+    /// ±1/√r with the intercept kept (the default, see [`crate::projection`]).
+    pub fn norm(r: usize) -> Self {
+        Projection { r, scaling: Scaling::Norm, keep_intercept: true }
     }
 }
 
@@ -99,8 +121,8 @@ pub struct RunSpec {
     pub mechanism: MechanismKind,
     /// The budget (None for non-private).
     pub epsilon: Option<f64>,
-    /// Random projection dimension r (MGD-DR), or None.
-    pub projection: Option<usize>,
+    /// Random projection (MGD-DR), or None.
+    pub projection: Option<Projection>,
     /// Training hyper-parameters.
     pub config: TrainConfig,
     /// Distinguishes the RNG streams of different specs.
@@ -120,13 +142,23 @@ pub struct CvResult {
     pub batch_size: usize,
     /// Batches (gradient steps) of the first run.
     pub batches: usize,
+    /// The step of the first run (constant γ, or γ₀ of γ₀/√t).
+    pub step: f64,
 }
 
 impl CvResult {
-    fn from_scores(scores: Vec<f64>, batch_size: usize, batches: usize) -> Self {
+    fn from_scores(scores: Vec<f64>, first: Fit) -> Self {
         let (mean, std) = mean_std(&scores);
-        CvResult { scores, mean, std, batch_size, batches }
+        CvResult { scores, mean, std, batch_size: first.batch_size, batches: first.batches, step: first.step }
     }
+}
+
+/// What one run reports besides its score.
+#[derive(Debug, Clone, Copy, Default)]
+struct Fit {
+    batch_size: usize,
+    batches: usize,
+    step: f64,
 }
 
 /// Mean and sample standard deviation.
@@ -193,16 +225,16 @@ impl Experiment<'_> {
         total / test.len() as f64
     }
 
-    /// Runs `f(repeat, fold, train, test) -> (score, batch size, batches)` over every run in
-    /// parallel, calling `tick` after each.
+    /// Runs `f(repeat, fold, train, test) -> (score, fit)` over every run in parallel, calling
+    /// `tick` after each.
     fn each_run<F>(&self, tick: &(dyn Fn() + Sync), f: F) -> Result<CvResult>
     where
-        F: Fn(usize, usize, &[u32], &[u32]) -> Result<(f64, usize, usize)> + Sync,
+        F: Fn(usize, usize, &[u32], &[u32]) -> Result<(f64, Fit)> + Sync,
     {
         self.validate()?;
         let perms: Vec<Vec<u32>> = (0..self.repeats).into_par_iter().map(|r| self.permutation(r)).collect();
         let runs: Vec<(usize, usize)> = (0..self.repeats).flat_map(|r| (0..self.folds).map(move |k| (r, k))).collect();
-        let out: Vec<Result<(f64, usize, usize)>> = runs
+        let out: Vec<Result<(f64, Fit)>> = runs
             .par_iter()
             .map(|&(r, k)| {
                 let (train, test) = self.split(&perms[r], k);
@@ -211,18 +243,19 @@ impl Experiment<'_> {
                 res
             })
             .collect();
-        let out: Vec<(f64, usize, usize)> = out.into_iter().collect::<Result<_>>()?;
-        let (g, b) = (out[0].1, out[0].2);
-        Ok(CvResult::from_scores(out.into_iter().map(|o| o.0).collect(), g, b))
+        let out: Vec<(f64, Fit)> = out.into_iter().collect::<Result<_>>()?;
+        let first = out[0].1;
+        Ok(CvResult::from_scores(out.into_iter().map(|o| o.0).collect(), first))
     }
 
     /// Cross-validates one configuration.
     pub fn run(&self, spec: &RunSpec, tick: &(dyn Fn() + Sync)) -> Result<CvResult> {
         let d = self.data.d;
-        if let Some(r) = spec.projection {
-            crate::projection::check_projection(r, d)?;
+        let keep = |p: &Projection| (p.keep_intercept && self.intercept) as usize;
+        if let Some(p) = &spec.projection {
+            crate::projection::check_projection(p.r, d - keep(p))?;
         }
-        let base_dim = spec.projection.unwrap_or(d);
+        let base_dim = spec.projection.map_or(d, |p| p.r + keep(&p));
         let dim = match spec.method {
             Method::Sgd => base_dim,
             Method::SuffStats => crate::suffstats::statistics_dimension(base_dim),
@@ -252,33 +285,47 @@ impl Experiment<'_> {
                 train_users
             };
             let mut config = spec.config;
+            // R² of the features the trainer sees: ‖x‖² ≤ ‖x‖₁ ≤ L; after projection
+            // E_P‖x'‖² ≤ keep + r·v²·(L − keep).
+            config.curvature = match &spec.projection {
+                None => self.max_l1,
+                Some(p) => {
+                    let k = keep(p) as f64;
+                    let v = p.scaling.entry(p.r, self.max_l1);
+                    k + p.r as f64 * v * v * (self.max_l1 - k)
+                }
+            };
             if spec.mechanism == MechanismKind::NonPrivate && config.batch_size.is_none() {
                 config.batch_size =
                     Some(crate::trainer::default_batch_size(dim, None, train_users.len() / NON_PRIVATE_EPOCHS));
             }
-            let fit = |data: &Dataset, mech: &mut GradientMechanism, rng: &mut _| -> Result<(Vec<f64>, usize, usize)> {
+            let fit = |data: &Dataset, mech: &mut GradientMechanism, rng: &mut _| -> Result<(Vec<f64>, Fit)> {
                 match spec.method {
                     Method::Sgd => {
                         let m = train(data, train_users, mech, spec.epsilon, &config, rng)?;
-                        Ok((m.w, m.batch_size, m.batches))
+                        Ok((m.w, Fit { batch_size: m.batch_size, batches: m.batches, step: m.step }))
                     }
                     Method::SuffStats => {
                         let w = crate::suffstats::fit(data, train_users, mech, spec.config.lambda, rng)?;
-                        Ok((w, train_users.len(), 1))
+                        Ok((w, Fit { batch_size: train_users.len(), batches: 1, step: 0.0 }))
                     }
                 }
             };
-            let (w, g, b) = match spec.projection {
+            let (w, fit) = match &spec.projection {
                 None => fit(self.data, &mut mech, &mut rng)?,
-                Some(rdim) => {
-                    let p = RandomProjection::new(rdim, d, self.max_l1, &mut rng)?;
-                    let projected = p.project_dataset(self.data);
-                    let (w, g, b) = fit(&projected, &mut mech, &mut rng)?;
-                    (p.map_back(&w), g, b)
+                Some(p) => {
+                    let k = keep(p);
+                    // Sufficient statistics need x' in the cube (products of features are
+                    // reported as they are), so they always use the ±1/L entries.
+                    let scaling = if spec.method == Method::SuffStats { Scaling::Cube } else { p.scaling };
+                    let proj = RandomProjection::new(p.r, d, scaling.entry(p.r, self.max_l1), k, &mut rng)?;
+                    let projected = proj.project_dataset(self.data);
+                    let (w, fit) = fit(&projected, &mut mech, &mut rng)?;
+                    (proj.map_back(&w), fit)
                 }
             };
             debug_assert_eq!(mech.dimension(), dim);
-            Ok((self.score(&w, test), g, b))
+            Ok((self.score(&w, test), fit))
         })
     }
 
@@ -298,7 +345,7 @@ impl Experiment<'_> {
                 })
                 .sum::<f64>()
                 / test.len() as f64;
-            Ok((s, 0, 0))
+            Ok((s, Fit::default()))
         })
     }
 }
@@ -318,11 +365,14 @@ mod tests {
         Dataset::new(x, y, 2).unwrap()
     }
 
+    fn toy_experiment(data: &Dataset, folds: usize, repeats: usize) -> Experiment<'_> {
+        Experiment { data, task: Task::Logistic, max_l1: 2.0, intercept: true, blocks: &[], folds, repeats, seed: 5 }
+    }
+
     #[test]
     fn folds_partition_users_and_test_users_never_train() {
         let data = toy(103);
-        let exp =
-            Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 10, repeats: 2, seed: 5 };
+        let exp = toy_experiment(&data, 10, 2);
         let perm = exp.permutation(1);
         let mut seen = vec![0; 103];
         for k in 0..10 {
@@ -342,8 +392,7 @@ mod tests {
     #[test]
     fn non_private_learns_and_runs_are_reproducible() {
         let data = toy(2000);
-        let exp =
-            Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 5, repeats: 1, seed: 5 };
+        let exp = toy_experiment(&data, 5, 1);
         let cfg = TrainConfig { batch_size: Some(10), ..TrainConfig::new(crate::loss::Loss::Logistic, 2.0) };
         let spec = RunSpec {
             method: Method::Sgd,

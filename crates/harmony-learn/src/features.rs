@@ -133,7 +133,8 @@ pub struct FeatureMap {
 /// A numeric design matrix (row-major, n × d) with targets: one row per user.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
-    /// Features, `d` per row, every value in [-1, 1].
+    /// Features, `d` per row, every value in [-1, 1] (a ±1/√r random projection may leave it;
+    /// [`crate::projection`]).
     pub x: Vec<f64>,
     /// Targets: in [-1, 1] (linear) or ±1 (classification).
     pub y: Vec<f64>,

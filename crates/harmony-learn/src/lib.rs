@@ -28,7 +28,9 @@
 //! let x: Vec<f64> = (0..n).flat_map(|i| [1.0, (i % 201) as f64 / 100.0 - 1.0]).collect();
 //! let y: Vec<f64> = (0..n).map(|i| if (i % 201) > 100 { 1.0 } else { -1.0 }).collect();
 //! let data = Dataset::new(x, y, 2)?;
-//! let exp = Experiment { data: &data, task: Task::Logistic, max_l1: 2.0, blocks: &[], folds: 5, repeats: 1, seed: 7 };
+//! let exp = Experiment {
+//!     data: &data, task: Task::Logistic, max_l1: 2.0, intercept: true, blocks: &[], folds: 5, repeats: 1, seed: 7,
+//! };
 //! let spec = RunSpec {
 //!     method: Method::Sgd,
 //!     mechanism: MechanismKind::Hm,
@@ -80,6 +82,9 @@ mod once_tests {
         fn dimension(&self) -> usize {
             self.inner.dimension()
         }
+        fn variance(&self) -> f64 {
+            self.inner.variance()
+        }
         fn randomize_add<R: Rng + ?Sized>(&mut self, g: &[f64], rng: &mut R, acc: &mut [f64]) {
             self.seen.push(g.to_vec());
             self.inner.randomize_add(g, rng, acc);
@@ -99,13 +104,22 @@ mod once_tests {
             y[i] = if i.is_multiple_of(2) { 50.0 } else { -0.2 };
         }
         let data = Dataset::new(x, y, n).unwrap();
-        let exp =
-            Experiment { data: &data, task: Task::Linear, max_l1: 1.0, blocks: &[], folds: 5, repeats: 1, seed: 9 };
+        let exp = Experiment {
+            data: &data,
+            task: Task::Linear,
+            max_l1: 1.0,
+            intercept: false,
+            blocks: &[],
+            folds: 5,
+            repeats: 1,
+            seed: 9,
+        };
         let perm = exp.permutation(0);
-        for fold in 0..5 {
+        // The papers' schedule, and the noise schedule with gradients scaled by 2 before clipping.
+        let configs = [TrainConfig::new(Loss::Squared, 0.5), TrainConfig::noise(Loss::Squared, 1.0)];
+        for (fold, mut cfg) in (0..5).flat_map(|f| configs.map(|c| (f, c))) {
             let (train_users, test) = exp.split(&perm, fold);
             let mut rec = Recorder { inner: MechanismKind::Hm.build(1.0, n).unwrap(), seen: Vec::new() };
-            let mut cfg = TrainConfig::new(Loss::Squared, 0.5);
             cfg.batch_size = Some(7);
             let mut rng = fast_rng(fold as u64);
             train(&data, &train_users, &mut rec, Some(1.0), &cfg, &mut rng).unwrap();

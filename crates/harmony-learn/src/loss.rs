@@ -27,6 +27,16 @@ impl Loss {
         }
     }
 
+    /// β, a bound on ∂²ℓ/∂z²: 1 (squared), ¼ (logistic). The hinge is not smooth; it gets ¼,
+    /// the logistic loss's, whose limit it is (ln(1 + e^{s(1−yz)})/s as s → ∞ up to scale), so
+    /// SVM and logistic regression take the same steps.
+    pub fn smoothness(self) -> f64 {
+        match self {
+            Loss::Squared => 1.0,
+            Loss::Logistic | Loss::Hinge => 0.25,
+        }
+    }
+
     /// ℓ(z, y).
     pub fn value(self, z: f64, y: f64) -> f64 {
         match self {

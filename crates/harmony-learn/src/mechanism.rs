@@ -30,6 +30,9 @@ pub trait GradientRandomizer: Send {
     fn name(&self) -> &'static str;
     /// The dimension d of the gradients.
     fn dimension(&self) -> usize;
+    /// The worst-case variance of one coordinate of one decoded report (over inputs in [-1, 1]),
+    /// a public number that sets the step of [`crate::trainer::Schedule::Noise`].
+    fn variance(&self) -> f64;
     /// Randomizes `g` (length d, every coordinate in [-1, 1]) and adds the decoded report to `acc`.
     fn randomize_add<R: Rng + ?Sized>(&mut self, g: &[f64], rng: &mut R, acc: &mut [f64]);
 }
@@ -309,6 +312,9 @@ impl GradientRandomizer for GradientMechanism {
             GradientMechanism::HarmonyBit { m, .. } => m.dimension(),
             GradientMechanism::Sampled { d, .. } | GradientMechanism::Blocks { d, .. } => *d,
         }
+    }
+    fn variance(&self) -> f64 {
+        self.worst_case_variance()
     }
     #[inline]
     fn randomize_add<R: Rng + ?Sized>(&mut self, g: &[f64], rng: &mut R, acc: &mut [f64]) {

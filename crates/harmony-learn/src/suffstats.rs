@@ -32,13 +32,15 @@ pub fn statistics(x: &[f64], y: f64, out: &mut [f64]) {
     let mut k = 0;
     for i in 0..d {
         for j in i..d {
-            out[k] = x[i] * x[j];
+            // A no-op for features in [-1, 1] (cv.rs projects with ±1/L for this design); the
+            // randomizer must never see anything outside [-1, 1].
+            out[k] = (x[i] * x[j]).clamp(-1.0, 1.0);
             k += 1;
         }
     }
     let y = y.clamp(-1.0, 1.0);
     for (o, &xj) in out[k..].iter_mut().zip(x) {
-        *o = xj * y;
+        *o = (xj * y).clamp(-1.0, 1.0);
     }
 }
 
