@@ -30,6 +30,11 @@ def seeds_arg(s):
     return out
 
 
+def sd(xs):
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / max(len(xs) - 1, 1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--harmony", default="target/release/harmony")
@@ -64,8 +69,11 @@ def main():
     w = lines.append
     w(f"Seeds {args.seeds[0]}–{args.seeds[-1]} ({len(args.seeds)} seeds), {args.runs} runs each, "
       f"command `{args.harmony} simulate --runs {args.runs} --seed S --format json`.\n")
-    w("| ε | strategy | numeric ratio: seed 1 | in band (seeds) | pooled | categorical ratio: seed 1 | in band | pooled | coverage min–max |")
-    w("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    w("Per (ε, strategy) cell: the ratio at the first seed, how many seeds put it in the band, the "
+      "ratio pooled over seeds, and the standard deviation of the ratio across seeds (the noise of one "
+      "50-run measurement).\n")
+    w("| ε | strategy | numeric ratio: first seed | in band (seeds) | pooled | sd over seeds | categorical ratio: first seed | in band | pooled | sd | coverage min–max |")
+    w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     all_in = [True] * len(args.seeds)
     for (eps, strat), rows in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         n_in = sum(lo <= x["num"] <= hi for x in rows)
@@ -77,11 +85,30 @@ def main():
         pooled_cat = sum(x["cat_mse"] for x in rows) / sum(x["cat_pred"] for x in rows)
         covers = [x["cover"] for x in rows]
         w(f"| {eps:g} | {strat} | {rows[0]['num']:.3f} | {n_in}/{len(rows)} | {pooled_num:.3f} | "
-          f"{rows[0]['cat']:.3f} | {c_in}/{len(rows)} | {pooled_cat:.3f} | "
+          f"{sd([x['num'] for x in rows]):.3f} | "
+          f"{rows[0]['cat']:.3f} | {c_in}/{len(rows)} | {pooled_cat:.3f} | {sd([x['cat'] for x in rows]):.3f} | "
           f"{100 * min(covers):.1f}–{100 * max(covers):.1f}% |")
     w("")
     w(f"Seeds whose every cell is inside the bands (ratio in [{lo:.2f}, {hi:.2f}], coverage in [93%, 97%]): "
       f"{sum(all_in)}/{len(all_in)} ({', '.join(str(s) for s, ok in zip(args.seeds, all_in) if ok) or 'none'}).")
+    # Per strategy: the ratio averaged over the ε grid (one number per strategy and kind).
+    w("")
+    w("Per strategy (the ratio averaged over the ε grid), per seed:\n")
+    strats = sorted({k[1] for k in cells})
+    w("| strategy | numeric: first seed | min–max over seeds | in band | categorical: first seed | min–max | in band |")
+    w("|---|---:|---:|---:|---:|---:|---:|")
+    strat_ok = [True] * len(args.seeds)
+    for st in strats:
+        keys = [k for k in cells if k[1] == st]
+        num = [sum(cells[k][i]["num"] for k in keys) / len(keys) for i in range(len(args.seeds))]
+        cat = [sum(cells[k][i]["cat"] for k in keys) / len(keys) for i in range(len(args.seeds))]
+        for i in range(len(args.seeds)):
+            if not (lo <= num[i] <= hi and lo <= cat[i] <= hi):
+                strat_ok[i] = False
+        w(f"| {st} | {num[0]:.3f} | {min(num):.3f}–{max(num):.3f} | {sum(lo <= x <= hi for x in num)}/{len(num)} | "
+          f"{cat[0]:.3f} | {min(cat):.3f}–{max(cat):.3f} | {sum(lo <= x <= hi for x in cat)}/{len(cat)} |")
+    w("")
+    w(f"Seeds whose every per-strategy ratio is in [{lo:.2f}, {hi:.2f}]: {sum(strat_ok)}/{len(strat_ok)}.")
     text = "\n".join(lines)
     print(text)
     if args.out:

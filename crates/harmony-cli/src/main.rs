@@ -76,7 +76,20 @@ fn schema_infer(data: &std::path::Path, max_categories: usize, skip: &[String]) 
     Ok(())
 }
 
+/// Rust ignores SIGPIPE, so a closed stdout (`harmony simulate | head`) makes `println!` panic;
+/// with the default action restored the process ends quietly, as other Unix tools do.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any thread exists, so nothing can race on the
+    // signal disposition; SIG_DFL is a valid action for SIGPIPE and no handler code runs.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
+    restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
