@@ -60,6 +60,8 @@ def main():
                     "cat_mse": r["categorical_mse"],
                     "cat_pred": r["categorical_predicted_mse"],
                     "cover": r["ci_coverage"],
+                    "num_se": r["numeric_mse_std_error"] / r["numeric_predicted_mse"],
+                    "cat_se": r["categorical_mse_std_error"] / r["categorical_predicted_mse"],
                 }
             )
         print(f"seed {seed} done ({time.time() - t0:.0f} s)", file=sys.stderr)
@@ -109,6 +111,16 @@ def main():
           f"{cat[0]:.3f} | {min(cat):.3f}–{max(cat):.3f} | {sum(lo <= x <= hi for x in cat)}/{len(cat)} |")
     w("")
     w(f"Seeds whose every per-strategy ratio is in [{lo:.2f}, {hi:.2f}]: {sum(strat_ok)}/{len(strat_ok)}.")
+    # Is each 50-run ratio within its own error bar of 1? (ratio ± 1.96 × its standard error,
+    # which simulate reports: numeric_mse_std_error / numeric_predicted_mse.)
+    w("")
+    for kind in ("num", "cat"):
+        zs = [(x[kind] - 1) / x[kind + "_se"] for rows in cells.values() for x in rows]
+        inside = sum(abs(z) <= 1.96 for z in zs)
+        name = "numeric" if kind == "num" else "categorical"
+        w(f"{name}: 1 lies within ratio ± 1.96·SE in {inside}/{len(zs)} cells × seeds "
+          f"({100 * inside / len(zs):.1f}%; 95% expected when the closed form is exact); "
+          f"mean z = {sum(zs) / len(zs):+.3f}, sd of z = {sd(zs):.3f}.")
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -154,8 +154,13 @@ struct RunResult {
     numeric_mechanism: &'static str,
     categorical_mechanism: &'static str,
     numeric_mse: Option<f64>,
+    /// Standard error of `numeric_mse` over the runs (sd of the per-run mean squared error / √R):
+    /// how far the empirical MSE itself may be from its expectation.
+    numeric_mse_std_error: Option<f64>,
     numeric_predicted_mse: Option<f64>,
     categorical_mse: Option<f64>,
+    /// Standard error of `categorical_mse` over the runs.
+    categorical_mse_std_error: Option<f64>,
     categorical_predicted_mse: Option<f64>,
     categorical_linf: Option<f64>,
     ci_coverage: f64,
@@ -458,35 +463,58 @@ struct Accumulator {
     covered: Vec<u64>,
     cells: Vec<u64>,
     first: Vec<AttributeEstimate>,
+    /// Per run: the squared error averaged over numeric attributes, and over categorical
+    /// attributes of their per-category mean (the run's contribution to the two MSEs).
+    run_num: Vec<f64>,
+    run_cat: Vec<f64>,
 }
 
 impl Accumulator {
     fn new(schema: &Schema) -> Self {
         let d = schema.len();
-        Accumulator { sq_err: vec![0.0; d], linf: vec![0.0; d], covered: vec![0; d], cells: vec![0; d], first: vec![] }
+        Accumulator {
+            sq_err: vec![0.0; d],
+            linf: vec![0.0; d],
+            covered: vec![0; d],
+            cells: vec![0; d],
+            first: vec![],
+            run_num: vec![],
+            run_cat: vec![],
+        }
     }
 
     fn add(&mut self, est: &[AttributeEstimate], truth: &[Truth], first: bool) {
+        let (mut num, mut cat) = ((0.0, 0usize), (0.0, 0usize));
         for (j, (e, t)) in est.iter().zip(truth).enumerate() {
             match (e, t) {
                 (AttributeEstimate::Numeric(e), Truth::Numeric { mean, .. }) => {
-                    self.sq_err[j] += (e.value - mean).powi(2);
+                    let sq = (e.value - mean).powi(2);
+                    self.sq_err[j] += sq;
+                    num = (num.0 + sq, num.1 + 1);
                     self.covered[j] += e.covers(*mean) as u64;
                     self.cells[j] += 1;
                 }
                 (AttributeEstimate::Categorical(fe), Truth::Categorical { freqs }) => {
-                    let mut worst: f64 = 0.0;
+                    let (mut worst, mut sum): (f64, f64) = (0.0, 0.0);
                     for (v, &f) in freqs.iter().enumerate() {
                         let err = fe.frequencies[v] - f;
-                        self.sq_err[j] += err * err;
+                        sum += err * err;
                         worst = worst.max(err.abs());
                         self.covered[j] += fe.get(v).covers(f) as u64;
                         self.cells[j] += 1;
                     }
+                    self.sq_err[j] += sum;
                     self.linf[j] += worst;
+                    cat = (cat.0 + sum / freqs.len() as f64, cat.1 + 1);
                 }
                 _ => unreachable!("estimate kinds follow the schema"),
             }
+        }
+        if num.1 > 0 {
+            self.run_num.push(num.0 / num.1 as f64);
+        }
+        if cat.1 > 0 {
+            self.run_cat.push(cat.0 / cat.1 as f64);
         }
         if first {
             self.first = est.to_vec();
@@ -583,8 +611,10 @@ impl Accumulator {
             numeric_mechanism: num_name,
             categorical_mechanism: cat_name,
             numeric_mse: avg(num.0, num.2),
+            numeric_mse_std_error: mean_std_error(&self.run_num),
             numeric_predicted_mse: avg(num.1, num.2),
             categorical_mse: avg(cat.0, cat.3),
+            categorical_mse_std_error: mean_std_error(&self.run_cat),
             categorical_predicted_mse: avg(cat.1, cat.3),
             categorical_linf: avg(cat.2, cat.3),
             ci_coverage: covered as f64 / cells as f64,
@@ -595,13 +625,26 @@ impl Accumulator {
     }
 }
 
+/// Standard error of the mean of `xs` (sample standard deviation / √len); `None` below 2 values.
+fn mean_std_error(xs: &[f64]) -> Option<f64> {
+    let n = xs.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    let ss: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
+    Some((ss / (n - 1) as f64 / n as f64).sqrt())
+}
+
 fn fmt_opt(x: Option<f64>) -> String {
     x.map(|v| format!("{v:.3e}")).unwrap_or_else(|| "-".into())
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+/// "empirical / predicted ± standard error of that ratio over the runs".
+fn ratio(a: Option<f64>, se: Option<f64>, b: Option<f64>) -> String {
+    match (a, se, b) {
+        (Some(a), Some(se), Some(b)) if b > 0.0 => format!("{:.2}±{:.2}", a / b, se / b),
+        (Some(a), None, Some(b)) if b > 0.0 => format!("{:.2}", a / b),
         _ => "-".into(),
     }
 }
@@ -612,12 +655,11 @@ fn print_table(out: &Output) {
         out.data, out.n, out.d, out.runs, out.seed, out.parse_seconds
     );
     println!("MSE: numeric on the [-1, 1] scale, categorical on frequencies averaged over categories;");
-    println!(
-        "pred = closed-form variance; cover = share of 95% CIs (runs × attributes × categories) covering the truth."
-    );
+    println!("pred = closed-form variance; ratio = MSE / pred ± its standard error over the runs;");
+    println!("cover = share of 95% CIs (runs × attributes × categories) covering the truth.");
     println!();
     println!(
-        "{:>5}  {:<9} {:>3}  {:<12} {:<14} {:>10} {:>10} {:>5}  {:>10} {:>10} {:>5}  {:>6} {:>8}",
+        "{:>5}  {:<9} {:>3}  {:<12} {:<14} {:>10} {:>10} {:>10}  {:>10} {:>10} {:>10}  {:>6} {:>8}",
         "eps",
         "strategy",
         "k",
@@ -634,7 +676,7 @@ fn print_table(out: &Output) {
     );
     for r in &out.results {
         println!(
-            "{:>5}  {:<9} {:>3}  {:<12} {:<14} {:>10} {:>10} {:>5}  {:>10} {:>10} {:>5}  {:>5.1}% {:>8.3}",
+            "{:>5}  {:<9} {:>3}  {:<12} {:<14} {:>10} {:>10} {:>10}  {:>10} {:>10} {:>10}  {:>5.1}% {:>8.3}",
             r.epsilon,
             r.strategy,
             r.k,
@@ -642,10 +684,10 @@ fn print_table(out: &Output) {
             r.categorical_mechanism,
             fmt_opt(r.numeric_mse),
             fmt_opt(r.numeric_predicted_mse),
-            ratio(r.numeric_mse, r.numeric_predicted_mse),
+            ratio(r.numeric_mse, r.numeric_mse_std_error, r.numeric_predicted_mse),
             fmt_opt(r.categorical_mse),
             fmt_opt(r.categorical_predicted_mse),
-            ratio(r.categorical_mse, r.categorical_predicted_mse),
+            ratio(r.categorical_mse, r.categorical_mse_std_error, r.categorical_predicted_mse),
             100.0 * r.ci_coverage,
             r.seconds_per_run
         );
@@ -660,6 +702,62 @@ fn print_table(out: &Output) {
             if let AttrResult::Numeric { name, true_mean, estimate, std_error, .. } = a {
                 println!("  {name:<16} true {true_mean:>14.4}   estimate {estimate:>14.4} ± {:>12.4}", Z95 * std_error);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mean_std_error_is_the_sample_sd_over_root_n() {
+        assert_eq!(mean_std_error(&[]), None);
+        assert_eq!(mean_std_error(&[3.0]), None);
+        // mean 2.5, sample variance 5/3, SE √(5/3/4).
+        let se = mean_std_error(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert!((se - (5.0f64 / 12.0).sqrt()).abs() < 1e-15, "{se}");
+        assert_eq!(ratio(Some(2.0), Some(0.2), Some(4.0)), "0.50±0.05");
+        assert_eq!(ratio(Some(2.0), None, Some(4.0)), "0.50");
+        assert_eq!(ratio(None, None, Some(4.0)), "-");
+    }
+
+    /// The MSEs are the means of the per-run values whose spread gives their standard errors;
+    /// the numeric SE is near its Gaussian value √(2/R)·(root mean square of the attributes'
+    /// MSEs)/√d_n when the attributes' errors are independent (loose bounds: 40 runs).
+    #[test]
+    fn mse_standard_errors_match_the_per_run_mean_squared_errors() {
+        let (file, enc) = synthetic(20_000, 3).unwrap();
+        let schema = file.schema().unwrap();
+        let truth = truths(&schema, &enc.values, enc.n);
+        let data = RecordColumns::new(&schema, &enc.values).unwrap();
+        let runs = 40;
+        for kind in [StrategyKind::Split, StrategyKind::SampleK] {
+            let mech = RecordMechanism::new(schema.clone(), StrategyOptions::default_for(kind, 1.0)).unwrap();
+            let mut acc = Accumulator::new(&schema);
+            for r in 0..runs {
+                let agg = collect(&mech, &data, stream_seed(9, r)).unwrap();
+                acc.add(&agg.estimates(), &truth, r == 0);
+            }
+            assert_eq!((acc.run_num.len(), acc.run_cat.len()), (runs as usize, runs as usize));
+            let out = acc.finish(&mech, &schema, &truth, enc.n, runs as usize, 1.0);
+            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+            let (num, cat) = (out.numeric_mse.unwrap(), out.categorical_mse.unwrap());
+            assert!((num - mean(&acc.run_num)).abs() <= 1e-12 * num, "{num}");
+            assert!((cat - mean(&acc.run_cat)).abs() <= 1e-12 * cat, "{cat}");
+            let mses: Vec<f64> = out
+                .attributes
+                .iter()
+                .filter_map(|a| match a {
+                    AttrResult::Numeric { mse, .. } => Some(*mse),
+                    _ => None,
+                })
+                .collect();
+            let d = mses.len() as f64;
+            let gaussian = (2.0 / runs as f64).sqrt() * (mses.iter().map(|m| m * m).sum::<f64>() / d).sqrt() / d.sqrt();
+            let se = out.numeric_mse_std_error.unwrap();
+            assert!(se > 0.5 * gaussian && se < 2.0 * gaussian, "{kind:?}: SE {se} vs Gaussian {gaussian}");
+            assert!(out.categorical_mse_std_error.unwrap() > 0.0);
         }
     }
 }
