@@ -386,6 +386,41 @@ fn marker<DB: DrawingBackend>(
     }
 }
 
+/// Draws each series as a line with markers, and the legend (shared by the log and linear panels).
+fn draw_lines_and_legend<'a, X, Y>(
+    chart: &mut ChartContext<'a, TextFix<'a>, Cartesian2d<X, Y>>,
+    lines: &[(&str, Vec<(f64, f64)>)],
+) -> Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for (i, (label, pts)) in lines.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let line = color.stroke_width(2);
+        let fill = color.filled();
+        chart.draw_series(LineSeries::new(pts.iter().copied(), line)).map_err(plot_err)?.label(*label).legend(
+            move |(x, y)| {
+                EmptyElement::at((x + 12, y))
+                    + PathElement::new(vec![(-12, 0), (12, 0)], line)
+                    + marker(i, (0, 0), 5, fill)
+            },
+        );
+        chart.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + marker(i, (0, 0), 5, fill))).map_err(plot_err)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FAMILY, 16))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK.mix(0.4))
+        .legend_area_size(36)
+        .margin(10)
+        .draw()
+        .map_err(plot_err)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,39 +492,4 @@ mod tests {
         assert_eq!(fmt_x(0.5), "0.5");
         assert_eq!(fmt_x(4.0), "4");
     }
-}
-
-/// Draws each series as a line with markers, and the legend (shared by the log and linear panels).
-fn draw_lines_and_legend<'a, X, Y>(
-    chart: &mut ChartContext<'a, TextFix<'a>, Cartesian2d<X, Y>>,
-    lines: &[(&str, Vec<(f64, f64)>)],
-) -> Result<()>
-where
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    for (i, (label, pts)) in lines.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let line = color.stroke_width(2);
-        let fill = color.filled();
-        chart.draw_series(LineSeries::new(pts.iter().copied(), line)).map_err(plot_err)?.label(*label).legend(
-            move |(x, y)| {
-                EmptyElement::at((x + 12, y))
-                    + PathElement::new(vec![(-12, 0), (12, 0)], line)
-                    + marker(i, (0, 0), 5, fill)
-            },
-        );
-        chart.draw_series(pts.iter().map(|&p| EmptyElement::at(p) + marker(i, (0, 0), 5, fill))).map_err(plot_err)?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FAMILY, 16))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.4))
-        .legend_area_size(36)
-        .margin(10)
-        .draw()
-        .map_err(plot_err)?;
-    Ok(())
 }
