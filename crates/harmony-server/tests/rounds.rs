@@ -251,19 +251,24 @@ fn rounds_advance_and_match_an_in_process_replay_on(url: &str) {
         GradientPost { device_id: "late".into(), round: 9, report: to_hex(&harmony_core::wire::encode(&report)) };
     assert_eq!(status(client.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
     // The model beats the majority class on the training rows.
-    let fm = harmony_client::feature_map(&config.schema, &t.spec).unwrap();
+    let (wrong, majority) = misclassified(&config, &data, &w);
+    assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
+    server.stop();
+}
+
+/// Rows of `data` the linear model `w` misclassifies, and the majority-class baseline's count.
+fn misclassified(config: &CollectionConfig, data: &[Vec<Value>], w: &[f64]) -> (usize, usize) {
+    let fm = harmony_client::feature_map(&config.schema, &config.train.as_ref().unwrap().spec).unwrap();
     let (mut wrong, mut pos) = (0, 0);
-    let mut x = vec![0.0; 3];
-    for row in &data {
+    let mut x = vec![0.0; fm.dimension()];
+    for row in data {
         fm.encode_row(row, &mut x);
         let y = fm.target(row);
         pos += usize::from(y > 0.0);
         let z: f64 = w.iter().zip(&x).map(|(a, b)| a * b).sum();
         wrong += usize::from((z > 0.0) != (y > 0.0));
     }
-    let majority = pos.min(data.len() - pos);
-    assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
-    server.stop();
+    (wrong, pos.min(data.len() - pos))
 }
 
 #[test]
@@ -525,44 +530,55 @@ fn postgres_noise_rounds_equal_the_trainer() {
 }
 
 /// The default schedule is `noise`; its published κ, c, γ; the tail average in `GET …/model`;
-/// the final model equals `harmony_learn::trainer::train` on the same devices to 1e-12.
+/// the final model equals `harmony_learn::trainer::train` on the same devices to 1e-12. At ε = 8
+/// the step is the noiseless cap 1/(βR²) and the model beats the majority class; at ε = 0.5 it
+/// is κ/(σ_b√T)/(βR²), below the cap.
 fn noise_rounds_equal_the_trainer_on(url: &str) {
     let server = start(url);
     let client = analyst(&server.url());
-    let (g, rounds) = (25u64, 8u64);
-    let config = client.create_collection(&request(Some(noise_spec(g, rounds)))).unwrap().config;
-    let t = config.train.as_ref().unwrap();
-    assert_eq!(t.spec.schedule.as_deref(), Some("noise"));
-    assert_eq!((t.spec.kappa, t.spec.gradient_scale, t.spec.learning_rate), (Some(NOISE_KAPPA), Some(2.0), None));
-    let step = t.step.expect("a noise collection publishes its step");
-    assert!(step > 0.0 && step.is_finite());
-    let m = client.model(&config.id).unwrap();
-    assert_eq!((m.schedule.as_str(), m.step, m.averaged), ("noise", step, 0));
-    assert_eq!(m.model, m.parameters);
-    let data = rows((g * rounds) as usize, 21);
-    // Rounds 1..=4 (the first half): the model is the last iterate.
-    let half = (g * rounds / 2) as usize;
-    let (mut seeds, mut reports) = contribute_all(&client, &config, &data[..half], 3000);
-    let m = client.model(&config.id).unwrap();
-    assert_eq!((m.round, m.averaged), (5, 0));
-    assert_eq!(m.model, m.parameters);
-    // Round 5 is the first averaged one.
-    let (s, r) = contribute_all(&client, &config, &data[half..half + g as usize], 3000 + half as u64);
-    seeds.extend(s);
-    reports.extend(r);
-    let m = client.model(&config.id).unwrap();
-    assert_eq!((m.round, m.averaged), (6, 1));
-    assert_eq!(m.model, m.parameters);
-    let (s, r) = contribute_all(&client, &config, &data[half + g as usize..], 3000 + (half + g as usize) as u64);
-    seeds.extend(s);
-    reports.extend(r);
-    let m = client.model(&config.id).unwrap();
-    assert_eq!((m.round, m.received, m.done, m.averaged), (rounds + 1, 0, true, rounds - rounds / 2));
-    assert_ne!(m.model, m.parameters, "the model is the tail average, not the last iterate");
-    let want = trainer_model(&config, &data, &seeds, &reports);
-    assert_eq!(want.batches as u64, rounds);
-    assert!((want.step - step).abs() <= 1e-12 * step, "trainer step {} vs server {step}", want.step);
-    assert_close(&m.model, &want.w, "server model vs trainer");
+    for (epsilon, g, rounds) in [(8.0, 25u64, 8u64), (0.5, 10, 20)] {
+        let req = CreateCollection { epsilon, ..request(Some(noise_spec(g, rounds))) };
+        let config = client.create_collection(&req).unwrap().config;
+        let t = config.train.as_ref().unwrap();
+        assert_eq!(t.spec.schedule.as_deref(), Some("noise"));
+        assert_eq!((t.spec.kappa, t.spec.gradient_scale, t.spec.learning_rate), (Some(NOISE_KAPPA), Some(2.0), None));
+        let step = t.step.expect("a noise collection publishes its step");
+        // Logistic (β = ¼) on an intercept and two numeric features (R² = 3).
+        let cap = 1.0 / (0.25 * 3.0);
+        assert!(if epsilon > 1.0 { step == cap } else { step > 0.0 && step < 0.9 * cap }, "ε = {epsilon}: γ = {step}");
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.schedule.as_str(), m.step, m.averaged), ("noise", step, 0));
+        assert_eq!(m.model, m.parameters);
+        let n = (g * rounds) as usize;
+        let data = rows(n, 21);
+        // The first half: the model is the last iterate.
+        let (half, g) = (n / 2, g as usize);
+        let (mut seeds, mut reports) = contribute_all(&client, &config, &data[..half], 3000);
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.round, m.averaged), (rounds / 2 + 1, 0));
+        assert_eq!(m.model, m.parameters);
+        // Round T/2 + 1 is the first averaged one.
+        let (s, r) = contribute_all(&client, &config, &data[half..half + g], 3000 + half as u64);
+        seeds.extend(s);
+        reports.extend(r);
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.round, m.averaged), (rounds / 2 + 2, 1));
+        assert_eq!(m.model, m.parameters);
+        let (s, r) = contribute_all(&client, &config, &data[half + g..], 3000 + (half + g) as u64);
+        seeds.extend(s);
+        reports.extend(r);
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.round, m.received, m.done, m.averaged), (rounds + 1, 0, true, rounds - rounds / 2));
+        assert_ne!(m.model, m.parameters, "the model is the tail average, not the last iterate");
+        let want = trainer_model(&config, &data, &seeds, &reports);
+        assert_eq!(want.batches as u64, rounds);
+        assert!((want.step - step).abs() <= 1e-12 * step, "trainer step {} vs server {step}", want.step);
+        assert_close(&m.model, &want.w, "server model vs trainer");
+        if epsilon > 1.0 {
+            let (wrong, majority) = misclassified(&config, &data, &m.model);
+            assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
+        }
+    }
     server.stop();
 }
 
