@@ -294,7 +294,8 @@ pub fn train_loss(spec: &TrainSpec) -> harmony_core::Result<harmony_learn::loss:
 }
 
 /// Computes a device's randomized gradient at `model` for `record` (the schema's values,
-/// target included): features, ℓ'(⟨w, x⟩, y)·x clipped to [-1, 1]^d, randomized with `rng`.
+/// target included): features, c·ℓ'(⟨w, x⟩, y)·x (c the spec's gradient scale) clipped to
+/// [-1, 1]^d, randomized with `rng`.
 /// Only the returned report leaves the device.
 pub fn randomize_gradient<R: Rng + ?Sized>(
     config: &CollectionConfig,
@@ -316,7 +317,8 @@ pub fn randomize_gradient<R: Rng + ?Sized>(
     let mut x = vec![0.0; d];
     fm.encode_row(record, &mut x);
     let mut g = vec![0.0; d];
-    harmony_learn::remote::clipped_gradient(train_loss(&t.spec)?, &model.parameters, &x, fm.target(record), &mut g);
+    let (loss, c) = (train_loss(&t.spec)?, t.spec.scale());
+    harmony_learn::remote::clipped_gradient(loss, &model.parameters, &x, fm.target(record), c, &mut g);
     Ok(mech.randomize(&g, rng))
 }
 

@@ -45,6 +45,10 @@ pub struct CreateCollection {
 }
 
 /// A training task's hyper-parameters (`"train"` of [`CreateCollection`]).
+///
+/// The published spec ([`TrainPublished::spec`]) is the request with the server's choices
+/// written out: `schedule` always, and for `noise` also `kappa` and `gradient_scale`. A stored
+/// spec without `schedule` predates schedules and is a `decay` one (c = 1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
@@ -63,14 +67,44 @@ pub struct TrainSpec {
     pub mechanism: String,
     /// Devices per round g (≥ 1).
     pub batch_size: u64,
-    /// γ₀ of γ_t = γ₀/√t (> 0).
-    pub learning_rate: f64,
+    /// The step sizes: `noise` (the default of a new collection: a constant step computed from
+    /// public quantities, tail averaging) or `decay` (γ_t = γ₀/√t, the last iterate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// γ₀ of γ_t = γ₀/√t (> 0; `decay` only, where it is required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
+    /// κ of the `noise` step (> 0; default [`harmony_learn::trainer::NOISE_KAPPA`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kappa: Option<f64>,
+    /// c ≥ 1: devices multiply ℓ'·x by c before clipping and the server divides the mean decoded
+    /// gradient by c (default [`harmony_learn::trainer::GRADIENT_SCALE`] with `noise`, 1 with
+    /// `decay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_scale: Option<f64>,
     /// L2 regularisation λ (≥ 0, default 1e-4).
     #[serde(default = "default_lambda")]
     pub lambda: f64,
-    /// Number of rounds T after which training stops (default: unbounded).
+    /// Number of rounds T after which training stops: required with `noise` (the step depends
+    /// on it; plan T = ⌊n/g⌋ for n expected devices), optional with `decay` (default unbounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<u64>,
+}
+
+/// The values of [`TrainSpec::schedule`].
+pub const SCHEDULES: &[&str] = &["noise", "decay"];
+
+impl TrainSpec {
+    /// Whether the spec uses the `noise` schedule (a spec without `schedule` is a `decay` one).
+    pub fn is_noise(&self) -> bool {
+        self.schedule.as_deref() == Some("noise")
+    }
+    /// The gradient scale c devices apply before clipping: the spec's, else the schedule's
+    /// default (2 with `noise`, 1 with `decay`).
+    pub fn scale(&self) -> f64 {
+        let default = if self.is_noise() { harmony_learn::trainer::GRADIENT_SCALE } else { 1.0 };
+        self.gradient_scale.unwrap_or(default)
+    }
 }
 
 fn default_train_mechanism() -> String {
@@ -95,6 +129,9 @@ pub struct TrainPublished {
     pub features: Vec<String>,
     /// Coordinates each device samples and reports.
     pub sampled: usize,
+    /// The constant step γ of the `noise` schedule, computed once at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<f64>,
 }
 
 /// `GET /v1/collections/{id}/model`.
@@ -102,7 +139,7 @@ pub struct TrainPublished {
 pub struct ModelState {
     /// The current round t (1-based).
     pub round: u64,
-    /// The parameters w_t (length d).
+    /// The last iterate w_t (length d): devices compute their gradient here.
     pub parameters: Vec<f64>,
     /// Devices per round.
     pub batch_size: u64,
@@ -110,6 +147,23 @@ pub struct ModelState {
     pub received: u64,
     /// Whether the configured number of rounds has been run.
     pub done: bool,
+    /// `noise` or `decay` (the collection's schedule).
+    #[serde(default = "default_schedule")]
+    pub schedule: String,
+    /// The step γ_t of round `round` (constant with `noise`, γ₀/√t with `decay`).
+    #[serde(default)]
+    pub step: f64,
+    /// The model to use: the mean of the tail-averaged iterates once there is one (`noise`,
+    /// after round ⌊T/2⌋), else the last iterate (= `parameters`).
+    #[serde(default)]
+    pub model: Vec<f64>,
+    /// How many iterates `model` averages (0: it is the last iterate).
+    #[serde(default)]
+    pub averaged: u64,
+}
+
+fn default_schedule() -> String {
+    "decay".into()
 }
 
 /// `POST /v1/collections/{id}/gradients` body.

@@ -10,9 +10,11 @@
 //! * [`mechanism`]: gradient randomizers (PM/HM with k-of-d sampling, Harmony 1-bit, corrected
 //!   Duchi multidimensional, split-budget Laplace, non-private), built on `harmony-core`.
 //! * [`projection`]: random projection to r dimensions (MGD-DR) and back.
-//! * [`trainer`]: disjoint mini-batches, clipping, γ_t = γ₀/√t, L2.
+//! * [`trainer`]: disjoint mini-batches, clipping, the noise-calibrated constant step with tail
+//!   averaging or the papers' γ_t = γ₀/√t, L2.
 //! * [`suffstats`]: one-round linear regression from privately estimated XᵀX and Xᵀy.
-//! * [`remote`]: wire reports of sampled PM / HM gradients and the update, for server rounds.
+//! * [`remote`]: wire reports of sampled PM / HM gradients and the rounds' update rule (the
+//!   trainer's step sizes and tail averaging), for server rounds.
 //! * [`cv`]: k-fold cross-validation × repeats, in parallel, reproducible from a seed.
 //!
 //! No I/O: the `harmony train` command reads the data and prints the results.

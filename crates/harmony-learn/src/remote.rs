@@ -1,17 +1,25 @@
 //! Gradient descent over the network (the collection server's model rounds): the device-side
 //! randomizer produces a [`GradientReport`] that travels on the wire, the server validates and
-//! decodes it into the round's accumulator, and [`apply_update`] takes the step when the batch
-//! is full. The arithmetic is that of [`crate::trainer::train`]: w ← w − γ_t(ḡ + λw), γ_t = γ₀/√t
-//! (t = 1, 2, …), ḡ the mean decoded report of the round.
+//! decodes it into the round's accumulator, and [`RoundRule::apply`] takes the step when the
+//! batch is full. The arithmetic is that of [`crate::trainer::train`] (the same functions:
+//! [`clipped_gradient`], [`descend`], [`TrainConfig::noise_step`], [`tail_average`]):
+//! w ← w − γ_t(ḡ/c + λw), ḡ the mean decoded report of round t (t = 1, 2, …), with
+//!
+//! * [`RoundSchedule::Decay`]: γ_t = γ₀/√t, the last iterate is the model (the papers'), or
+//! * [`RoundSchedule::Noise`]: the constant step of [`crate::trainer::Schedule::Noise`] for the T
+//!   planned rounds, the model the mean of the iterates after rounds ⌊T/2⌋ + 1, …, T.
 //!
 //! Only `pm` and `hm` with k-of-d sampling (Wang et al. Alg. 4) have a wire report: k sampled
 //! coordinates, each one 1-D report at ε/k; decoded values are scaled by d/k.
 
+use crate::loss::Loss;
 use crate::mechanism::{MechanismKind, optimal_k};
-use crate::trainer::dot;
+use crate::trainer::{Schedule, TrainConfig, decay_step, tail_start};
+pub use crate::trainer::{clipped_gradient, descend, tail_average};
 use harmony_core::error::{Error, Result};
 use harmony_core::numeric::{AnyNumeric, NumericMechanism, NumericReport};
 use harmony_core::sampling::sample_k_of_d;
+use harmony_core::strategy::sampled_numeric_worst;
 use harmony_core::wire::{ReportKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -61,6 +69,13 @@ impl RemoteMechanism {
     pub fn sampled(&self) -> usize {
         self.k
     }
+    /// The worst-case variance of one decoded coordinate of one report (over gradients in
+    /// [-1, 1]^d): V of [`TrainConfig::noise_step`], the same closed form as the trainer's `pm`
+    /// / `hm` ([`crate::mechanism::GradientRandomizer::variance`]).
+    pub fn variance(&self) -> f64 {
+        let (a, b) = self.m.variance_coefficients();
+        sampled_numeric_worst(a, b, self.scale)
+    }
     /// Randomizes a clipped gradient `g` ∈ [-1, 1]^d (device side; sees nothing but `g`).
     pub fn randomize<R: Rng + ?Sized>(&self, g: &[f64], rng: &mut R) -> GradientReport {
         let mut picked = Vec::with_capacity(self.k);
@@ -93,20 +108,79 @@ impl RemoteMechanism {
     }
 }
 
-/// A device's clipped gradient ℓ'(⟨w, x⟩, y)·x at the model `w`, written to `out`.
-pub fn clipped_gradient(loss: crate::loss::Loss, w: &[f64], x: &[f64], y: f64, out: &mut [f64]) {
-    let s = loss.derivative(dot(w, x), y);
-    for (o, &xj) in out.iter_mut().zip(x) {
-        *o = (s * xj).clamp(-1.0, 1.0);
-    }
+/// The step sizes of a collection's rounds, fixed at its creation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RoundSchedule {
+    /// γ_t = γ₀/√t with this γ₀; the last iterate is the model.
+    Decay {
+        /// γ₀.
+        learning_rate: f64,
+    },
+    /// A constant step for T planned rounds; the model is the mean of the second half's iterates.
+    Noise {
+        /// γ ([`RoundRule::noise_step`]).
+        step: f64,
+        /// T.
+        rounds: u64,
+    },
 }
 
-/// Round `round` (1-based) of the update: w ← w − γ₀/√round·(acc/size + λw).
-pub fn apply_update(w: &mut [f64], acc: &[f64], size: usize, round: u64, learning_rate: f64, lambda: f64) {
-    let gamma = learning_rate / (round as f64).sqrt();
-    let size = size.max(1) as f64;
-    for (wj, &aj) in w.iter_mut().zip(acc) {
-        *wj -= gamma * (aj / size + lambda * *wj);
+/// How a collection's rounds update the model: the schedule, the gradient scale c and λ.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RoundRule {
+    /// The step sizes.
+    pub schedule: RoundSchedule,
+    /// c: devices multiply ℓ'·x by c before clipping, the server divides the mean by c.
+    pub gradient_scale: f64,
+    /// L2 regularisation λ.
+    pub lambda: f64,
+}
+
+impl RoundRule {
+    /// The constant step γ = min(1, κ/(σ_b√T))/(βR²), σ_b² = V/(c²g), of T = `rounds` rounds of
+    /// g = `batch` devices through `mech`, for `loss` (β) on features with ‖x‖² ≤ `curvature`
+    /// (R²): [`TrainConfig::noise_step`], the function `harmony train` uses.
+    pub fn noise_step(
+        loss: Loss,
+        curvature: f64,
+        kappa: f64,
+        gradient_scale: f64,
+        mech: &RemoteMechanism,
+        batch: u64,
+        rounds: u64,
+    ) -> f64 {
+        let cfg = TrainConfig {
+            schedule: Schedule::Noise(kappa),
+            average: true,
+            gradient_scale,
+            curvature,
+            batch_size: Some(batch as usize),
+            ..TrainConfig::new(loss, 1.0)
+        };
+        cfg.noise_step(mech.variance(), batch as usize, rounds as usize).expect("a noise schedule has a step")
+    }
+    /// γ_t of round t (1-based).
+    pub fn step(&self, round: u64) -> f64 {
+        match self.schedule {
+            RoundSchedule::Decay { learning_rate } => decay_step(learning_rate, round),
+            RoundSchedule::Noise { step, .. } => step,
+        }
+    }
+    /// How many of the iterates after the first `completed` rounds are in the tail average (0
+    /// for [`RoundSchedule::Decay`] and before the second half).
+    pub fn averaged(&self, completed: u64) -> u64 {
+        match self.schedule {
+            RoundSchedule::Decay { .. } => 0,
+            RoundSchedule::Noise { rounds, .. } => completed.min(rounds).saturating_sub(tail_start(rounds)),
+        }
+    }
+    /// Round `round`'s update from the sum `acc` of its `size` decoded reports: w ← w − γ_t(acc/(c·size)
+    /// + λw), and the new iterate added to `sum` when it is in the tail average.
+    pub fn apply(&self, w: &mut [f64], sum: &mut [f64], acc: &[f64], size: usize, round: u64) {
+        descend(w, acc, size, self.step(round), self.gradient_scale, self.lambda);
+        if self.averaged(round) > self.averaged(round.saturating_sub(1)) {
+            sum.iter_mut().zip(w.iter()).for_each(|(a, x)| *a += x);
+        }
     }
 }
 
@@ -135,5 +209,38 @@ mod tests {
         }
         let bad = GradientReport { coords: vec![(9, NumericReport::Sign(true)); m.sampled()] };
         assert!(m.validate(&bad).is_err());
+    }
+
+    #[test]
+    fn round_rules_follow_the_trainer() {
+        use crate::mechanism::GradientRandomizer;
+        // V is the trainer's for the same mechanism, ε and d.
+        for (name, kind) in [("hm", MechanismKind::Hm), ("pm", MechanismKind::Pm)] {
+            for (eps, d) in [(0.5, 1), (4.0, 7), (8.0, 30)] {
+                let r = RemoteMechanism::new(name, eps, d).unwrap();
+                assert_eq!(r.variance(), kind.build(eps, d).unwrap().variance(), "{name} ε = {eps} d = {d}");
+            }
+        }
+        // γ: TrainConfig::noise_step with the round's g and T.
+        let m = RemoteMechanism::new("hm", 4.0, 5).unwrap();
+        let step = RoundRule::noise_step(Loss::Logistic, 5.0, 2.0, 2.0, &m, 40, 9);
+        let cfg = TrainConfig::noise(Loss::Logistic, 5.0);
+        assert_eq!(Some(step), cfg.noise_step(m.variance(), 40, 9));
+        // T = 5: the iterates after rounds 3, 4, 5 are averaged (the trainer's steps 2, 3, 4).
+        let noise = RoundRule { schedule: RoundSchedule::Noise { step, rounds: 5 }, gradient_scale: 2.0, lambda: 0.0 };
+        let counts: Vec<u64> = (0..=6).map(|t| noise.averaged(t)).collect();
+        assert_eq!(counts, [0, 0, 0, 1, 2, 3, 3]);
+        assert_eq!(noise.step(4), step);
+        let decay =
+            RoundRule { schedule: RoundSchedule::Decay { learning_rate: 3.0 }, gradient_scale: 1.0, lambda: 0.0 };
+        assert_eq!((decay.step(4), decay.averaged(4)), (1.5, 0));
+        // The update divides by c·size; the sum gains the iterate only in the tail.
+        let (mut w, mut sum) = (vec![1.0, 0.0], vec![0.0, 0.0]);
+        noise.apply(&mut w, &mut sum, &[4.0, -2.0], 2, 2);
+        assert_eq!((w.clone(), sum.clone()), (vec![1.0 - step, 0.5 * step], vec![0.0, 0.0]));
+        noise.apply(&mut w, &mut sum, &[0.0, 0.0], 2, 3);
+        assert_eq!(sum, w);
+        assert_eq!(tail_average(&w, &[2.0, 4.0], 2), vec![1.0, 2.0]);
+        assert_eq!(tail_average(&w, &sum, 0), w);
     }
 }

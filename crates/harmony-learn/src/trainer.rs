@@ -132,7 +132,9 @@ impl TrainConfig {
         Ok(())
     }
     /// The constant step of [`Schedule::Noise`] for T = `steps` batches of `batch` users through
-    /// a randomizer of per-coordinate variance `variance` (None for [`Schedule::Decay`]).
+    /// a randomizer of per-coordinate variance `variance` (None for [`Schedule::Decay`]). The
+    /// collection server computes its rounds' step with this function too
+    /// (`harmony_learn::remote::RoundRule`).
     pub fn noise_step(&self, variance: f64, batch: usize, steps: usize) -> Option<f64> {
         let Schedule::Noise(kappa) = self.schedule else { return None };
         let c = self.gradient_scale;
@@ -140,6 +142,49 @@ impl TrainConfig {
         let damp = (kappa / (sigma_b * (steps.max(1) as f64).sqrt())).min(1.0);
         Some(damp / (self.loss.smoothness() * self.curvature))
     }
+}
+
+/// γ₀/√t, the step of [`Schedule::Decay`] at step t (1-based).
+#[inline]
+pub fn decay_step(learning_rate: f64, t: u64) -> f64 {
+    learning_rate / (t as f64).sqrt()
+}
+
+/// The first averaged step (0-based) of tail averaging over `steps` steps: the model is the mean
+/// of the iterates after steps ⌊T/2⌋, …, T − 1 (the second half).
+#[inline]
+pub fn tail_start(steps: u64) -> u64 {
+    steps / 2
+}
+
+/// A user's gradient c·ℓ'(⟨w, x⟩, y)·x at the model `w`, every coordinate clipped to [-1, 1],
+/// written to `out` (what the randomizer sees; c = `gradient_scale`, 1 in the papers).
+#[inline]
+pub fn clipped_gradient(loss: Loss, w: &[f64], x: &[f64], y: f64, gradient_scale: f64, out: &mut [f64]) {
+    let s = loss.derivative(dot(w, x), y);
+    for (o, &xj) in out.iter_mut().zip(x) {
+        *o = (gradient_scale * s * xj).clamp(-1.0, 1.0);
+    }
+}
+
+/// One gradient step: w ← w − γ(acc/(c·size) + λw), `acc` the sum of the `size` decoded reports
+/// of the batch (c = `gradient_scale`).
+#[inline]
+pub fn descend(w: &mut [f64], acc: &[f64], size: usize, gamma: f64, gradient_scale: f64, lambda: f64) {
+    let size = size.max(1) as f64;
+    for (wj, &aj) in w.iter_mut().zip(acc) {
+        *wj -= gamma * (aj / (gradient_scale * size) + lambda * *wj);
+    }
+}
+
+/// The model after `averaged` iterates were summed into `sum`: their mean, or the last iterate
+/// `w` while none is.
+pub fn tail_average(w: &[f64], sum: &[f64], averaged: u64) -> Vec<f64> {
+    if averaged == 0 {
+        return w.to_vec();
+    }
+    let m = averaged as f64;
+    sum.iter().map(|a| a / m).collect()
 }
 
 /// The papers' batch size g = max(2·d·ln d/ε², n/1000), rounded up, within [1, n]. Without ε
@@ -213,34 +258,27 @@ pub fn train<M: GradientRandomizer, R: Rng + ?Sized>(
     let mut acc = vec![0.0; d];
     let mut grad = vec![0.0; d];
     let mut avg = vec![0.0; d];
-    let avg_from = batches / 2;
+    let avg_from = tail_start(batches as u64) as usize;
     for (t, range) in batch_ranges(n, batches).enumerate() {
         acc.fill(0.0);
-        let size = range.len() as f64;
+        let size = range.len();
         for &u in &users[range] {
             let u = u as usize;
-            let x = data.row(u);
-            let s = cfg.loss.derivative(dot(&w, x), data.y[u]);
-            for (gj, &xj) in grad.iter_mut().zip(x) {
-                *gj = (c * s * xj).clamp(-1.0, 1.0);
-            }
+            clipped_gradient(cfg.loss, &w, data.row(u), data.y[u], c, &mut grad);
             mech.randomize_add(&grad, rng, &mut acc);
         }
         let gamma = match (constant, cfg.schedule) {
             (Some(step), _) => step,
-            (None, Schedule::Decay(g0)) => g0 / ((t + 1) as f64).sqrt(),
+            (None, Schedule::Decay(g0)) => decay_step(g0, t as u64 + 1),
             (None, Schedule::Noise(_)) => unreachable!("noise_step is Some for Schedule::Noise"),
         };
-        for (wj, &aj) in w.iter_mut().zip(&acc) {
-            *wj -= gamma * (aj / (c * size) + cfg.lambda * *wj);
-        }
+        descend(&mut w, &acc, size, gamma, c, cfg.lambda);
         if cfg.average && t >= avg_from {
             avg.iter_mut().zip(&w).for_each(|(a, x)| *a += x);
         }
     }
     if cfg.average {
-        let m = (batches - avg_from) as f64;
-        w = avg.iter().map(|a| a / m).collect();
+        w = tail_average(&w, &avg, (batches - avg_from) as u64);
     }
     let step = match (constant, cfg.schedule) {
         (Some(step), _) | (None, Schedule::Decay(step)) => step,

@@ -25,11 +25,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use harmony_client::protocol::{
     self, BatchAck, CONFIG_VERSION, CONFIG_VERSION_TRAIN, CollectionConfig, CreateCollection, Created, ErrorBody,
-    ErrorDetail, Estimates, GradientAck, GradientPost, ModelState, ReportBatch, TrainPublished, TrainSpec,
+    ErrorDetail, Estimates, GradientAck, GradientPost, ModelState, ReportBatch, SCHEDULES, TrainPublished, TrainSpec,
 };
 use harmony_core::aggregate::Aggregator;
 use harmony_core::strategy::{RecordAggregator, RecordMechanism, RecordReport, StrategyKind, StrategyOptions};
-use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
+use harmony_learn::remote::{GradientReport, RemoteMechanism, RoundRule, RoundSchedule, tail_average};
+use harmony_learn::trainer::{GRADIENT_SCALE, NOISE_KAPPA};
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,50 +56,140 @@ struct Collection {
 struct Training {
     spec: TrainSpec,
     mech: RemoteMechanism,
+    rule: RoundRule,
     state: Mutex<Round>,
 }
 
-/// The current round: the parameters w_t and the accumulator of the gradients received.
+/// The current round: the parameters w_t, the sum of the tail-averaged iterates so far (empty
+/// with `decay`) and the accumulator of the gradients received.
 struct Round {
     round: u64,
     w: Vec<f64>,
+    sum: Vec<f64>,
     acc: Vec<f64>,
     received: u64,
 }
 
+impl Round {
+    /// Round 1: w = 0, nothing averaged or received.
+    fn start(d: usize, rule: &RoundRule) -> Self {
+        let sum = if matches!(rule.schedule, RoundSchedule::Noise { .. }) { vec![0.0; d] } else { Vec::new() };
+        Round { round: 1, w: vec![0.0; d], sum, acc: vec![0.0; d], received: 0 }
+    }
+    /// The stored model state: w, then the tail sum (with `noise`).
+    fn stored(&self) -> Vec<f64> {
+        [self.w.as_slice(), &self.sum].concat()
+    }
+}
+
+/// `field is VALUE, expected …` as a 400 on `train.FIELD`.
+fn bad_spec(field: &str, value: impl std::fmt::Display, expected: &str) -> ApiError {
+    ApiError::bad(format!("train.{field}"), format!("{field} is {value}, expected {expected}"))
+}
+
+/// A finite number > 0 (or ≥ 1 with `at_least_one`), or a 400 naming the field.
+fn check_positive(field: &str, v: f64, at_least_one: bool) -> Result<(), ApiError> {
+    let (ok, expected) =
+        if at_least_one { (v >= 1.0, "a finite number >= 1") } else { (v > 0.0, "a finite number > 0") };
+    if ok && v.is_finite() { Ok(()) } else { Err(bad_spec(field, v, expected)) }
+}
+
 impl Training {
-    /// Validates a spec against the schema and ε; returns the published setup too.
+    /// Validates a spec against the schema and ε; returns the published setup too, with the
+    /// `noise` schedule's κ, c and step γ written out. A spec without `schedule` is a `decay`
+    /// one (stored before schedules existed; new collections get it written out at creation).
     fn new(config: &CollectionConfig, spec: &TrainSpec) -> Result<(Self, TrainPublished), ApiError> {
         let fm = harmony_client::feature_map(&config.schema, spec).map_err(|e| ApiError::from_core("train.", e))?;
         let d = fm.dimension();
         let mech = RemoteMechanism::new(&spec.mechanism, config.strategy.epsilon, d)
             .map_err(|e| ApiError::from_core("train.", e))?;
         if spec.batch_size == 0 {
-            return Err(ApiError::bad("train.batch_size", "batch_size is 0, expected an integer >= 1"));
-        }
-        if !(spec.learning_rate > 0.0 && spec.learning_rate.is_finite()) {
-            return Err(ApiError::bad(
-                "train.learning_rate",
-                format!("learning_rate is {}, expected a finite number > 0", spec.learning_rate),
-            ));
+            return Err(bad_spec("batch_size", 0, "an integer >= 1"));
         }
         if !(spec.lambda >= 0.0 && spec.lambda.is_finite()) {
-            return Err(ApiError::bad(
-                "train.lambda",
-                format!("lambda is {}, expected a finite number >= 0", spec.lambda),
-            ));
+            return Err(bad_spec("lambda", spec.lambda, "a finite number >= 0"));
         }
         if spec.rounds == Some(0) {
-            return Err(ApiError::bad("train.rounds", "rounds is 0, expected an integer >= 1 (or no field)"));
+            return Err(bad_spec("rounds", 0, "an integer >= 1"));
         }
-        let published =
-            TrainPublished { spec: spec.clone(), dimension: d, features: fm.names().to_vec(), sampled: mech.sampled() };
-        let state = Round { round: 1, w: vec![0.0; d], acc: vec![0.0; d], received: 0 };
-        Ok((Training { spec: spec.clone(), mech, state: Mutex::new(state) }, published))
+        let mut spec = spec.clone();
+        if let Some(c) = spec.gradient_scale {
+            check_positive("gradient_scale", c, true)?;
+        }
+        let schedule = match spec.schedule.as_deref() {
+            None | Some("decay") => {
+                if let Some(k) = spec.kappa {
+                    return Err(bad_spec("kappa", k, "no kappa with schedule \"decay\" (it sets the noise step)"));
+                }
+                let Some(lr) = spec.learning_rate else {
+                    return Err(ApiError::bad(
+                        "train.learning_rate",
+                        "learning_rate is missing, expected a finite number > 0 (gamma_0 of schedule \"decay\")",
+                    ));
+                };
+                check_positive("learning_rate", lr, false)?;
+                RoundSchedule::Decay { learning_rate: lr }
+            }
+            Some("noise") => {
+                if let Some(lr) = spec.learning_rate {
+                    return Err(bad_spec(
+                        "learning_rate",
+                        lr,
+                        "no learning_rate with schedule \"noise\" (its step is computed; use \"decay\" to set gamma_0)",
+                    ));
+                }
+                let Some(rounds) = spec.rounds else {
+                    return Err(ApiError::bad(
+                        "train.rounds",
+                        "rounds is missing, expected an integer >= 1: the planned number of rounds T \
+                         (floor(expected devices / batch_size)), which the noise step depends on",
+                    ));
+                };
+                let kappa = *spec.kappa.get_or_insert(NOISE_KAPPA);
+                check_positive("kappa", kappa, false)?;
+                let c = *spec.gradient_scale.get_or_insert(GRADIENT_SCALE);
+                let loss = harmony_client::train_loss(&spec).map_err(|e| ApiError::from_core("train.", e))?;
+                let step = RoundRule::noise_step(loss, fm.max_l1(), kappa, c, &mech, spec.batch_size, rounds);
+                RoundSchedule::Noise { step, rounds }
+            }
+            Some(other) => {
+                return Err(bad_spec("schedule", format!("{other:?}"), &format!("one of {}", SCHEDULES.join(", "))));
+            }
+        };
+        let rule = RoundRule { schedule, gradient_scale: spec.scale(), lambda: spec.lambda };
+        let step = match schedule {
+            RoundSchedule::Noise { step, .. } => Some(step),
+            RoundSchedule::Decay { .. } => None,
+        };
+        let published = TrainPublished {
+            spec: spec.clone(),
+            dimension: d,
+            features: fm.names().to_vec(),
+            sampled: mech.sampled(),
+            step,
+        };
+        let state = Round::start(d, &rule);
+        Ok((Training { spec, mech, rule, state: Mutex::new(state) }, published))
     }
 
     fn done(&self, round: u64) -> bool {
         self.spec.rounds.is_some_and(|t| round > t)
+    }
+
+    /// `GET …/model` of the round `r`.
+    fn model_state(&self, r: &Round) -> ModelState {
+        let averaged = self.rule.averaged(r.round - 1);
+        ModelState {
+            round: r.round,
+            parameters: r.w.clone(),
+            batch_size: self.spec.batch_size,
+            received: r.received,
+            done: self.done(r.round),
+            schedule: if self.spec.is_noise() { "noise" } else { "decay" }.to_string(),
+            step: self.rule.step(r.round),
+            model: tail_average(&r.w, &r.sum, averaged),
+            averaged,
+        }
     }
 }
 
@@ -195,7 +286,7 @@ impl AppState {
             let validator = mech.aggregator();
             let train = match config.train.as_ref() {
                 Some(p) => Some(
-                    rebuild_training(store.as_ref(), c.key, &config, &p.spec)
+                    rebuild_training(store.as_ref(), c.key, &config, p)
                         .map_err(|e| format!("collection {}: {e}", c.id))?,
                 ),
                 None => None,
@@ -240,23 +331,26 @@ impl AppState {
     }
 }
 
-/// Rebuilds a training collection's round from storage: the last stored model (or w = 0 at
-/// round 1) and the current round's gradients, in arrival order.
+/// Rebuilds a training collection's round from storage: the last stored model state (or w = 0
+/// at round 1) and the current round's gradients, in arrival order.
 fn rebuild_training(
     store: &dyn Store,
     key: i64,
     config: &CollectionConfig,
-    spec: &TrainSpec,
+    stored: &TrainPublished,
 ) -> Result<Training, String> {
-    let (t, published) = Training::new(config, spec).map_err(|e| format!("{}: {}", e.field, e.message))?;
-    // d and k were fixed at creation: a build that derives others cannot serve this collection.
-    if config.train.as_ref() != Some(&published) {
+    let (mut t, mut published) =
+        Training::new(config, &stored.spec).map_err(|e| format!("{}: {}", e.field, e.message))?;
+    // γ was computed once, at creation: the stored value is the collection's.
+    if let (Some(step), RoundSchedule::Noise { step: s, .. }) = (stored.step, &mut t.rule.schedule) {
+        *s = step;
+        published.step = Some(step);
+    }
+    // d, k and γ were fixed at creation: a build that derives others cannot serve this collection.
+    if *stored != published {
         return Err(format!(
-            "training setup changed: published d = {:?}, k = {:?}; this build derives d = {}, k = {}",
-            config.train.as_ref().map(|p| p.dimension),
-            config.train.as_ref().map(|p| p.sampled),
-            published.dimension,
-            published.sampled
+            "training setup changed: published d = {}, k = {}, step = {:?}; this build derives d = {}, k = {}, step = {:?}",
+            stored.dimension, stored.sampled, stored.step, published.dimension, published.sampled, published.step
         ));
     }
     {
@@ -267,17 +361,20 @@ fn rebuild_training(
     Ok(t)
 }
 
-/// Loads the stored round into `st`: the last stored model (or w = 0 at round 1) and the
-/// round's gradients, in arrival order. On an error `st` is unchanged.
+/// Loads the stored round into `st`: the last stored model state (w, then with `noise` the sum
+/// of the tail-averaged iterates; or w = 0 at round 1) and the round's gradients, in arrival
+/// order. On an error `st` is unchanged.
 fn load_round(store: &dyn Store, key: i64, t: &Training, st: &mut Round) -> Result<(), String> {
     let d = st.w.len();
-    let mut next = Round { round: 1, w: vec![0.0; d], acc: vec![0.0; d], received: 0 };
-    if let Some((round, w)) = store.model(key).map_err(|e| e.to_string())? {
-        if w.len() != d {
-            return Err(format!("stored model has {} parameters, expected {d}", w.len()));
+    let mut next = Round::start(d, &t.rule);
+    if let Some((round, state)) = store.model(key).map_err(|e| e.to_string())? {
+        let want = d + next.sum.len();
+        if state.len() != want {
+            return Err(format!("stored model state has {} numbers, expected {want}", state.len()));
         }
         next.round = round;
-        next.w = w;
+        next.w.copy_from_slice(&state[..d]);
+        next.sum.copy_from_slice(&state[d..]);
     }
     let (mut bad, round) = (0u64, next.round);
     let Round { acc, received, .. } = &mut next;
@@ -388,7 +485,10 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
     };
     let train = match &req.train {
         Some(spec) => {
-            let (t, published) = Training::new(&config, spec)?;
+            // A new collection's default schedule is `noise`, written out in the published spec.
+            let mut spec = spec.clone();
+            spec.schedule.get_or_insert_with(|| "noise".into());
+            let (t, published) = Training::new(&config, &spec)?;
             config.config_version = CONFIG_VERSION_TRAIN;
             config.train = Some(published);
             Some(t)
@@ -545,14 +645,7 @@ fn training<'a>(c: &'a Collection, id: &str) -> Result<&'a Training, ApiError> {
 async fn get_model(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let c = st.collection(&id)?;
     let t = training(&c, &id)?;
-    let r = t.state.lock().expect("round lock");
-    let out = ModelState {
-        round: r.round,
-        parameters: r.w.clone(),
-        batch_size: t.spec.batch_size,
-        received: r.received,
-        done: t.done(r.round),
-    };
+    let out = t.model_state(&t.state.lock().expect("round lock"));
     Ok(axum::Json(out).into_response())
 }
 
@@ -629,12 +722,14 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
         let full = received >= t.spec.batch_size;
         let next = if full {
             let mut w = r.w.clone();
-            apply_update(&mut w, &acc, received as usize, r.round, t.spec.learning_rate, t.spec.lambda);
-            Some(w)
+            let mut sum = r.sum.clone();
+            t.rule.apply(&mut w, &mut sum, &acc, received as usize, r.round);
+            Some(Round { round: r.round + 1, w, sum, acc: vec![0.0; acc.len()], received: 0 })
         } else {
             None
         };
-        let advance = next.as_deref().map(|w| (r.round + 1, w));
+        let state = next.as_ref().map(Round::stored);
+        let advance = state.as_deref().map(|w| (r.round + 1, w));
         let new = match store.insert_gradient(c2.key, &post.device_id, r.round, r.received, &buf, advance) {
             Ok(new) => new,
             // Another server sharing the database moved the round on: nothing was stored; catch
@@ -661,12 +756,7 @@ async fn post_gradient(State(st): State<AppState>, Path(id): Path<String>, body:
         }
         let round = r.round;
         match next {
-            Some(w) => {
-                r.w = w;
-                r.round += 1;
-                r.acc.fill(0.0);
-                r.received = 0;
-            }
+            Some(next) => *r = next,
             None => {
                 r.acc = acc;
                 r.received = received;

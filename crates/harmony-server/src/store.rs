@@ -68,7 +68,9 @@ pub trait Store: Send + Sync + 'static {
         false
     }
     /// Stores one device's gradient of `round` (its `seq`-th of the round) and, when it
-    /// completes the batch, the model `advance = (next round, parameters)`, in one transaction.
+    /// completes the batch, the model `advance = (next round, state)`, in one transaction (the
+    /// state is the parameters w, followed with the `noise` schedule by the sum of the
+    /// tail-averaged iterates: 2d numbers).
     /// Returns `false` (nothing written) when the device already has a gradient stored. A store
     /// that several servers may share also checks that `round` is the stored round and `seq` the
     /// number of its stored gradients, and otherwise writes nothing and returns
@@ -88,7 +90,7 @@ pub trait Store: Send + Sync + 'static {
     fn has_gradient(&self, _key: i64, _device_id: &str) -> StoreResult<bool> {
         Err(StoreError::Unsupported("model rounds"))
     }
-    /// The stored model `(round, parameters)` of a collection, if a round was completed.
+    /// The stored model `(round, state)` of a collection, if a round was completed.
     fn model(&self, _key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
         Err(StoreError::Unsupported("model rounds"))
     }

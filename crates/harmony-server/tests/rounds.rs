@@ -8,7 +8,10 @@ use harmony_client::protocol::{CollectionConfig, CreateCollection, GradientPost,
 use harmony_client::{Client, ClientError, Device, MemoryLedger, RetryPolicy, randomize_gradient};
 use harmony_core::sampling::{fast_rng, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_learn::remote::{GradientReport, RemoteMechanism, apply_update};
+use harmony_learn::features::Dataset;
+use harmony_learn::mechanism::GradientRandomizer;
+use harmony_learn::remote::{GradientReport, RemoteMechanism};
+use harmony_learn::trainer::{Model, NOISE_KAPPA, Schedule, TrainConfig, train};
 use std::path::PathBuf;
 
 const TOKEN: &str = "test-token";
@@ -41,6 +44,7 @@ fn rows(n: usize, seed: u64) -> Vec<Vec<Value>> {
         .collect()
 }
 
+/// A `decay` spec (γ₀ = 2).
 fn spec(batch_size: u64, rounds: Option<u64>) -> TrainSpec {
     TrainSpec {
         task: "logistic".into(),
@@ -49,10 +53,18 @@ fn spec(batch_size: u64, rounds: Option<u64>) -> TrainSpec {
         threshold: None,
         mechanism: "hm".into(),
         batch_size,
-        learning_rate: 2.0,
+        schedule: Some("decay".into()),
+        learning_rate: Some(2.0),
+        kappa: None,
+        gradient_scale: None,
         lambda: 1e-4,
         rounds,
     }
+}
+
+/// A spec with the default (`noise`) schedule and its defaults: T rounds of g devices.
+fn noise_spec(batch_size: u64, rounds: u64) -> TrainSpec {
+    TrainSpec { schedule: None, learning_rate: None, rounds: Some(rounds), ..spec(batch_size, None) }
 }
 
 fn request(train: Option<TrainSpec>) -> CreateCollection {
@@ -104,9 +116,11 @@ fn contribute(client: &Client, config: &CollectionConfig, row: &[Value], device:
     bytes
 }
 
-/// The parameters after replaying `reports` in order, `g` per round.
+/// The parameters after replaying the reports of a `decay` collection in order, `g` per round,
+/// with the update written out as it was before schedules existed: w ← w − γ₀/√t·(ḡ + λw).
 fn replay(config: &CollectionConfig, reports: &[Vec<u8>]) -> (u64, Vec<f64>, Vec<f64>) {
     let t = config.train.as_ref().unwrap();
+    assert!(!t.spec.is_noise() && t.spec.scale() == 1.0);
     let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, t.dimension).unwrap();
     let g = t.spec.batch_size as usize;
     let mut w = vec![0.0; t.dimension];
@@ -118,12 +132,77 @@ fn replay(config: &CollectionConfig, reports: &[Vec<u8>]) -> (u64, Vec<f64>, Vec
             mech.add(&harmony_core::wire::decode::<GradientReport>(b).unwrap(), &mut acc);
         }
         if chunk.len() == g {
-            apply_update(&mut w, &acc, g, round, t.spec.learning_rate, t.spec.lambda);
+            let gamma = t.spec.learning_rate.unwrap() / (round as f64).sqrt();
+            for (wj, &aj) in w.iter_mut().zip(&acc) {
+                *wj -= gamma * (aj / g as f64 + t.spec.lambda * *wj);
+            }
             round += 1;
             acc.fill(0.0);
         }
     }
     (round, w, acc)
+}
+
+/// Device i of a trainer run: the trainer's clipped, scaled gradient randomized with the seed
+/// device i used must give exactly device i's report (so the trainer's w_t, the device's c and
+/// its clipping equal the server's); then the report is decoded into the accumulator.
+struct SeededDevices {
+    mech: RemoteMechanism,
+    seeds: Vec<u64>,
+    reports: Vec<Vec<u8>>,
+    next: usize,
+}
+
+impl GradientRandomizer for SeededDevices {
+    fn name(&self) -> &'static str {
+        "seeded-devices"
+    }
+    fn dimension(&self) -> usize {
+        self.mech.dimension()
+    }
+    fn variance(&self) -> f64 {
+        self.mech.variance()
+    }
+    fn randomize_add<R: rand::Rng + ?Sized>(&mut self, g: &[f64], _rng: &mut R, acc: &mut [f64]) {
+        let i = self.next;
+        self.next += 1;
+        let r = self.mech.randomize(g, &mut fast_rng(self.seeds[i]));
+        assert_eq!(harmony_core::wire::encode(&r), self.reports[i], "device {i}: the trainer's report differs");
+        self.mech.add(&r, acc);
+    }
+}
+
+/// `harmony_learn::trainer::train` with `TrainConfig::noise` (batch g, the spec's κ, c and λ,
+/// R² = the features' max ‖x‖₁) on `data`'s rows in device order, replaying the devices' seeds.
+fn trainer_model(config: &CollectionConfig, data: &[Vec<Value>], seeds: &[u64], reports: &[Vec<u8>]) -> Model {
+    let t = config.train.as_ref().unwrap();
+    let fm = harmony_client::feature_map(&config.schema, &t.spec).unwrap();
+    let d = fm.dimension();
+    let mut x = vec![0.0; data.len() * d];
+    for (row, xi) in data.iter().zip(x.chunks_mut(d)) {
+        fm.encode_row(row, xi);
+    }
+    let y = data.iter().map(|r| fm.target(r)).collect();
+    let dataset = Dataset::new(x, y, d).unwrap();
+    let users: Vec<u32> = (0..data.len() as u32).collect();
+    let mut cfg = TrainConfig::noise(harmony_client::train_loss(&t.spec).unwrap(), fm.max_l1());
+    cfg.schedule = Schedule::Noise(t.spec.kappa.unwrap());
+    cfg.gradient_scale = t.spec.gradient_scale.unwrap();
+    cfg.lambda = t.spec.lambda;
+    cfg.batch_size = Some(t.spec.batch_size as usize);
+    let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, d).unwrap();
+    let mut devices = SeededDevices { mech, seeds: seeds.to_vec(), reports: reports.to_vec(), next: 0 };
+    let eps = Some(config.strategy.epsilon);
+    let m = train(&dataset, &users, &mut devices, eps, &cfg, &mut fast_rng(0)).unwrap();
+    assert_eq!(devices.next, data.len(), "every device replayed");
+    m
+}
+
+fn assert_close(a: &[f64], b: &[f64], what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (u, v) in a.iter().zip(b) {
+        assert!((u - v).abs() <= 1e-12, "{what}: {a:?} vs {b:?}");
+    }
 }
 
 fn status(e: ClientError) -> (u16, String) {
@@ -172,19 +251,24 @@ fn rounds_advance_and_match_an_in_process_replay_on(url: &str) {
         GradientPost { device_id: "late".into(), round: 9, report: to_hex(&harmony_core::wire::encode(&report)) };
     assert_eq!(status(client.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
     // The model beats the majority class on the training rows.
-    let fm = harmony_client::feature_map(&config.schema, &t.spec).unwrap();
+    let (wrong, majority) = misclassified(&config, &data, &w);
+    assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
+    server.stop();
+}
+
+/// Rows of `data` the linear model `w` misclassifies, and the majority-class baseline's count.
+fn misclassified(config: &CollectionConfig, data: &[Vec<Value>], w: &[f64]) -> (usize, usize) {
+    let fm = harmony_client::feature_map(&config.schema, &config.train.as_ref().unwrap().spec).unwrap();
     let (mut wrong, mut pos) = (0, 0);
-    let mut x = vec![0.0; 3];
-    for row in &data {
+    let mut x = vec![0.0; fm.dimension()];
+    for row in data {
         fm.encode_row(row, &mut x);
         let y = fm.target(row);
         pos += usize::from(y > 0.0);
         let z: f64 = w.iter().zip(&x).map(|(a, b)| a * b).sum();
         wrong += usize::from((z > 0.0) != (y > 0.0));
     }
-    let majority = pos.min(data.len() - pos);
-    assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
-    server.stop();
+    (wrong, pos.min(data.len() - pos))
 }
 
 #[test]
@@ -413,4 +497,214 @@ fn postgres_concurrent_gradients_through_two_servers_are_each_stored_once() {
     let m = analyst(&c.url()).model(&config.id).unwrap();
     assert_eq!((m.round, m.received), (9, 0));
     c.stop();
+}
+
+/// Posts one gradient per row (device i uses seed `seed0 + i`); returns the seeds and reports.
+fn contribute_all(
+    client: &Client,
+    config: &CollectionConfig,
+    data: &[Vec<Value>],
+    seed0: u64,
+) -> (Vec<u64>, Vec<Vec<u8>>) {
+    let seeds: Vec<u64> = (0..data.len() as u64).map(|i| seed0 + i).collect();
+    let reports = data
+        .iter()
+        .zip(&seeds)
+        .map(|(row, &seed)| contribute(client, config, row, &format!("n{seed}"), seed))
+        .collect();
+    (seeds, reports)
+}
+
+#[test]
+fn noise_rounds_equal_the_trainer() {
+    let dir = tmp("noise");
+    noise_rounds_equal_the_trainer_on(&sqlite_url(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_noise_rounds_equal_the_trainer() {
+    if let Some(url) = postgres_url("postgres_noise_rounds_equal_the_trainer") {
+        noise_rounds_equal_the_trainer_on(&url);
+    }
+}
+
+/// The default schedule is `noise`; its published κ, c, γ; the tail average in `GET …/model`;
+/// the final model equals `harmony_learn::trainer::train` on the same devices to 1e-12. At ε = 8
+/// the step is the noiseless cap 1/(βR²) and the model beats the majority class; at ε = 0.5 it
+/// is κ/(σ_b√T)/(βR²), below the cap.
+fn noise_rounds_equal_the_trainer_on(url: &str) {
+    let server = start(url);
+    let client = analyst(&server.url());
+    for (epsilon, g, rounds) in [(8.0, 25u64, 8u64), (0.5, 10, 20)] {
+        let req = CreateCollection { epsilon, ..request(Some(noise_spec(g, rounds))) };
+        let config = client.create_collection(&req).unwrap().config;
+        let t = config.train.as_ref().unwrap();
+        assert_eq!(t.spec.schedule.as_deref(), Some("noise"));
+        assert_eq!((t.spec.kappa, t.spec.gradient_scale, t.spec.learning_rate), (Some(NOISE_KAPPA), Some(2.0), None));
+        let step = t.step.expect("a noise collection publishes its step");
+        // Logistic (β = ¼) on an intercept and two numeric features (R² = 3).
+        let cap = 1.0 / (0.25 * 3.0);
+        assert!(if epsilon > 1.0 { step == cap } else { step > 0.0 && step < 0.9 * cap }, "ε = {epsilon}: γ = {step}");
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.schedule.as_str(), m.step, m.averaged), ("noise", step, 0));
+        assert_eq!(m.model, m.parameters);
+        let n = (g * rounds) as usize;
+        let data = rows(n, 21);
+        // The first half: the model is the last iterate.
+        let (half, g) = (n / 2, g as usize);
+        let (mut seeds, mut reports) = contribute_all(&client, &config, &data[..half], 3000);
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.round, m.averaged), (rounds / 2 + 1, 0));
+        assert_eq!(m.model, m.parameters);
+        // Round T/2 + 1 is the first averaged one.
+        let (s, r) = contribute_all(&client, &config, &data[half..half + g], 3000 + half as u64);
+        seeds.extend(s);
+        reports.extend(r);
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.round, m.averaged), (rounds / 2 + 2, 1));
+        assert_eq!(m.model, m.parameters);
+        let (s, r) = contribute_all(&client, &config, &data[half + g..], 3000 + (half + g) as u64);
+        seeds.extend(s);
+        reports.extend(r);
+        let m = client.model(&config.id).unwrap();
+        assert_eq!((m.round, m.received, m.done, m.averaged), (rounds + 1, 0, true, rounds - rounds / 2));
+        assert_ne!(m.model, m.parameters, "the model is the tail average, not the last iterate");
+        let want = trainer_model(&config, &data, &seeds, &reports);
+        assert_eq!(want.batches as u64, rounds);
+        assert!((want.step - step).abs() <= 1e-12 * step, "trainer step {} vs server {step}", want.step);
+        assert_close(&m.model, &want.w, "server model vs trainer");
+        if epsilon > 1.0 {
+            let (wrong, majority) = misclassified(&config, &data, &m.model);
+            assert!(wrong < majority * 2 / 3, "{wrong} misclassified vs majority baseline {majority}");
+        }
+    }
+    server.stop();
+}
+
+#[test]
+fn a_restart_rebuilds_the_averaged_model() {
+    let dir = tmp("noise-restart");
+    a_restart_rebuilds_the_averaged_model_on(&sqlite_url(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn postgres_a_restart_rebuilds_the_averaged_model() {
+    if let Some(url) = postgres_url("postgres_a_restart_rebuilds_the_averaged_model") {
+        a_restart_rebuilds_the_averaged_model_on(&url);
+    }
+}
+
+fn a_restart_rebuilds_the_averaged_model_on(url: &str) {
+    let server = start(url);
+    let client = analyst(&server.url());
+    let config = client.create_collection(&request(Some(noise_spec(2, 6)))).unwrap().config;
+    let data = rows(12, 23);
+    // 11 devices: rounds 1..=5 done (4 and 5 averaged), one gradient of round 6.
+    let (mut seeds, mut reports) = contribute_all(&client, &config, &data[..11], 4000);
+    let before = client.model(&config.id).unwrap();
+    assert_eq!((before.round, before.received, before.averaged), (6, 1, 2));
+    server.stop();
+    let server = start(url);
+    let client = analyst(&server.url());
+    assert_eq!(client.config(&config.id).unwrap(), config);
+    assert_eq!(client.model(&config.id).unwrap(), before, "the same round, iterate, tail sum and accumulator");
+    let (s, r) = contribute_all(&client, &config, &data[11..], 4011);
+    seeds.extend(s);
+    reports.extend(r);
+    let m = client.model(&config.id).unwrap();
+    assert_eq!((m.round, m.done, m.averaged), (7, true, 3));
+    assert_close(&m.model, &trainer_model(&config, &data, &seeds, &reports).w, "after a restart");
+    server.stop();
+}
+
+/// A collection stored before schedules existed (no `schedule`, `gradient_scale` or `step`) loads,
+/// publishes the same config and trains with γ₀/√t, c = 1 and the last iterate, bit for bit.
+#[test]
+fn a_decay_collection_stored_before_schedules_is_unchanged() {
+    let dir = tmp("old-decay");
+    let url = sqlite_url(&dir);
+    let fm = harmony_client::feature_map(&schema(), &spec(4, None)).unwrap();
+    let k = RemoteMechanism::new("hm", 8.0, fm.dimension()).unwrap().sampled();
+    let strategy =
+        harmony_core::strategy::StrategyOptions::default_for(harmony_core::strategy::StrategyKind::Harmony, 8.0);
+    let old = serde_json::json!({
+        "id": "old0", "config_version": 2, "wire_version": harmony_core::wire::WIRE_VERSION,
+        "schema": schema(), "strategy": strategy, "tasks": ["train"],
+        "train": {"spec": {"task": "logistic", "target": "label", "mechanism": "hm", "batch_size": 4,
+                           "learning_rate": 2.0, "lambda": 0.0001, "rounds": 3},
+                  "dimension": fm.dimension(), "features": fm.names(), "sampled": k}
+    });
+    harmony_server::open_store(&url).unwrap().create_collection("old0", &old.to_string()).unwrap();
+    let server = start(&url);
+    let client = analyst(&server.url());
+    let config = client.config("old0").unwrap();
+    assert_eq!(serde_json::to_value(&config).unwrap(), old, "the published config is unchanged");
+    let data = rows(12, 29);
+    let reports: Vec<Vec<u8>> = data
+        .iter()
+        .enumerate()
+        .map(|(i, row)| contribute(&client, &config, row, &format!("o{i}"), 500 + i as u64))
+        .collect();
+    let m = client.model("old0").unwrap();
+    let (round, w, _) = replay(&config, &reports);
+    assert_eq!((m.round, m.done, m.schedule.as_str(), m.averaged), (round, true, "decay", 0));
+    assert_eq!(m.parameters, w, "bit for bit the old update");
+    assert_eq!((m.model, m.step), (w, 2.0 / 4f64.sqrt()));
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_schedule_specs_are_rejected_naming_the_field() {
+    let dir = tmp("bad-spec");
+    let server = start(&sqlite_url(&dir));
+    let client = analyst(&server.url());
+    let reject = |s: TrainSpec| match client.create_collection(&request(Some(s))).unwrap_err() {
+        ClientError::Rejected { status: 400, field, message, .. } => (field, message),
+        e => panic!("expected a 400, got {e}"),
+    };
+    let cases: Vec<(TrainSpec, &str, &[&str])> = vec![
+        (
+            TrainSpec { schedule: Some("fast".into()), ..noise_spec(5, 4) },
+            "train.schedule",
+            &["\"fast\"", "noise, decay"],
+        ),
+        (TrainSpec { rounds: None, ..noise_spec(5, 4) }, "train.rounds", &["missing", ">= 1"]),
+        (noise_spec(5, 0), "train.rounds", &["rounds is 0", ">= 1"]),
+        (TrainSpec { kappa: Some(-1.0), ..noise_spec(5, 4) }, "train.kappa", &["kappa is -1", "> 0"]),
+        (TrainSpec { gradient_scale: Some(0.5), ..noise_spec(5, 4) }, "train.gradient_scale", &["0.5", ">= 1"]),
+        (
+            TrainSpec { learning_rate: Some(1.0), ..noise_spec(5, 4) },
+            "train.learning_rate",
+            &["learning_rate is 1", "noise"],
+        ),
+        (TrainSpec { learning_rate: None, ..spec(5, None) }, "train.learning_rate", &["missing", "> 0"]),
+        (
+            TrainSpec { learning_rate: Some(0.0), ..spec(5, None) },
+            "train.learning_rate",
+            &["learning_rate is 0", "> 0"],
+        ),
+        (TrainSpec { kappa: Some(2.0), ..spec(5, None) }, "train.kappa", &["kappa is 2", "decay"]),
+        (
+            TrainSpec { gradient_scale: Some(0.0), ..spec(5, None) },
+            "train.gradient_scale",
+            &["gradient_scale is 0", ">= 1"],
+        ),
+    ];
+    for (s, field, words) in cases {
+        let (f, message) = reject(s.clone());
+        assert_eq!(f, field, "{s:?}: {message}");
+        for w in words {
+            assert!(message.contains(w), "{field}: {message:?} lacks {w:?}");
+        }
+    }
+    // A decay collection with c = 2: devices scale, the server divides (accepted, published).
+    let s = TrainSpec { gradient_scale: Some(2.0), ..spec(5, None) };
+    let config = client.create_collection(&request(Some(s))).unwrap().config;
+    let t = config.train.as_ref().unwrap();
+    assert_eq!((t.spec.scale(), t.step), (2.0, None));
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
 }
