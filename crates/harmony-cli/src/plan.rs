@@ -63,6 +63,9 @@ struct PlanOutput {
     target_error: Option<f64>,
     choices: Vec<Choice>,
     recommended: Vec<usize>,
+    /// What the recommendation minimises: "users_needed" (with `--target-error`: the fewest users
+    /// that bring every attribute's worst-case SE to the target) or "mean_std_error".
+    recommended_by: &'static str,
 }
 
 /// Mechanism combinations compared by `plan`.
@@ -82,7 +85,17 @@ const COMBOS: &[(StrategyKind, &str, &str)] = &[
 /// Runs `harmony plan`.
 pub fn run(args: PlanArgs) -> Result<()> {
     let path = args.schema.clone().unwrap_or_else(|| crate::data::bundled("examples/adult.toml"));
-    let file = SchemaFile::load(&path)?;
+    let out = plan(&args, &path)?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Table => print_table(&out, &path.display().to_string()),
+    }
+    Ok(())
+}
+
+/// The plan for the schema at `path`: every combination's predicted errors and the recommendation.
+fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
+    let file = SchemaFile::load(path)?;
     let schema = file.schema()?;
     if args.users.is_none() && args.target_error.is_none() {
         bail!("give --users N (predicted errors) and/or --target-error E (users needed)");
@@ -147,21 +160,19 @@ pub fn run(args: PlanArgs) -> Result<()> {
                 attributes,
             });
         }
-        // Recommend by mean SE (or by users needed when only a target is given).
+        // With a target, the question is how many users each choice needs: recommend the fewest;
+        // otherwise the least mean SE at the given users.
+        let key = |c: &Choice| match c.users_needed {
+            Some(u) => u as f64,
+            None => c.mean_std_error.unwrap_or(f64::INFINITY),
+        };
         let best = (first..choices.len())
-            .min_by(|&a, &b| {
-                let key = |c: &Choice| c.mean_std_error.unwrap_or(c.users_needed.unwrap_or(u64::MAX) as f64);
-                key(&choices[a]).total_cmp(&key(&choices[b]))
-            })
+            .min_by(|&a, &b| key(&choices[a]).total_cmp(&key(&choices[b])))
             .expect("at least one combination");
         recommended.push(best);
     }
-    let out = PlanOutput { users: args.users, target_error: args.target_error, choices, recommended };
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out, &path.display().to_string()),
-    }
-    Ok(())
+    let recommended_by = if args.target_error.is_some() { "users_needed" } else { "mean_std_error" };
+    Ok(PlanOutput { users: args.users, target_error: args.target_error, choices, recommended, recommended_by })
 }
 
 fn print_table(out: &PlanOutput, schema: &str) {
@@ -188,5 +199,63 @@ fn print_table(out: &PlanOutput, schema: &str) {
             if out.users.is_some() { format!("{worst:.3e}") } else { "-".into() },
             c.users_needed.map(|x| x.to_string()).unwrap_or("-".into()),
         );
+    }
+    println!();
+    match out.recommended_by {
+        "users_needed" => println!(
+            "recommended: the fewest users for a worst-case SE of {} on every attribute",
+            out.target_error.unwrap_or(f64::NAN)
+        ),
+        _ => println!("recommended: the least mean SE"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(users: Option<u64>, target: Option<f64>) -> PlanArgs {
+        PlanArgs { schema: None, users, epsilon: Some(vec![0.5, 1.0, 4.0]), target_error: target, format: Format::Json }
+    }
+
+    /// With a target the recommendation is the choice needing the fewest users; without one, the
+    /// least mean SE; one recommendation per ε.
+    #[test]
+    fn recommendation_answers_the_question_asked() {
+        let path = crate::data::bundled("examples/adult.toml");
+        let by_target = plan(&args(Some(100_000), Some(0.01)), &path).unwrap();
+        let by_users = plan(&args(Some(100_000), None), &path).unwrap();
+        assert_eq!((by_target.recommended_by, by_users.recommended_by), ("users_needed", "mean_std_error"));
+        for out in [&by_target, &by_users] {
+            assert_eq!(out.recommended.len(), 3);
+            for (&best, eps) in out.recommended.iter().zip([0.5, 1.0, 4.0]) {
+                let same: Vec<&Choice> = out.choices.iter().filter(|c| c.epsilon == eps).collect();
+                assert_eq!(out.choices[best].epsilon, eps);
+                if out.recommended_by == "users_needed" {
+                    let least = same.iter().map(|c| c.users_needed.unwrap()).min().unwrap();
+                    assert_eq!(out.choices[best].users_needed, Some(least));
+                } else {
+                    let least = same.iter().map(|c| c.mean_std_error.unwrap()).fold(f64::INFINITY, f64::min);
+                    assert_eq!(out.choices[best].mean_std_error, Some(least));
+                }
+            }
+        }
+        // Users needed = ⌈worst-case variance / target²⌉, and its SE at that many users meets it.
+        for c in &by_target.choices {
+            let worst = c.attributes.iter().map(|a| a.variance_per_user).fold(0.0, f64::max);
+            let n = c.users_needed.unwrap();
+            assert!((worst / n as f64).sqrt() <= 0.01 && (worst / (n - 1) as f64).sqrt() > 0.01 - 1e-15);
+        }
+    }
+
+    #[test]
+    fn bad_options_are_named() {
+        let path = crate::data::bundled("examples/adult.toml");
+        let e = plan(&args(None, None), &path).err().unwrap().to_string();
+        assert!(e.contains("--users") && e.contains("--target-error"), "{e}");
+        let e = plan(&args(Some(0), None), &path).err().unwrap().to_string();
+        assert!(e.contains("--users is 0"), "{e}");
+        let e = plan(&args(Some(10), Some(-1.0)), &path).err().unwrap().to_string();
+        assert!(e.contains("--target-error is -1"), "{e}");
     }
 }
