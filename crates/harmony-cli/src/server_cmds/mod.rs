@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod load;
+pub mod rounds;
 
 use crate::data;
 use crate::output::Format;
@@ -58,9 +59,16 @@ pub struct CreateArgs {
     /// Privacy budget per record.
     #[arg(long)]
     pub epsilon: f64,
-    /// split | harmony | sample-k.
+    /// split | harmony | sample-k (`--task means`).
     #[arg(long, default_value = "harmony")]
     pub strategy: String,
+    /// means (record reports, estimates) or train (model rounds: one randomized gradient per
+    /// device; see the training options).
+    #[arg(long, default_value = "means")]
+    pub task: String,
+    /// Training options (`--task train`).
+    #[command(flatten)]
+    pub train: rounds::TrainOptions,
 }
 
 /// `harmony submit`.
@@ -102,6 +110,13 @@ pub struct QueryArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Training collection: also score the model on this CSV (misclassification rate or MSE).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Training collection: the target column of `--data` (must be the collection's target,
+    /// which is the default).
+    #[arg(long)]
+    pub target: Option<String>,
 }
 
 /// Runs `harmony serve`.
@@ -147,11 +162,28 @@ pub fn create_request(schema: &std::path::Path, epsilon: f64, strategy: &str) ->
 pub fn collection(cmd: CollectionCommand) -> Result<()> {
     match cmd {
         CollectionCommand::Create(a) => {
-            let req = create_request(&a.schema, a.epsilon, &a.strategy)?;
-            let created = Client::new(&a.server).with_token(&a.token).create_collection(&req)?;
+            let created = create(&a)?;
             println!("{}", created.id);
             Ok(())
         }
+    }
+}
+
+/// Creates the collection `a` describes: `--task means` (the schema's record reports) or
+/// `--task train` (model rounds; [`rounds::train_request`]).
+pub fn create(a: &CreateArgs) -> Result<harmony_client::protocol::Created> {
+    let client = Client::new(&a.server).with_token(&a.token);
+    match a.task.as_str() {
+        "means" => {
+            a.train.check_unused()?;
+            let req = create_request(&a.schema, a.epsilon, &a.strategy)?;
+            Ok(client.create_collection(&req)?)
+        }
+        "train" => {
+            let req = rounds::train_request(&a.schema, a.epsilon, &a.strategy, &a.train)?;
+            client.create_collection(&req).map_err(rounds::option_error)
+        }
+        other => anyhow::bail!("invalid option: --task is \"{other}\", expected means or train"),
     }
 }
 
@@ -276,6 +308,9 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 pub fn submit(a: SubmitArgs) -> Result<()> {
     let client = Client::new(&a.server);
     let config = client.config(&a.collection)?;
+    if config.train.is_some() {
+        return rounds::submit(&client, &config, &a.data, a.seed);
+    }
     let schema = config.schema.clone();
     let table = data::read_csv(&a.data)?;
     let enc = data::encode(&table, &schema, data::InvalidPolicy::Error)
@@ -297,6 +332,16 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
 
 /// Runs `harmony query`.
 pub fn query(a: QueryArgs) -> Result<()> {
+    let config = Client::new(&a.server).config(&a.collection)?;
+    if config.train.is_some() {
+        return rounds::query(&a, &config);
+    }
+    if a.data.is_some() || a.target.is_some() {
+        anyhow::bail!(
+            "invalid option: --data and --target score a training collection's model; {} has no training task",
+            a.collection
+        );
+    }
     let est = Client::new(&a.server).with_token(&a.token).estimates(&a.collection)?;
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&est)?),
