@@ -83,14 +83,16 @@ pub struct SubmitArgs {
     /// CSV file: one simulated device per row.
     #[arg(long)]
     pub data: PathBuf,
-    /// Concurrent connections.
+    /// Concurrent connections (record collections; a training collection's rounds are
+    /// sequential).
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
-    /// Devices per HTTP batch.
+    /// Devices per HTTP batch (record collections).
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
     /// Seed the simulated devices' RNGs (device i draws from stream i) for reproducible runs;
-    /// without it every device uses an OS-seeded ChaCha20.
+    /// without it every device uses an OS-seeded ChaCha20. A training collection refuses a
+    /// repeated run's devices (same seed, same device ids).
     #[arg(long)]
     pub seed: Option<u64>,
 }

@@ -30,9 +30,10 @@ pub struct TrainOptions {
     /// Classification of a categorical target: the positive label (default: the second of two).
     #[arg(long)]
     pub positive: Option<String>,
-    /// Classification of a numeric target: positive above this value (the target's units).
-    #[arg(long)]
-    pub threshold: Option<f64>,
+    /// Classification of a numeric target: positive above this value (the target's units; a
+    /// public number: `mean` of `harmony train` would need the private data).
+    #[arg(long, allow_negative_numbers = true)]
+    pub threshold: Option<String>,
     /// The gradient randomizer: hm (default) or pm.
     #[arg(long)]
     pub mechanism: Option<String>,
@@ -50,17 +51,17 @@ pub struct TrainOptions {
     #[arg(long)]
     pub schedule: Option<String>,
     /// κ of the noise step (default 2).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub kappa: Option<f64>,
     /// Gradient scale c ≥ 1 applied on the devices before clipping (default 2 with noise, 1
     /// with decay).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub gradient_scale: Option<f64>,
     /// γ₀ of --schedule decay.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub learning_rate: Option<f64>,
     /// L2 regularisation λ (default 1e-4).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub lambda: Option<f64>,
 }
 
@@ -132,6 +133,16 @@ pub fn option_error(e: ClientError) -> anyhow::Error {
     }
 }
 
+/// `--threshold`: a number (the mean of the data is not known before collecting).
+fn parse_threshold(v: &str) -> Result<f64> {
+    match v.parse::<f64>() {
+        Ok(t) if t.is_finite() => Ok(t),
+        _ => bail!(
+            "invalid option: --threshold is \"{v}\", expected a finite number in the target's units (a collection's threshold is public and fixed before any device reports: `mean` is for `harmony train` only)"
+        ),
+    }
+}
+
 /// The `POST /v1/collections` body of a training collection: the schema file's attributes, ε,
 /// and the train spec from the options. The features are checked here with the function the
 /// server and the devices use (`harmony_client::feature_map`, the feature map of `harmony train`
@@ -152,7 +163,7 @@ pub fn train_request(schema: &Path, epsilon: f64, strategy: &str, o: &TrainOptio
         task: model,
         target,
         positive: o.positive.clone(),
-        threshold: o.threshold,
+        threshold: o.threshold.as_deref().map(parse_threshold).transpose()?,
         mechanism: o.mechanism.clone().unwrap_or_else(|| "hm".into()),
         batch_size: 0,
         schedule: Some(o.schedule.clone().unwrap_or_else(|| "noise".into())),
@@ -613,15 +624,20 @@ mod tests {
             (&["--rounds", "0"], &["--rounds: rounds is 0", ">= 1"]),
             (&[], &["--rounds: rounds is missing"]),
             (&["--rounds", "5", "--schedule", "fast"], &["--schedule: schedule is \"fast\"", "noise, decay"]),
-            (&["--rounds", "5", "--kappa", "0"], &["--kappa: kappa is 0", "> 0"]),
+            (&["--rounds", "5", "--kappa", "-1"], &["--kappa: kappa is -1", "> 0"]),
             (&["--rounds", "5", "--gradient-scale", "0.5"], &["--gradient-scale: gradient_scale is 0.5", ">= 1"]),
             (&["--rounds", "5", "--learning-rate", "0.3"], &["--learning-rate: learning_rate is 0.3"]),
             (&["--schedule", "decay"], &["--learning-rate: learning_rate is missing"]),
             (&["--rounds", "5", "--mechanism", "laplace"], &["--mechanism", "laplace", "hm, pm"]),
-            (&["--rounds", "5", "--lambda=-1"], &["--lambda: lambda is -1", ">= 0"]),
+            (&["--rounds", "5", "--lambda", "-1"], &["--lambda: lambda is -1", ">= 0"]),
             (&["--rounds", "5", "--users", "100"], &["--rounds 5 and --users 100"]),
             (&["--users", "9"], &["--users is 9", "--batch-size = 10"]),
             (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", "> 0"]),
+            (&["--rounds", "5", "--target", "x1"], &["--target is \"x1\"", "--threshold"]),
+            (
+                &["--rounds", "5", "--target", "x1", "--threshold", "mean"],
+                &["--threshold is \"mean\"", "finite number"],
+            ),
         ];
         for (extra, want) in cases {
             // The base pairs that `extra` does not override, then `extra`.
@@ -660,6 +676,47 @@ mod tests {
         let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("needs --model"), "{e}");
+        // A numeric target with a threshold, and a linear model: accepted as given.
+        let a = train_args(
+            &url,
+            &schema,
+            &[
+                "--epsilon",
+                "1",
+                "--model",
+                "svm",
+                "--target",
+                "x1",
+                "--threshold",
+                "-0.2",
+                "--rounds",
+                "3",
+                "--batch-size",
+                "2",
+            ],
+        );
+        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        assert_eq!((spec.target.as_str(), spec.threshold, spec.rounds), ("x1", Some(-0.2), Some(3)));
+        let a = train_args(
+            &url,
+            &schema,
+            &[
+                "--epsilon",
+                "1",
+                "--model",
+                "linear",
+                "--target",
+                "x2",
+                "--schedule",
+                "decay",
+                "--learning-rate",
+                "0.5",
+                "--batch-size",
+                "4",
+            ],
+        );
+        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        assert_eq!((spec.schedule.as_deref(), spec.learning_rate, spec.rounds), (Some("decay"), Some(0.5), None));
         server.stop();
         let _ = std::fs::remove_dir_all(&dir);
     }
