@@ -603,6 +603,17 @@ mod tests {
             }
             let e = format!("{:#}", score(&config, &m.model, &csv, Some("x1")).unwrap_err());
             assert!(e.contains("--target is \"x1\", expected \"label\""), "{e}");
+            for format in [Format::Table, Format::Json] {
+                let q = QueryArgs {
+                    server: url.clone(),
+                    token: "tok".into(),
+                    collection: created.id.clone(),
+                    format,
+                    data: Some(csv.clone()),
+                    target: None,
+                };
+                super::super::query(q).unwrap();
+            }
         }
         server.stop();
         let _ = std::fs::remove_dir_all(&dir);
@@ -676,6 +687,24 @@ mod tests {
         let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("needs --model"), "{e}");
+        // --users without --batch-size: the papers' g = max(2·d·ln d/ε², N/1000) (d = 3, ε = 1:
+        // ⌈6.59⌉ = 7 > 5) and T = ⌊N/g⌋.
+        let a = train_args(&url, &schema, &["--epsilon", "1", "--model", "logistic", "--users", "5000"]);
+        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        assert_eq!((spec.batch_size, spec.rounds), (7, Some(714)));
+        // A record collection: --data is for training collections.
+        let a = create_args(&["--server", &url, "--token", "tok", "--schema", &schema_s, "--epsilon", "1"]);
+        let id = create(&a).unwrap().id;
+        let q = QueryArgs {
+            server: url.clone(),
+            token: "tok".into(),
+            collection: id,
+            format: Format::Table,
+            data: Some(dir.join("rows.csv")),
+            target: None,
+        };
+        let e = format!("{:#}", super::super::query(q).unwrap_err());
+        assert!(e.contains("--data and --target score a training collection's model"), "{e}");
         // A numeric target with a threshold, and a linear model: accepted as given.
         let a = train_args(
             &url,
