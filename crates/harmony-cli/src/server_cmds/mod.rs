@@ -56,7 +56,7 @@ pub struct CreateArgs {
     /// Schema file (TOML, as `harmony simulate --schema`).
     #[arg(long)]
     pub schema: PathBuf,
-    /// Privacy budget per record.
+    /// Privacy budget per record (`--task train`: per device, spent on its one gradient).
     #[arg(long)]
     pub epsilon: f64,
     /// split | harmony | sample-k (`--task means`).

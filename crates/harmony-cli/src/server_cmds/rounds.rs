@@ -291,6 +291,10 @@ pub fn submit(client: &Client, config: &CollectionConfig, path: &Path, seed: Opt
         .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
     let st = contribute_rows(client, config, &enc.values, seed)?;
     let m = &st.model;
+    if st.devices == 0 && m.done {
+        eprintln!("collection {}: training was already done (round {}); no device was asked", config.id, m.round);
+        return Ok(());
+    }
     eprintln!(
         "{} devices posted one gradient each from round {} on: {} stored, {} late (round moved on; not asked again), {} already stored; {} rows unused; {:.2} s",
         st.devices, st.first_round, st.stored, st.late, st.already, st.unused, st.seconds
