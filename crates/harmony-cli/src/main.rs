@@ -40,9 +40,10 @@ enum Command {
     /// Manage collections on a server.
     #[command(subcommand)]
     Collection(server_cmds::CollectionCommand),
-    /// Submit a CSV to a collection: one simulated device per row, each randomizing its own row.
+    /// Submit a CSV to a collection: one simulated device per row, each randomizing its own row
+    /// (a training collection: its gradient, round by round).
     Submit(server_cmds::SubmitArgs),
-    /// Print a collection's current estimates.
+    /// Print a collection's current estimates, or a training collection's model (--data scores it).
     Query(server_cmds::QueryArgs),
     /// Serve on loopback, collect Adult from 48,842 simulated devices, print estimates beside the truth.
     Demo(server_cmds::demo::DemoArgs),

@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod load;
+pub mod rounds;
 
 use crate::data;
 use crate::output::Format;
@@ -55,12 +56,19 @@ pub struct CreateArgs {
     /// Schema file (TOML, as `harmony simulate --schema`).
     #[arg(long)]
     pub schema: PathBuf,
-    /// Privacy budget per record.
+    /// Privacy budget per record (`--task train`: per device, spent on its one gradient).
     #[arg(long)]
     pub epsilon: f64,
-    /// split | harmony | sample-k.
+    /// split | harmony | sample-k (`--task means`).
     #[arg(long, default_value = "harmony")]
     pub strategy: String,
+    /// means (record reports, estimates) or train (model rounds: one randomized gradient per
+    /// device; see the training options).
+    #[arg(long, default_value = "means")]
+    pub task: String,
+    /// Training options (`--task train`).
+    #[command(flatten)]
+    pub train: rounds::TrainOptions,
 }
 
 /// `harmony submit`.
@@ -75,14 +83,16 @@ pub struct SubmitArgs {
     /// CSV file: one simulated device per row.
     #[arg(long)]
     pub data: PathBuf,
-    /// Concurrent connections.
+    /// Concurrent connections (record collections; a training collection's rounds are
+    /// sequential).
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
-    /// Devices per HTTP batch.
+    /// Devices per HTTP batch (record collections).
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
     /// Seed the simulated devices' RNGs (device i draws from stream i) for reproducible runs;
-    /// without it every device uses an OS-seeded ChaCha20.
+    /// without it every device uses an OS-seeded ChaCha20. A training collection refuses a
+    /// repeated run's devices (same seed, same device ids).
     #[arg(long)]
     pub seed: Option<u64>,
 }
@@ -102,6 +112,13 @@ pub struct QueryArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Training collection: also score the model on this CSV (misclassification rate or MSE).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Training collection: the target column of `--data` (must be the collection's target,
+    /// which is the default).
+    #[arg(long)]
+    pub target: Option<String>,
 }
 
 /// Runs `harmony serve`.
@@ -147,11 +164,28 @@ pub fn create_request(schema: &std::path::Path, epsilon: f64, strategy: &str) ->
 pub fn collection(cmd: CollectionCommand) -> Result<()> {
     match cmd {
         CollectionCommand::Create(a) => {
-            let req = create_request(&a.schema, a.epsilon, &a.strategy)?;
-            let created = Client::new(&a.server).with_token(&a.token).create_collection(&req)?;
+            let created = create(&a)?;
             println!("{}", created.id);
             Ok(())
         }
+    }
+}
+
+/// Creates the collection `a` describes: `--task means` (the schema's record reports) or
+/// `--task train` (model rounds; [`rounds::train_request`]).
+pub fn create(a: &CreateArgs) -> Result<harmony_client::protocol::Created> {
+    let client = Client::new(&a.server).with_token(&a.token);
+    match a.task.as_str() {
+        "means" => {
+            a.train.check_unused()?;
+            let req = create_request(&a.schema, a.epsilon, &a.strategy)?;
+            Ok(client.create_collection(&req)?)
+        }
+        "train" => {
+            let req = rounds::train_request(&a.schema, a.epsilon, &a.strategy, &a.train)?;
+            client.create_collection(&req).map_err(rounds::option_error)
+        }
+        other => anyhow::bail!("invalid option: --task is \"{other}\", expected means or train"),
     }
 }
 
@@ -276,6 +310,9 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 pub fn submit(a: SubmitArgs) -> Result<()> {
     let client = Client::new(&a.server);
     let config = client.config(&a.collection)?;
+    if config.train.is_some() {
+        return rounds::submit(&client, &config, &a.data, a.seed);
+    }
     let schema = config.schema.clone();
     let table = data::read_csv(&a.data)?;
     let enc = data::encode(&table, &schema, data::InvalidPolicy::Error)
@@ -297,6 +334,16 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
 
 /// Runs `harmony query`.
 pub fn query(a: QueryArgs) -> Result<()> {
+    let config = Client::new(&a.server).config(&a.collection)?;
+    if config.train.is_some() {
+        return rounds::query(&a, &config);
+    }
+    if a.data.is_some() || a.target.is_some() {
+        anyhow::bail!(
+            "invalid option: --data and --target score a training collection's model; {} has no training task",
+            a.collection
+        );
+    }
     let est = Client::new(&a.server).with_token(&a.token).estimates(&a.collection)?;
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&est)?),

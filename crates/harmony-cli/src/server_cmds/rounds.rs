@@ -1,0 +1,756 @@
+//! Model rounds from the command line (docs/SERVER.md "Model rounds"):
+//! `harmony collection create --task train` builds the collection's train spec,
+//! `harmony submit` runs a CSV's rows as devices through the rounds (each one randomized
+//! gradient, once) and `harmony query` prints the model and scores it on a CSV.
+
+use super::{QueryArgs, create_request};
+use crate::data;
+use crate::output::{Format, progress};
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use harmony_client::protocol::{CollectionConfig, CreateCollection, GradientPost, ModelState, TrainSpec, to_hex};
+use harmony_client::{Client, ClientError, feature_map, randomize_gradient, report_id};
+use harmony_core::sampling::{fast_rng, secure_rng, stream_seed};
+use harmony_core::schema::Value;
+use harmony_learn::cv::Experiment;
+use harmony_learn::features::Task;
+use serde::Serialize;
+use std::path::Path;
+use std::time::Instant;
+
+/// The options of `harmony collection create --task train`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TrainOptions {
+    /// The target column (every other schema attribute is a feature).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// The model: logistic, linear or svm.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Classification of a categorical target: the positive label (default: the second of two).
+    #[arg(long)]
+    pub positive: Option<String>,
+    /// Classification of a numeric target: positive above this value (the target's units; a
+    /// public number: `mean` of `harmony train` would need the private data).
+    #[arg(long, allow_negative_numbers = true)]
+    pub threshold: Option<String>,
+    /// The gradient randomizer: hm (default) or pm.
+    #[arg(long)]
+    pub mechanism: Option<String>,
+    /// Devices per round g (default with --users N: the papers' max(2·d·ln d/ε², N/1000)).
+    #[arg(long)]
+    pub batch_size: Option<u64>,
+    /// Rounds T (required by --schedule noise unless --users gives it).
+    #[arg(long)]
+    pub rounds: Option<u64>,
+    /// Expected devices N: plans T = ⌊N/g⌋ rounds.
+    #[arg(long)]
+    pub users: Option<u64>,
+    /// Step sizes: noise (default; a constant step from public quantities, tail-averaged model)
+    /// or decay (γ₀/√t with --learning-rate γ₀, last iterate).
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// κ of the noise step (default 2).
+    #[arg(long, allow_negative_numbers = true)]
+    pub kappa: Option<f64>,
+    /// Gradient scale c ≥ 1 applied on the devices before clipping (default 2 with noise, 1
+    /// with decay).
+    #[arg(long, allow_negative_numbers = true)]
+    pub gradient_scale: Option<f64>,
+    /// γ₀ of --schedule decay.
+    #[arg(long, allow_negative_numbers = true)]
+    pub learning_rate: Option<f64>,
+    /// L2 regularisation λ (default 1e-4).
+    #[arg(long, allow_negative_numbers = true)]
+    pub lambda: Option<f64>,
+}
+
+/// λ of a spec without `--lambda` (the server's default).
+const DEFAULT_LAMBDA: f64 = 1e-4;
+
+impl TrainOptions {
+    /// The options given, as `--name`s.
+    fn given(&self) -> Vec<&'static str> {
+        let o = self;
+        [
+            ("--target", o.target.is_some()),
+            ("--model", o.model.is_some()),
+            ("--positive", o.positive.is_some()),
+            ("--threshold", o.threshold.is_some()),
+            ("--mechanism", o.mechanism.is_some()),
+            ("--batch-size", o.batch_size.is_some()),
+            ("--rounds", o.rounds.is_some()),
+            ("--users", o.users.is_some()),
+            ("--schedule", o.schedule.is_some()),
+            ("--kappa", o.kappa.is_some()),
+            ("--gradient-scale", o.gradient_scale.is_some()),
+            ("--learning-rate", o.learning_rate.is_some()),
+            ("--lambda", o.lambda.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(n, g)| g.then_some(n))
+        .collect()
+    }
+    /// An error when a training option is given to `--task means`.
+    pub fn check_unused(&self) -> Result<()> {
+        match self.given().as_slice() {
+            [] => Ok(()),
+            given => bail!("invalid option: {} {} for --task train", given.join(", "), plural(given.len())),
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "is" } else { "are" }
+}
+
+/// The option of a train-spec field (`batch_size` → `--batch-size`, `task` → `--model`).
+fn option_name(field: &str) -> String {
+    match field.trim_start_matches("train.") {
+        "task" => "--model".into(),
+        f => format!("--{}", f.replace('_', "-")),
+    }
+}
+
+/// A local parameter error of the spec as an option error.
+fn core_option_error(e: harmony_core::Error) -> anyhow::Error {
+    match e {
+        harmony_core::Error::InvalidParameter { name, value, expected } => {
+            anyhow!("invalid option: {} is {value}, expected {expected}", option_name(name))
+        }
+        other => anyhow!(other),
+    }
+}
+
+/// The server's rejection of a spec field as an option error (its message names the value and
+/// the valid range); other errors unchanged.
+pub fn option_error(e: ClientError) -> anyhow::Error {
+    match e {
+        ClientError::Rejected { status, field, message } if field.starts_with("train.") || field == "epsilon" => {
+            anyhow!("invalid option: {}: {message} (server: HTTP {status} on {field})", option_name(&field))
+        }
+        other => anyhow!(other),
+    }
+}
+
+/// `--threshold`: a number (the mean of the data is not known before collecting).
+fn parse_threshold(v: &str) -> Result<f64> {
+    match v.parse::<f64>() {
+        Ok(t) if t.is_finite() => Ok(t),
+        _ => bail!(
+            "invalid option: --threshold is \"{v}\", expected a finite number in the target's units (a collection's threshold is public and fixed before any device reports: `mean` is for `harmony train` only)"
+        ),
+    }
+}
+
+/// The `POST /v1/collections` body of a training collection: the schema file's attributes, ε,
+/// and the train spec from the options. The features are checked here with the function the
+/// server and the devices use (`harmony_client::feature_map`, the feature map of `harmony train`
+/// with the zero-one encoding); every other field is validated by the server.
+pub fn train_request(schema: &Path, epsilon: f64, strategy: &str, o: &TrainOptions) -> Result<CreateCollection> {
+    let model = o
+        .model
+        .clone()
+        .ok_or_else(|| anyhow!("invalid option: --task train needs --model, expected one of linear, logistic, svm"))?;
+    let target = o.target.clone().ok_or_else(|| anyhow!("invalid option: --task train needs --target COLUMN"))?;
+    if let (Some(t), Some(n)) = (o.rounds, o.users) {
+        bail!("invalid option: --rounds {t} and --users {n} both given, expected one (--users N plans ⌊N/g⌋ rounds)");
+    }
+    harmony_core::Epsilon::new(epsilon).map_err(core_option_error)?;
+    let mut req = create_request(schema, epsilon, strategy)?;
+    req.tasks = vec!["train".into()];
+    let mut spec = TrainSpec {
+        task: model,
+        target,
+        positive: o.positive.clone(),
+        threshold: o.threshold.as_deref().map(parse_threshold).transpose()?,
+        mechanism: o.mechanism.clone().unwrap_or_else(|| "hm".into()),
+        batch_size: 0,
+        schedule: Some(o.schedule.clone().unwrap_or_else(|| "noise".into())),
+        learning_rate: o.learning_rate,
+        kappa: o.kappa,
+        gradient_scale: o.gradient_scale,
+        lambda: o.lambda.unwrap_or(DEFAULT_LAMBDA),
+        rounds: o.rounds,
+    };
+    let fm = feature_map(&req.schema, &spec).map_err(core_option_error)?;
+    spec.batch_size = match (o.batch_size, o.users) {
+        (Some(0), _) => bail!("invalid option: --batch-size is 0, expected an integer >= 1 (devices per round)"),
+        (Some(g), _) => g,
+        (None, Some(n)) => harmony_learn::trainer::default_batch_size(fm.dimension(), Some(epsilon), n as usize) as u64,
+        (None, None) => bail!(
+            "invalid option: --batch-size is missing, expected an integer >= 1 (devices per round), or --users N for the papers' default"
+        ),
+    };
+    if let Some(n) = o.users {
+        let g = spec.batch_size;
+        if n < g {
+            bail!(
+                "invalid option: --users is {n}, expected at least --batch-size = {g} devices (T = ⌊N/g⌋ = 0 rounds)"
+            );
+        }
+        spec.rounds = Some(n / g);
+    }
+    req.train = Some(spec);
+    Ok(req)
+}
+
+/// What `submit` did to a training collection.
+#[derive(Debug, Clone)]
+pub struct RoundStats {
+    /// Rows that acted as devices (randomized and posted a gradient).
+    pub devices: usize,
+    /// Gradients the server stored.
+    pub stored: usize,
+    /// Devices whose round had moved on when they posted (another submitter filled it): their
+    /// one report was not stored and they are not asked again (that would spend ε twice).
+    pub late: usize,
+    /// Devices the server already had (a repeated run with the same `--seed`: same device ids).
+    pub already: usize,
+    /// Rows left unused because training was done.
+    pub unused: usize,
+    /// The round when the first device joined.
+    pub first_round: u64,
+    /// The model state after the last device.
+    pub model: ModelState,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// Device `rng`'s gradient post at `model`: its id (128 bits from its RNG, drawn first, so a
+/// seeded device keeps its id whatever the round), then its row's clipped, scaled gradient
+/// randomized by `harmony_client::randomize_gradient` (the SDK's device code path).
+pub fn device_post<R: rand::Rng + ?Sized>(
+    config: &CollectionConfig,
+    model: &ModelState,
+    row: &[Value],
+    rng: &mut R,
+) -> Result<GradientPost> {
+    let device_id = report_id(rng);
+    let report = randomize_gradient(config, model, row, rng)?;
+    Ok(GradientPost { device_id, round: model.round, report: to_hex(&harmony_core::wire::encode(&report)) })
+}
+
+/// Rows `values.chunks(d)` are devices, in order: each joins the current round once, computes
+/// and randomizes its gradient at the round's model (device i: stream i of `seed`, or an
+/// OS-seeded ChaCha20 without a seed) and posts it; stops when training is done.
+pub fn contribute_rows(
+    client: &Client,
+    config: &CollectionConfig,
+    values: &[Value],
+    seed: Option<u64>,
+) -> Result<RoundStats> {
+    let d = config.schema.len();
+    let n = values.len() / d;
+    let t0 = Instant::now();
+    let mut model = client.model(&config.id)?;
+    let mut st = RoundStats {
+        devices: 0,
+        stored: 0,
+        late: 0,
+        already: 0,
+        unused: 0,
+        first_round: model.round,
+        model: model.clone(),
+        seconds: 0.0,
+    };
+    let pb = progress(n as u64, "training rounds", Format::Table);
+    for (i, row) in values.chunks_exact(d).enumerate() {
+        if model.done {
+            break;
+        }
+        let post = match seed {
+            Some(s) => device_post(config, &model, row, &mut fast_rng(stream_seed(s, i as u64)))?,
+            None => device_post(config, &model, row, &mut secure_rng())?,
+        };
+        st.devices += 1;
+        match client.post_gradient(&config.id, &post) {
+            Ok(ack) if ack.advanced => model = client.model(&config.id)?,
+            Ok(_) => model.received += 1,
+            Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => st.already += 1,
+            Err(ClientError::Rejected { status: 409, field, .. }) if field == "round" => {
+                st.late += 1;
+                model = client.model(&config.id)?;
+            }
+            Err(e) => return Err(anyhow!(e).context(format!("device {} (row {})", i + 1, i + 2))),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    st.stored = st.devices - st.late - st.already;
+    st.unused = n - st.devices;
+    st.model = client.model(&config.id)?;
+    st.seconds = t0.elapsed().as_secs_f64();
+    Ok(st)
+}
+
+/// `harmony submit` to a training collection.
+pub fn submit(client: &Client, config: &CollectionConfig, path: &Path, seed: Option<u64>) -> Result<()> {
+    let table = data::read_csv(path)?;
+    let enc = data::encode(&table, &config.schema, data::InvalidPolicy::Error)
+        .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
+    let st = contribute_rows(client, config, &enc.values, seed)?;
+    let m = &st.model;
+    if st.devices == 0 && m.done {
+        eprintln!("collection {}: training was already done (round {}); no device was asked", config.id, m.round);
+        return Ok(());
+    }
+    eprintln!(
+        "{} devices posted one gradient each from round {} on: {} stored, {} late (round moved on; not asked again), {} already stored; {} rows unused; {:.2} s",
+        st.devices, st.first_round, st.stored, st.late, st.already, st.unused, st.seconds
+    );
+    eprintln!(
+        "collection {}: round {}{}, {} of {} gradients in the current round",
+        config.id,
+        m.round,
+        if m.done { " (training done)" } else { "" },
+        m.received,
+        m.batch_size
+    );
+    Ok(())
+}
+
+/// A model scored on a CSV.
+#[derive(Debug, Clone, Serialize)]
+pub struct Score {
+    /// The CSV.
+    pub data: String,
+    /// Its rows.
+    pub n: usize,
+    /// `misclassification` or `mse` (target on [-1, 1]).
+    pub metric: &'static str,
+    /// The model's metric.
+    pub value: f64,
+    /// `majority` or `mean`: the trivial predictor fitted on the same rows.
+    pub baseline: &'static str,
+    /// Its metric.
+    pub baseline_value: f64,
+}
+
+/// Scores `w` on the CSV at `path` with the metric of `harmony train`
+/// (`harmony_learn::cv::Experiment::score`).
+pub fn score(config: &CollectionConfig, w: &[f64], path: &Path, target: Option<&str>) -> Result<Score> {
+    let spec = &config.train.as_ref().ok_or_else(|| anyhow!("collection {} has no training task", config.id))?.spec;
+    if let Some(t) = target
+        && t != spec.target
+    {
+        bail!(
+            "invalid option: --target is \"{t}\", expected \"{}\" (the target collection {} trains for)",
+            spec.target,
+            config.id
+        );
+    }
+    let fm = feature_map(&config.schema, spec)?;
+    let table = data::read_csv(path)?;
+    let enc = data::encode(&table, &config.schema, data::InvalidPolicy::Error)
+        .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
+    if enc.n == 0 {
+        bail!("--data {} has no rows", path.display());
+    }
+    let dataset = fm.dataset(&enc.values, config.schema.len())?;
+    let task = Task::parse(&spec.task)?;
+    let blocks = fm.block_lengths();
+    let exp = Experiment {
+        blocks: &blocks,
+        data: &dataset,
+        task,
+        max_l1: fm.max_l1(),
+        intercept: true,
+        folds: 1,
+        repeats: 1,
+        seed: 0,
+    };
+    let all: Vec<u32> = (0..dataset.len() as u32).collect();
+    let value = exp.score(w, &all);
+    let y = &dataset.y;
+    let mean = y.iter().sum::<f64>() / y.len() as f64;
+    let (metric, baseline, baseline_value) = if task.is_classification() {
+        let pos = y.iter().filter(|&&v| v > 0.0).count();
+        ("misclassification", "majority", pos.min(y.len() - pos) as f64 / y.len() as f64)
+    } else {
+        ("mse", "mean", y.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / y.len() as f64)
+    };
+    Ok(Score { data: path.display().to_string(), n: dataset.len(), metric, value, baseline, baseline_value })
+}
+
+/// `harmony query` on a training collection: JSON output.
+#[derive(Debug, Serialize)]
+struct ModelReport<'a> {
+    collection: &'a str,
+    epsilon: f64,
+    spec: &'a TrainSpec,
+    features: &'a [String],
+    state: &'a ModelState,
+    /// `model` by feature name.
+    coefficients: Vec<(&'a str, f64)>,
+    score: Option<Score>,
+}
+
+/// `harmony query` on a training collection: the model state, the model's coefficients by
+/// feature name and, with `--data`, its score.
+pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
+    let t = config.train.as_ref().ok_or_else(|| anyhow!("collection {} has no training task", config.id))?;
+    let m = Client::new(&a.server).model(&config.id)?;
+    let score = match &a.data {
+        Some(p) => Some(score(config, &m.model, p, a.target.as_deref())?),
+        None if a.target.is_some() => bail!("invalid option: --target needs --data (the CSV to score the model on)"),
+        None => None,
+    };
+    let coefficients = t.features.iter().map(String::as_str).zip(m.model.iter().copied()).collect();
+    let report = ModelReport {
+        collection: &config.id,
+        epsilon: config.strategy.epsilon,
+        spec: &t.spec,
+        features: &t.features,
+        state: &m,
+        coefficients,
+        score,
+    };
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => print_model(&report, t.spec.rounds),
+    }
+    Ok(())
+}
+
+fn print_model(r: &ModelReport, rounds: Option<u64>) {
+    let (s, m) = (r.spec, r.state);
+    let target = match (&s.positive, s.threshold) {
+        (Some(p), _) => format!("{} = {p}", s.target),
+        (None, Some(t)) => format!("{} > {t}", s.target),
+        (None, None) => s.target.clone(),
+    };
+    println!(
+        "collection {}: {} of {target}, {} gradients at ε = {}, {} devices per round, λ = {}",
+        r.collection, s.task, s.mechanism, r.epsilon, m.batch_size, s.lambda
+    );
+    let planned = rounds.map_or("unbounded".to_string(), |t| format!("{t} planned"));
+    println!(
+        "round {} ({planned}){}: {} of {} gradients received; schedule {}, step γ = {:.6}",
+        m.round,
+        if m.done { ", training done" } else { "" },
+        m.received,
+        m.batch_size,
+        m.schedule,
+        m.step
+    );
+    if m.averaged > 0 {
+        println!("model: the mean of the last {} iterates (tail average)", m.averaged);
+    } else {
+        println!("model: the last iterate");
+    }
+    println!("{:<40} {:>12}", "feature", "coefficient");
+    for (f, w) in &r.coefficients {
+        let f: String = f.chars().take(40).collect();
+        println!("{f:<40} {w:>12.6}");
+    }
+    if let Some(sc) = &r.score {
+        println!(
+            "on {} ({} rows): {} {:.4} ({} predictor: {:.4})",
+            sc.data, sc.n, sc.metric, sc.value, sc.baseline, sc.baseline_value
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server_cmds::{CreateArgs, SubmitArgs, create};
+    use harmony_core::sampling::uniform01;
+    use harmony_learn::mechanism::GradientRandomizer;
+    use harmony_learn::remote::RemoteMechanism;
+    use harmony_learn::trainer::{Schedule, TrainConfig, train};
+    use std::path::PathBuf;
+
+    const SCHEMA: &str = "[[attributes]]\nname = \"x1\"\nkind = \"numeric\"\nmin = -1\nmax = 1\n\n\
+        [[attributes]]\nname = \"x2\"\nkind = \"numeric\"\nmin = -1\nmax = 1\n\n\
+        [[attributes]]\nname = \"label\"\nkind = \"categorical\"\ncategories = [\"no\", \"yes\"]\n";
+
+    /// A fresh directory with `schema.toml` and `rows.csv`: n rows, label yes iff x1 + 0.5·x2 > 0.
+    fn fixture(name: &str, n: usize) -> (PathBuf, PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("harmony-cli-rounds-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("schema.toml"), SCHEMA).unwrap();
+        let mut rng = fast_rng(21);
+        let mut csv = String::from("x1,x2,label\n");
+        for _ in 0..n {
+            let x1 = (2.0 * uniform01(&mut rng) - 1.0) * 0.999;
+            let x2 = (2.0 * uniform01(&mut rng) - 1.0) * 0.999;
+            let label = if x1 + 0.5 * x2 > 0.0 { "yes" } else { "no" };
+            csv.push_str(&format!("{x1},{x2},{label}\n"));
+        }
+        std::fs::write(dir.join("rows.csv"), csv).unwrap();
+        (dir.clone(), dir.join("schema.toml"), dir.join("rows.csv"))
+    }
+
+    /// `harmony collection create` parsed from these arguments.
+    fn create_args(args: &[&str]) -> CreateArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: CreateArgs,
+        }
+        let mut v = vec!["create"];
+        v.extend_from_slice(args);
+        Wrap::parse_from(v).args
+    }
+
+    fn train_args(url: &str, schema: &Path, extra: &[&str]) -> CreateArgs {
+        let schema = schema.display().to_string();
+        let mut v = vec!["--server", url, "--token", "tok", "--schema", &schema, "--task", "train"];
+        if !extra.contains(&"--target") {
+            v.extend_from_slice(&["--target", "label"]);
+        }
+        v.extend_from_slice(extra);
+        create_args(&v)
+    }
+
+    /// Device i of `contribute_rows(.., Some(seed))` inside the trainer: its id, then its
+    /// report, from stream i of the seed.
+    struct SeededDevices {
+        mech: RemoteMechanism,
+        seed: u64,
+        next: u64,
+    }
+
+    impl GradientRandomizer for SeededDevices {
+        fn name(&self) -> &'static str {
+            "seeded-devices"
+        }
+        fn dimension(&self) -> usize {
+            self.mech.dimension()
+        }
+        fn variance(&self) -> f64 {
+            self.mech.variance()
+        }
+        fn randomize_add<R: rand::Rng + ?Sized>(&mut self, g: &[f64], _rng: &mut R, acc: &mut [f64]) {
+            let mut rng = fast_rng(stream_seed(self.seed, self.next));
+            self.next += 1;
+            report_id(&mut rng);
+            self.mech.add(&self.mech.randomize(g, &mut rng), acc);
+        }
+    }
+
+    /// `harmony_learn::trainer::train` (the `noise` schedule of the collection's spec) on the
+    /// CSV's first `n` rows in order (T = ⌊n/g⌋ rounds), with the devices' seeded streams.
+    fn trainer_model(config: &CollectionConfig, csv: &Path, n: usize, seed: u64) -> Vec<f64> {
+        let t = config.train.as_ref().unwrap();
+        let fm = feature_map(&config.schema, &t.spec).unwrap();
+        let enc = data::encode(&data::read_csv(csv).unwrap(), &config.schema, data::InvalidPolicy::Error).unwrap();
+        let dataset = fm.dataset(&enc.values, config.schema.len()).unwrap();
+        let users: Vec<u32> = (0..n as u32).collect();
+        let mut cfg = TrainConfig::noise(harmony_client::train_loss(&t.spec).unwrap(), fm.max_l1());
+        cfg.schedule = Schedule::Noise(t.spec.kappa.unwrap());
+        cfg.gradient_scale = t.spec.gradient_scale.unwrap();
+        cfg.lambda = t.spec.lambda;
+        cfg.batch_size = Some(t.spec.batch_size as usize);
+        let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, fm.dimension()).unwrap();
+        let mut devices = SeededDevices { mech, seed, next: 0 };
+        let m = train(&dataset, &users, &mut devices, Some(config.strategy.epsilon), &cfg, &mut fast_rng(0)).unwrap();
+        assert_eq!(m.step, t.step.unwrap(), "the trainer's step is the published one");
+        m.w
+    }
+
+    fn submit_args(url: &str, collection: &str, data: &Path, seed: u64) -> SubmitArgs {
+        SubmitArgs {
+            server: url.into(),
+            collection: collection.into(),
+            data: data.to_path_buf(),
+            concurrency: 1,
+            batch: 1,
+            seed: Some(seed),
+        }
+    }
+
+    /// `collection create --task train` → `submit` (seeded devices, in two runs: the second
+    /// repeats the first run's devices, which the server refuses, then adds the rest) → the
+    /// server's model equals the trainer's on the same device streams to 1e-12; at ε = 8 it
+    /// beats the majority class on the rows; `--users` plans ⌊N/g⌋ rounds.
+    #[test]
+    fn create_submit_query_equals_the_trainer() {
+        let (dir, schema, csv) = fixture("e2e", 200);
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let url = server.url();
+        let client = Client::new(&url);
+        let half = dir.join("half.csv");
+        let text = std::fs::read_to_string(&csv).unwrap();
+        std::fs::write(&half, text.lines().take(101).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+        for (extra, rounds) in [
+            (vec!["--epsilon", "8", "--model", "logistic", "--batch-size", "25", "--users", "200"], 8u64),
+            (vec!["--epsilon", "1", "--model", "svm", "--mechanism", "pm", "--batch-size", "20", "--rounds", "9"], 9),
+        ] {
+            let created = create(&train_args(&url, &schema, &extra)).unwrap();
+            let config = client.config(&created.id).unwrap();
+            assert_eq!(config.train.as_ref().unwrap().spec.rounds, Some(rounds));
+            // The first 100 devices, then all 200 with the same seed: the first 100 are known.
+            let seed = 7;
+            super::super::submit(submit_args(&url, &created.id, &half, seed)).unwrap();
+            let enc = data::encode(&data::read_csv(&csv).unwrap(), &config.schema, data::InvalidPolicy::Error).unwrap();
+            let st = contribute_rows(&client, &config, &enc.values, Some(seed)).unwrap();
+            // g·T devices are used, the rest of the 200 rows are not asked.
+            let used = if rounds == 8 { 200 } else { 180 };
+            assert_eq!((st.already, st.late, st.stored, st.unused), (100, 0, used - 100, 200 - used), "{extra:?}");
+            let m = client.model(&created.id).unwrap();
+            assert_eq!((m.round, m.received, m.done), (rounds + 1, 0, true));
+            let want = trainer_model(&config, &csv, used, seed);
+            assert_eq!(m.model.len(), want.len());
+            for (a, b) in m.model.iter().zip(&want) {
+                assert!((a - b).abs() <= 1e-12, "{extra:?}: server {:?} vs trainer {want:?}", m.model);
+            }
+            let sc = score(&config, &m.model, &csv, Some("label")).unwrap();
+            assert_eq!((sc.metric, sc.n), ("misclassification", 200));
+            if extra[1] == "8" {
+                assert!(sc.value < sc.baseline_value * 2.0 / 3.0, "{} vs majority {}", sc.value, sc.baseline_value);
+            }
+            let e = format!("{:#}", score(&config, &m.model, &csv, Some("x1")).unwrap_err());
+            assert!(e.contains("--target is \"x1\", expected \"label\""), "{e}");
+            for format in [Format::Table, Format::Json] {
+                let q = QueryArgs {
+                    server: url.clone(),
+                    token: "tok".into(),
+                    collection: created.id.clone(),
+                    format,
+                    data: Some(csv.clone()),
+                    target: None,
+                };
+                super::super::query(q).unwrap();
+            }
+        }
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Bad options name the option, the value and the valid range, whether the CLI or the
+    /// server catches them (the server's JSON message is surfaced).
+    #[test]
+    fn bad_train_options_name_the_option() {
+        let (dir, schema, _) = fixture("bad", 0);
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let url = server.url();
+        let base = ["--epsilon", "4", "--model", "logistic", "--batch-size", "10"];
+        let cases: &[(&[&str], &[&str])] = &[
+            (&["--rounds", "5", "--model", "ridge"], &["--model is \"ridge\"", "linear, logistic, svm"]),
+            (&["--rounds", "5", "--target", "nope"], &["--target is \"nope\"", "x1, x2, label"]),
+            (&["--rounds", "5", "--batch-size", "0"], &["--batch-size is 0", ">= 1"]),
+            (&["--rounds", "0"], &["--rounds: rounds is 0", ">= 1"]),
+            (&[], &["--rounds: rounds is missing"]),
+            (&["--rounds", "5", "--schedule", "fast"], &["--schedule: schedule is \"fast\"", "noise, decay"]),
+            (&["--rounds", "5", "--kappa", "-1"], &["--kappa: kappa is -1", "> 0"]),
+            (&["--rounds", "5", "--gradient-scale", "0.5"], &["--gradient-scale: gradient_scale is 0.5", ">= 1"]),
+            (&["--rounds", "5", "--learning-rate", "0.3"], &["--learning-rate: learning_rate is 0.3"]),
+            (&["--schedule", "decay"], &["--learning-rate: learning_rate is missing"]),
+            (&["--rounds", "5", "--mechanism", "laplace"], &["--mechanism", "laplace", "hm, pm"]),
+            (&["--rounds", "5", "--lambda", "-1"], &["--lambda: lambda is -1", ">= 0"]),
+            (&["--rounds", "5", "--users", "100"], &["--rounds 5 and --users 100"]),
+            (&["--users", "9"], &["--users is 9", "--batch-size = 10"]),
+            (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", "> 0"]),
+            (&["--rounds", "5", "--target", "x1"], &["--target is \"x1\"", "--threshold"]),
+            (
+                &["--rounds", "5", "--target", "x1", "--threshold", "mean"],
+                &["--threshold is \"mean\"", "finite number"],
+            ),
+        ];
+        for (extra, want) in cases {
+            // The base pairs that `extra` does not override, then `extra`.
+            let overridden: Vec<&str> = extra.iter().copied().filter(|a| a.starts_with("--")).collect();
+            let mut args: Vec<&str> = Vec::new();
+            for pair in base.chunks(2) {
+                if !overridden.contains(&pair[0]) {
+                    args.extend_from_slice(pair);
+                }
+            }
+            args.extend_from_slice(extra);
+            let e = format!("{:#}", create(&train_args(&url, &schema, &args)).expect_err("must be rejected"));
+            for w in *want {
+                assert!(e.contains(w), "{extra:?}: {e}");
+            }
+        }
+        let a = create_args(&[
+            "--server",
+            &url,
+            "--token",
+            "tok",
+            "--schema",
+            "x.toml",
+            "--epsilon",
+            "1",
+            "--model",
+            "svm",
+        ]);
+        let e = format!("{:#}", create(&a).unwrap_err());
+        assert!(e.contains("--model is for --task train"), "{e}");
+        let schema_s = schema.display().to_string();
+        let a =
+            create_args(&["--server", &url, "--token", "tok", "--schema", &schema_s, "--epsilon", "1", "--task", "ml"]);
+        let e = format!("{:#}", create(&a).unwrap_err());
+        assert!(e.contains("--task is \"ml\", expected means or train"), "{e}");
+        let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
+        let e = format!("{:#}", create(&a).unwrap_err());
+        assert!(e.contains("needs --model"), "{e}");
+        // --users without --batch-size: the papers' g = max(2·d·ln d/ε², N/1000) (d = 3, ε = 1:
+        // ⌈6.59⌉ = 7 > 5) and T = ⌊N/g⌋.
+        let a = train_args(&url, &schema, &["--epsilon", "1", "--model", "logistic", "--users", "5000"]);
+        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        assert_eq!((spec.batch_size, spec.rounds), (7, Some(714)));
+        // A record collection: --data is for training collections.
+        let a = create_args(&["--server", &url, "--token", "tok", "--schema", &schema_s, "--epsilon", "1"]);
+        let id = create(&a).unwrap().id;
+        let q = QueryArgs {
+            server: url.clone(),
+            token: "tok".into(),
+            collection: id,
+            format: Format::Table,
+            data: Some(dir.join("rows.csv")),
+            target: None,
+        };
+        let e = format!("{:#}", super::super::query(q).unwrap_err());
+        assert!(e.contains("--data and --target score a training collection's model"), "{e}");
+        // A numeric target with a threshold, and a linear model: accepted as given.
+        let a = train_args(
+            &url,
+            &schema,
+            &[
+                "--epsilon",
+                "1",
+                "--model",
+                "svm",
+                "--target",
+                "x1",
+                "--threshold",
+                "-0.2",
+                "--rounds",
+                "3",
+                "--batch-size",
+                "2",
+            ],
+        );
+        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        assert_eq!((spec.target.as_str(), spec.threshold, spec.rounds), ("x1", Some(-0.2), Some(3)));
+        let a = train_args(
+            &url,
+            &schema,
+            &[
+                "--epsilon",
+                "1",
+                "--model",
+                "linear",
+                "--target",
+                "x2",
+                "--schedule",
+                "decay",
+                "--learning-rate",
+                "0.5",
+                "--batch-size",
+                "4",
+            ],
+        );
+        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        assert_eq!((spec.schedule.as_deref(), spec.learning_rate, spec.rounds), (Some("decay"), Some(0.5), None));
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
