@@ -7,7 +7,7 @@ use crate::output::{Format, progress};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use harmony_core::Aggregator;
-use harmony_core::estimate::Z95;
+use harmony_core::estimate::{Moments, Z95};
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
@@ -465,8 +465,8 @@ struct Accumulator {
     first: Vec<AttributeEstimate>,
     /// Per run: the squared error averaged over numeric attributes, and over categorical
     /// attributes of their per-category mean (the run's contribution to the two MSEs).
-    run_num: Vec<f64>,
-    run_cat: Vec<f64>,
+    run_num: Moments,
+    run_cat: Moments,
 }
 
 impl Accumulator {
@@ -478,8 +478,8 @@ impl Accumulator {
             covered: vec![0; d],
             cells: vec![0; d],
             first: vec![],
-            run_num: vec![],
-            run_cat: vec![],
+            run_num: Moments::default(),
+            run_cat: Moments::default(),
         }
     }
 
@@ -625,15 +625,10 @@ impl Accumulator {
     }
 }
 
-/// Standard error of the mean of `xs` (sample standard deviation / √len); `None` below 2 values.
-fn mean_std_error(xs: &[f64]) -> Option<f64> {
-    let n = xs.len();
-    if n < 2 {
-        return None;
-    }
-    let mean = xs.iter().sum::<f64>() / n as f64;
-    let ss: f64 = xs.iter().map(|x| (x - mean).powi(2)).sum();
-    Some((ss / (n - 1) as f64 / n as f64).sqrt())
+/// Standard error of the mean of the values pushed into `m` (sample standard deviation / √n);
+/// `None` below 2 values.
+fn mean_std_error(m: &Moments) -> Option<f64> {
+    (m.n >= 2).then(|| (m.variance() / m.n as f64).sqrt())
 }
 
 fn fmt_opt(x: Option<f64>) -> String {
@@ -712,10 +707,15 @@ mod tests {
 
     #[test]
     fn mean_std_error_is_the_sample_sd_over_root_n() {
-        assert_eq!(mean_std_error(&[]), None);
-        assert_eq!(mean_std_error(&[3.0]), None);
+        let moments = |xs: &[f64]| {
+            let mut m = Moments::default();
+            xs.iter().for_each(|&x| m.push(x));
+            m
+        };
+        assert_eq!(mean_std_error(&moments(&[])), None);
+        assert_eq!(mean_std_error(&moments(&[3.0])), None);
         // mean 2.5, sample variance 5/3, SE √(5/3/4).
-        let se = mean_std_error(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        let se = mean_std_error(&moments(&[1.0, 2.0, 3.0, 4.0])).unwrap();
         assert!((se - (5.0f64 / 12.0).sqrt()).abs() < 1e-15, "{se}");
         assert_eq!(ratio(Some(2.0), Some(0.2), Some(4.0)), "0.50±0.05");
         assert_eq!(ratio(Some(2.0), None, Some(4.0)), "0.50");
@@ -739,12 +739,11 @@ mod tests {
                 let agg = collect(&mech, &data, stream_seed(9, r)).unwrap();
                 acc.add(&agg.estimates(), &truth, r == 0);
             }
-            assert_eq!((acc.run_num.len(), acc.run_cat.len()), (runs as usize, runs as usize));
+            assert_eq!((acc.run_num.n, acc.run_cat.n), (runs, runs));
             let out = acc.finish(&mech, &schema, &truth, enc.n, runs as usize, 1.0);
-            let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
             let (num, cat) = (out.numeric_mse.unwrap(), out.categorical_mse.unwrap());
-            assert!((num - mean(&acc.run_num)).abs() <= 1e-12 * num, "{num}");
-            assert!((cat - mean(&acc.run_cat)).abs() <= 1e-12 * cat, "{cat}");
+            assert!((num - acc.run_num.mean).abs() <= 1e-12 * num, "{num}");
+            assert!((cat - acc.run_cat.mean).abs() <= 1e-12 * cat, "{cat}");
             let mses: Vec<f64> = out
                 .attributes
                 .iter()
