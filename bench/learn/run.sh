@@ -31,6 +31,7 @@ run adult_svm --target income --task svm --plot $F/adult_svm.png
 run adult_linear --target hours_per_week --task linear --plot $F/adult_linear.png
 run adult_linear_papers --target hours_per_week --task linear --schedule papers --mechanism hm,pm,harmony-1bit,hm-attr
 run census6_logistic "${CENSUS[@]}" "${C6[@]}" --target income --task logistic --repeats 5 --plot $F/census6_logistic.png
+run census6_logistic_r20 "${CENSUS[@]}" "${C6[@]}" --target income --task logistic --repeats 20 --mechanism hm-attr,hm,pm --epsilon 4
 run census6_svm "${CENSUS[@]}" "${C6[@]}" --target income --task svm --repeats 1 --plot $F/census6_svm.png
 run census_logistic "${CENSUS[@]}" "${C33[@]}" --target income --task logistic --repeats 1 --plot $F/census_logistic.png
 run census_svm "${CENSUS[@]}" "${C33[@]}" --target income --task svm --repeats 1 --plot $F/census_svm.png
