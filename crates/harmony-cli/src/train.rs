@@ -130,7 +130,19 @@ struct ResultRow {
     projection_dim: Option<usize>,
     /// The step: the constant γ (noise schedule) or γ₀ (papers).
     step: f64,
+    /// The fraction of the gap between the trivial predictor and the non-private model that
+    /// this design closes, (trivial − mean)/(trivial − non-private): 1 matches the non-private
+    /// model, 0 the trivial predictor, < 0 is worse than it. None when the non-private model is
+    /// not better than the trivial predictor.
+    gap_closed: Option<f64>,
     seconds: f64,
+}
+
+/// (trivial − mean)/(trivial − non-private), None unless the non-private model beats the trivial
+/// predictor (lower is better for both metrics).
+fn gap_closed(mean: f64, trivial: f64, non_private: f64) -> Option<f64> {
+    let gap = trivial - non_private;
+    (gap > 0.0).then(|| (trivial - mean) / gap)
 }
 
 #[derive(Serialize, Debug)]
@@ -364,6 +376,7 @@ fn compute(args: &TrainArgs) -> Result<Output> {
                     batches: res.batches,
                     projection_dim: projection.map(|p| p.r),
                     step: res.step,
+                    gap_closed: gap_closed(res.mean, baseline.mean, non_private.mean),
                     seconds: t.elapsed().as_secs_f64(),
                 });
             }
@@ -460,22 +473,29 @@ fn print_table(out: &Output) {
     );
     println!();
     println!(
-        "{:>5}  {:<20} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7}",
-        "eps", "design", "mean", "std", "batch", "batches", "step", "s"
+        "{:>5}  {:<20} {:>8} {:>8} {:>6} {:>7} {:>8} {:>8} {:>7}",
+        "eps", "design", "mean", "std", "gap", "batch", "batches", "step", "s"
     );
     for r in &out.results {
+        // `+ 0.0` turns a rounded −0 into 0.
+        let gap = r.gap_closed.map_or_else(|| "-".to_string(), |g| format!("{}%", (100.0 * g).round() + 0.0));
         println!(
-            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>7} {:>8} {:>8.4} {:>7.2}",
+            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>6} {:>7} {:>8} {:>8.4} {:>7.2}",
             r.epsilon,
             design_label(r),
             r.mean,
             r.std,
+            gap,
             r.batch_size,
             r.batches,
             r.step,
             r.seconds
         );
     }
+    println!(
+        "gap: (trivial − mean)/(trivial − non-private), the share of the way from the {} predictor to the non-private model",
+        out.baseline.name
+    );
 }
 
 /// The metric against ε, one line per design, with the non-private model and the trivial
@@ -570,6 +590,16 @@ mod tests {
     }
 
     #[test]
+    fn gap_closed_is_the_fraction_of_the_gap() {
+        assert_eq!(gap_closed(0.2, 0.24, 0.16), Some((0.24 - 0.2) / (0.24 - 0.16)));
+        assert_eq!(gap_closed(0.16, 0.24, 0.16), Some(1.0));
+        assert!(gap_closed(0.3, 0.24, 0.16).unwrap() < 0.0);
+        // A non-private model no better than the trivial predictor: no gap to close.
+        assert_eq!(gap_closed(0.2, 0.24, 0.24), None);
+        assert_eq!(gap_closed(0.2, 0.24, 0.25), None);
+    }
+
+    #[test]
     fn small_run_is_reproducible_and_has_the_json_fields() {
         let a = args(&[
             "--target",
@@ -596,8 +626,23 @@ mod tests {
         }
         assert_eq!(v["baseline"]["name"], "majority");
         let r = &v["results"][0];
-        for k in ["epsilon", "mechanism", "metric", "mean", "std", "batch_size", "batches", "projection_dim", "step"] {
+        for k in [
+            "epsilon",
+            "mechanism",
+            "metric",
+            "mean",
+            "std",
+            "batch_size",
+            "batches",
+            "projection_dim",
+            "step",
+            "gap_closed",
+        ] {
             assert!(r.get(k).is_some(), "{k}");
+        }
+        for r in &o1.results {
+            let want = (o1.baseline.mean - r.mean) / (o1.baseline.mean - o1.non_private.mean);
+            assert!((r.gap_closed.unwrap() - want).abs() < 1e-12, "{r:?}");
         }
         assert_eq!(r["metric"], "misclassification");
         assert_eq!(v["schedule"], "noise");
