@@ -35,10 +35,10 @@ pub struct TrainArgs {
     #[arg(long)]
     pub positive: Option<String>,
     /// Classification of a numeric target: positive when above this value, or `mean`.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub threshold: Option<String>,
     /// Privacy budgets, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,4")]
+    #[arg(long, value_delimiter = ',', default_value = "0.5,1,2,4", allow_negative_numbers = true)]
     pub epsilon: Vec<f64>,
     /// Designs, comma-separated: hm, pm, harmony-1bit, duchi-multi, laplace (the papers' SGD),
     /// hm-attr, hm-ss (extras); also non-private (exact gradients, 5 passes, this schedule: with
@@ -60,22 +60,23 @@ pub struct TrainArgs {
     #[arg(long, default_value = "noise")]
     pub schedule: String,
     /// κ of the noise schedule (γ = min(1, κ/(σ_b√T))/(βR²)).
-    #[arg(long, default_value_t = NOISE_KAPPA)]
+    #[arg(long, default_value_t = NOISE_KAPPA, allow_negative_numbers = true)]
     pub kappa: f64,
     /// Gradients are multiplied by this before clipping to [-1, 1] (and the mean divided by it).
     /// Default: 2 with --schedule noise, 1 with --schedule papers.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub gradient_scale: Option<f64>,
     /// Categorical columns: zero-one (Wang et al.) or plus-minus (Harmony).
     #[arg(long, default_value = "zero-one")]
     pub encoding: String,
     /// L2 regularisation λ.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
     pub lambda: f64,
     /// --schedule papers: γ₀ of γ_t = γ₀/√t (default: 0.3 for logistic and svm, 0.05 for linear).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub learning_rate: Option<f64>,
-    /// Users per batch (default: the papers' max(2·d·ln d/ε², n/1000)).
+    /// Users per batch of the private designs (default: the papers' max(2·d·ln d/ε², n/1000)).
+    /// The non-private reference keeps its own (n/1000 users, 5 passes).
     #[arg(long)]
     pub batch_size: Option<usize>,
     /// k of k-fold cross-validation.
@@ -128,8 +129,9 @@ struct ResultRow {
     batch_size: usize,
     batches: usize,
     projection_dim: Option<usize>,
-    /// The step: the constant γ (noise schedule) or γ₀ (papers).
-    step: f64,
+    /// The step: the constant γ (noise schedule) or γ₀ (papers); None (JSON null) for hm-ss,
+    /// which takes no gradient step.
+    step: Option<f64>,
     /// The fraction of the gap between the trivial predictor and the non-private model that
     /// this design closes, (trivial − mean)/(trivial − non-private): 1 matches the non-private
     /// model, 0 the trivial predictor, < 0 is worse than it. None when the non-private model is
@@ -323,7 +325,9 @@ fn compute(args: &TrainArgs) -> Result<Output> {
     let pb = progress(total, "train", args.format);
     let tick = || pb.inc(1);
     // The non-private reference always uses the papers' schedule (γ₀ from a grid, 5 epochs).
-    let np_config = TrainConfig { lambda: args.lambda, batch_size: args.batch_size, ..TrainConfig::new(loss, 1.0) };
+    // Its batch is its own (n/1000 over 5 passes), whatever --batch-size the private designs use:
+    // a larger batch would only weaken the reference and flatter every design's gap.
+    let np_config = TrainConfig { lambda: args.lambda, ..TrainConfig::new(loss, 1.0) };
     let np_spec = RunSpec {
         method: Method::Sgd,
         mechanism: MechanismKind::NonPrivate,
@@ -480,7 +484,7 @@ fn print_table(out: &Output) {
         // `+ 0.0` turns a rounded −0 into 0.
         let gap = r.gap_closed.map_or_else(|| "-".to_string(), |g| format!("{}%", (100.0 * g).round() + 0.0));
         println!(
-            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>6} {:>7} {:>8} {:>8.4} {:>7.2}",
+            "{:>5}  {:<20} {:>8.4} {:>8.4} {:>6} {:>7} {:>8} {:>8} {:>7.2}",
             r.epsilon,
             design_label(r),
             r.mean,
@@ -488,7 +492,7 @@ fn print_table(out: &Output) {
             gap,
             r.batch_size,
             r.batches,
-            r.step,
+            r.step.map_or_else(|| "-".to_string(), |s| format!("{s:.4}")),
             r.seconds
         );
     }
@@ -587,6 +591,13 @@ mod tests {
         assert!(e.contains("--gradient-scale is 0.5"), "{e}");
         let e = err(&["--target", "hours_per_week", "--task", "linear", "--projection-scaling", "jl"]);
         assert!(e.contains("--projection-scaling is \"jl\"") && e.contains("norm, cube"), "{e}");
+        // Negative numbers reach the validation (clap would otherwise read them as flags).
+        let e = err(&["--target", "income", "--task", "svm", "--lambda", "-1"]);
+        assert!(e.contains("--lambda is -1") && e.contains(">= 0"), "{e}");
+        let e = err(&["--target", "income", "--task", "svm", "--epsilon", "1,-2"]);
+        assert!(e.contains("--epsilon is -2"), "{e}");
+        let e = err(&["--target", "age", "--task", "logistic", "--threshold", "-5"]);
+        assert!(e.contains("--threshold is -5") && e.contains("[17, 90)"), "{e}");
     }
 
     #[test]
@@ -647,6 +658,15 @@ mod tests {
         assert_eq!(r["metric"], "misclassification");
         assert_eq!(v["schedule"], "noise");
         assert!(r["step"].as_f64().unwrap() > 0.0);
+        // hm-ss takes no gradient step: its step is null, not 0.
+        assert_eq!(v["results"][1]["mechanism"], "hm-ss");
+        assert!(v["results"][1]["step"].is_null());
+        // --batch-size is the private designs': the non-private reference keeps its own batch.
+        let mut big = a.clone();
+        big.batch_size = Some(5_000);
+        let o3 = compute(&big).unwrap();
+        assert_eq!(o3.non_private.mean, o1.non_private.mean);
+        assert_eq!(o3.results[0].batch_size, 5_000);
         assert!(r["projection_dim"].is_null());
         assert_eq!((o1.n, o1.d), (48_842, 101));
     }

@@ -142,8 +142,9 @@ pub struct CvResult {
     pub batch_size: usize,
     /// Batches (gradient steps) of the first run.
     pub batches: usize,
-    /// The step of the first run (constant γ, or γ₀ of γ₀/√t).
-    pub step: f64,
+    /// The step of the first run (constant γ, or γ₀ of γ₀/√t); None for the one-round
+    /// sufficient-statistics design, which takes no gradient step.
+    pub step: Option<f64>,
 }
 
 impl CvResult {
@@ -158,7 +159,7 @@ impl CvResult {
 struct Fit {
     batch_size: usize,
     batches: usize,
-    step: f64,
+    step: Option<f64>,
 }
 
 /// Mean and sample standard deviation.
@@ -303,11 +304,11 @@ impl Experiment<'_> {
                 match spec.method {
                     Method::Sgd => {
                         let m = train(data, train_users, mech, spec.epsilon, &config, rng)?;
-                        Ok((m.w, Fit { batch_size: m.batch_size, batches: m.batches, step: m.step }))
+                        Ok((m.w, Fit { batch_size: m.batch_size, batches: m.batches, step: Some(m.step) }))
                     }
                     Method::SuffStats => {
                         let w = crate::suffstats::fit(data, train_users, mech, spec.config.lambda, rng)?;
-                        Ok((w, Fit { batch_size: train_users.len(), batches: 1, step: 0.0 }))
+                        Ok((w, Fit { batch_size: train_users.len(), batches: 1, step: None }))
                     }
                 }
             };
