@@ -112,3 +112,27 @@ fn main() {
         std::process::exit(2);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Negative numbers are values, not flags: `--epsilon -1` reaches the validation that names
+    /// the option and the valid range, instead of clap's "unexpected argument '-1'".
+    #[test]
+    fn negative_numbers_parse_as_values() {
+        for argv in [
+            &["harmony", "simulate", "--epsilon", "-1"][..],
+            &["harmony", "plan", "--epsilon", "1,-2", "--target-error", "-0.1"],
+            &["harmony", "simulate", "--task", "quantiles", "--quantiles", "-0.5"],
+            &["harmony", "simulate", "--task", "linear-queries", "--delta", "-1"],
+            &["harmony", "train", "--target", "t", "--task", "linear", "--epsilon", "-1", "--lambda", "-1"],
+            &["harmony", "train", "--target", "t", "--task", "logistic", "--threshold", "-5", "--kappa", "-2"],
+            &["harmony", "demo", "--epsilon", "-1"],
+        ] {
+            if let Err(e) = Cli::try_parse_from(argv) {
+                panic!("{argv:?}: {e}");
+            }
+        }
+    }
+}

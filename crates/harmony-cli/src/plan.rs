@@ -20,11 +20,11 @@ pub struct PlanArgs {
     #[arg(long)]
     pub users: Option<u64>,
     /// Privacy budgets, comma-separated (default: the schema's, else 1).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub epsilon: Option<Vec<f64>>,
     /// Target standard error (on [-1, 1] for numeric, on frequencies for categorical): prints
     /// the users each choice needs so that every attribute meets it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub target_error: Option<f64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -28,7 +28,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub schema: Option<PathBuf>,
     /// Privacy budgets, comma-separated (default: the schema's, else 0.5,1,2,4).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub epsilon: Option<Vec<f64>>,
     /// Strategies: split, harmony, sample-k (default: the schema's, else all three).
     #[arg(long, value_delimiter = ',')]

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Privacy budget per record.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub epsilon: f64,
     /// split | harmony | sample-k.
     #[arg(long, default_value = "sample-k")]

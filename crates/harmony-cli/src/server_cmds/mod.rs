@@ -57,7 +57,7 @@ pub struct CreateArgs {
     #[arg(long)]
     pub schema: PathBuf,
     /// Privacy budget per record (`--task train`: per device, spent on its one gradient).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub epsilon: f64,
     /// split | harmony | sample-k (`--task means`).
     #[arg(long, default_value = "harmony")]

@@ -64,7 +64,7 @@ pub struct TaskArgs {
     #[arg(long)]
     pub queries: Option<String>,
     /// quantiles: the q values (comma-separated, each in (0, 1); default 0.1,0.5,0.9).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub quantiles: Option<Vec<f64>>,
     /// heavy-hitters: report the top K items (default 20).
     #[arg(long)]
@@ -94,7 +94,7 @@ pub struct TaskArgs {
     #[arg(long, value_delimiter = ',')]
     pub attributes: Option<Vec<String>>,
     /// linear-queries: δ of the Gaussian mechanism ((ε, δ)-LDP), in (0, 1) (default 1e-6).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub delta: Option<f64>,
     /// linear-queries with --synthetic N: the synthetic domain size J (values 0..J−1 drawn
     /// Zipf(1.1); default 1000).
