@@ -15,7 +15,8 @@ is a feasibility check of the MGD-DR criterion of docs/LEARN.md.
         weeks_worked_in_year 20,40,60,100      # ~2 min, 3 GB of memory
     python3 bench/learn/floor.py data/adult.csv examples/adult.toml hours_per_week 20,40
 
-Needs numpy and pandas (bench/peers sets up a venv with both).
+Needs numpy and pandas: `bench/run.sh` creates bench/.venv with both (bench/requirements.txt), so
+`bench/.venv/bin/python bench/learn/floor.py …` works after it.
 """
 import sys
 import tomllib
