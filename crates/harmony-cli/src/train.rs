@@ -46,7 +46,7 @@ pub struct TrainArgs {
     /// (hm-ss only for linear).
     #[arg(long, value_delimiter = ',')]
     pub mechanism: Option<Vec<String>>,
-    /// Random projection dimensions (MGD-DR), comma-separated; `none` = no projection. Default:
+    /// Random projection dimensions (MGD-DR), comma-separated; `none` (or 0) = no projection. Default:
     /// none,20 for linear, none otherwise.
     #[arg(long, value_delimiter = ',')]
     pub projection: Option<Vec<String>>,
