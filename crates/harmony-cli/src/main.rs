@@ -79,9 +79,14 @@ fn schema_infer(data: &std::path::Path, max_categories: usize, skip: &[String]) 
 
 /// Rust ignores SIGPIPE, so a closed stdout (`harmony simulate | head`) makes `println!` panic;
 /// with the default action restored the process ends quietly, as other Unix tools do.
+///
+/// Only for commands that write a report to stdout and talk to no peer: a network command keeps
+/// SIGPIPE ignored, because hyper writes to sockets with `writev` (no `MSG_NOSIGNAL`), so with the
+/// default action any client that closes its connection early would kill `harmony serve` (exit
+/// 141, no log line). There a closed socket is an `EPIPE` error for that connection only.
 fn restore_sigpipe() {
     #[cfg(unix)]
-    // SAFETY: called first thing in `main`, before any thread exists, so nothing can race on the
+    // SAFETY: called in `main` right after argument parsing, before any thread exists, so nothing can race on the
     // signal disposition; SIG_DFL is a valid action for SIGPIPE and no handler code runs.
     #[allow(unsafe_code)]
     unsafe {
@@ -89,9 +94,26 @@ fn restore_sigpipe() {
     }
 }
 
+/// Whether the command talks to network peers (a server, or devices posting to one): these keep
+/// SIGPIPE ignored (see [`restore_sigpipe`]).
+fn talks_to_peers(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Serve(_)
+            | Command::Demo(_)
+            | Command::Load(_)
+            | Command::Submit(_)
+            | Command::Collection(_)
+            | Command::Query(_)
+    )
+}
+
 fn main() {
-    restore_sigpipe();
     let cli = Cli::parse();
+    if !talks_to_peers(&cli.command) {
+        // Still single-threaded: argument parsing starts no thread.
+        restore_sigpipe();
+    }
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Plan(args) => plan::run(args),

@@ -1,0 +1,72 @@
+//! A peer that closes its connection early must never stop `harmony serve`.
+//!
+//! Before the fix, `main` restored SIGPIPE's default action for every subcommand; hyper writes
+//! responses with `writev` (no `MSG_NOSIGNAL`), so 50 pipelined requests followed by a close
+//! killed the server with exit 141 and no log line (../shared/reviews/live-tests.md, "SIGPIPE
+//! kills the server": 7 of 7 tries). This test repeats that and the other triggers the review
+//! found (a reset right after a POST), then checks that the server still answers.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn wait_listening(port: u16) {
+    let t = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(60), "server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn healthz(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut out = String::new();
+    s.read_to_string(&mut out).is_ok() && out.starts_with("HTTP/1.1 200")
+}
+
+#[test]
+fn early_closes_do_not_kill_the_server() {
+    let dir = std::env::temp_dir().join(format!("harmony-sigpipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_harmony"))
+        .args(["serve", "--db", &format!("sqlite://{}", dir.join("db.sqlite").display())])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--analyst-token", "tok"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(port);
+    let pipelined = b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".repeat(50);
+    let post = b"POST /v1/collections/x/reports HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}";
+    for i in 0..40 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        if i % 2 == 0 {
+            // 50 pipelined requests, then close before reading a byte.
+            let _ = s.write_all(&pipelined);
+        } else {
+            // A POST, then close once the answer has arrived unread: closing a socket with
+            // unread data sends a reset.
+            let _ = s.write_all(post);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        drop(s);
+        if let Ok(Some(status)) = server.try_wait() {
+            panic!("harmony serve died after {} early closes: {status}", i + 1);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let alive = server.try_wait().unwrap().is_none();
+    let answered = alive && healthz(port);
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(alive, "harmony serve exited after early closes");
+    assert!(answered, "harmony serve stopped answering /healthz after early closes");
+}
