@@ -20,6 +20,7 @@ pub mod calibrate;
 pub mod gaussian;
 pub mod hr;
 pub mod project;
+#[cfg(feature = "parallel")]
 pub mod simulate;
 pub mod workload;
 

@@ -28,7 +28,7 @@ use super::VectorMechanism;
 use crate::error::{Error, Result};
 use crate::params::{Epsilon, check_dimension};
 use crate::sampling::{bernoulli, bernoulli_fast, fill_bits, padding_mask};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +42,7 @@ pub struct DuchiMultiReport {
 }
 
 impl WireReport for DuchiMultiReport {
-    const KIND: ReportKind = ReportKind::DuchiMulti;
+    const KIND: WireKind = ReportKind::DuchiMulti.wire();
 }
 
 impl DuchiMultiReport {

@@ -11,7 +11,7 @@ use super::VectorMechanism;
 use crate::error::{Error, Result};
 use crate::params::{Epsilon, check_dimension};
 use crate::sampling::{bernoulli_fast, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +25,7 @@ pub struct HarmonyBitReport {
 }
 
 impl WireReport for HarmonyBitReport {
-    const KIND: ReportKind = ReportKind::HarmonyBit;
+    const KIND: WireKind = ReportKind::HarmonyBit.wire();
 }
 
 /// Harmony's 1-bit mechanism for t ∈ [-1, 1]^d: one uniformly sampled coordinate, randomized

@@ -1,0 +1,56 @@
+//! The task registry: an analyst's request → the published config ([`resolve`]), and a config
+//! → its [`Task`] ([`build`]), for every task.
+
+use crate::erased::Task;
+use crate::{frequency, means, train};
+use harmony_core::error::{Error, Result};
+use harmony_core::params::Epsilon;
+use harmony_core::schema::Schema;
+use harmony_protocol::spec::TaskSpec;
+use harmony_protocol::{CONFIG_VERSION, CollectionConfig, CreateCollection, TaskKind};
+
+/// The schema, or an error naming the task that needs one.
+fn schema_for(schema: &Option<Schema>, task: TaskKind) -> Result<&Schema> {
+    schema.as_ref().ok_or_else(|| Error::param("schema", "none", format!("a schema (task {task} reads a record)")))
+}
+
+/// Validates a request and writes out every choice (defaults, plans, a model's setup): the
+/// config a collection `id` publishes. Errors name the field (`epsilon`, `task.attribute`, …),
+/// the value and what was expected.
+pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
+    let eps = Epsilon::new(req.epsilon)?.value();
+    let kind = req.task.kind();
+    let mut train = None;
+    let task = match &req.task {
+        TaskSpec::Means(s) => TaskSpec::Means(means::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Frequency(s) => TaskSpec::Frequency(frequency::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Train(s) => {
+            let (spec, published) = train::resolve(s, schema_for(&req.schema, kind)?, eps)?;
+            train = Some(published);
+            TaskSpec::Train(spec)
+        }
+        other => return Err(Error::param("task.kind", other.kind().name(), "a task this build serves")),
+    };
+    let config = CollectionConfig {
+        id: id.to_string(),
+        config_version: CONFIG_VERSION,
+        wire_version: harmony_core::wire::WIRE_VERSION,
+        schema: req.schema.clone(),
+        epsilon: eps,
+        task,
+        train,
+    };
+    build(&config)?;
+    Ok(config)
+}
+
+/// The task a config describes (on the server and on every device alike).
+pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
+    let c = config.clone();
+    Ok(match config.task.kind() {
+        TaskKind::Means => Box::new(means::MeansTask::new(c)?),
+        TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
+        TaskKind::Train => Box::new(train::TrainTask::new(c)?),
+        other => return Err(Error::param("task.kind", other.name(), "a task this build serves")),
+    })
+}
