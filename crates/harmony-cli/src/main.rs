@@ -7,9 +7,12 @@ mod data;
 mod output;
 mod plan;
 mod plot;
+mod population;
+mod render;
 mod server_cmds;
 mod simulate;
 mod simulate_tasks;
+mod specs;
 mod train;
 
 /// Harmony: local differential privacy collection and analysis.

@@ -244,6 +244,14 @@ impl TrainTask {
     pub fn mechanism(&self) -> &RemoteMechanism {
         &self.setup.mech
     }
+    /// The feature names (intercept first).
+    pub fn features(&self) -> &[String] {
+        self.setup.fm.names()
+    }
+    /// Gradients counted up to a round state: the full rounds before it and this round's.
+    pub fn received_total(&self, state: &ModelState) -> u64 {
+        (state.round - 1) * state.batch_size + state.received
+    }
     /// Feature dimension d.
     pub fn dimension(&self) -> usize {
         self.setup.fm.dimension()

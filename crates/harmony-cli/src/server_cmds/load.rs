@@ -3,14 +3,15 @@
 //! throughput and per-batch latency (p50/p99). Without `--server` it starts an embedded server
 //! (SQLite in a temporary directory) in the same process.
 
-use super::{create_request, quantile};
-use crate::data;
+use super::quantile;
+use crate::data::{self, SchemaFile};
+use crate::simulate_tasks::{Task, TaskArgs};
+use crate::specs::MeansArgs;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use harmony_client::Client;
-use harmony_client::protocol::{ReportBatch, ReportItem, to_hex};
-use harmony_core::sampling::{fast_rng, stream_seed};
-use harmony_core::strategy::RecordReport;
+use harmony_protocol::estimates::Query;
+use harmony_protocol::{CreateCollection, ReportBatch, ReportItem, to_hex};
 use rayon::prelude::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,10 +41,19 @@ pub struct LoadArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// ε of the collection.
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    pub epsilon: f64,
+    /// The record strategy (default sample-k) and mechanisms.
+    #[command(flatten)]
+    pub means: MeansArgs,
+    /// The task (default means) and its options, on Adult's rows (as `harmony demo`).
+    #[command(flatten)]
+    pub task: TaskArgs,
 }
 
 /// Runs `harmony load`.
-pub fn run(a: LoadArgs) -> Result<()> {
+pub fn run(mut a: LoadArgs) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("harmony-load-{}", std::process::id()));
     let token = a.token.clone().unwrap_or_else(|| "load-token".into());
     let embedded = match &a.server {
@@ -57,29 +67,37 @@ pub fn run(a: LoadArgs) -> Result<()> {
     };
     let url = a.server.clone().unwrap_or_else(|| embedded.as_ref().map(|s| s.url()).unwrap_or_default());
     let client = Client::new(&url).with_token(&token);
-    let created = client.create_collection(&create_request(&data::bundled("examples/adult.toml"), 2.0, "sample-k")?)?;
-    let mech = harmony_client::mechanism(&created.config)?;
-    let table = data::read_csv(&data::bundled("data/adult.csv"))?;
-    let enc = data::encode(&table, mech.schema(), data::InvalidPolicy::Error)?;
-    let d = mech.schema().len();
-    let batch = a.batch.clamp(1, harmony_client::protocol::MAX_BATCH);
+    if a.task.task == Task::Train {
+        bail!(
+            "--task train: `harmony load` measures report ingest; model rounds post one gradient per device (see `harmony submit`)"
+        );
+    }
+    if a.means.strategy.is_none() {
+        a.means.strategy = Some(vec!["sample-k".into()]);
+    }
+    let file = SchemaFile::load(&data::bundled("examples/adult.toml"))?;
+    let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
+    let created = client.create_collection(&CreateCollection { schema, epsilon: a.epsilon, task })?;
+    let config = &created.config;
+    let pop = super::submit::population(config, &data::bundled("data/adult.csv"))?;
+    let inputs = pop.inputs();
+    let task = harmony_tasks::build(config)?;
+    let batch = a.batch.clamp(1, harmony_protocol::MAX_BATCH);
     let nb = a.reports.div_ceil(batch);
     let t_prep = Instant::now();
     let bodies: Vec<Vec<u8>> = (0..nb)
         .into_par_iter()
         .map(|b| {
-            let mut rng = fast_rng(stream_seed(a.seed, b as u64));
-            let (mut report, mut scratch, mut buf) = (RecordReport::default(), Vec::new(), Vec::new());
             let rows = b * batch..((b + 1) * batch).min(a.reports);
             let mut items = Vec::with_capacity(rows.len());
+            let mut buf = Vec::new();
             for i in rows {
-                let r = i % enc.n;
-                mech.randomize_into(&enc.values[r * d..(r + 1) * d], &mut rng, &mut report, &mut scratch)?;
-                buf.clear();
-                harmony_core::wire::encode_into(&report, &mut buf);
+                let mut rng = harmony_tasks::simulate::device_rng(a.seed, i as u64);
+                task.randomize(&inputs[i % inputs.len()], &mut rng, &mut buf)?;
                 items.push(ReportItem { id: format!("{:016x}{:08x}", a.seed, i), report: to_hex(&buf) });
             }
-            let body = ReportBatch { collection: created.id.clone(), config_version: 1, reports: items };
+            let body =
+                ReportBatch { collection: created.id.clone(), config_version: config.config_version, reports: items };
             Ok(serde_json::to_vec(&body)?)
         })
         .collect::<Result<_>>()?;
@@ -114,7 +132,7 @@ pub fn run(a: LoadArgs) -> Result<()> {
     let secs = t0.elapsed().as_secs_f64();
     let mut lat = lat.into_inner().expect("lock");
     lat.sort_by(f64::total_cmp);
-    let est = client.estimates(&created.id)?;
+    let est = client.estimates(&created.id, &Query::default())?;
     if est.reports != a.reports as u64 {
         bail!("the server counts {} reports, sent {}", est.reports, a.reports);
     }
@@ -123,7 +141,8 @@ pub fn run(a: LoadArgs) -> Result<()> {
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"reports": a.reports, "batch": batch, "concurrency": a.concurrency, "seconds": secs,
+            serde_json::json!({"task": config.task.kind().name(), "report_bytes": bytes as f64 / a.reports as f64 / 2.0,
+                "reports": a.reports, "batch": batch, "concurrency": a.concurrency, "seconds": secs,
                 "reports_per_second": rate, "batch_p50_ms": p50, "batch_p99_ms": p99,
                 "accepted": accepted.load(Ordering::Relaxed)})
         );
