@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod data;
+mod experiment;
 mod output;
 mod plan;
 mod plot;

@@ -13,10 +13,11 @@ use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{AttributeEstimate, RecordAggregator, RecordMechanism};
 use harmony_protocol::CreateCollection;
+use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
 use harmony_protocol::spec::TaskSpec;
 use harmony_tasks::means::MeansTask;
 use harmony_tasks::simulate::run_seed;
-use harmony_tasks::{Input, Typed};
+use harmony_tasks::{Input, Task, Typed};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -161,6 +162,9 @@ struct RunResult {
     seconds: f64,
     seconds_per_run: f64,
     attributes: Vec<AttrResult>,
+    /// Run 1's estimate document: what `harmony query` prints for a collection created with the
+    /// same options and fed `harmony submit --simulate-devices --seed` (the same numbers).
+    estimates: Option<harmony_protocol::estimates::EstimateDocument>,
 }
 
 #[derive(Serialize)]
@@ -237,10 +241,18 @@ fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
         .collect()
 }
 
-/// One run of simulated devices through a means task: the per-attribute estimates.
-fn run_once(task: &MeansTask, inputs: &[Input], seed: u64) -> Result<Vec<AttributeEstimate>> {
+/// One run of simulated devices through a means task: the per-attribute estimates and the
+/// estimate document.
+fn run_once(task: &MeansTask, inputs: &[Input], seed: u64) -> Result<(Vec<AttributeEstimate>, EstimateDocument)> {
     let agg = harmony_tasks::simulate::run(task, inputs, seed)?;
-    Ok(Typed::<RecordAggregator>::of(agg.as_ref())?.estimates())
+    let typed = Typed::<RecordAggregator>::of(agg.as_ref())?;
+    let doc = EstimateDocument {
+        collection: "simulation".into(),
+        reports: agg.count(),
+        epsilon: task.config().epsilon,
+        result: TaskEstimate::Means(task.document(typed)),
+    };
+    Ok((typed.estimates(), doc))
 }
 
 /// Loads data and schema as `simulate` (and `plan`) resolve them.
@@ -329,12 +341,17 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             }
             let start = Instant::now();
             let mut acc = Accumulator::new(&schema);
+            let mut first = None;
             for r in 0..args.runs {
-                acc.add(&records(run_seed(args.seed, r as u64))?, &truth, r == 0);
+                let (est, doc) = records(run_seed(args.seed, r as u64))?;
+                acc.add(&est, &truth, r == 0);
+                first.get_or_insert(doc);
                 pb.inc(1);
             }
             let seconds = start.elapsed().as_secs_f64();
-            results.push(acc.finish(task.mechanism(), &schema, &truth, n, args.runs, seconds));
+            let mut result = acc.finish(task.mechanism(), &schema, &truth, n, args.runs, seconds);
+            result.estimates = first;
+            results.push(result);
         }
     }
     pb.finish_and_clear();
@@ -547,6 +564,7 @@ impl Accumulator {
             seconds,
             seconds_per_run: seconds / r,
             attributes,
+            estimates: None,
         }
     }
 }
@@ -664,7 +682,7 @@ mod tests {
             let task = harmony_tasks::resolve(&req, "t").and_then(MeansTask::new).unwrap();
             let mut acc = Accumulator::new(&schema);
             for r in 0..runs {
-                acc.add(&run_once(&task, &inputs, stream_seed(9, r)).unwrap(), &truth, r == 0);
+                acc.add(&run_once(&task, &inputs, stream_seed(9, r)).unwrap().0, &truth, r == 0);
             }
             assert_eq!((acc.run_num.n, acc.run_cat.n), (runs, runs));
             let out = acc.finish(task.mechanism(), &schema, &truth, enc.n, runs as usize, 1.0);

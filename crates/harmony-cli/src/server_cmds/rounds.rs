@@ -395,16 +395,24 @@ pub fn score(config: &CollectionConfig, w: &[f64], path: &Path, target: Option<&
     Ok(Score { data: path.display().to_string(), n: dataset.len(), metric, value, baseline, baseline_value })
 }
 
-/// `harmony query` on a training collection: JSON output.
-#[derive(Debug, Serialize)]
+/// `harmony query` on a training collection: what its table shows.
 struct ModelReport<'a> {
     collection: &'a str,
     epsilon: f64,
     spec: &'a TrainSpec,
-    features: &'a [String],
     state: &'a ModelState,
     /// `model` by feature name.
     coefficients: Vec<(&'a str, f64)>,
+    score: Option<Score>,
+}
+
+/// The JSON of `harmony query` on a training collection: the estimate document (the model, as
+/// `harmony simulate --task train` prints it) and, with `--data`, the model's score.
+#[derive(Debug, Serialize)]
+struct Scored<'a> {
+    #[serde(flatten)]
+    doc: &'a EstimateDocument,
+    #[serde(skip_serializing_if = "Option::is_none")]
     score: Option<Score>,
 }
 
@@ -412,18 +420,30 @@ struct ModelReport<'a> {
 /// feature name and, with `--data`, its score.
 pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
     let (spec, features) = train_of(config)?;
-    let m = Client::new(&a.server).model(&config.id)?;
+    let doc = Client::new(&a.server).with_token(&a.token).estimates(&config.id, &Default::default())?;
+    let harmony_protocol::estimates::TaskEstimate::Train(t) = &doc.result else {
+        bail!("collection {}: the server's estimates are not a model", config.id)
+    };
+    let m = &t.state;
     let score = match &a.data {
         Some(p) => Some(score(config, &m.model, p, a.target.as_deref())?),
         None if a.target.is_some() => bail!("invalid option: --target needs --data (the CSV to score the model on)"),
         None => None,
     };
-    let coefficients = features.iter().map(String::as_str).zip(m.model.iter().copied()).collect();
-    let report =
-        ModelReport { collection: &config.id, epsilon: config.epsilon, spec, features, state: &m, coefficients, score };
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => print_model(&report),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&Scored { doc: &doc, score })?),
+        Format::Table => {
+            let coefficients = features.iter().map(String::as_str).zip(m.model.iter().copied()).collect();
+            let state = m;
+            print_model(&ModelReport {
+                collection: &config.id,
+                epsilon: config.epsilon,
+                spec,
+                state,
+                coefficients,
+                score,
+            });
+        }
     }
     Ok(())
 }

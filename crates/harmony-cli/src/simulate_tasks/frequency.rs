@@ -1,47 +1,81 @@
 //! `harmony simulate --task frequency --column COL`: one categorical attribute through one
-//! frequency oracle, run through the `frequency` task a server runs (harmony-tasks), with the
-//! estimate document of run 1 beside the truth and, over the runs, the MSE beside the closed form.
+//! frequency oracle, run through the `frequency` task a server runs (the experiment runner):
+//! per ε, the MSE of the frequencies beside the closed form and the CIs' coverage, and run 1's
+//! estimate document beside the truth.
 
 use crate::data;
-use crate::output::{Format, progress};
+use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::render::{self, Truth};
 use crate::simulate::{SimulateArgs, load_inputs};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use harmony_core::FrequencyOracle;
-use harmony_core::estimate::Moments;
-use harmony_protocol::CreateCollection;
-use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
-use harmony_protocol::spec::TaskSpec;
+use harmony_core::schema::{Schema, Value};
+use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
+use harmony_protocol::spec::{FrequencySpec, TaskSpec};
 use harmony_tasks::frequency::FrequencyTask;
-use harmony_tasks::simulate::run_seed;
-use harmony_tasks::{Input, Task};
-use serde::Serialize;
+use harmony_tasks::{Input, Task, TaskAggregator};
 
-#[derive(Serialize)]
-struct Output {
-    data: String,
-    n: usize,
-    runs: usize,
-    seed: u64,
-    attribute: String,
+struct Frequency {
+    title: String,
+    schema: Schema,
+    values: Vec<Value>,
+    spec: FrequencySpec,
+    epsilons: Vec<f64>,
     truth: Vec<f64>,
-    results: Vec<CellResult>,
 }
 
-#[derive(Serialize)]
-struct CellResult {
-    epsilon: f64,
-    mechanism: String,
-    /// Mean over categories and runs of the squared error.
-    mse: f64,
-    /// Its standard error over the runs.
-    mse_std_error: f64,
-    /// The closed form (the oracle's variance at the true frequencies), mean over categories.
-    predicted_mse: f64,
-    ci_coverage: f64,
-    seconds_per_run: f64,
-    /// Run 1's estimate document (what `harmony query` prints for the same devices).
-    estimates: EstimateDocument,
+impl Analysis for Frequency {
+    fn title(&self) -> String {
+        self.title.clone()
+    }
+    fn schema(&self) -> Option<Schema> {
+        Some(self.schema.clone())
+    }
+    fn settings(&self) -> Result<Vec<Setting>> {
+        let d = self.truth.len();
+        Ok(self
+            .epsilons
+            .iter()
+            .map(|&epsilon| {
+                let label = match self.spec.mechanism {
+                    Some(m) => m.name().to_string(),
+                    None => format!("{} (default)", harmony_tasks::frequency::default_oracle(epsilon, d)),
+                };
+                Setting { label, epsilon, spec: TaskSpec::Frequency(self.spec.clone()) }
+            })
+            .collect())
+    }
+    fn inputs(&self) -> Vec<Input<'_>> {
+        self.values.chunks_exact(self.schema.len()).map(Input::Record).collect()
+    }
+    fn metrics(
+        &self,
+        _: &Setting,
+        task: &dyn Task,
+        agg: &dyn TaskAggregator,
+        doc: &EstimateDocument,
+    ) -> Result<Metrics> {
+        let TaskEstimate::Frequency(f) = &doc.result else { return Err(anyhow!("not a frequency document")) };
+        let d = self.truth.len() as f64;
+        let sq: f64 = f.categories.iter().zip(&self.truth).map(|(c, t)| (c.frequency.value() - t).powi(2)).sum();
+        let (covered, cells) = render::coverage(doc, &Truth::Frequency(self.truth.clone()));
+        // The closed form at the true frequencies: the task's oracle's.
+        let oracle = FrequencyTask::new(task.config().clone())?.oracle().clone();
+        let n = agg.count() as f64;
+        let predicted = (0..self.truth.len()).map(|v| oracle.aggregate_variance(&self.truth, v)).sum::<f64>() / (d * n);
+        Ok(vec![("mse", sq / d), ("predicted_mse", predicted), ("ci_coverage", covered as f64 / cells as f64)])
+    }
+    fn columns(&self) -> Vec<Column> {
+        vec![
+            Column { header: "MSE", metric: "mse", show: Show::Sci },
+            Column { header: "pred", metric: "predicted_mse", show: Show::Sci },
+            Column { header: "ratio", metric: "mse", show: Show::Ratio("predicted_mse") },
+            Column { header: "cover", metric: "ci_coverage", show: Show::Percent },
+        ]
+    }
+    fn truth(&self) -> Option<Truth> {
+        Some(Truth::Frequency(self.truth.clone()))
+    }
 }
 
 /// Runs `harmony simulate --task frequency`.
@@ -55,83 +89,17 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         .iter()
         .position(|a| a.name() == spec.attribute)
         .ok_or_else(|| anyhow!("--column is \"{}\", expected one of the schema's attributes", spec.attribute))?;
-    let n = enc.n;
     let truth = render::record_truth(&schema, &enc.values).swap_remove(j);
-    let inputs: Vec<Input> = enc.values.chunks_exact(schema.len()).map(Input::Record).collect();
-    let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
-    let pb = progress((epsilons.len() * args.runs) as u64, "simulate", args.format);
-    let mut results = Vec::new();
-    for &eps in &epsilons {
-        let req =
-            CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: TaskSpec::Frequency(spec.clone()) };
-        let task = harmony_tasks::resolve(&req, "simulation")
-            .and_then(FrequencyTask::new)
-            .with_context(|| format!("--task frequency at epsilon {eps}"))?;
-        let start = std::time::Instant::now();
-        let (mut runs, mut covered, mut first) = (Moments::default(), 0usize, None);
-        for r in 0..args.runs {
-            let agg = harmony_tasks::simulate::run(&task, &inputs, run_seed(args.seed, r as u64))?;
-            let doc = EstimateDocument {
-                collection: "simulation".into(),
-                reports: agg.count(),
-                epsilon: eps,
-                result: task.estimate(agg.as_ref(), &Query::default())?,
-            };
-            let TaskEstimate::Frequency(f) = &doc.result else { unreachable!("a frequency task") };
-            let sq: f64 = f.categories.iter().zip(&truth).map(|(c, t)| (c.frequency.value() - t).powi(2)).sum();
-            runs.push(sq / truth.len() as f64);
-            covered += render::coverage(&doc, &Truth::Frequency(truth.clone())).0;
-            first.get_or_insert(doc);
-            pb.inc(1);
-        }
-        let o = task.oracle();
-        let predicted =
-            (0..truth.len()).map(|v| o.aggregate_variance(&truth, v)).sum::<f64>() / (truth.len() * n) as f64;
-        results.push(CellResult {
-            epsilon: eps,
-            mechanism: o.name().to_string(),
-            mse: runs.mean,
-            mse_std_error: (runs.variance() / runs.n as f64).sqrt(),
-            predicted_mse: predicted,
-            ci_coverage: covered as f64 / (args.runs * truth.len()) as f64,
-            seconds_per_run: start.elapsed().as_secs_f64() / args.runs as f64,
-            estimates: first.expect("at least one run"),
-        });
-    }
-    pb.finish_and_clear();
-    let out =
-        Output { data: data_name, n, runs: args.runs, seed: args.seed, attribute: spec.attribute, truth, results };
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
-        Format::Table => print_table(&out),
-    }
-    Ok(())
-}
-
-fn print_table(out: &Output) {
-    println!(
-        "harmony simulate --task frequency: {} — n = {} devices, attribute {}, {} runs, seed {}",
-        out.data, out.n, out.attribute, out.runs, out.seed
-    );
-    println!(
-        "{:>6} {:<12} {:>12} {:>12} {:>12} {:>8} {:>9}",
-        "eps", "oracle", "MSE", "pred", "ratio", "cover", "s/run"
-    );
-    for r in &out.results {
-        println!(
-            "{:>6} {:<12} {:>12.3e} {:>12.3e} {:>5.2}±{:<5.2} {:>7.1}% {:>9.3}",
-            r.epsilon,
-            r.mechanism,
-            r.mse,
-            r.predicted_mse,
-            r.mse / r.predicted_mse,
-            r.mse_std_error / r.predicted_mse,
-            100.0 * r.ci_coverage,
-            r.seconds_per_run
-        );
-    }
-    if let Some(r) = out.results.first() {
-        println!();
-        render::print(&r.estimates, Some(&Truth::Frequency(out.truth.clone())));
-    }
+    let a = Frequency {
+        title: format!(
+            "harmony simulate --task frequency: {data_name} — n = {} devices, attribute {}",
+            enc.n, spec.attribute
+        ),
+        schema,
+        values: enc.values,
+        spec,
+        epsilons: args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]),
+        truth,
+    };
+    experiment::emit(&a, args.runs, args.seed, args.format, args.plot.as_deref())
 }
