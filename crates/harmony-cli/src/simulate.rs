@@ -464,6 +464,76 @@ impl Accumulator {
         }
     }
 
+    /// One attribute's results over the runs.
+    fn attribute(
+        &self,
+        j: usize,
+        a: &Attribute,
+        truth: &Truth,
+        mech: &RecordMechanism,
+        n: usize,
+        runs: usize,
+    ) -> AttrResult {
+        let (nf, r) = (n as f64, runs as f64);
+        let coverage = self.covered[j] as f64 / self.cells[j] as f64;
+        match (a, truth, &self.first[j]) {
+            (Attribute::Numeric { name, min, max }, Truth::Numeric { mean, sum_t2 }, AttributeEstimate::Numeric(e)) => {
+                let half = 0.5 * (max - min);
+                let mid = 0.5 * (max + min);
+                let units = e.affine(half, mid);
+                let mse = self.sq_err[j] / r;
+                let predicted = mech.numeric_variance(j, *mean * nf, *sum_t2, nf);
+                AttrResult::Numeric {
+                    name: name.clone(),
+                    kind: "numeric",
+                    true_mean: half * mean + mid,
+                    estimate: units.value,
+                    std_error: units.std_error,
+                    ci95: units.ci95,
+                    true_mean_unit: *mean,
+                    estimate_unit: e.value,
+                    std_error_unit: e.std_error,
+                    mse,
+                    predicted_mse: predicted,
+                    ci_coverage: coverage,
+                }
+            }
+            (
+                Attribute::Categorical { name, categories },
+                Truth::Categorical { freqs },
+                AttributeEstimate::Categorical(fe),
+            ) => {
+                let k = categories.len() as f64;
+                let mse = self.sq_err[j] / (r * k);
+                let predicted = mech.categorical_variance(j, freqs, nf).iter().sum::<f64>() / k;
+                let linf = self.linf[j] / r;
+                AttrResult::Categorical {
+                    name: name.clone(),
+                    kind: "categorical",
+                    mse,
+                    predicted_mse: predicted,
+                    linf,
+                    ci_coverage: coverage,
+                    categories: categories
+                        .iter()
+                        .enumerate()
+                        .map(|(v, label)| {
+                            let e = fe.get(v);
+                            CategoryResult {
+                                label: label.clone(),
+                                truth: freqs[v],
+                                estimate: e.value,
+                                std_error: e.std_error,
+                                ci95: e.ci95,
+                            }
+                        })
+                        .collect(),
+                }
+            }
+            _ => unreachable!("estimate kinds follow the schema"),
+        }
+    }
+
     fn finish(
         &self,
         mech: &RecordMechanism,
@@ -473,78 +543,23 @@ impl Accumulator {
         runs: usize,
         seconds: f64,
     ) -> RunResult {
-        let nf = n as f64;
         let r = runs as f64;
-        let mut attributes = Vec::new();
+        let attributes: Vec<AttrResult> = schema
+            .attributes()
+            .iter()
+            .enumerate()
+            .map(|(j, a)| self.attribute(j, a, &truth[j], mech, n, runs))
+            .collect();
         let (mut num, mut cat) = ((0.0, 0.0, 0), (0.0, 0.0, 0.0, 0));
-        let (mut covered, mut cells) = (0, 0);
-        for (j, a) in schema.attributes().iter().enumerate() {
-            covered += self.covered[j];
-            cells += self.cells[j];
-            let coverage = self.covered[j] as f64 / self.cells[j] as f64;
-            match (a, &truth[j], &self.first[j]) {
-                (
-                    Attribute::Numeric { name, min, max },
-                    Truth::Numeric { mean, sum_t2 },
-                    AttributeEstimate::Numeric(e),
-                ) => {
-                    let half = 0.5 * (max - min);
-                    let mid = 0.5 * (max + min);
-                    let units = e.affine(half, mid);
-                    let mse = self.sq_err[j] / r;
-                    let predicted = mech.numeric_variance(j, *mean * nf, *sum_t2, nf);
-                    num = (num.0 + mse, num.1 + predicted, num.2 + 1);
-                    attributes.push(AttrResult::Numeric {
-                        name: name.clone(),
-                        kind: "numeric",
-                        true_mean: half * mean + mid,
-                        estimate: units.value,
-                        std_error: units.std_error,
-                        ci95: units.ci95,
-                        true_mean_unit: *mean,
-                        estimate_unit: e.value,
-                        std_error_unit: e.std_error,
-                        mse,
-                        predicted_mse: predicted,
-                        ci_coverage: coverage,
-                    });
+        for a in &attributes {
+            match a {
+                AttrResult::Numeric { mse, predicted_mse, .. } => num = (num.0 + mse, num.1 + predicted_mse, num.2 + 1),
+                AttrResult::Categorical { mse, predicted_mse, linf, .. } => {
+                    cat = (cat.0 + mse, cat.1 + predicted_mse, cat.2 + linf, cat.3 + 1)
                 }
-                (
-                    Attribute::Categorical { name, categories },
-                    Truth::Categorical { freqs },
-                    AttributeEstimate::Categorical(fe),
-                ) => {
-                    let k = categories.len() as f64;
-                    let mse = self.sq_err[j] / (r * k);
-                    let predicted = mech.categorical_variance(j, freqs, nf).iter().sum::<f64>() / k;
-                    let linf = self.linf[j] / r;
-                    cat = (cat.0 + mse, cat.1 + predicted, cat.2 + linf, cat.3 + 1);
-                    attributes.push(AttrResult::Categorical {
-                        name: name.clone(),
-                        kind: "categorical",
-                        mse,
-                        predicted_mse: predicted,
-                        linf,
-                        ci_coverage: coverage,
-                        categories: categories
-                            .iter()
-                            .enumerate()
-                            .map(|(v, label)| {
-                                let e = fe.get(v);
-                                CategoryResult {
-                                    label: label.clone(),
-                                    truth: freqs[v],
-                                    estimate: e.value,
-                                    std_error: e.std_error,
-                                    ci95: e.ci95,
-                                }
-                            })
-                            .collect(),
-                    });
-                }
-                _ => unreachable!("estimate kinds follow the schema"),
             }
         }
+        let (covered, cells) = (self.covered.iter().sum::<u64>(), self.cells.iter().sum::<u64>());
         let avg = |s: f64, c: usize| if c == 0 { None } else { Some(s / c as f64) };
         let (num_name, cat_name) = mech.mechanism_names();
         RunResult {
