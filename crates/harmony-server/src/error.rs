@@ -74,3 +74,52 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
         ApiError::bad(field, format!("the request body does not parse: {e}"))
     })
 }
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The store did not open (the URL is shown without its password).
+    #[error("--db {url}: {source}")]
+    Store {
+        /// The store URL, redacted.
+        url: String,
+        /// Why.
+        source: StoreError,
+    },
+    /// The store did not list its collections.
+    #[error("loading the collections: {0}")]
+    Load(StoreError),
+    /// The address could not be bound.
+    #[error("--listen {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime or its thread did not start, or serving failed.
+    #[error("server runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A store URL with its password (if any) replaced by `***`: `postgres://user:***@host/db`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_string() };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_passwords() {
+        assert_eq!(redact("postgres://bob:s3cret@db:5432/h"), "postgres://bob:***@db:5432/h");
+        assert_eq!(redact("postgres://bob@db/h"), "postgres://bob@db/h");
+        assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+    }
+}

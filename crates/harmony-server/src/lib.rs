@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 pub use api::MAX_BODY;
-pub use error::ApiError;
+pub use error::{ApiError, ServerError};
 pub use run::{Running, open_store, serve_forever, spawn};
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};

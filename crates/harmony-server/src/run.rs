@@ -1,17 +1,19 @@
 //! Opening the store and running the HTTP server (a background thread for tests and `harmony
 //! demo`, the current thread for `harmony serve`).
 
+use crate::error::{ServerError, redact};
 use crate::state::AppState;
 use crate::store::{SqliteStore, Store};
 use std::sync::Arc;
 
 /// Opens the store a URL names: `sqlite://PATH` (or a bare path) or `postgres://…`.
-pub fn open_store(url: &str) -> Result<Arc<dyn Store>, String> {
+pub fn open_store(url: &str) -> Result<Arc<dyn Store>, ServerError> {
+    let err = |source| ServerError::Store { url: redact(url), source };
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(crate::pg::PgStore::open(url).map_err(|e| format!("{url}: {e}"))?));
+        return Ok(Arc::new(crate::pg::PgStore::open(url).map_err(err)?));
     }
     let path = url.strip_prefix("sqlite://").unwrap_or(url);
-    Ok(Arc::new(SqliteStore::open(std::path::Path::new(path)).map_err(|e| format!("{url}: {e}"))?))
+    Ok(Arc::new(SqliteStore::open(std::path::Path::new(path)).map_err(err)?))
 }
 
 /// A running server (for tests, `harmony demo` and `harmony serve`).
@@ -48,17 +50,18 @@ impl Drop for Running {
 }
 
 /// Starts a server on its own tokio runtime in a background thread.
-pub fn spawn(store: Arc<dyn Store>, token: &str, listen: &str, workers: usize) -> Result<Running, String> {
+pub fn spawn(store: Arc<dyn Store>, token: &str, listen: &str, workers: usize) -> Result<Running, ServerError> {
     let state = AppState::new(store, token)?;
-    let std_listener = std::net::TcpListener::bind(listen).map_err(|e| format!("--listen {listen}: {e}"))?;
-    std_listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+    let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
+    let std_listener = std::net::TcpListener::bind(listen).map_err(listen_err)?;
+    std_listener.set_nonblocking(true).map_err(listen_err)?;
+    let addr = std_listener.local_addr().map_err(listen_err)?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.max(1))
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(ServerError::Runtime)?;
     let thread = std::thread::Builder::new()
         .name("harmony-server".into())
         .spawn(move || {
@@ -71,17 +74,18 @@ pub fn spawn(store: Arc<dyn Store>, token: &str, listen: &str, workers: usize) -
                     .await;
             });
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(ServerError::Runtime)?;
     Ok(Running { addr, shutdown: Some(tx), thread: Some(thread) })
 }
 
 /// Serves on the current thread until Ctrl-C (SIGINT).
-pub fn serve_forever(store: Arc<dyn Store>, token: &str, listen: &str) -> Result<(), String> {
+pub fn serve_forever(store: Arc<dyn Store>, token: &str, listen: &str) -> Result<(), ServerError> {
     let state = AppState::new(store, token)?;
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServerError::Runtime)?;
+    let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("--listen {listen}: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let listener = tokio::net::TcpListener::bind(listen).await.map_err(listen_err)?;
+        let addr = listener.local_addr().map_err(listen_err)?;
         eprintln!("harmony server listening on http://{addr}");
         tracing::info!(%addr, "listening");
         axum::serve(listener, crate::router(state))
@@ -89,6 +93,6 @@ pub fn serve_forever(store: Arc<dyn Store>, token: &str, listen: &str) -> Result
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await
-            .map_err(|e| e.to_string())
+            .map_err(ServerError::Runtime)
     })
 }

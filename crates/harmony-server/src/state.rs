@@ -97,9 +97,9 @@ fn load(store: &dyn Store, c: &StoredCollection) -> Result<Collection, String> {
 impl AppState {
     /// Loads every collection from `store` and rebuilds its accumulator from the stored reports;
     /// a collection that fails to load is quarantined and logged.
-    pub fn new(store: Arc<dyn Store>, token: &str) -> Result<Self, String> {
+    pub fn new(store: Arc<dyn Store>, token: &str) -> Result<Self, crate::error::ServerError> {
         let (mut map, mut quarantined) = (HashMap::new(), HashMap::new());
-        for c in store.collections().map_err(|e| e.to_string())? {
+        for c in store.collections().map_err(crate::error::ServerError::Load)? {
             match load(store.as_ref(), &c) {
                 Ok(col) => {
                     map.insert(c.id.clone(), Arc::new(col));

@@ -396,3 +396,102 @@ impl TaskAggregator for Rounds {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_core::schema::Attribute;
+    use harmony_protocol::CreateCollection;
+
+    fn config(batch: u64, rounds: u64) -> CollectionConfig {
+        let schema = Schema::new(vec![
+            Attribute::Numeric { name: "x".into(), min: -1.0, max: 1.0 },
+            Attribute::Categorical { name: "y".into(), categories: vec!["no".into(), "yes".into()] },
+        ])
+        .unwrap();
+        let spec = TrainSpec {
+            task: Model::Logistic,
+            target: "y".into(),
+            positive: None,
+            threshold: None,
+            mechanism: Default::default(),
+            batch_size: batch,
+            schedule: None,
+            learning_rate: None,
+            kappa: None,
+            gradient_scale: None,
+            lambda: 1e-4,
+            rounds: Some(rounds),
+        };
+        crate::resolve(&CreateCollection { schema: Some(schema), epsilon: 4.0, task: TaskSpec::Train(spec) }, "t")
+            .unwrap()
+    }
+
+    fn report(task: &TrainTask, r: &Round, x: f64, seed: u64) -> GradientReport {
+        let model = task.model_state(r);
+        let record = [Value::Unit(x), Value::Category(u32::from(x > 0.0))];
+        task.gradient(&model, &record, &mut crate::simulate::device_rng(seed, 0)).unwrap()
+    }
+
+    /// The round state machine: gradients accumulate without moving the model until the batch is
+    /// full; then one step, a fresh round, the tail average after ⌊T/2⌋; `done` after T rounds;
+    /// `next` is pure; a stored state restores the same round.
+    #[test]
+    fn rounds_step_when_full_and_stop_after_the_plan() {
+        let c = config(3, 2);
+        assert_eq!(c.train.as_ref().unwrap().dimension, 2);
+        let task = TrainTask::new(c).unwrap();
+        let mut r = task.start();
+        assert_eq!((r.round, r.received, task.done(1)), (1, 0, false));
+        for i in 0..2 {
+            let g = report(&task, &r, 0.5, i);
+            let before = r.clone();
+            let (next, advanced) = task.next(&r, &g);
+            assert_eq!(r, before, "next is pure");
+            assert!(!advanced);
+            assert_eq!((next.round, next.received, &next.w), (1, i + 1, &r.w));
+            r = next;
+        }
+        let (next, advanced) = task.next(&r, &report(&task, &r, -0.5, 9));
+        assert!(advanced && next.round == 2 && next.received == 0 && next.acc.iter().all(|a| *a == 0.0));
+        assert_ne!(next.w, r.w, "the model took a step");
+        let m = task.model_state(&next);
+        assert_eq!((m.round, m.averaged, m.done), (2, 0, false));
+        let restored = task.restore(next.round, &next.stored()).unwrap();
+        assert_eq!(restored, next);
+        assert!(task.restore(2, &[1.0]).is_err());
+        let mut r = next;
+        for i in 0..3 {
+            r = task.next(&r, &report(&task, &r, 0.2, 20 + i)).0;
+        }
+        let m = task.model_state(&r);
+        assert_eq!((m.round, m.done, m.averaged), (3, true, 1));
+        assert_eq!(m.model, r.w, "one averaged iterate is the last one");
+        assert!(task.done(3));
+    }
+
+    /// `simulate` (the rounds in process) equals driving the state machine by hand with the same
+    /// devices, and stops at the plan.
+    #[test]
+    fn simulate_is_the_state_machine_in_order() {
+        let task = TrainTask::new(config(4, 3)).unwrap();
+        let rows: Vec<[Value; 2]> = (0..20)
+            .map(|i| {
+                let x = (i as f64 / 10.0) - 1.0;
+                [Value::Unit(x), Value::Category(u32::from(x > 0.0))]
+            })
+            .collect();
+        let inputs: Vec<Input> = rows.iter().map(|r| Input::Record(r)).collect();
+        let agg = task.simulate(&inputs, 5, 0).unwrap();
+        assert_eq!(agg.count(), 12);
+        let mut r = task.start();
+        for (i, row) in rows.iter().take(12).enumerate() {
+            let model = task.model_state(&r);
+            let g = task.gradient(&model, row, &mut crate::simulate::device_rng(5, i as u64)).unwrap();
+            r = task.next(&r, &g).0;
+        }
+        let TaskEstimate::Train(t) = task.estimate(agg.as_ref(), &Query::default()).unwrap() else { panic!() };
+        assert_eq!(t.state, task.model_state(&r));
+        assert!(agg.clone_box().merge(agg.as_ref()).is_err(), "rounds do not merge");
+    }
+}
