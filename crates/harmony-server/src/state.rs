@@ -26,8 +26,22 @@ pub struct Collection {
     pub agg: Mutex<Box<dyn TaskAggregator>>,
     /// Model rounds (`train`).
     pub train: Option<Training>,
-    /// The last estimate documents, by query string, with the report count they were computed at.
-    pub cache: Mutex<Vec<(String, u64, Arc<EstimateDocument>)>>,
+    /// The last estimate documents (see [`crate::api::collections`]).
+    pub cache: Mutex<Vec<Cached>>,
+    /// Whether a background recomputation is running.
+    pub refreshing: std::sync::atomic::AtomicBool,
+}
+
+/// An estimate document computed for a query at a report count.
+pub struct Cached {
+    /// The raw query string.
+    pub query: String,
+    /// Reports it was computed from.
+    pub count: u64,
+    /// When.
+    pub at: Instant,
+    /// The document.
+    pub doc: Arc<EstimateDocument>,
 }
 
 impl Collection {
@@ -39,7 +53,15 @@ impl Collection {
             _ => None,
         };
         let agg = Mutex::new(task.aggregator());
-        Ok(Collection { key, config, task, agg, train, cache: Mutex::new(Vec::new()) })
+        Ok(Collection {
+            key,
+            config,
+            task,
+            agg,
+            train,
+            cache: Mutex::new(Vec::new()),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
+        })
     }
     /// The accumulator, locked (a poisoned lock is recovered: the accumulator is only mutated
     /// by `add` of validated reports, which does not panic).

@@ -2,7 +2,7 @@
 
 use super::{Body, blocking, body_bytes};
 use crate::error::{ApiError, parse_json};
-use crate::state::{AppState, Collection};
+use crate::state::{AppState, Cached, Collection};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -10,6 +10,8 @@ use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate, TrainEs
 use harmony_protocol::{CreateCollection, Created, to_hex};
 use rand::Rng;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// Cached estimate documents per collection (by query string).
 const CACHED: usize = 8;
@@ -52,8 +54,12 @@ pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Resul
 }
 
 /// `GET /v1/collections/{id}/estimates[?ranges=…&quantiles=…]`: the task's estimate document.
-/// Computed from a snapshot of the accumulator off the async workers; the last few documents
-/// are cached by query and reused while no report arrived.
+///
+/// Computed from a snapshot of the accumulator, off the async workers. The last documents are
+/// kept per query: reused while no report arrived; for a task whose estimate is expensive
+/// ([`harmony_tasks::Task::refresh_seconds`] > 0: heavy hitters' level search, CALM's fit) the
+/// last document is served while a recomputation runs in the background, at most once per that
+/// many seconds, so a query never waits for one but the first.
 pub async fn estimates(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -68,32 +74,51 @@ pub async fn estimates(
     Ok(axum::Json(doc.as_ref()).into_response())
 }
 
-fn estimate(c: &Collection, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
-    if let Some(t) = &c.train {
-        let state = t.model();
-        let reports = t.task.received_total(&state);
-        let result = TaskEstimate::Train(TrainEstimate { features: t.task.features().to_vec(), state });
-        return Ok(Arc::new(EstimateDocument {
-            collection: c.config.id.clone(),
-            reports,
-            epsilon: c.config.epsilon,
-            result,
-        }));
-    }
+fn train_document(c: &Collection, t: &crate::rounds::Training) -> EstimateDocument {
+    let state = t.model();
+    let reports = t.task.received_total(&state);
+    let result = TaskEstimate::Train(TrainEstimate { features: t.task.features().to_vec(), state });
+    EstimateDocument { collection: c.config.id.clone(), reports, epsilon: c.config.epsilon, result }
+}
+
+/// Computes a document from a fresh snapshot and caches it.
+fn compute(c: &Collection, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
     let snapshot = c.agg().clone_box();
     let n = snapshot.count();
-    {
-        let cache = c.cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, _, doc)) = cache.iter().find(|(q, count, _)| q == raw && *count == n) {
-            return Ok(doc.clone());
-        }
-    }
     let result = c.task.estimate(snapshot.as_ref(), query).map_err(|e| ApiError::from_core("query: ", e))?;
     let doc =
         Arc::new(EstimateDocument { collection: c.config.id.clone(), reports: n, epsilon: c.config.epsilon, result });
     let mut cache = c.cache.lock().unwrap_or_else(|p| p.into_inner());
-    cache.retain(|(q, count, _)| q != raw && *count == n);
+    cache.retain(|k| k.query != raw);
     cache.truncate(CACHED - 1);
-    cache.insert(0, (raw.to_string(), n, doc.clone()));
+    cache.insert(0, Cached { query: raw.to_string(), count: n, at: Instant::now(), doc: doc.clone() });
     Ok(doc)
+}
+
+fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
+    if let Some(t) = &c.train {
+        return Ok(Arc::new(train_document(c, t)));
+    }
+    let n = c.agg().count();
+    let refresh = c.task.refresh_seconds();
+    let cached = {
+        let cache = c.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.iter().find(|k| k.query == raw).map(|k| (k.count, k.at, k.doc.clone()))
+    };
+    match cached {
+        Some((count, _, doc)) if count == n => Ok(doc),
+        Some((_, at, doc)) if refresh > 0.0 => {
+            if at.elapsed().as_secs_f64() >= refresh && !c.refreshing.swap(true, Ordering::AcqRel) {
+                let (c, raw, query) = (c.clone(), raw.to_string(), query.clone());
+                std::thread::spawn(move || {
+                    if let Err(e) = compute(&c, &raw, &query) {
+                        tracing::warn!(collection = %c.config.id, field = %e.field, "background estimate failed");
+                    }
+                    c.refreshing.store(false, Ordering::Release);
+                });
+            }
+            Ok(doc)
+        }
+        _ => compute(c, raw, query),
+    }
 }
