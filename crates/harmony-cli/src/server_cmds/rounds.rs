@@ -725,13 +725,15 @@ mod tests {
                 assert!(e.contains(w), "{extra:?}: {e}");
             }
         }
+        // A train option without --task train (the schema file is read first: it must exist).
+        let schema_s = schema.display().to_string();
         let a = create_args(&[
             "--server",
             &url,
             "--token",
             "tok",
             "--schema",
-            "x.toml",
+            &schema_s,
             "--epsilon",
             "1",
             "--model",
@@ -739,7 +741,6 @@ mod tests {
         ]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("--model is for --task train"), "{e}");
-        let schema_s = schema.display().to_string();
         let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("needs --model"), "{e}");
