@@ -74,6 +74,24 @@ pub fn resolve(spec: &TrainSpec, schema: &Schema, epsilon: f64) -> Result<(Train
     Ok((spec, published))
 }
 
+/// A feature-map error named as the request names the spec's field (`target` → `task.target`),
+/// like every other error of a train spec.
+fn spec_field(e: Error) -> Error {
+    match e {
+        Error::InvalidParameter { name, value, expected } => {
+            let name = match name {
+                "target" => "task.target",
+                "positive" => "task.positive",
+                "threshold" => "task.threshold",
+                "positive/threshold" => "task.positive/threshold",
+                other => other,
+            };
+            Error::InvalidParameter { name, value, expected }
+        }
+        other => other,
+    }
+}
+
 /// Validates a spec; returns it with κ and c written out (for `noise`), the round rule, the
 /// gradient randomizer and the feature map. A spec without `schedule` is a `decay` one.
 fn setup(
@@ -81,7 +99,7 @@ fn setup(
     schema: &Schema,
     epsilon: f64,
 ) -> Result<(TrainSpec, RoundRule, RemoteMechanism, FeatureMap)> {
-    let fm = feature_map(schema, spec)?;
+    let fm = feature_map(schema, spec).map_err(spec_field)?;
     let mech = RemoteMechanism::new(spec.mechanism.name(), epsilon, fm.dimension())?;
     if spec.batch_size == 0 {
         return Err(bad("task.batch_size", 0, "an integer >= 1"));

@@ -628,8 +628,9 @@ mod tests {
 
     /// `collection create --task train` → `submit --simulate-devices` → the server's model
     /// equals the trainer's on the same device streams to 1e-12 and `harmony simulate --task
-    /// train`'s (the same task objects in process); at ε = 8 it beats the majority class on the
-    /// rows; `--users` plans ⌊N/g⌋ rounds.
+    /// train`'s (the same task objects in process); a repeated `harmony submit` after the last
+    /// round changes nothing; at ε = 8 it beats the majority class on the rows; `--users` plans
+    /// ⌊N/g⌋ rounds.
     #[test]
     fn create_submit_query_equals_the_trainer() {
         let (dir, schema, csv) = fixture("e2e", 200);
@@ -663,6 +664,10 @@ mod tests {
                 assert!((a - b).abs() <= 1e-12, "{extra:?}: server {:?} vs trainer {want:?}", m.model);
                 assert!((a - c).abs() <= 1e-12, "{extra:?}: server {:?} vs simulate {:?}", m.model, sim.state.model);
             }
+            // `harmony submit --simulate-devices --seed 7` again: its devices are new ones (report
+            // ids from the OS CSPRNG), but training is done, so none is asked and the model stays.
+            super::super::submit(submit_args(&url, &created.id, &csv, seed)).unwrap();
+            assert_eq!(client.model(&created.id).unwrap(), m, "{extra:?}: a run after the last round");
             let sc = score(&config, &m.model, &csv, Some("label")).unwrap();
             assert_eq!((sc.metric, sc.n), ("misclassification", 200));
             if extra[1] == "8" {
@@ -740,13 +745,15 @@ mod tests {
                 assert!(e.contains(w), "{extra:?}: {e}");
             }
         }
+        // A train option without --task train (the schema file is read first: it must exist).
+        let schema_s = schema.display().to_string();
         let a = create_args(&[
             "--server",
             &url,
             "--token",
             "tok",
             "--schema",
-            "x.toml",
+            &schema_s,
             "--epsilon",
             "1",
             "--model",
@@ -754,7 +761,6 @@ mod tests {
         ]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("--model is for --task train"), "{e}");
-        let schema_s = schema.display().to_string();
         let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("needs --model"), "{e}");
