@@ -42,8 +42,6 @@ pub type Metrics = Vec<(&'static str, f64)>;
 pub enum Show {
     /// The mean, in scientific notation (errors, variances).
     Sci,
-    /// The mean with four decimals.
-    Fixed,
     /// The mean as a percentage (coverage, recall).
     Percent,
     /// The ratio of the mean to another metric's (its closed form) ± its standard error.
@@ -182,7 +180,6 @@ fn cell(c: &CellResult, col: &Column) -> String {
     let Some(m) = c.metrics.get(col.metric) else { return "-".into() };
     match col.show {
         Show::Sci => format!("{:.3e}", m.mean),
-        Show::Fixed => format!("{:.4}", m.mean),
         Show::Percent => format!("{:.1}%", 100.0 * m.mean),
         Show::Ratio(p) => match (c.metrics.get(p), m.std_error) {
             (Some(p), Some(se)) if p.mean > 0.0 => format!("{:.2}±{:.2}", m.mean / p.mean, se / p.mean),
