@@ -57,6 +57,10 @@ impl FlatOue {
     pub fn randomize<R: Rng + ?Sized>(&self, x: usize, rng: &mut R) -> Result<UnaryReport> {
         self.oracle.randomize(x, rng)
     }
+    /// The largest encoded report (bytes, wire header included): every bit set.
+    pub fn max_report_bytes(&self) -> usize {
+        harmony_core::wire::encode(&UnaryReport { bits: vec![u64::MAX; self.domain().div_ceil(64)] }).len()
+    }
     /// An empty, mergeable server-side accumulator (the OUE aggregator).
     pub fn aggregator(&self) -> UnaryAggregator {
         self.oracle.aggregator()

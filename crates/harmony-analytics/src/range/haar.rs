@@ -34,7 +34,7 @@ use super::{
 use harmony_core::aggregate::check_compatible;
 use harmony_core::frequency::{Hadamard, HadamardAggregator, HadamardReport};
 use harmony_core::sampling::uniform_below;
-use harmony_core::wire::{WireKind, WireReport};
+use harmony_core::wire::{self, WireKind, WireReport};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Randomizer, Result};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -113,6 +113,11 @@ impl Haar {
         }
         debug_assert_eq!(agg.counts(), split_sizes(values.len(), self.h).iter().map(|&s| s as u64).collect::<Vec<_>>());
         agg.estimate()
+    }
+    /// The largest encoded report (bytes, wire header included): the deepest level's last row.
+    pub fn max_report_bytes(&self) -> usize {
+        let j = (self.levels[self.h - 1].rows() - 1) as u32;
+        wire::encode(&HaarReport { level: self.h as u8, report: HadamardReport { j, bit: true } }).len()
     }
     /// An empty, mergeable server-side accumulator.
     pub fn aggregator(&self) -> HaarAggregator {

@@ -33,9 +33,9 @@ use super::{
     split_variance_levels,
 };
 use harmony_core::aggregate::check_compatible;
-use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, PureParams};
+use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, GrrReport, PureParams, UnaryReport};
 use harmony_core::sampling::uniform_below;
-use harmony_core::wire::{WireKind, WireReport};
+use harmony_core::wire::{self, WireKind, WireReport};
 use harmony_core::{Aggregator, Error, FrequencyOracle, Randomizer, Result};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -341,6 +341,21 @@ impl Hierarchy {
         }
         let report = self.levels[l - 1].randomize_unchecked(x / self.b.pow((self.h - l) as u32), rng);
         Ok(HhReport { level: l as u8, report })
+    }
+
+    /// The largest encoded report (bytes, wire header included): a bound from the deepest
+    /// level's worst report (GRR: the last node; OUE: every bit set).
+    pub fn max_report_bytes(&self) -> usize {
+        let worst = |l: usize, o: &Adaptive| {
+            let report = match o {
+                Adaptive::Grr(g) => AdaptiveReport::Grr(GrrReport { y: (g.domain_size() - 1) as u32 }),
+                Adaptive::Oue(u) => {
+                    AdaptiveReport::Oue(UnaryReport { bits: vec![u64::MAX; u.domain_size().div_ceil(64)] })
+                }
+            };
+            wire::encode(&HhReport { level: l as u8, report }).len()
+        };
+        self.levels.iter().enumerate().map(|(i, o)| worst(i + 1, o)).max().unwrap_or(0)
     }
 
     /// An empty, mergeable server-side accumulator.

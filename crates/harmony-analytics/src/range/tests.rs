@@ -360,8 +360,9 @@ fn level_split_variance_equals_the_reference() {
                 let ((va, wa), (vb, wb)) = (weight(a, size), weight(b, size));
                 let alpha = if va == vb { vec![(va, wb - wa)] } else { vec![(va, -wa), (vb, wb)] };
                 for (v, al) in alpha {
-                    for x in (v * size).min(d)..((v + 1) * size).min(d) {
-                        z[l - 1][x] = if x < v * size + size / 2 { al } else { -al };
+                    let (lo, hi, mid) = ((v * size).min(d), ((v + 1) * size).min(d), v * size + size / 2);
+                    for (x, zx) in z[l - 1].iter_mut().enumerate().take(hi).skip(lo) {
+                        *zx = if x < mid { al } else { -al };
                     }
                 }
             }
