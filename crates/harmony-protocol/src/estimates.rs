@@ -303,6 +303,9 @@ pub struct LinearEstimate {
     pub group_reports: Vec<u64>,
     /// One per query: the unbiased answer with its standard error and CI.
     pub queries: Vec<LinearResult>,
+    /// `gaussian`: a certified bound on the L2 distance between the projected answers and the
+    /// exact projection (the projection's iterations are capped; `null` otherwise).
+    pub projection_bound: Option<f64>,
 }
 
 /// One query's answer.

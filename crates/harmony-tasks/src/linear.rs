@@ -19,8 +19,10 @@
 //! It does not depend on the number of reports (the state is a fixed set of integer counts or
 //! sums). `hr`: HR's estimate O(K log b), A·p̂ and A·Π(p̂) O(dJ), the closed-form standard errors
 //! two FWHTs of size b per query and block, O(dJ log b). `gaussian`: the projection onto the
-//! workload's hull, exact for the identity (O(J log J)), else FISTA at O(dJ) per iteration (up to
-//! 5,000). `adaptive`: O(d).
+//! workload's hull, exact for the identity (O(J log J)), else FISTA at O(dJ) per iteration with
+//! its iterations capped at [`PROJECTION_WORK`]/(dJ) (10 to 5,000; the document gives the
+//! certified distance to the exact projection). `adaptive`: O(d). Measured figures:
+//! `cargo run --release -p harmony-tasks --example ingest_facts`.
 //!
 //! Every spec is parsed on devices too (the workload defines a Gaussian device's report), so a
 //! workload's d·J entries are held in memory twice (at most 2^26 entries: 1 GiB).
@@ -49,6 +51,8 @@ use std::sync::Arc;
 
 /// δ of the Gaussian mechanism when the spec gives none.
 pub const DEFAULT_DELTA: f64 = 1e-6;
+/// The work budget (matrix entries × iterations) of the Gaussian answers' projection.
+pub const PROJECTION_WORK: usize = 1 << 23;
 
 /// The wire kinds of this task's reports.
 pub const REPORT_KINDS: [WireKind; 3] = [HrReport::KIND, GaussianReport::KIND, QueryBitReport::KIND];
@@ -256,6 +260,13 @@ impl LinearTask {
         }
         Ok(v)
     }
+    /// The Gaussian answers' projection: FISTA's iterations capped at
+    /// [`PROJECTION_WORK`]`/(d·J)` (10 to 5,000) so that an estimate costs at most about 2·10^7
+    /// multiply-adds whatever the workload (the document carries the certified distance bound).
+    fn projection(&self) -> ProjectOptions {
+        let entries = self.workload.queries() * self.workload.domain_size();
+        ProjectOptions { max_iterations: (PROJECTION_WORK / entries.max(1)).clamp(10, 5000), ..Default::default() }
+    }
     /// The estimate document of unbiased answers, their projections and the group sizes.
     fn document(&self, est: &WorkloadEstimate, projected: Option<Vec<f64>>, groups: Vec<u64>) -> LinearEstimate {
         let sizes = if groups.is_empty() { vec![est.n; est.answers.len()] } else { groups.clone() };
@@ -280,6 +291,7 @@ impl LinearTask {
             sigma,
             group_reports: groups,
             queries,
+            projection_bound: None,
         }
     }
 }
@@ -327,10 +339,12 @@ impl Task for LinearTask {
             }
             Mechanism::Gaussian(_) => {
                 let est = Typed::<GaussianAggregator>::of(agg)?.estimate();
-                let proj = (est.n > 0).then(|| {
-                    project(&self.workload, &est.values(), hull(self.hull), ProjectOptions::default()).answers
-                });
-                self.document(&est, proj, Vec::new())
+                let proj =
+                    (est.n > 0).then(|| project(&self.workload, &est.values(), hull(self.hull), self.projection()));
+                let bound = proj.as_ref().map(|p| p.distance_bound);
+                let mut doc = self.document(&est, proj.map(|p| p.answers), Vec::new());
+                doc.projection_bound = bound;
+                doc
             }
             Mechanism::Adaptive(_) => {
                 let a = Typed::<AdaptiveWorkloadAggregator>::of(agg)?;

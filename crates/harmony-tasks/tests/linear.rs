@@ -122,6 +122,8 @@ fn unbiased_against_the_truth_with_the_closed_form() {
             let agg = simulate::run(&task, &ins, 300 + r).unwrap();
             let d = doc(&task, agg.as_ref());
             assert_eq!((d.domain_size, d.queries.len()), (8, 6));
+            assert_eq!(d.projection_bound.is_some(), mech == LinearMechanism::Gaussian);
+            assert!(d.projection_bound.unwrap_or(0.0) < 1e-3, "{d:?}");
             let var = variances(&task, mech, eps, &p, n as u64, &d.group_reports);
             for (t, q) in d.queries.iter().enumerate() {
                 z1[t] += (q.answer.value() - truth[t]) / var[t].sqrt();
@@ -171,6 +173,7 @@ fn no_reports_give_no_estimates() {
         let task = task(mech, 1.0);
         let d = doc(&task, task.aggregator().as_ref());
         assert!(d.queries.iter().all(|q| q.answer == Est::NONE && q.projected.is_none()), "{mech:?}: {d:?}");
+        assert_eq!(d.projection_bound, None);
     }
     let task = task(LinearMechanism::Adaptive, 1.0);
     let rows = population(3);
