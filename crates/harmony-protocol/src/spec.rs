@@ -189,7 +189,7 @@ pub struct RangeSpec {
     /// The numeric attribute.
     pub attribute: String,
     /// Number of equal-width bins over the attribute's [min, max] (default 64; at least 2, at
-    /// most 2^20, and few enough that a report fits in 4,096 bytes: about 26,000 for `flat` and
+    /// most 65,536, and few enough that a report fits in 4,096 bytes: about 26,000 for `flat` and
     /// `hh`, whose reports carry one bit per bin or node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bins: Option<usize>,

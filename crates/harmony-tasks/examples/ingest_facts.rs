@@ -1,8 +1,9 @@
 //! Ingest-relevant facts of the range and linear-queries tasks, beside `means` measured in the
 //! same run: encoded report sizes (min / mean / max over 200,000 simulated devices), the cost
 //! of `validate` + `add` per report (one thread), and the time of one estimate document (three
-//! ranges, the default quantiles) from an accumulator of 10^6 reports; each the best of five
-//! round-robin passes over all cases.
+//! ranges, the default quantiles) from an accumulator of 10^6 reports. Times are this thread's
+//! CPU time where Linux gives it (so a loaded, shared machine does not inflate them), averaged
+//! over ≥ 0.3 s of ingest and ≥ 0.05 s of estimates.
 //!
 //! ```text
 //! cargo run --release -p harmony-tasks --example ingest_facts
@@ -18,7 +19,6 @@ use std::time::Instant;
 
 const DEVICES: usize = 200_000;
 const BIG: usize = 1_000_000;
-const ROUNDS: usize = 5;
 
 fn schema() -> Schema {
     Schema::new(vec![
@@ -79,36 +79,55 @@ fn main() {
         let reports = simulate::reports(task.as_ref(), &inputs[..DEVICES], 7, 0).expect("reports");
         let agg = simulate::run(task.as_ref(), &inputs, 8).expect("simulate");
         assert_eq!(agg.count(), BIG as u64);
-        measured.push((name, task, reports, agg, f64::INFINITY, f64::INFINITY));
-    }
-    // Round-robin passes, the best of each: the cases share the machine's load alike.
-    for _ in 0..ROUNDS {
-        for (_, task, reports, agg, ns, ms) in measured.iter_mut() {
-            *ns = ns.min(ingest_ns(task.as_ref(), reports));
-            let t = Instant::now();
+        let ns = per_item(0.3, reports.len(), || ingest(task.as_ref(), &reports));
+        let ms = per_item(0.05, 1, || {
             std::hint::black_box(task.estimate(agg.as_ref(), &query).expect("estimate"));
-            *ms = ms.min(t.elapsed().as_secs_f64() * 1e3);
-        }
+        }) / 1e6;
+        measured.push((name, reports, ns, ms));
     }
+    let clock = if cpu_seconds().is_some() { "thread CPU time" } else { "wall-clock time" };
+    println!("{clock}; one thread\n");
     println!("| task | report bytes min / mean / max | validate + add ns/report | ×means | estimate at 10^6 reports |");
     println!("|---|---|---|---|---|");
-    let base = measured[0].4;
-    for (name, _, reports, _, ns, ms) in &measured {
+    let base = measured[0].2;
+    for (name, reports, ns, ms) in &measured {
         let sizes: Vec<usize> = reports.iter().map(Vec::len).collect();
         let mean = sizes.iter().sum::<usize>() as f64 / sizes.len() as f64;
         let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
-        println!("| {name} | {min} / {mean:.1} / {max} | {ns:.0} | {:.2} | {ms:.2} ms |", ns / base);
+        println!("| {name} | {min} / {mean:.1} / {max} | {ns:.0} | {:.2} | {ms:.3} ms |", ns / base);
     }
 }
 
-/// validate + add of every report into a fresh accumulator (ns/report, one thread).
-fn ingest_ns(task: &dyn Task, reports: &[Vec<u8>]) -> f64 {
+/// validate + add of every report into a fresh accumulator.
+fn ingest(task: &dyn Task, reports: &[Vec<u8>]) {
     let mut agg = task.aggregator();
-    let t = Instant::now();
     for r in reports {
         task.validate(r).expect("valid");
         agg.add(r).expect("add");
     }
     std::hint::black_box(agg.count());
-    t.elapsed().as_secs_f64() * 1e9 / reports.len() as f64
+}
+
+/// This thread's CPU time (Linux: /proc/thread-self/schedstat, ns; stale by at most a
+/// scheduler tick), so that other processes on a shared machine do not count.
+fn cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    (ns > 0).then_some(ns as f64 * 1e-9)
+}
+
+/// Runs `f` (which handles `items` items) until at least `seconds` of CPU (else wall-clock)
+/// time have passed, three times at least: nanoseconds per item.
+fn per_item(seconds: f64, items: usize, mut f: impl FnMut()) -> f64 {
+    let now = || cpu_seconds().unwrap_or_else(|| START.with(|s| s.elapsed().as_secs_f64()));
+    let (start, mut runs) = (now(), 0usize);
+    while runs < 3 || now() - start < seconds {
+        f();
+        runs += 1;
+    }
+    (now() - start) * 1e9 / (runs * items) as f64
+}
+
+thread_local! {
+    static START: Instant = Instant::now();
 }

@@ -21,8 +21,12 @@
 //! two FWHTs of size b per query and block, O(dJ log b). `gaussian`: the projection onto the
 //! workload's hull, exact for the identity (O(J log J)), else FISTA at O(dJ) per iteration with
 //! its iterations capped at [`PROJECTION_WORK`]/(dJ) (10 to 5,000; the document gives the
-//! certified distance to the exact projection). `adaptive`: O(d). Measured figures:
-//! `cargo run --release -p harmony-tasks --example ingest_facts`.
+//! certified distance to the exact projection). `adaptive`: O(d). One document from 10^6
+//! reports, release, one thread's CPU time (prefix workloads over J bins): hr 0.13 ms (J = 64)
+//! and 1.2 ms (J = 256); gaussian 16 ms (J = 64) and 27 ms (J = 256; 2.5 s without the cap),
+//! 0.13 ms for the identity at J = 1024 (exact projection); adaptive 0.014 ms. `validate` +
+//! `add` per report: hr 24 ns, adaptive 19 ns, gaussian 834 ns (64 queries) to 10 µs (1,024).
+//! Reproduce: `cargo run --release -p harmony-tasks --example ingest_facts`.
 //!
 //! Every spec is parsed on devices too (the workload defines a Gaussian device's report), so a
 //! workload's d·J entries are held in memory twice (at most 2^26 entries: 1 GiB).

@@ -9,17 +9,21 @@
 //! "Groups chosen by devices").
 //!
 //! # Reports (encoded, wire header included)
-//! `haar`: 5–8 bytes whatever D. `hh`: 4–8 bytes on GRR levels; on OUE levels (B^l ≥ 3e^ε + 2
-//! nodes) about 1.25·B^l/8 bytes (64-bit words as varints), e.g. ≈ 90 bytes at D = 64, B = 4,
-//! ε = 1. `flat`: ≈ 1.25·D/8 bytes. [`resolve`] refuses a spec whose largest report exceeds
+//! `haar`: 5–7 bytes whatever D. `hh`: 4–8 bytes on GRR levels; on OUE levels (B^l ≥ 3e^ε + 2
+//! nodes) about 1.25·B^l/8 bytes (64-bit words as varints). Measured at ε = 1 over 200,000
+//! devices (min / mean / max): hh 5 / 9.6 / 15 at D = 64 and 5 / 44 / 161 at D = 1024; flat
+//! 6 / 12.2 / 13 at D = 64 (≈ 1.25·D/8). [`resolve`] refuses a spec whose largest report exceeds
 //! [`MAX_REPORT_BYTES`].
 //!
 //! # Cost of an estimate
 //! It does not depend on the number of reports (the state is a fixed set of integer counts): the
 //! level oracles' estimates (hh: O(B^h); haar: one FWHT per level, O(D log D)), the consistent
 //! leaves (hh, O(B^h)), then O(D·h) for the CDF's standard errors (hh: O(D·h·B)) and O(h) per
-//! range asked. Measured figures: `cargo run --release -p harmony-tasks --example
-//! ingest_facts`.
+//! range asked. One document (three ranges, three quantiles) from 10^6 reports, release, one
+//! thread's CPU time: hh 0.02 ms at D = 64 and 0.28 ms at D = 1024; haar 0.03 ms at D = 64 and
+//! 34 ms at D = 65,536 ([`MAX_BINS`]); flat 0.01 ms at D = 64. `validate` + `add`: 85–105 ns per
+//! report at D = 64 (means: 300 ns in the same run). Reproduce: `cargo run --release -p
+//! harmony-tasks --example ingest_facts`.
 
 use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::{Input, unit};
@@ -41,8 +45,9 @@ use rand::Rng;
 
 /// Bins when the spec gives none.
 pub const DEFAULT_BINS: usize = 64;
-/// The most bins a spec may ask for.
-pub const MAX_BINS: usize = 1 << 20;
+/// The most bins a spec may ask for: an estimate document costs O(D·h) (the CDF's standard
+/// errors), about 34 ms at D = 2^16 with `haar` and 0.65 s at 2^20 (release, one thread).
+pub const MAX_BINS: usize = 1 << 16;
 /// The most CDF points in an estimate document (beyond, every k-th edge).
 pub const MAX_CDF_POINTS: usize = 1024;
 /// Quantile levels when the query asks for none.
