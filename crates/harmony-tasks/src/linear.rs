@@ -55,6 +55,10 @@ use std::sync::Arc;
 
 /// δ of the Gaussian mechanism when the spec gives none.
 pub const DEFAULT_DELTA: f64 = 1e-6;
+/// The largest |value| of a Gaussian report, in grid steps (σ/1024): 2^32 such reports sum
+/// exactly in the aggregator's 64-bit sums. Genuine workloads are far below it (≈ 1024·max|a|/σ
+/// + 40,960).
+pub const MAX_ENTRY_STEPS: i64 = 1 << 31;
 /// The work budget (matrix entries × iterations) of the Gaussian answers' projection.
 pub const PROJECTION_WORK: usize = 1 << 23;
 
@@ -185,6 +189,17 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>) -> Result
         (LinearMechanism::Hr, None) => Mechanism::Hr(HrWorkload::new(epsilon, w)?),
         (LinearMechanism::Adaptive, None) => Mechanism::Adaptive(AdaptiveWorkload::new(epsilon, w)?),
     };
+    if let Mechanism::Gaussian(g) = &m
+        && g.entry_bound() > MAX_ENTRY_STEPS
+    {
+        return Err(Error::param(
+            "task.workload",
+            format!("entries up to {} grid steps (σ = {})", g.entry_bound(), g.sigma()),
+            format!(
+                "entries within {MAX_ENTRY_STEPS} grid steps of σ/1024, so 2^32 reports sum exactly in 64 bits: shift the queries by a constant"
+            ),
+        ));
+    }
     let bytes = match &m {
         Mechanism::Hr(h) => h.max_report_bytes(),
         Mechanism::Gaussian(g) => g.max_report_bytes(),

@@ -260,6 +260,10 @@ fn bad_specs_name_the_field() {
     let e = resolve_err(LinearQueriesSpec { workload: big.clone(), ..spec(LinearMechanism::Gaussian) });
     assert!(e.contains("task.workload is \"2000 queries\"") && e.contains("4096 bytes"), "{e}");
     harmony_tasks::resolve(&request(LinearQueriesSpec { workload: big, ..base() }, 1.0), "c").unwrap();
+    // Huge entries against a small sensitivity would overflow the 64-bit sums: refused.
+    let offset = json!({"matrix": [[1e12, 1e12, 1e12, 1e12, 1e12, 1e12, 1e12, 1e12 + 1.0]]});
+    let e = resolve_err(LinearQueriesSpec { workload: offset, ..spec(LinearMechanism::Gaussian) });
+    assert!(e.contains("task.workload is \"entries up to") && e.contains("shift the queries"), "{e}");
 }
 
 /// `validate` rejects what no device sends, naming the field.

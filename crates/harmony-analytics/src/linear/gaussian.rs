@@ -153,6 +153,10 @@ impl GaussianWorkload {
         }
         Ok(())
     }
+    /// The largest |value| of a valid report, in grid steps: (max |a_v| + 40σ)/s.
+    pub fn entry_bound(&self) -> i64 {
+        entry_bound(self)
+    }
     /// The largest encoded report (bytes, wire header included): every value at the bound
     /// |a_v| + 40σ the server accepts.
     pub fn max_report_bytes(&self) -> usize {
