@@ -28,7 +28,9 @@
 pub mod erased;
 pub mod frequency;
 pub mod input;
+pub mod linear;
 pub mod means;
+pub mod range;
 pub mod registry;
 pub mod simulate;
 pub mod train;
