@@ -6,14 +6,13 @@ use crate::data::{self, InvalidPolicy, SchemaFile};
 use crate::output::{Format, progress};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use harmony_core::Aggregator;
 use harmony_core::estimate::{Moments, Z95};
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
     AttributeEstimate, KChoice, RecordAggregator, RecordColumns, RecordMechanism, StrategyKind, StrategyOptions,
+    collect_seeded, simulation_seed,
 };
-use rayon::prelude::*;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -244,51 +243,11 @@ fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
 }
 
 /// Randomizes every row as a client would and aggregates on all cores
-/// ([`RecordAggregator::collect`]: the client's randomizer, no report built per row). Chunks of
-/// rows get independent seeded streams, so a run is reproducible whatever the thread count.
+/// ([`harmony_core::strategy::collect_seeded`], shared with the Python package so that both give
+/// the same numbers for a seed): chunks of rows get independent seeded streams, so a run is
+/// reproducible whatever the thread count.
 pub fn collect(mech: &RecordMechanism, data: &RecordColumns, seed: u64) -> Result<RecordAggregator> {
-    const CHUNK: usize = 4096;
-    let chunks = data.len().div_ceil(CHUNK);
-    let chunk = |agg: &mut RecordAggregator, ci: usize| {
-        let mut rng = fast_rng(stream_seed(seed, ci as u64));
-        agg.collect(data, ci * CHUNK..data.len().min((ci + 1) * CHUNK), &mut rng)
-    };
-    if mech.joint().is_some() {
-        // duchi-multi's sums are floating point: one aggregator per chunk, merged in chunk
-        // order, so they do not depend on how rayon splits the chunks.
-        let parts: Vec<Result<RecordAggregator>> = (0..chunks)
-            .into_par_iter()
-            .map(|ci| {
-                let mut agg = mech.aggregator();
-                chunk(&mut agg, ci)?;
-                Ok(agg)
-            })
-            .collect();
-        let mut total = mech.aggregator();
-        for p in parts {
-            total.merge(&p?)?;
-        }
-        return Ok(total);
-    }
-    // Every other sum is an exact integer, the same whatever the merge order: one aggregator per
-    // thread, each collecting a contiguous range of chunks.
-    let groups = rayon::current_num_threads().clamp(1, chunks.max(1));
-    let parts: Vec<Result<RecordAggregator>> = (0..groups)
-        .into_par_iter()
-        .map(|g| {
-            let mut agg = mech.aggregator();
-            for ci in g * chunks / groups..(g + 1) * chunks / groups {
-                chunk(&mut agg, ci)?;
-            }
-            Ok(agg)
-        })
-        .collect();
-    let mut parts = parts.into_iter();
-    let mut total = parts.next().unwrap_or_else(|| Ok(mech.aggregator()))?;
-    for p in parts {
-        total.merge(&p?)?;
-    }
-    Ok(total)
+    Ok(collect_seeded(mech, data, seed)?)
 }
 
 fn parse_k(s: &str) -> Result<KChoice> {
@@ -402,7 +361,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             let start = Instant::now();
             let mut acc = Accumulator::new(&schema);
             for r in 0..args.runs {
-                let run_seed = stream_seed(args.seed, ((ei as u64) << 40) | ((si as u64) << 32) | r as u64);
+                let run_seed = simulation_seed(args.seed, ei, si, r);
                 let agg = collect(&mech, &data, run_seed)?;
                 acc.add(&agg.estimates(), &truth, r == 0);
                 pb.inc(1);

@@ -32,7 +32,11 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 mod collect;
+mod seeded;
 pub use collect::RecordColumns;
+#[cfg(feature = "parallel")]
+pub use seeded::collect_seeded;
+pub use seeded::{COLLECT_CHUNK, simulation_seed};
 
 /// The multi-attribute strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
