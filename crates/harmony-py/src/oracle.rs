@@ -24,6 +24,7 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use rand::Rng;
 use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
 
 /// How one oracle's reports are laid out (see the module table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +59,47 @@ impl Layout {
 enum Reports {
     U32(Vec<u32>, usize),
     U64(Vec<u64>, usize),
+    /// Bit vectors, handed to numpy in a [`Words`] that gives its buffer back to `Spare`.
+    Bits(Vec<u64>, usize, Spare),
+}
+
+/// One spare buffer of an oracle's bit-vector reports (the largest report arrays: n·⌈d/64⌉
+/// words). When a report array dies its buffer is kept here for the next `randomize`, so a
+/// loop of calls writes into memory the process has already mapped instead of faulting in
+/// (and zeroing) fresh pages each time (128 MB per 10⁶ OUE reports at d = 1024: about a fifth
+/// of the randomize time). At most one buffer is kept, until the oracle and its arrays are gone.
+type Spare = Arc<Mutex<Option<Vec<u64>>>>;
+
+/// The owner of a bit-vector report array's buffer (the numpy array's base object).
+#[pyclass(frozen, module = "harmony_ldp._native")]
+struct Words {
+    words: Vec<u64>,
+    spare: Spare,
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        if let Ok(mut spare) = self.spare.lock() {
+            *spare = Some(std::mem::take(&mut self.words));
+        }
+    }
+}
+
+/// An empty buffer for `need` words: the spare one when it fits (not more than twice the size,
+/// so a small array never pins a large buffer), else a new one.
+fn take_spare(spare: &Spare, need: usize) -> Vec<u64> {
+    let reused = spare
+        .lock()
+        .ok()
+        .and_then(|mut s| s.take())
+        .filter(|b| b.capacity() >= need && b.capacity() <= 2 * need.max(1024));
+    match reused {
+        Some(mut b) => {
+            b.clear();
+            b
+        }
+        None => Vec::with_capacity(need),
+    }
 }
 
 impl Reports {
@@ -71,6 +113,17 @@ impl Reports {
         match self {
             Reports::U32(v, cols) => shaped(py, v, cols),
             Reports::U64(v, cols) => shaped(py, v, cols),
+            Reports::Bits(words, cols, spare) => {
+                let rows = words.len().checked_div(cols).unwrap_or(0);
+                let owner = Bound::new(py, Words { words, spare })?;
+                let view = numpy::ndarray::ArrayView2::from_shape((rows, cols), &owner.get().words[..])
+                    .map_err(|e| report_error("reports", e, "a (rows, words) buffer"))?;
+                // SAFETY: `owner` becomes the array's base object, so it lives as long as the
+                // array; its vector is never reallocated or written while it lives (`Words` is
+                // frozen: no `&mut` access; only its `Drop` takes the vector, when the array is
+                // gone).
+                Ok(unsafe { numpy::PyArray2::borrow_from_array(&view, owner.clone().into_any()) }.into_any())
+            }
         }
     }
 }
@@ -95,7 +148,12 @@ fn numpy_cast(_: &[i64]) -> Option<&[usize]> {
 }
 
 /// Randomizes `vs` (already checked to be in [0, d)) with the concrete oracle's batch API.
-fn randomize_reports<R: Rng + ?Sized>(o: &AnyOracle, vs: &[usize], rng: &mut R) -> harmony_core::Result<Reports> {
+fn randomize_reports<R: Rng + ?Sized>(
+    o: &AnyOracle,
+    vs: &[usize],
+    rng: &mut R,
+    spare: &Spare,
+) -> harmony_core::Result<Reports> {
     fn batch<O: FrequencyOracle, R: Rng + ?Sized>(
         o: &O,
         vs: &[usize],
@@ -105,10 +163,15 @@ fn randomize_reports<R: Rng + ?Sized>(o: &AnyOracle, vs: &[usize], rng: &mut R) 
         o.randomize_batch(vs, rng, &mut out)?;
         Ok(out)
     }
-    fn packed<R: Rng + ?Sized>(u: &UnaryEncoding, vs: &[usize], rng: &mut R) -> harmony_core::Result<Reports> {
-        let mut out = Vec::with_capacity(vs.len() * u.words());
+    fn packed<R: Rng + ?Sized>(
+        u: &UnaryEncoding,
+        vs: &[usize],
+        rng: &mut R,
+        spare: &Spare,
+    ) -> harmony_core::Result<Reports> {
+        let mut out = take_spare(spare, vs.len() * u.words());
         u.randomize_packed(vs, rng, &mut out)?;
-        Ok(Reports::U64(out, u.words()))
+        Ok(Reports::Bits(out, u.words(), spare.clone()))
     }
     // The maps below keep each vector's allocation (same element size and alignment).
     Ok(match o {
@@ -116,7 +179,7 @@ fn randomize_reports<R: Rng + ?Sized>(o: &AnyOracle, vs: &[usize], rng: &mut R) 
             Reports::U32(batch(g, vs, rng)?.into_iter().map(|r| r.y).collect(), 0)
         }
         AnyOracle::Hr(h) => Reports::U32(batch(h, vs, rng)?.into_iter().map(|r| r.y).collect(), 0),
-        AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => packed(u, vs, rng)?,
+        AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => packed(u, vs, rng, spare)?,
         AnyOracle::Olh(o) => {
             let rows: Vec<[u64; 2]> = batch(o, vs, rng)?.into_iter().map(|r| [r.seed, r.y as u64]).collect();
             Reports::U64(rows.into_flattened(), 2)
@@ -198,8 +261,8 @@ enum ReportRows<'a> {
 
 /// A C-contiguous numpy array of exactly `T` and `ndim` dimensions (`cols` columns when 2-D),
 /// flattened; the error names what was expected.
-fn flat<'a, 'py, T: numpy::Element>(
-    a: &'a Bound<'py, PyAny>,
+fn flat<'py, T: numpy::Element>(
+    a: &Bound<'py, PyAny>,
     cols: usize,
     expected: &str,
 ) -> PyResult<numpy::PyReadonlyArray<'py, T, numpy::IxDyn>> {
@@ -228,6 +291,7 @@ fn describe(a: &Bound<'_, PyAny>) -> String {
 #[pyclass(frozen, module = "harmony_ldp._native")]
 pub struct NativeOracle {
     oracle: AnyOracle,
+    spare: Spare,
 }
 
 /// Estimate arrays: (n, estimate, std_error, ci_low, ci_high).
@@ -251,7 +315,7 @@ pub fn estimate_arrays(py: Python<'_>, e: FrequencyEstimate) -> EstimateArrays<'
 impl NativeOracle {
     #[new]
     fn new(name: &str, epsilon: f64, d: usize) -> PyResult<Self> {
-        Ok(NativeOracle { oracle: AnyOracle::by_name(name, epsilon, d).or_py()? })
+        Ok(NativeOracle { oracle: AnyOracle::by_name(name, epsilon, d).or_py()?, spare: Spare::default() })
     }
     #[getter]
     fn name(&self) -> &'static str {
@@ -298,7 +362,7 @@ impl NativeOracle {
         let d = self.oracle.domain_size();
         let reports = py.detach(|| -> PyResult<Reports> {
             let idx = as_indices(vs);
-            with_rng!(seed, |rng| randomize_reports(&self.oracle, &idx, &mut rng)).map_err(|e| {
+            with_rng!(seed, |rng| randomize_reports(&self.oracle, &idx, &mut rng, &self.spare)).map_err(|e| {
                 match vs.iter().position(|&v| v < 0 || v as u64 >= d as u64) {
                     Some(i) => input_error(&format!("values[{i}]"), vs[i], &format!("an integer in [0, {d})")),
                     None => crate::errors::core_error(e),

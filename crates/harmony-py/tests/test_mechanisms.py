@@ -141,3 +141,22 @@ def test_numeric_reports_round_trip_as_the_mechanism_sends_them():
     pd = pytest.importorskip("pandas")
     df = laplace.estimate(laplace.randomize(np.full(100, 0.5), seed=2))
     assert isinstance(df, pd.DataFrame) and list(df.index) == ["mean"] and df.attrs["n"] == 100
+
+
+def test_recycled_bit_buffers_never_alias_live_arrays():
+    """Bit-vector reports reuse the buffer of a dead report array (the oracle keeps one spare):
+    arrays alive at the same time never share memory, and a dead array's buffer is reused."""
+    o = hl.FrequencyOracle("oue", epsilon=1.0, d=200)
+    v = np.arange(5000) % 200
+    a = o.randomize(v, seed=1)
+    a_copy = a.copy()
+    b = o.randomize(v, seed=2)
+    assert not np.shares_memory(a, b) and np.array_equal(a, a_copy)
+    address = a.__array_interface__["data"][0]
+    del a
+    c = o.randomize(v, seed=3)
+    assert c.__array_interface__["data"][0] == address  # a's buffer, reused
+    assert not np.shares_memory(b, c)
+    assert np.array_equal(c, o.randomize(v, seed=3)) and np.array_equal(b, o.randomize(v, seed=2))
+    small = o.randomize(v[:10], seed=4)  # too small to take a large spare buffer
+    assert small.shape == (10, 4) and np.array_equal(o.estimate(small, as_frame=False)["estimate"].shape, (200,))
