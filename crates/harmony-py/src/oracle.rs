@@ -294,21 +294,16 @@ pub struct NativeOracle {
     spare: Spare,
 }
 
-/// Estimate arrays: (n, estimate, std_error, ci_low, ci_high).
-type EstimateArrays<'py> =
-    (u64, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>);
-
-/// The estimate with its 95% CIs as numpy arrays.
-pub fn estimate_arrays(py: Python<'_>, e: FrequencyEstimate) -> EstimateArrays<'_> {
-    let lo = e.frequencies.iter().zip(&e.std_errors).map(|(f, s)| f - Z95 * s).collect();
-    let hi = e.frequencies.iter().zip(&e.std_errors).map(|(f, s)| f + Z95 * s).collect();
-    (
-        e.n,
-        PyArray1::from_vec(py, e.frequencies),
-        PyArray1::from_vec(py, e.std_errors),
-        PyArray1::from_vec(py, lo),
-        PyArray1::from_vec(py, hi),
-    )
+/// The estimates as (n, a (4, d) array): rows estimate, std_error, ci_low, ci_high (the
+/// DataFrame's columns: one float64 block, so pandas wraps it without a copy).
+pub fn estimate_arrays(py: Python<'_>, e: FrequencyEstimate) -> PyResult<(u64, Bound<'_, numpy::PyArray2<f64>>)> {
+    let d = e.frequencies.len();
+    let mut block = Vec::with_capacity(4 * d);
+    block.extend_from_slice(&e.frequencies);
+    block.extend_from_slice(&e.std_errors);
+    block.extend(e.frequencies.iter().zip(&e.std_errors).map(|(f, s)| f - Z95 * s));
+    block.extend(e.frequencies.iter().zip(&e.std_errors).map(|(f, s)| f + Z95 * s));
+    Ok((e.n, PyArray1::from_vec(py, block).reshape([4, d])?))
 }
 
 #[pymethods]
@@ -373,7 +368,11 @@ impl NativeOracle {
     }
 
     /// Aggregates reports of this oracle's layout; the GIL is released meanwhile.
-    fn estimate<'py>(&self, py: Python<'py>, reports: &Bound<'py, PyAny>) -> PyResult<EstimateArrays<'py>> {
+    fn estimate<'py>(
+        &self,
+        py: Python<'py>,
+        reports: &Bound<'py, PyAny>,
+    ) -> PyResult<(u64, Bound<'py, numpy::PyArray2<f64>>)> {
         let (name, dtype, cols) = Layout::of(&self.oracle).describe();
         let expected = if cols == 0 {
             format!("a C-contiguous {dtype} array of shape (n,) ({name} layout)")
@@ -389,7 +388,7 @@ impl NativeOracle {
             let s = a.as_slice().map_err(|_| report_error("reports", describe(reports), &expected))?;
             py.detach(|| estimate_rows(&self.oracle, ReportRows::U64(s))).or_py()?
         };
-        Ok(estimate_arrays(py, est))
+        estimate_arrays(py, est)
     }
 
     /// Var(f̂_v) for every v when a fraction `frequencies[x]` of `n` users holds x.

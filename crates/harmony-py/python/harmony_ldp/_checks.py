@@ -3,7 +3,7 @@ native module has the exact dtype, shape and C order it expects, and anything el
 ``HarmonyError`` naming the argument."""
 
 import numbers
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
@@ -92,17 +92,23 @@ def reports(values: Any, dtype: str, columns: int, layout: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=target)
 
 
-def as_frame(columns: Dict[str, np.ndarray], index: Any, index_name: str, as_frame: Optional[bool], attrs: Dict[str, Any]):
-    """A pandas DataFrame when ``as_frame`` is True, or None and pandas imports; else the dict
-    of arrays (``attrs`` added to the DataFrame's ``attrs``)."""
-    if as_frame is False:
-        return columns
-    try:
-        import pandas as pd
-    except ImportError:
-        if as_frame:
-            raise
-        return columns
-    df = pd.DataFrame(columns, index=pd.Index(index, name=index_name))
-    df.attrs.update(attrs)
-    return df
+COLUMNS = ("estimate", "std_error", "ci_low", "ci_high")
+
+
+def as_frame(block: np.ndarray, index: Union[int, List[str]], index_name: str, as_frame: Optional[bool], attrs: Dict[str, Any]):
+    """Estimates from a (4, k) block (rows: ``COLUMNS``): a pandas DataFrame when ``as_frame``
+    is True, or None and pandas imports (``attrs`` in its ``attrs``; the block is its one
+    float64 block, not copied); else a dict of the four rows."""
+    if as_frame is not False:
+        try:
+            import pandas as pd
+        except ImportError:
+            if as_frame:
+                raise
+        else:
+            rows = pd.RangeIndex(index) if isinstance(index, int) else index  # int: categories 0..d-1
+            df = pd.DataFrame(block.T, columns=list(COLUMNS), index=rows, copy=False)
+            df.index.name = index_name
+            df.attrs.update(attrs)
+            return df
+    return dict(zip(COLUMNS, block))

@@ -141,9 +141,8 @@ class FrequencyOracle:
         True
         """
         dtype, cols = self._o.layout[1], self._o.layout[2]
-        n, est, se, lo, hi = self._o.estimate(check.reports(reports, dtype, cols, self.layout))
-        columns = {"estimate": est, "std_error": se, "ci_low": lo, "ci_high": hi}
-        return check.as_frame(columns, np.arange(self.d), "category", as_frame, {"n": n, "oracle": self.name})
+        n, block = self._o.estimate(check.reports(reports, dtype, cols, self.layout))
+        return check.as_frame(block, self.d, "category", as_frame, {"n": n, "oracle": self.name})
 
     def variance(self, frequencies: Any, n: float = 1) -> np.ndarray:
         """The exact variance of every category's estimate, Var(f̂_v) for v in ``0 .. d-1``,
@@ -257,9 +256,9 @@ class NumericMechanism:
         ...
         harmony_ldp.HarmonyError: invalid report: report 0: value is 0.1234, expected a hm report (±1.3130352854993312 or a multiple of 2^-20)
         """
-        n, est, se, lo, hi = self._m.estimate(check.numbers_1d(reports, "reports"))
-        columns = {k: np.array([v]) for k, v in (("estimate", est), ("std_error", se), ("ci_low", lo), ("ci_high", hi))}
-        return check.as_frame(columns, ["mean"], "statistic", as_frame, {"n": n, "mechanism": self.name})
+        n, *values = self._m.estimate(check.numbers_1d(reports, "reports"))
+        block = np.array(values, dtype=np.float64).reshape(4, 1)
+        return check.as_frame(block, ["mean"], "statistic", as_frame, {"n": n, "mechanism": self.name})
 
     def variance(self, values: Any) -> np.ndarray:
         """The variance of one report of a user holding each value of ``values`` (in
