@@ -25,19 +25,31 @@ def _is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _texts(column: Any) -> List[Optional[str]]:
-    """A column as stripped strings (None for missing cells: None, NaN, pandas' NA, empty)."""
+def _labels(column: Any) -> np.ndarray:
+    """A column as labels (an object array of stripped strings; ``?`` for missing cells: None,
+    NaN, pandas' NA, empty), as the CLI reads CSV fields. Vectorised with pandas."""
     try:
         import pandas as pd
-
-        missing = np.asarray(pd.isna(pd.Series(column, dtype=object)))
     except ImportError:
-        missing = np.array([_is_missing(v) for v in column], dtype=bool)
-    out: List[Optional[str]] = []
-    for v, m in zip(column, missing):
-        s = None if m else str(v).strip()
-        out.append(s if s else None)
+        out = [None if _is_missing(v) else str(v).strip() for v in column]
+        return np.array([t if t else "?" for t in out], dtype=object)
+    ser = column if isinstance(column, pd.Series) else pd.Series(list(column) if not hasattr(column, "dtype") else column)
+    # Strip the distinct values only (hash-based factorize), then expand.
+    codes, uniques = pd.factorize(ser.astype(str))
+    stripped = np.array([u.strip() or "?" for u in uniques] + ["?"], dtype=object)
+    out = stripped[codes]  # code -1 (none here) would pick the trailing "?"
+    out[np.asarray(ser.isna())] = "?"
     return out
+
+
+def _codes(labels: np.ndarray, categories: List[str]) -> np.ndarray:
+    """Category codes of ``labels`` (-1 for a label not in ``categories``)."""
+    try:
+        import pandas as pd
+    except ImportError:
+        index = {c: i for i, c in enumerate(categories)}
+        return np.fromiter((index.get(t, -1) for t in labels), dtype=np.int64, count=len(labels))
+    return np.asarray(pd.Index(categories, dtype=object).get_indexer(labels), dtype=np.int64)
 
 
 def _numbers(column: Any) -> np.ndarray:
@@ -152,17 +164,16 @@ class Schema:
             if name in skip:
                 continue
             col = frame[name]
-            texts = _texts(col)
+            labels = _labels(col)
             nums = _numbers(col)
-            present = [t is not None for t in texts]
-            if all(present) and np.isfinite(nums).all() and len(nums):
+            if np.isfinite(nums).all() and len(nums):
                 lo, hi = float(nums.min()), float(nums.max())
                 if lo < hi:
                     attributes.append({"name": str(name), "kind": "numeric", "min": lo, "max": hi})
                 else:
                     notes.append(f"column {name!r} is constant ({lo}); left out")
                 continue
-            labels = sorted({t if t is not None else "?" for t in texts})
+            labels = sorted(set(labels.tolist()))
             if len(labels) > max_categories:
                 notes.append(f"column {name!r} has {len(labels)} labels (> max_categories {max_categories}); left out")
             elif len(labels) < 2:
@@ -260,13 +271,11 @@ class Schema:
                 columns.append(np.where(bad, lo, x))
             else:
                 labels = a["categories"]
-                index = {c: i for i, c in enumerate(labels)}
-                texts = _texts(col)
-                codes = np.fromiter((index.get("?" if t is None else t, -1) for t in texts), dtype=np.int64, count=n)
+                raw = _labels(col)
+                codes = _codes(raw, labels)
                 bad = codes < 0
                 expected = "one of " + ", ".join(f'"{c}"' for c in labels[:8]) + (
                     f", … ({len(labels)} labels)" if len(labels) > 8 else "")
-                raw = np.array(["" if t is None else t for t in texts], dtype=object)
                 columns.append(np.where(bad, 0, codes))
             if bad.any():
                 i = int(np.argmax(bad))
