@@ -119,9 +119,10 @@ impl Reports {
                 let view = numpy::ndarray::ArrayView2::from_shape((rows, cols), &owner.get().words[..])
                     .map_err(|e| report_error("reports", e, "a (rows, words) buffer"))?;
                 // SAFETY: `owner` becomes the array's base object, so it lives as long as the
-                // array; its vector is never reallocated or written while it lives (`Words` is
-                // frozen: no `&mut` access; only its `Drop` takes the vector, when the array is
-                // gone).
+                // array (and any view of it); its vector is never reallocated, moved out of or
+                // accessed from Rust while it lives (`Words` is frozen and private: no `&mut`
+                // access; only its `Drop` takes the vector, when no array refers to it any more).
+                // numpy reads and writes the buffer through the array's data pointer only.
                 Ok(unsafe { numpy::PyArray2::borrow_from_array(&view, owner.clone().into_any()) }.into_any())
             }
         }
