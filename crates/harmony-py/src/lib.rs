@@ -24,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<numeric::NativeNumeric>()?;
     m.add_class::<records::NativeSchema>()?;
     m.add_function(wrap_pyfunction!(records::simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(records::simulate_task, m)?)?;
     m.add(
         "FREQUENCY_NAMES",
         harmony_core::frequency::FREQUENCY_NAMES.iter().map(|s| s.to_string()).collect::<Vec<_>>(),

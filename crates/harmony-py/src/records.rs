@@ -1,15 +1,19 @@
 //! Schemas (the CLI's TOML schema files, or the same structure as JSON) and the seeded
-//! multi-attribute simulation of `harmony simulate`: the same run seeds
-//! (`strategy::simulation_seed`) and the same collection (`strategy::collect_seeded`), so a
-//! seed gives the CLI's numbers.
+//! simulations of `harmony simulate`, through the task registry (harmony-tasks): every row is a
+//! simulated device, device i randomizing with `simulate::device_rng(seed, i)` and run r seeded
+//! `simulate::run_seed(seed, r)`, so a seed gives the CLI's numbers bit for bit.
 
 use crate::errors::{OrPy, input_error, param_error};
 use harmony_core::estimate::Estimate;
+use harmony_core::kinds::{OracleKind, RecordNumeric};
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_core::strategy::{
-    AttributeEstimate, KChoice, RecordColumns, RecordMechanism, StrategyKind, StrategyOptions, collect_seeded,
-    simulation_seed,
-};
+use harmony_core::strategy::{AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, StrategyKind};
+use harmony_protocol::CreateCollection;
+use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::spec::{MeansSpec, TaskSpec};
+use harmony_tasks::means::MeansTask;
+use harmony_tasks::simulate::{run, run_seed};
+use harmony_tasks::{Input, Typed};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -242,15 +246,25 @@ fn parse_k(k: &str) -> PyResult<KChoice> {
     Ok(match k {
         "optimal" => KChoice::Optimal,
         "paper" => KChoice::Paper,
-        n => KChoice::Fixed(
-            n.parse().map_err(|_| param_error("k", format!("{n:?}"), "optimal, paper or a positive integer"))?,
-        ),
+        n => match n.parse::<usize>() {
+            Ok(k) if k >= 1 => KChoice::Fixed(k),
+            _ => return Err(param_error("k", format!("{n:?}"), "optimal, paper or a positive integer")),
+        },
     })
 }
 
-/// `harmony simulate` on encoded columns: for each ε (index ei) and strategy (index si), `runs`
-/// runs seeded with `simulation_seed(seed, ei, si, r)`. Returns the long table as a dict of
-/// columns. The GIL is released while the runs go.
+/// The means spec of one strategy, as `harmony simulate` builds it (`specs::means`): the
+/// mechanisms given (or the schema file's) for the strategies that take them.
+fn means_spec(kind: StrategyKind, num: &Option<String>, cat: &Option<String>, k: KChoice) -> PyResult<MeansSpec> {
+    let fixed = kind == StrategyKind::Harmony;
+    let num = num.as_deref().filter(|_| !fixed).map(|n| n.parse::<RecordNumeric>()).transpose().or_py()?;
+    let cat = cat.as_deref().filter(|_| !fixed).map(|n| n.parse::<OracleKind>()).transpose().or_py()?;
+    Ok(MeansSpec { strategy: kind, numeric_mechanism: num, categorical_mechanism: cat, k: Some(k) })
+}
+
+/// `harmony simulate` (the means task) on encoded columns: for each ε and strategy, the means
+/// task the registry resolves, and `runs` runs of simulated devices seeded `run_seed(seed, r)`.
+/// Returns the long table as a dict of columns. The GIL is released while the runs go.
 #[pyfunction]
 #[pyo3(signature = (schema, columns, epsilons, strategies, numeric_mechanism, categorical_mechanism, k, runs, seed))]
 #[allow(clippy::too_many_arguments)]
@@ -279,38 +293,74 @@ pub fn simulate<'py>(
         .collect::<harmony_core::Result<_>>()
         .or_py()?;
     let k = parse_k(k)?;
-    let (numeric, categorical) = (
+    let (num, cat) = (
         numeric_mechanism.or(file.numeric_mechanism.clone()),
         categorical_mechanism.or(file.categorical_mechanism.clone()),
     );
+    let mut tasks = Vec::new();
+    for &eps in &epsilons {
+        for &kind in &strategies {
+            let spec = means_spec(kind, &num, &cat, k)?;
+            let req =
+                CreateCollection { schema: Some(schema.schema.clone()), epsilon: eps, task: TaskSpec::Means(spec) };
+            tasks.push(harmony_tasks::resolve(&req, "simulation").and_then(MeansTask::new).or_py()?);
+        }
+    }
     let (values, n) = encode(&schema.schema, &columns)?;
     if n == 0 {
         return Err(input_error("columns", "0 rows", "at least one record"));
     }
     let table = py.detach(|| -> harmony_core::Result<Table> {
         let truth = truths(&schema.schema, &values, n);
-        let data = RecordColumns::new(&schema.schema, &values)?;
+        let inputs: Vec<Input> = values.chunks_exact(schema.schema.len()).map(Input::Record).collect();
         let mut table = Table::default();
-        for (ei, &eps) in epsilons.iter().enumerate() {
-            for (si, &kind) in strategies.iter().enumerate() {
-                let mut opts = StrategyOptions::default_for(kind, eps);
-                opts.k = k;
-                if kind != StrategyKind::Harmony {
-                    if let Some(m) = &numeric {
-                        opts.numeric_mechanism = m.clone();
-                    }
-                    if let Some(m) = &categorical {
-                        opts.categorical_mechanism = m.clone();
-                    }
-                }
-                let mech = RecordMechanism::new(schema.schema.clone(), opts)?;
-                for r in 0..runs {
-                    let agg = collect_seeded(&mech, &data, simulation_seed(seed, ei, si, r))?;
-                    table.push_run(&mech, r, &agg.estimates(), &truth);
-                }
+        for task in &tasks {
+            for r in 0..runs {
+                let agg = run(task, &inputs, run_seed(seed, r as u64))?;
+                let est = Typed::<RecordAggregator>::of(agg.as_ref())?.estimates();
+                table.push_run(task.mechanism(), r, &est, &truth);
             }
         }
         Ok(table)
     });
     table.or_py()?.into_dict(py)
+}
+
+/// Any task from its request (the JSON of `harmony_protocol::CreateCollection`, schema
+/// included) on encoded columns: the registry resolves and builds the task, every row is a
+/// simulated device (device i with `device_rng(seed, i)`), and the estimate document comes
+/// back as JSON (with the query's ranges/quantiles, JSON of `harmony_protocol::Query`). Tasks
+/// whose devices hold a record only (not `train`, whose devices report in rounds against a
+/// model, nor `heavy-hitters`, whose devices hold sets of strings).
+#[pyfunction]
+#[pyo3(signature = (request, columns, seed, query))]
+pub fn simulate_task<'py>(
+    py: Python<'py>,
+    request: &str,
+    columns: Vec<ColumnArg<'py>>,
+    seed: u64,
+    query: &str,
+) -> PyResult<String> {
+    let req: CreateCollection = serde_json::from_str(request)
+        .map_err(|e| param_error("spec", format!("a request that does not parse ({e})"), "CreateCollection JSON"))?;
+    let query: Query = serde_json::from_str(query)
+        .map_err(|e| param_error("query", format!("a query that does not parse ({e})"), "ranges and quantiles"))?;
+    let kind = req.task.kind();
+    if kind.has_rounds() {
+        return Err(param_error("spec.task.kind", kind.name(), "a task whose devices report once (not train)"));
+    }
+    let config = harmony_tasks::resolve(&req, "simulation").or_py()?;
+    let task = harmony_tasks::build(&config).or_py()?;
+    let schema = config.schema().or_py()?;
+    let (values, n) = encode(schema, &columns)?;
+    if n == 0 {
+        return Err(input_error("columns", "0 rows", "at least one record"));
+    }
+    let doc = py.detach(|| -> harmony_core::Result<EstimateDocument> {
+        let inputs: Vec<Input> = values.chunks_exact(schema.len()).map(Input::Record).collect();
+        let agg = run(task.as_ref(), &inputs, seed)?;
+        let result = task.estimate(agg.as_ref(), &query)?;
+        Ok(EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: config.epsilon, result })
+    });
+    serde_json::to_string(&doc.or_py()?).map_err(|e| param_error("estimates", e, "a serializable document"))
 }
