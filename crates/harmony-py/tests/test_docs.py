@@ -10,7 +10,8 @@ import pytest
 
 import harmony_ldp as hl
 
-MODULES = ["harmony_ldp", "harmony_ldp._mechanisms", "harmony_ldp._records"]
+MODULES = ["harmony_ldp", "harmony_ldp._mechanisms", "harmony_ldp._records", "harmony_ldp._tasks",
+           "harmony_ldp._analyst"]
 # (HarmonyError is shown as harmony_ldp.HarmonyError, so its example runs with the package.)
 
 

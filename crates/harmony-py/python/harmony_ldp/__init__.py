@@ -2,7 +2,10 @@
 
 Mechanisms by name (``FrequencyOracle``, ``NumericMechanism``) randomize numpy arrays in Rust
 and estimate with standard errors and 95% CIs; ``Schema`` and ``simulate`` run the CLI's
-multi-attribute collection on a DataFrame. Every error is a ``HarmonyError`` (a ``ValueError``).
+multi-attribute collection on a DataFrame; ``simulate_task`` runs any task of the protocol (a
+``CreateCollection`` request) through the registry a server runs, its ``Estimates`` as
+tables; ``Analyst`` creates collections on a server and reads their estimates. Every error is
+a ``HarmonyError`` (a ``ValueError``).
 
 >>> import numpy as np
 >>> import harmony_ldp as hl
@@ -12,23 +15,28 @@ multi-attribute collection on a DataFrame. Every error is a ``HarmonyError`` (a 
 True
 """
 
+from ._analyst import Analyst
 from ._errors import HarmonyError
 from ._mechanisms import FREQUENCY_NAMES, NUMERIC_NAMES, FrequencyOracle, NumericMechanism, unpack_bits
 from ._records import STRATEGY_NAMES, Schema, simulate
+from ._tasks import Estimates, simulate_task
 
 # Shown as harmony_ldp.HarmonyError in tracebacks (the class lives in harmony_ldp._errors, where
 # the native module imports it from).
 HarmonyError.__module__ = "harmony_ldp"
 
 __all__ = [
+    "Analyst",
     "FREQUENCY_NAMES",
     "NUMERIC_NAMES",
     "STRATEGY_NAMES",
+    "Estimates",
     "FrequencyOracle",
     "HarmonyError",
     "NumericMechanism",
     "Schema",
     "simulate",
+    "simulate_task",
     "unpack_bits",
 ]
 

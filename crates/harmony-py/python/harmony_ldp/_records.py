@@ -344,8 +344,10 @@ def simulate(
     ``epsilon`` and ``strategy`` (one or several) default to the schema file's, else
     ε ∈ {0.5, 1, 2, 4} and all three strategies; ``numeric_mechanism``,
     ``categorical_mechanism`` and ``k`` (``optimal``, ``paper`` or a number) as the CLI's
-    options. Run r of the i-th ε and j-th strategy uses the CLI's seed for (``seed``, i, j, r),
-    so the estimates of run 0 are those of ``harmony simulate --seed SEED`` with the same grid.
+    options. Each (ε, strategy) cell is the ``means`` task the registry builds, as in
+    ``harmony simulate``: run r is seeded like the CLI's run r, so for the same seed the
+    estimates are the CLI's, bit for bit (and run 0's those of a server fed
+    ``harmony submit --simulate-devices --seed SEED``).
     The GIL is released while the runs go (on all cores).
 
     Returns a long table, one row per (ε, strategy, run, attribute, category): the columns
@@ -353,6 +355,9 @@ def simulate(
     (None for numeric attributes), ``truth, estimate, std_error, ci_low, ci_high`` — numeric
     attributes as means in their units, categorical ones as frequencies. A DataFrame when pandas
     is installed (``attrs`` holds the row counts), else a dict of columns.
+
+    Called as ``simulate(spec, frame, seed=S)`` with a task request (a dict with ``task``),
+    it is ``simulate_task``: one collection of any task, its ``Estimates``.
 
     >>> import numpy as np
     >>> import harmony_ldp as hl
@@ -365,6 +370,11 @@ def simulate(
     >>> bool(np.all(np.abs(t["estimate"] - t["truth"]) < 4.42 * t["std_error"]))
     True
     """
+    if isinstance(frame, Mapping) and isinstance(frame.get("task"), Mapping):
+        # simulate(spec, frame, seed=S): one collection of any task (see simulate_task).
+        from ._tasks import simulate_task
+
+        return simulate_task(frame, schema, seed, as_frame=as_frame)
     if schema is None:
         schema = Schema.infer(frame)
     elif isinstance(schema, (str, os.PathLike)):
