@@ -326,6 +326,17 @@ pub fn simulate<'py>(
     table.or_py()?.into_dict(py)
 }
 
+/// A request from its JSON; the error names the path of the field that does not fit
+/// (`task.bins`; `task` for an unknown kind or option of a task), as the server's 400 does.
+fn parse_request(text: &str) -> PyResult<CreateCollection> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path.is_empty() || path == "." { "spec".to_string() } else { path };
+        param_error(&field, format!("a value that does not parse ({})", e.into_inner()), "a CreateCollection request")
+    })
+}
+
 /// Any task from its request (the JSON of `harmony_protocol::CreateCollection`, schema
 /// included) on encoded columns: the registry resolves and builds the task, every row is a
 /// simulated device (device i with `device_rng(seed, i)`), and the estimate document comes
@@ -341,8 +352,7 @@ pub fn simulate_task<'py>(
     seed: u64,
     query: &str,
 ) -> PyResult<String> {
-    let req: CreateCollection = serde_json::from_str(request)
-        .map_err(|e| param_error("spec", format!("a request that does not parse ({e})"), "CreateCollection JSON"))?;
+    let req: CreateCollection = parse_request(request)?;
     let query: Query = serde_json::from_str(query)
         .map_err(|e| param_error("query", format!("a query that does not parse ({e})"), "ranges and quantiles"))?;
     let kind = req.task.kind();

@@ -99,15 +99,19 @@ def test_task_errors_name_the_field(adult, adult_schema):
     with pytest.raises(hl.HarmonyError, match="train"):
         hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "train", "task": "logistic", "target": "income",
                                                                    "batch_size": 1000}}, adult)
+    # A spec that does not parse names the field's path, as the server's 400 does.
     with pytest.raises(hl.HarmonyError, match="does not parse") as e:
         hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "means", "strategy": "nope"}}, adult)
-    assert e.value.field == "spec"
+    assert e.value.field == "task"
+    with pytest.raises(hl.HarmonyError, match="does not parse") as e:
+        hl.simulate_task({"schema": schema, "epsilon": "one", "task": {"kind": "means"}}, adult)
+    assert e.value.field == "epsilon"
     with pytest.raises(hl.HarmonyError) as e:
         hl.simulate_task({"schema": schema, "epsilon": -1.0, "task": {"kind": "means"}}, adult)
     assert e.value.field == "epsilon"
     with pytest.raises(hl.HarmonyError) as e:
         hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "frequency", "attribute": "age"}}, adult)
-    assert "age" in str(e.value)
+    assert e.value.field == "task.attribute" and "age" in str(e.value)
     with pytest.raises(hl.HarmonyError, match="without column"):
         hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "means"}}, adult[["age"]])
     with pytest.raises(hl.HarmonyError):
