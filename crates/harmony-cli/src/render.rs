@@ -4,7 +4,9 @@
 use anyhow::Result;
 use harmony_analytics::range::cumulative;
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_protocol::estimates::{AttributeResult, Est, EstimateDocument, LinearEstimate, RangeEstimate, TaskEstimate};
+use harmony_protocol::estimates::{
+    AttributeResult, Est, EstimateDocument, LinearEstimate, RangeEstimate, TaskEstimate,
+};
 use harmony_tasks::Input;
 use harmony_tasks::linear::LinearTask;
 use harmony_tasks::range::RangeTask;
@@ -163,7 +165,8 @@ fn print_range(head: &str, r: &RangeEstimate, truth: Option<&Truth>) {
         _ => None,
     };
     for q in &r.quantiles {
-        let span = |x: Option<[f64; 2]>| x.map_or("-".to_string(), |[a, b]| format!("[{}, {})", fmt_units(a), fmt_units(b)));
+        let span =
+            |x: Option<[f64; 2]>| x.map_or("-".to_string(), |[a, b]| format!("[{}, {})", fmt_units(a), fmt_units(b)));
         let t = truth_bins.map(|f| harmony_analytics::range::true_quantile(f, q.q).to_string()).unwrap_or_default();
         let bin = q.bin.map_or("-".to_string(), |b| b.to_string());
         println!("{:<34} {:>24} {:>28} {t:>12}", format!("q = {} (bin {bin})", q.q), span(q.value), span(q.interval));

@@ -189,15 +189,30 @@ fn census_simulate_equals_serve() {
 /// `range` (every method; ranges and quantiles asked at query time) and `linear-queries`
 /// (every mechanism): integer accumulators, so bit-identical.
 const RANGE_LINEAR: &[Case] = &[
-    Case { name: "range hh", task: &["--task", "range", "--column", "age", "--method", "hh"], epsilon: "1", exact: true },
-    Case { name: "range haar", task: &["--task", "range", "--column", "age", "--method", "haar"], epsilon: "2", exact: true },
+    Case {
+        name: "range hh",
+        task: &["--task", "range", "--column", "age", "--method", "hh"],
+        epsilon: "1",
+        exact: true,
+    },
+    Case {
+        name: "range haar",
+        task: &["--task", "range", "--column", "age", "--method", "haar"],
+        epsilon: "2",
+        exact: true,
+    },
     Case {
         name: "range flat",
         task: &["--task", "range", "--column", "age", "--method", "flat", "--bins", "32"],
         epsilon: "4",
         exact: true,
     },
-    Case { name: "linear-queries hr", task: &["--task", "linear-queries", "--method", "hr"], epsilon: "1", exact: true },
+    Case {
+        name: "linear-queries hr",
+        task: &["--task", "linear-queries", "--method", "hr"],
+        epsilon: "1",
+        exact: true,
+    },
     Case {
         name: "linear-queries gaussian",
         task: &["--task", "linear-queries", "--method", "gaussian", "--attributes", "education", "--queries", "prefix"],

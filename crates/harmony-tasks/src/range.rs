@@ -30,8 +30,7 @@ use crate::input::{Input, unit};
 use crate::simulate::{at_device, device_rng};
 use harmony_analytics::range::{
     Cdf, FlatEstimate, FlatOue, Haar, HaarAggregator, HaarEstimate, HaarReport, HhAggregator, HhEstimate, HhReport,
-    Hierarchy, RangeEstimator, Z95,
-    bin_of_unit, choose_branching, cumulative,
+    Hierarchy, RangeEstimator, Z95, bin_of_unit, choose_branching, cumulative,
 };
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};

@@ -62,7 +62,13 @@ impl Analysis for Linear {
     fn inputs(&self) -> Vec<Input<'_>> {
         self.population.inputs()
     }
-    fn metrics(&self, _: &Setting, task: &dyn Task, agg: &dyn TaskAggregator, doc: &EstimateDocument) -> Result<Metrics> {
+    fn metrics(
+        &self,
+        _: &Setting,
+        task: &dyn Task,
+        agg: &dyn TaskAggregator,
+        doc: &EstimateDocument,
+    ) -> Result<Metrics> {
         let TaskEstimate::LinearQueries(l) = &doc.result else { return Err(anyhow!("not a linear-queries document")) };
         let lt = LinearTask::new(task.config().clone())?;
         let predicted: f64 = lt.answer_variances(&self.p, agg.count(), &l.group_reports)?.iter().sum();
@@ -76,7 +82,11 @@ impl Analysis for Linear {
         ];
         if l.queries.iter().all(|q| q.projected.is_some()) {
             let (sse_p, linf_p) = errors(l.queries.iter().map(|q| q.projected.unwrap_or(f64::NAN)), &self.truth);
-            m.extend([("sse_projected", sse_p), ("linf_projected", linf_p), ("projection_better", f64::from(sse_p < sse))]);
+            m.extend([
+                ("sse_projected", sse_p),
+                ("linf_projected", linf_p),
+                ("projection_better", f64::from(sse_p < sse)),
+            ]);
         }
         Ok(m)
     }
@@ -143,7 +153,9 @@ fn devices(args: &SimulateArgs) -> Result<(String, SchemaFile, Vec<Value>)> {
     match args.synthetic {
         Some(n) => {
             if args.task.attributes.is_some() {
-                bail!("--attributes does not apply to --synthetic (its domain is 0..J−1; set J with --synthetic-domain)");
+                bail!(
+                    "--attributes does not apply to --synthetic (its domain is 0..J−1; set J with --synthetic-domain)"
+                );
             }
             let j = args.task.synthetic_domain.unwrap_or(1000);
             let (file, values) = synthetic(n, j, args.seed)?;
@@ -175,7 +187,8 @@ fn analysis(args: &SimulateArgs) -> Result<Linear> {
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     // The domain and workload, as the task parses them (every spec shares them).
     let spec = LinearQueriesSpec { mechanism: LinearMechanism::Hr, delta: None, ..specs[0].clone() };
-    let req = CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: TaskSpec::LinearQueries(spec) };
+    let req =
+        CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: TaskSpec::LinearQueries(spec) };
     let config = harmony_tasks::resolve(&req, "simulation")
         .with_context(|| format!("--queries {}", args.task.queries.as_deref().unwrap_or("identity")))?;
     let task = LinearTask::new(config)?;
@@ -269,8 +282,7 @@ mod tests {
     /// normal; with 10 runs the t tail is heavier, about 2·10^-3).
     #[test]
     fn simplex_projection_beats_plain_hr_on_adult() {
-        let out =
-            simulate(&["--task", "linear-queries", "--method", "hr", "--epsilon", "0.5,1,2"], 10).unwrap();
+        let out = simulate(&["--task", "linear-queries", "--method", "hr", "--epsilon", "0.5,1,2"], 10).unwrap();
         assert!(out.title.contains("native_country (J = 42)"), "{}", out.title);
         for r in &out.results {
             assert_eq!(r.metrics["projection_better"].mean, 1.0, "ε {}", r.epsilon);
@@ -281,7 +293,7 @@ mod tests {
 
     #[test]
     fn command_line_errors_are_clear() {
-        let err = |a: &[&str]| format!("{:#}", simulate(a, 1).err().expect("rejected"));
+        let err = |a: &[&str]| format!("{:#}", simulate(a, 1).expect_err("rejected"));
         let base = ["--task", "linear-queries", "--epsilon", "1"];
         fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
             [base, extra].concat()
@@ -317,7 +329,18 @@ mod tests {
     #[test]
     fn a_small_synthetic_run_has_every_mechanism() {
         let out = simulate(
-            &["--task", "linear-queries", "--synthetic", "500", "--synthetic-domain", "16", "--queries", "prefix", "--epsilon", "1,2"],
+            &[
+                "--task",
+                "linear-queries",
+                "--synthetic",
+                "500",
+                "--synthetic-domain",
+                "16",
+                "--queries",
+                "prefix",
+                "--epsilon",
+                "1,2",
+            ],
             2,
         )
         .unwrap();

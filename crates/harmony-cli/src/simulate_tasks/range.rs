@@ -68,7 +68,13 @@ impl Analysis for Range {
     fn query(&self) -> Query {
         self.query.clone()
     }
-    fn metrics(&self, _: &Setting, task: &dyn Task, agg: &dyn TaskAggregator, doc: &EstimateDocument) -> Result<Metrics> {
+    fn metrics(
+        &self,
+        _: &Setting,
+        task: &dyn Task,
+        agg: &dyn TaskAggregator,
+        doc: &EstimateDocument,
+    ) -> Result<Metrics> {
         let (Some(est), _) = RangeTask::new(task.config().clone())?.estimator(agg)? else {
             bail!("a level of the collection has no report: more devices are needed");
         };
@@ -151,7 +157,11 @@ fn analysis(args: &SimulateArgs) -> Result<Range> {
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let population = Population::records(&schema, enc.values);
     // The bins of the devices, as the task maps them (the first spec; all share the bins).
-    let req = CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: TaskSpec::Range(specs[0].clone()) };
+    let req = CreateCollection {
+        schema: Some(schema.clone()),
+        epsilon: epsilons[0],
+        task: TaskSpec::Range(specs[0].clone()),
+    };
     let task = RangeTask::new(harmony_tasks::resolve(&req, "simulation").context("--column/--bins")?)?;
     let freqs = render::range_bins(&task, &population.inputs())?;
     let d = task.bins();
@@ -234,10 +244,27 @@ mod tests {
             // errors of the mean over the 20 runs (1e-5 if the mean were normal; the t tail with
             // 19 degrees of freedom makes it about 3e-4 per cell).
             let (u, p) = (&r.metrics["unbiased_mse"], r.metrics["predicted_mse"].mean);
-            assert!((u.mean - p).abs() <= 4.42 * u.std_error.unwrap(), "{} at ε {}: {} vs {p}", r.label, r.epsilon, u.mean);
+            assert!(
+                (u.mean - p).abs() <= 4.42 * u.std_error.unwrap(),
+                "{} at ε {}: {} vs {p}",
+                r.label,
+                r.epsilon,
+                u.mean
+            );
         }
         assert!(o.results[0].metrics["mse"].mean < o.results[0].metrics["unbiased_mse"].mean, "hh consistency helps");
-        let q = args(&["--task", "quantiles", "--column", "age", "--epsilon", "2", "--method", "haar", "--quantiles", "0.5"]);
+        let q = args(&[
+            "--task",
+            "quantiles",
+            "--column",
+            "age",
+            "--epsilon",
+            "2",
+            "--method",
+            "haar",
+            "--quantiles",
+            "0.5",
+        ]);
         let o = experiment::run(&analysis(&q).unwrap(), 3, 1).unwrap();
         let TaskEstimate::Range(doc) = &o.results[0].estimates.result else { panic!("a range document") };
         assert_eq!(doc.quantiles.len(), 1);
