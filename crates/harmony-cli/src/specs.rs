@@ -292,3 +292,55 @@ pub fn linear(t: &TaskArgs, file: &SchemaFile, mechanism: LinearMechanism) -> Re
         hull: if gaussian { hull } else { Hull::default() },
     })
 }
+
+#[cfg(test)]
+mod range_linear_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        t: TaskArgs,
+        #[command(flatten)]
+        m: MeansArgs,
+    }
+
+    /// `collection create`'s spec for the task options `args` on Adult's schema.
+    fn single_of(args: &[&str]) -> Result<TaskSpec> {
+        let w = Wrap::try_parse_from(std::iter::once("create").chain(args.iter().copied()))?;
+        let file = SchemaFile::load(&crate::data::bundled("examples/adult.toml"))?;
+        Ok(single(&w.t, &w.m, &file, 1.0)?.1)
+    }
+
+    #[test]
+    fn collections_take_one_method_and_no_query_options() {
+        let TaskSpec::Range(r) = single_of(&["--task", "range", "--column", "age"]).unwrap() else { panic!() };
+        assert_eq!((r.method, r.bins, r.branching), (RangeMethod::Hh, None, None), "the server resolves the rest");
+        let TaskSpec::Range(r) =
+            single_of(&["--task", "range", "--column", "age", "--method", "haar", "--branching", "4"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((r.method, r.branching), (RangeMethod::Haar, None), "branching is hh's");
+        let e = single_of(&["--task", "range", "--column", "age", "--method", "hh,flat"]).unwrap_err().to_string();
+        assert!(e.contains("--method has 2 values"), "{e}");
+        let e = single_of(&["--task", "range", "--column", "age", "--ranges", "20:30"]).unwrap_err().to_string();
+        assert!(e.contains("asked at query time"), "{e}");
+        let TaskSpec::LinearQueries(l) = single_of(&["--task", "linear-queries", "--queries", "prefix"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((l.mechanism, l.attributes.clone()), (LinearMechanism::Hr, vec!["native_country".to_string()]));
+        assert_eq!(l.workload, serde_json::json!("prefix"));
+        let queries = crate::data::bundled("examples/queries/adult_sex_race.json").display().to_string();
+        let TaskSpec::LinearQueries(l) =
+            single_of(&["--task", "linear-queries", "--method", "gaussian", "--queries", &queries, "--delta", "1e-5"])
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((l.delta, l.attributes.len()), (Some(1e-5), 2), "the workload names its attributes");
+        assert!(l.workload.is_object(), "a JSON workload travels inline");
+    }
+}
