@@ -272,6 +272,13 @@ pub fn linear(t: &TaskArgs, file: &SchemaFile, mechanism: LinearMechanism) -> Re
         .filter(|n| file.attributes.iter().any(|a| a.name() == n.as_str() && a.is_numeric()))
         .map(|n| (n.clone(), file.bins[n]))
         .collect();
+    let spec = LinearQueriesSpec { attributes, bins, workload, mechanism, delta: None, hull: Hull::default() };
+    with_mechanism(t, &spec, mechanism)
+}
+
+/// `spec` (domain and workload) with another mechanism and its options (`--delta`, `--hull`:
+/// `gaussian` only).
+pub fn with_mechanism(t: &TaskArgs, spec: &LinearQueriesSpec, mechanism: LinearMechanism) -> Result<LinearQueriesSpec> {
     let gaussian = mechanism == LinearMechanism::Gaussian;
     if let Some(delta) = t.delta
         && !(delta > 0.0 && delta < 1.0)
@@ -284,12 +291,10 @@ pub fn linear(t: &TaskArgs, file: &SchemaFile, mechanism: LinearMechanism) -> Re
         Some(other) => bail!("--hull is \"{other}\", expected symmetric (conv{{±a_v}}) or simplex (conv{{a_v}})"),
     };
     Ok(LinearQueriesSpec {
-        attributes,
-        bins,
-        workload,
         mechanism,
         delta: t.delta.filter(|_| gaussian),
         hull: if gaussian { hull } else { Hull::default() },
+        ..spec.clone()
     })
 }
 

@@ -178,9 +178,11 @@ fn devices(args: &SimulateArgs) -> Result<(String, SchemaFile, Vec<Value>)> {
 /// The analysis `harmony simulate --task linear-queries` runs.
 fn analysis(args: &SimulateArgs) -> Result<Linear> {
     let (data_name, file, values) = devices(args)?;
-    let specs = crate::specs::linear_mechanisms(&args.task)?
+    let mechanisms = crate::specs::linear_mechanisms(&args.task)?;
+    let first = crate::specs::linear(&args.task, &file, mechanisms[0])?;
+    let specs = mechanisms
         .into_iter()
-        .map(|m| crate::specs::linear(&args.task, &file, m))
+        .map(|m| crate::specs::with_mechanism(&args.task, &first, m))
         .collect::<Result<Vec<_>>>()?;
     let schema = file.schema()?;
     let population = Population::records(&schema, values);

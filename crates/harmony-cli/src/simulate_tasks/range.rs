@@ -168,8 +168,9 @@ fn analysis(args: &SimulateArgs) -> Result<Range> {
     let mut rng = fast_rng(stream_seed(args.seed, 0xa11));
     let ranges = (0..n_ranges).map(|_| random_range(d, &mut rng)).collect();
     let quantiles = args.task.task == TaskName::Quantiles;
+    let scored = if quantiles { String::new() } else { format!(", {n_ranges} random ranges") };
     let title = format!(
-        "harmony simulate --task {}: {data_name} — n = {} devices, {} in D = {d} bins, {n_ranges} random ranges",
+        "harmony simulate --task {}: {data_name} — n = {} devices, {} in D = {d} bins{scored}",
         args.task.task.name(),
         enc.n,
         specs[0].attribute
