@@ -16,8 +16,9 @@ use harmony_protocol::spec::{
 use harmony_protocol::{CreateCollection, ReportBatch, ReportItem, from_hex_into, to_hex};
 use harmony_server::{SqliteStore, Store};
 use rand::Rng;
-use std::io::{Read, Write};
 use std::sync::Arc;
+
+mod common;
 
 const TOKEN: &str = "fuzz-token";
 
@@ -62,21 +63,7 @@ fn requests() -> Vec<(String, CreateCollection)> {
 
 /// Raw HTTP/1.1 request (bypasses client-side checks); returns (status, body).
 fn raw(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8], auth: bool) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let auth = if auth { format!("authorization: Bearer {TOKEN}\r\n") } else { String::new() };
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{auth}connection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
+    common::raw(addr, method, path, body, auth.then_some(TOKEN))
 }
 
 /// Asserts a 4xx whose body is a JSON error naming a field; returns the field.
