@@ -6,8 +6,9 @@ and on census_income_kdd's numeric columns, and prints:
   1. per (column, method, eps): empirical MSE over the random ranges and runs, the closed-form
      prediction and their ratio (HH: the raw estimator; its consistent MSE and the reduction beside);
   2. the winner per (column, eps), by empirical MSE (raw HH and consistent HH listed apart);
-  3. quantile coverage of the 95% interval (median, p90 by default) at eps = 1;
-  4. the time to answer 10^6 random ranges from one collection.
+  3. quantile coverage of the 95% interval (median, p90 by default) at eps = 1.
+Each run goes through the `range` task a server runs (the experiment runner's JSON: per setting
+`label`, `epsilon`, `metrics` {mean, std_error}, `seconds_per_run`, run 1's `estimates`).
 
 Usage: python3 bench/ranges/run.py [--runs 200] [--qruns 100] [--queries 1000] [--quick]
                                    [--bin target/release/harmony] [--json-dir DIR]
@@ -26,9 +27,9 @@ CENSUS = ("data/census_income_kdd.csv.xz", "examples/census_income_kdd.toml", [
     "age", "wage_per_hour", "capital_gains", "capital_losses", "dividends_from_stocks",
     "num_persons_worked_for_employer", "own_business_or_self_employed", "veterans_benefits",
     "weeks_worked_in_year"])
-# The domain size D of each column: one bin per integer value (64 equal-width bins for the money
-# columns). Given explicitly because the example schemas' `[bins]` are coarse bins meant for
-# marginals (2–9 per column), which `--task range` would otherwise take.
+# The domain size D of each column: D equal-width bins over the schema's [min, max] (about one per
+# integer value; 64 for the money columns). Given explicitly because the example schemas' `[bins]`
+# are coarse bins meant for marginals (2–9 per column), which `--task range` would otherwise take.
 BINS = {
     "adult:age": 74, "adult:hours_per_week": 99,
     "census_income_kdd:age": 91, "census_income_kdd:wage_per_hour": 64,
@@ -61,7 +62,7 @@ def main():
     a = ap.parse_args()
     sets = [ADULT] if a.quick else [ADULT, CENSUS]
     runs_of = {ADULT[0]: 20 if a.quick else a.runs, CENSUS[0]: a.census_runs}
-    rows, quant, speed = [], [], []
+    rows, quant = [], []
     t0 = time.time()
     for data, schema, cols in sets:
         runs = runs_of[data]
@@ -71,35 +72,37 @@ def main():
                     "--bins", str(BINS[key])]
             r = harmony(a.bin, base + ["--task", "range", "--runs", str(runs), "--queries", str(a.queries),
                                        "--epsilon", "0.5,1,2,4"])
-            q = harmony(a.bin, base + ["--task", "quantiles", "--runs", str(a.qruns), "--epsilon", "1",
-                                       "--quantiles", "0.5,0.9"])
+            qs = {lvl: harmony(a.bin, base + ["--task", "quantiles", "--runs", str(a.qruns), "--epsilon", "1",
+                                              "--quantiles", lvl]) for lvl in ("0.5", "0.9")}
             if a.json_dir:
                 os.makedirs(a.json_dir, exist_ok=True)
-                for kind, obj in (("range", r), ("quantiles", q)):
-                    with open(os.path.join(a.json_dir, f"{os.path.basename(data).split('.')[0]}_{col}_{kind}.json"), "w") as f:
+                for kind, obj in [("range", r)] + [(f"quantile_{k}", v) for k, v in qs.items()]:
+                    with open(os.path.join(a.json_dir, f"{key.replace(':', '_')}_{kind}.json"), "w") as f:
                         json.dump(obj, f, indent=1)
-            name = f"{os.path.basename(data).split('.')[0]}:{col}"
             for res in r["results"]:
-                rows.append((name, r["n"], r["bins"], r["runs"], res))
-                speed.append((name, res["method"], res["epsilon"], res["million_queries"]))
-            for res in q["results"]:
-                for qq in res["quantiles"]:
-                    quant.append((name, q["bins"], res["method"], qq))
-            print(f"# done {name} ({time.time() - t0:.0f} s)", file=sys.stderr)
+                rows.append((key, r["n"], BINS[key], r["runs"], res))
+            for q in qs.values():
+                for res in q["results"]:
+                    quant.append((key, q["truth"]["bins"], res))
+            print(f"# done {key} ({time.time() - t0:.0f} s)", file=sys.stderr)
 
+    mean = lambda res, k: res["metrics"][k]["mean"]
     print(f"## Ranges: {a.queries} random ranges per (method, eps), runs as listed\n")
-    print("| column | n | D | runs | method | eps | B | empirical MSE | predicted MSE | ratio ± se | consistent MSE | reduction |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    ratios = []
+    print("| column | n | D | runs | method | eps | unbiased MSE | predicted MSE | ratio ± se | consistent MSE | reduction |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios, reds = [], []
     for name, n, d, nr, res in rows:
-        cons = res.get("consistent_mse")
-        ratios.append(res["ratio"])
-        print(f"| {name} | {n} | {d} | {nr} | {res['method']} | {res['epsilon']} | {res['branching'] or '-'} | "
-              f"{res['empirical_mse']:.3e} | {res['predicted_mse']:.3e} | {res['ratio']:.3f} ± {res.get('ratio_se', float('nan')):.3f} | "
-              + (f"{cons:.3e} | {100 * res['consistency_reduction']:.0f}% |" if cons is not None else "- | - |"))
+        u, p = res["metrics"]["unbiased_mse"], mean(res, "predicted_mse")
+        ratios.append(u["mean"] / p)
+        se = (u["std_error"] or float("nan")) / p
+        hh = res["label"] == "hh"
+        if hh:
+            reds.append(1 - mean(res, "mse") / u["mean"])
+        print(f"| {name} | {n} | {d} | {nr} | {res['label']} | {res['epsilon']} | {u['mean']:.3e} | {p:.3e} | "
+              f"{u['mean'] / p:.3f} ± {se:.3f} | "
+              + (f"{mean(res, 'mse'):.3e} | {100 * reds[-1]:.0f}% |" if hh else "- | - |"))
     inside = sum(0.85 <= x <= 1.15 for x in ratios)
     print(f"\nratio in [0.85, 1.15]: {inside}/{len(ratios)} (min {min(ratios):.3f}, max {max(ratios):.3f})")
-    reds = [res["consistency_reduction"] for _, _, _, _, res in rows if "consistency_reduction" in res]
     if reds:
         print(f"consistency lowers HH's MSE by {100 * min(reds):.0f}% to {100 * max(reds):.0f}% "
               f"(median {100 * sorted(reds)[len(reds) // 2]:.0f}%)")
@@ -109,33 +112,35 @@ def main():
     print("|---|---|---|---|---|")
     cells = {}
     for name, _, _, _, res in rows:
-        cells.setdefault((name, res["epsilon"]), {})[res["method"]] = res
+        cells.setdefault((name, res["epsilon"]), {})[res["label"]] = res
     for (name, eps), m in cells.items():
-        raw = {k: v["empirical_mse"] for k, v in m.items()}
+        raw = {k: mean(v, "unbiased_mse") for k, v in m.items()}
         best = min(raw, key=raw.get)
         allm = dict(raw)
         if "hh" in m:
-            allm["hh-consistent"] = m["hh"]["consistent_mse"]
+            allm["hh-consistent"] = mean(m["hh"], "mse")
         best_all = min(allm, key=allm.get)
         fmt = lambda k: f"{allm[k]:.2e}" if k in allm else "-"
         print(f"| {name} | {eps} | {best} | {best_all} | {fmt('hh')} / {fmt('hh-consistent')} / {fmt('haar')} / {fmt('flat')} |")
 
     print(f"\n## Quantiles at eps = 1: 95% interval coverage over {a.qruns} runs\n")
-    print("| column | D | method | q | true value | true bin | run-0 estimate (units) | run-0 interval (units) | coverage |")
+    print("| column | D | method | q | true bin | run-1 estimate (units) | run-1 interval (units) | coverage | mean abs bin error |")
     print("|---|---|---|---|---|---|---|---|---|")
     covs = []
-    for name, d, method, qq in quant:
-        covs.append(qq["coverage"])
-        e = qq["estimate"]
-        print(f"| {name} | {d} | {method} | {qq['q']} | {qq['true_value']:g} | {qq['true_bin']} | "
-              f"[{e['units'][0]:g}, {e['units'][1]:g}) | [{e['interval_units'][0]:g}, {e['interval_units'][1]:g}) | "
-              f"{100 * qq['coverage']:.0f}% |")
+    for name, freqs, res in quant:
+        e = res["estimates"]["quantiles"][0]
+        acc, true_bin = 0.0, len(freqs) - 1
+        for t, f in enumerate(freqs):
+            acc += f
+            if acc >= e["q"] - 1e-12:
+                true_bin = t
+                break
+        cov = mean(res, "quantile_coverage")
+        covs.append(cov)
+        print(f"| {name} | {len(freqs)} | {res['label']} | {e['q']} | {true_bin} | "
+              f"[{e['value'][0]:g}, {e['value'][1]:g}) | [{e['interval'][0]:g}, {e['interval'][1]:g}) | "
+              f"{100 * cov:.0f}% | {mean(res, 'quantile_bin_error'):.2f} |")
     print(f"\ncoverage >= 93%: {sum(c >= 0.93 for c in covs)}/{len(covs)} (min {100 * min(covs):.0f}%)")
-
-    print("\n## Speed: 10^6 random ranges answered from one collection\n")
-    worst = max(s["seconds"] for _, _, _, s in speed)
-    worst_raw = max((s.get("raw_seconds", 0.0) for _, _, _, s in speed), default=0.0)
-    print(f"slowest: {worst:.4f} s (O(1) prefix sums; HH raw O(h·B) decomposition: {worst_raw:.4f} s)")
 
 
 if __name__ == "__main__":

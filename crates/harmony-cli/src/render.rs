@@ -1,8 +1,15 @@
 //! Estimate documents as tables: what `harmony query` prints, and `harmony simulate` beside the
 //! truth. JSON output is the document itself.
 
+use anyhow::Result;
+use harmony_analytics::range::cumulative;
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_protocol::estimates::{AttributeResult, Est, EstimateDocument, TaskEstimate};
+use harmony_protocol::estimates::{
+    AttributeResult, Est, EstimateDocument, LinearEstimate, RangeEstimate, TaskEstimate,
+};
+use harmony_tasks::Input;
+use harmony_tasks::linear::LinearTask;
+use harmony_tasks::range::RangeTask;
 
 /// The true values a document estimates, from the data (simulations, `query --data`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -12,6 +19,28 @@ pub enum Truth {
     Means(Vec<Vec<f64>>),
     /// One attribute's frequencies.
     Frequency(Vec<f64>),
+    /// `range`: the true fraction of devices in each bin.
+    Range {
+        /// One per bin.
+        bins: Vec<f64>,
+    },
+    /// `linear-queries`: the true answers A·p.
+    Linear {
+        /// One per query.
+        answers: Vec<f64>,
+    },
+}
+
+/// The true fraction of devices in each of a range task's bins.
+pub fn range_bins(task: &RangeTask, inputs: &[Input<'_>]) -> Result<Vec<f64>> {
+    let bins = inputs.iter().map(|i| task.bin(i)).collect::<Result<Vec<_>, _>>()?;
+    Ok(harmony_analytics::range::true_freqs(&bins, task.bins()))
+}
+
+/// The devices' distribution over a linear-queries task's domain.
+pub fn linear_distribution(task: &LinearTask, inputs: &[Input<'_>]) -> Result<Vec<f64>> {
+    let values = inputs.iter().map(|i| task.index(i)).collect::<Result<Vec<_>, _>>()?;
+    Ok(harmony_analytics::linear::distribution(&values, task.domain().size())?)
 }
 
 /// Per attribute: the true mean (original units) or the true category frequencies.
@@ -98,8 +127,77 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
                 row(&format!("{}={}", f.attribute, c.label), &c.frequency, t.map(|t| t[v]), 4);
             }
         }
+        (TaskEstimate::Range(r), t) => print_range(&head, r, t),
+        (TaskEstimate::LinearQueries(l), t) => print_linear(&head, l, t),
         (TaskEstimate::Train(tr), _) => crate::server_cmds::rounds::print_model_doc(doc, tr),
         (other, _) => println!("{head}\n{}", serde_json::to_string_pretty(other).unwrap_or_default()),
+    }
+}
+
+/// The cumulative true bin fractions of a range document (when the truth has its bins).
+fn range_cum(r: &RangeEstimate, truth: Option<&Truth>) -> Option<Vec<f64>> {
+    match truth {
+        Some(Truth::Range { bins }) if bins.len() == r.bins => Some(cumulative(bins)),
+        _ => None,
+    }
+}
+
+/// A range document: the ranges asked, the CDF (at most 17 of its points; all in JSON), the
+/// quantiles.
+fn print_range(head: &str, r: &RangeEstimate, truth: Option<&Truth>) {
+    let [lo, hi] = r.bounds;
+    println!("{head}, ranges of {} ({}, {} bins over [{lo}, {hi}])", r.attribute, r.method, r.bins);
+    println!("reports per level: {:?}", r.level_reports);
+    let cum = range_cum(r, truth);
+    header();
+    for x in &r.ranges {
+        let t = cum.as_ref().map(|c| c[x.bins[1]] - c[x.bins[0]]);
+        row(&format!("share in [{}, {})", x.range[0], x.range[1]), &x.share, t, 4);
+    }
+    let step = r.cdf.len().div_ceil(16).max(1);
+    let last = r.cdf.len().saturating_sub(1);
+    for (_, p) in r.cdf.iter().enumerate().filter(|(i, _)| i % step == 0 || *i == last) {
+        row(&format!("P[{} < {}]", r.attribute, fmt_units(p.x)), &p.value, cum.as_ref().map(|c| c[p.bin]), 4);
+    }
+    println!("{:<34} {:>24} {:>28} {:>12}", "quantile", "bin (units)", "95% interval (units)", "true bin");
+    let truth_bins = match truth {
+        Some(Truth::Range { bins }) if bins.len() == r.bins => Some(bins),
+        _ => None,
+    };
+    for q in &r.quantiles {
+        let span =
+            |x: Option<[f64; 2]>| x.map_or("-".to_string(), |[a, b]| format!("[{}, {})", fmt_units(a), fmt_units(b)));
+        let t = truth_bins.map(|f| harmony_analytics::range::true_quantile(f, q.q).to_string()).unwrap_or_default();
+        let bin = q.bin.map_or("-".to_string(), |b| b.to_string());
+        println!("{:<34} {:>24} {:>28} {t:>12}", format!("q = {} (bin {bin})", q.q), span(q.value), span(q.interval));
+    }
+}
+
+fn fmt_units(x: f64) -> String {
+    let r = (x * 1e4).round() / 1e4;
+    if r == r.trunc() { format!("{r:.0}") } else { format!("{r}") }
+}
+
+/// A linear-queries document: each query's unbiased answer, then its projection.
+fn print_linear(head: &str, l: &LinearEstimate, truth: Option<&Truth>) {
+    let sigma = l.sigma.map(|s| format!(", σ = {s:.4}")).unwrap_or_default();
+    println!("{head}, linear queries ({}, J = {}{sigma})", l.mechanism, l.domain_size);
+    if let (Some(min), Some(max)) = (l.group_reports.iter().min(), l.group_reports.iter().max()) {
+        println!("reports per query group: {min} to {max}");
+    }
+    let t = match truth {
+        Some(Truth::Linear { answers }) if answers.len() == l.queries.len() => Some(answers),
+        _ => None,
+    };
+    header();
+    for (i, q) in l.queries.iter().enumerate() {
+        row(&q.name, &q.answer, t.map(|t| t[i]), 4);
+        if let Some(p) = q.projected {
+            row(&format!("{} (projected)", q.name), &Est::point(p), t.map(|t| t[i]), 4);
+        }
+    }
+    if let Some(b) = l.projection_bound {
+        println!("projected answers: within {b:.3e} (L2, certified) of the exact projection");
     }
 }
 
@@ -119,6 +217,18 @@ pub fn coverage(doc: &EstimateDocument, truth: &Truth) -> (usize, usize) {
             .collect(),
         (TaskEstimate::Frequency(f), Truth::Frequency(t)) => {
             f.categories.iter().zip(t).map(|(c, &v)| (&c.frequency, v)).collect()
+        }
+        (TaskEstimate::Range(r), t @ Truth::Range { .. }) => match range_cum(r, Some(t)) {
+            Some(c) => r
+                .cdf
+                .iter()
+                .map(|p| (&p.value, c[p.bin]))
+                .chain(r.ranges.iter().map(|x| (&x.share, c[x.bins[1]] - c[x.bins[0]])))
+                .collect(),
+            None => Vec::new(),
+        },
+        (TaskEstimate::LinearQueries(l), Truth::Linear { answers }) => {
+            l.queries.iter().zip(answers).map(|(q, &v)| (&q.answer, v)).collect()
         }
         _ => Vec::new(),
     };

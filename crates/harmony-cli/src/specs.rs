@@ -3,12 +3,16 @@
 
 use crate::data::SchemaFile;
 use crate::simulate_tasks::{Task, TaskArgs};
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use harmony_core::kinds::{OracleKind, RecordNumeric};
 use harmony_core::schema::Schema;
 use harmony_core::strategy::{KChoice, StrategyKind};
-use harmony_protocol::spec::{FrequencySpec, MeansSpec, TaskSpec};
+use harmony_protocol::estimates::Query;
+use harmony_protocol::spec::{
+    FrequencySpec, Hull, LinearMechanism, LinearQueriesSpec, MeansSpec, RangeMethod, RangeSpec, TaskSpec,
+};
+use std::path::Path;
 
 /// The record-strategy options (`means`), and the oracle of `frequency`.
 #[derive(Args, Debug, Clone, Default)]
@@ -109,7 +113,239 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             let s = schema.as_ref().expect("a schema file");
             TaskSpec::Train(crate::server_cmds::rounds::train_spec(s, epsilon, &t.train)?)
         }
+        Task::Range | Task::Quantiles => {
+            let methods = if t.method.is_some() { range_methods(t)? } else { vec![RangeMethod::Hh] };
+            TaskSpec::Range(range(t, file, one(methods, "--method")?)?)
+        }
+        Task::LinearQueries => {
+            let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
+            TaskSpec::LinearQueries(linear(t, file, one(mechanisms, "--method")?)?)
+        }
         other => bail!("--task {} cannot be served by this build yet", other.name()),
     };
+    if t.ranges.is_some() || t.quantiles.is_some() {
+        bail!("--ranges and --quantiles are asked at query time: pass them to `harmony query`");
+    }
     Ok((schema, spec))
+}
+
+/// The one value a collection takes of a list option.
+fn one<T: Copy>(values: Vec<T>, option: &str) -> Result<T> {
+    match values[..] {
+        [v] => Ok(v),
+        _ => bail!("{option} has {} values, expected one for a collection", values.len()),
+    }
+}
+
+/// `--method` of `range`/`quantiles`: hh, haar, flat (comma-separated; simulate's default all
+/// three, a collection's hh).
+pub fn range_methods(t: &TaskArgs) -> Result<Vec<RangeMethod>> {
+    let Some(names) = &t.method else {
+        return Ok(vec![RangeMethod::Hh, RangeMethod::Haar, RangeMethod::Flat]);
+    };
+    names
+        .iter()
+        .map(|m| match m.trim() {
+            "hh" => Ok(RangeMethod::Hh),
+            "haar" => Ok(RangeMethod::Haar),
+            "flat" => Ok(RangeMethod::Flat),
+            other => bail!("--method has \"{other}\", expected hh, haar or flat"),
+        })
+        .collect()
+}
+
+/// The range spec of one method: `--column` (a numeric attribute), `--bins` (else the schema
+/// file's `[bins]`, else the task's default), `--branching` (`hh` only; ignored by the others).
+pub fn range(t: &TaskArgs, file: &SchemaFile, method: RangeMethod) -> Result<RangeSpec> {
+    let name = t
+        .column
+        .clone()
+        .ok_or_else(|| anyhow!("--column is missing: --task range/quantiles needs the ordered column to analyse"))?;
+    let attr = file.attributes.iter().find(|a| a.name() == name).ok_or_else(|| {
+        let names: Vec<&str> = file.attributes.iter().map(|a| a.name()).collect();
+        anyhow!("--column is \"{name}\", expected one of the schema's attributes: {}", names.join(", "))
+    })?;
+    if !attr.is_numeric() {
+        bail!(
+            "--column \"{name}\" is categorical ({} unordered labels); range and quantile queries need an ordered (numeric) column",
+            attr.cardinality()
+        );
+    }
+    let bins = t.bins.or(file.bins.get(&name).copied());
+    if let Some(d) = bins.filter(|&d| d < 2) {
+        bail!("--bins is {d}, expected an integer >= 2");
+    }
+    let branching = t.branching.filter(|_| method == RangeMethod::Hh);
+    Ok(RangeSpec { attribute: name, bins, method, branching })
+}
+
+/// The query of `--ranges` (`LO:HI` in the attribute's units) and `--quantiles`, as `harmony
+/// query` takes them.
+pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Result<Query> {
+    let mut parts = Vec::new();
+    if let Some(r) = ranges {
+        parts.push(format!("ranges={}", r.join(",")));
+    }
+    if let Some(q) = quantiles {
+        let q: Vec<String> = q.iter().map(|x| x.to_string()).collect();
+        parts.push(format!("quantiles={}", q.join(",")));
+    }
+    Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
+}
+
+/// `--method` of `linear-queries`: gaussian, hr, adaptive (comma-separated; simulate's default
+/// all three, a collection's hr).
+pub fn linear_mechanisms(t: &TaskArgs) -> Result<Vec<LinearMechanism>> {
+    const ALL: [LinearMechanism; 3] = [LinearMechanism::Gaussian, LinearMechanism::Hr, LinearMechanism::Adaptive];
+    let Some(names) = &t.method else { return Ok(ALL.to_vec()) };
+    names
+        .iter()
+        .map(|m| {
+            ALL.into_iter().find(|x| x.name().eq_ignore_ascii_case(m.trim())).ok_or_else(|| {
+                anyhow!("--method \"{m}\" is not a linear-queries method, expected one of gaussian, hr, adaptive")
+            })
+        })
+        .collect()
+}
+
+/// `--queries` as the spec's inline workload: a built-in name, a JSON file's document or a CSV
+/// file's text; with the attributes a JSON workload names.
+fn workload(queries: &str) -> Result<(serde_json::Value, Option<Vec<String>>)> {
+    use harmony_analytics::linear::Workload;
+    if Workload::is_builtin(queries) {
+        return Ok((serde_json::Value::String(queries.to_string()), None));
+    }
+    let text = std::fs::read_to_string(queries).with_context(|| {
+        format!("--queries {queries}: not a built-in workload (identity, prefix) and not a readable file")
+    })?;
+    let json = Path::new(queries).extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        || text.trim_start().starts_with(['{', '[']);
+    if !json {
+        return Ok((serde_json::Value::String(text), None));
+    }
+    let attrs = Workload::json_attributes(&text).with_context(|| format!("--queries {queries}"))?;
+    let value = serde_json::from_str(&text).with_context(|| format!("--queries {queries}: not valid JSON"))?;
+    Ok((value, attrs))
+}
+
+/// The domain attributes: `--attributes`, else the workload's, else the categorical attribute
+/// with the most labels; each numeric one must have `[bins]` in the schema file.
+fn linear_attributes(t: &TaskArgs, file: &SchemaFile, from_workload: Option<Vec<String>>) -> Result<Vec<String>> {
+    let names = match t.attributes.clone().or(from_workload) {
+        Some(n) if n.is_empty() => bail!("--attributes is empty, expected at least one attribute name"),
+        Some(n) => n,
+        None => {
+            let best = file.attributes.iter().filter(|a| !a.is_numeric()).max_by_key(|a| a.cardinality()).ok_or_else(
+                || anyhow!("the schema has no categorical attribute: pass --attributes (numeric ones need [bins])"),
+            )?;
+            eprintln!(
+                "note: no --attributes given; using the categorical attribute with the most labels: {} ({} labels)",
+                best.name(),
+                best.cardinality()
+            );
+            vec![best.name().to_string()]
+        }
+    };
+    for name in &names {
+        let Some(a) = file.attributes.iter().find(|a| a.name() == name) else {
+            let all: Vec<&str> = file.attributes.iter().map(|a| a.name()).collect();
+            bail!("--attributes: unknown attribute \"{name}\", expected one of the schema's: {}", all.join(", "));
+        };
+        if a.is_numeric() && !file.bins.contains_key(name) {
+            bail!(
+                "--attributes: \"{name}\" is numeric and the schema has no bins for it; add `[bins]` with `{name} = 8` \
+                 (equal-width bins over [min, max]) to the schema, or choose a categorical attribute"
+            );
+        }
+    }
+    Ok(names)
+}
+
+/// The linear-queries spec of one mechanism: `--attributes`, the schema file's `[bins]` of the
+/// numeric ones, `--queries` (default `identity`), `--delta` and `--hull` (`gaussian` only;
+/// ignored by the others).
+pub fn linear(t: &TaskArgs, file: &SchemaFile, mechanism: LinearMechanism) -> Result<LinearQueriesSpec> {
+    let (workload, from_workload) = workload(t.queries.as_deref().unwrap_or("identity"))?;
+    let attributes = linear_attributes(t, file, from_workload)?;
+    let bins = attributes
+        .iter()
+        .filter(|n| file.attributes.iter().any(|a| a.name() == n.as_str() && a.is_numeric()))
+        .map(|n| (n.clone(), file.bins[n]))
+        .collect();
+    let spec = LinearQueriesSpec { attributes, bins, workload, mechanism, delta: None, hull: Hull::default() };
+    with_mechanism(t, &spec, mechanism)
+}
+
+/// `spec` (domain and workload) with another mechanism and its options (`--delta`, `--hull`:
+/// `gaussian` only).
+pub fn with_mechanism(t: &TaskArgs, spec: &LinearQueriesSpec, mechanism: LinearMechanism) -> Result<LinearQueriesSpec> {
+    let gaussian = mechanism == LinearMechanism::Gaussian;
+    if let Some(delta) = t.delta
+        && !(delta > 0.0 && delta < 1.0)
+    {
+        bail!("--delta is {delta}, expected a number in (0, 1) (the δ of the Gaussian mechanism's (ε, δ)-LDP)");
+    }
+    let hull = match t.hull.as_deref().map(str::trim) {
+        None | Some("symmetric") => Hull::Symmetric,
+        Some("simplex") => Hull::Simplex,
+        Some(other) => bail!("--hull is \"{other}\", expected symmetric (conv{{±a_v}}) or simplex (conv{{a_v}})"),
+    };
+    Ok(LinearQueriesSpec {
+        mechanism,
+        delta: t.delta.filter(|_| gaussian),
+        hull: if gaussian { hull } else { Hull::default() },
+        ..spec.clone()
+    })
+}
+
+#[cfg(test)]
+mod range_linear_tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        t: TaskArgs,
+        #[command(flatten)]
+        m: MeansArgs,
+    }
+
+    /// `collection create`'s spec for the task options `args` on Adult's schema.
+    fn single_of(args: &[&str]) -> Result<TaskSpec> {
+        let w = Wrap::try_parse_from(std::iter::once("create").chain(args.iter().copied()))?;
+        let file = SchemaFile::load(&crate::data::bundled("examples/adult.toml"))?;
+        Ok(single(&w.t, &w.m, &file, 1.0)?.1)
+    }
+
+    #[test]
+    fn collections_take_one_method_and_no_query_options() {
+        let TaskSpec::Range(r) = single_of(&["--task", "range", "--column", "age"]).unwrap() else { panic!() };
+        assert_eq!((r.method, r.bins, r.branching), (RangeMethod::Hh, None, None), "the server resolves the rest");
+        let TaskSpec::Range(r) =
+            single_of(&["--task", "range", "--column", "age", "--method", "haar", "--branching", "4"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((r.method, r.branching), (RangeMethod::Haar, None), "branching is hh's");
+        let e = single_of(&["--task", "range", "--column", "age", "--method", "hh,flat"]).unwrap_err().to_string();
+        assert!(e.contains("--method has 2 values"), "{e}");
+        let e = single_of(&["--task", "range", "--column", "age", "--ranges", "20:30"]).unwrap_err().to_string();
+        assert!(e.contains("asked at query time"), "{e}");
+        let TaskSpec::LinearQueries(l) = single_of(&["--task", "linear-queries", "--queries", "prefix"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((l.mechanism, l.attributes.clone()), (LinearMechanism::Hr, vec!["native_country".to_string()]));
+        assert_eq!(l.workload, serde_json::json!("prefix"));
+        let queries = crate::data::bundled("examples/queries/adult_sex_race.json").display().to_string();
+        let TaskSpec::LinearQueries(l) =
+            single_of(&["--task", "linear-queries", "--method", "gaussian", "--queries", &queries, "--delta", "1e-5"])
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((l.delta, l.attributes.len()), (Some(1e-5), 2), "the workload names its attributes");
+        assert!(l.workload.is_object(), "a JSON workload travels inline");
+    }
 }

@@ -85,10 +85,17 @@ struct Case {
 }
 
 fn check(case: &Case, data: &Path, schema: &Path, db: &str, seed: u64) {
+    check_asking(case, &[], data, schema, db, seed)
+}
+
+/// [`check`], with query-time options (`--ranges`, `--quantiles`) given to both `simulate` and
+/// `query`.
+fn check_asking(case: &Case, ask: &[&str], data: &Path, schema: &Path, db: &str, seed: u64) {
     let (data_s, schema_s, seed_s) = (data.display().to_string(), schema.display().to_string(), seed.to_string());
     let mut sim = vec!["simulate", "--data", &data_s, "--schema", &schema_s, "--epsilon", case.epsilon];
     sim.extend_from_slice(&["--runs", "1", "--seed", &seed_s, "--format", "json"]);
     sim.extend_from_slice(case.task);
+    sim.extend_from_slice(ask);
     let out: Value = serde_json::from_str(&harmony(&sim)).expect("simulate JSON");
     let simulated = out["results"][0]["estimates"].clone();
     assert!(simulated.is_object(), "{}: no estimates in simulate's output", case.name);
@@ -109,18 +116,9 @@ fn check(case: &Case, data: &Path, schema: &Path, db: &str, seed: u64) {
         "--seed",
         &seed_s,
     ]);
-    let served: Value = serde_json::from_str(&harmony(&[
-        "query",
-        "--server",
-        &server.url,
-        "--token",
-        "tok",
-        "--collection",
-        &id,
-        "--format",
-        "json",
-    ]))
-    .expect("query JSON");
+    let mut query = vec!["query", "--server", &server.url, "--token", "tok", "--collection", &id, "--format", "json"];
+    query.extend_from_slice(ask);
+    let served: Value = serde_json::from_str(&harmony(&query)).expect("query JSON");
     let d = diff(&simulated, &served);
     let tolerance = if case.exact { 0.0 } else { 1e-12 };
     assert!(d <= tolerance, "{} on {db}: largest difference {d:e}\nsimulate: {simulated}\nserve: {served}", case.name);
@@ -186,4 +184,69 @@ fn census_simulate_equals_serve() {
             check(c, &data, &schema, &db, 23);
         }
     }
+}
+
+/// `range` (every method; ranges and quantiles asked at query time) and `linear-queries`
+/// (every mechanism): integer accumulators, so bit-identical.
+const RANGE_LINEAR: &[Case] = &[
+    Case {
+        name: "range hh",
+        task: &["--task", "range", "--column", "age", "--method", "hh"],
+        epsilon: "1",
+        exact: true,
+    },
+    Case {
+        name: "range haar",
+        task: &["--task", "range", "--column", "age", "--method", "haar"],
+        epsilon: "2",
+        exact: true,
+    },
+    Case {
+        name: "range flat",
+        task: &["--task", "range", "--column", "age", "--method", "flat", "--bins", "32"],
+        epsilon: "4",
+        exact: true,
+    },
+    Case {
+        name: "linear-queries hr",
+        task: &["--task", "linear-queries", "--method", "hr"],
+        epsilon: "1",
+        exact: true,
+    },
+    Case {
+        name: "linear-queries gaussian",
+        task: &["--task", "linear-queries", "--method", "gaussian", "--attributes", "education", "--queries", "prefix"],
+        epsilon: "2",
+        exact: true,
+    },
+    Case {
+        name: "linear-queries adaptive",
+        task: &["--task", "linear-queries", "--method", "adaptive", "--attributes", "education", "--queries", "prefix"],
+        epsilon: "1",
+        exact: true,
+    },
+];
+
+/// What `range` cases ask at query time.
+const ASK: &[&str] = &["--ranges", "20:30,40:65", "--quantiles", "0.25,0.5,0.75"];
+
+fn range_and_linear(data: &Path, schema: &Path, name: &str, seed: u64) {
+    for db in stores(name) {
+        for c in RANGE_LINEAR {
+            let ask = if c.name.starts_with("range") { ASK } else { &[] };
+            check_asking(c, ask, data, schema, &db, seed);
+        }
+    }
+}
+
+#[test]
+fn adult_range_and_linear_simulate_equals_serve() {
+    range_and_linear(&root().join("data/adult.csv"), &root().join("examples/adult.toml"), "adult-range-linear", 17);
+}
+
+#[test]
+#[ignore = "heavy tier: Census-Income (KDD), 199,523 devices per case"]
+fn census_range_and_linear_simulate_equals_serve() {
+    let (data, schema) = (root().join("data/census_income_kdd.csv.xz"), root().join("examples/census_income_kdd.toml"));
+    range_and_linear(&data, &schema, "census-range-linear", 23);
 }

@@ -265,6 +265,22 @@ impl LinearTask {
     pub fn workload(&self) -> &Arc<Workload> {
         &self.workload
     }
+    /// The closed-form variance of each unbiased answer when the devices' distribution over the
+    /// domain is `p` and `n` devices reported (`adaptive`: `groups[t]` of them answered query t,
+    /// the realized group sizes; an empty group gives an infinite variance). For scoring
+    /// simulations against the truth.
+    pub fn answer_variances(&self, p: &[f64], n: u64, groups: &[u64]) -> Result<Vec<f64>> {
+        Ok(match &self.mechanism {
+            Mechanism::Hr(m) => m.variances(p, n),
+            Mechanism::Gaussian(m) => vec![m.answer_variance(n); self.workload.queries()],
+            Mechanism::Adaptive(m) => (0..self.workload.queries())
+                .map(|t| {
+                    let m_t = groups.get(t).copied().unwrap_or(0);
+                    Ok(if m_t == 0 { f64::INFINITY } else { m.query(t)?.variance(p, n, m_t) })
+                })
+                .collect::<Result<_>>()?,
+        })
+    }
     /// A device's domain index, or an error naming the attribute.
     pub fn index(&self, input: &Input<'_>) -> Result<usize> {
         let record = input.record("linear-queries")?;

@@ -29,8 +29,8 @@ use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::{Input, unit};
 use crate::simulate::{at_device, device_rng};
 use harmony_analytics::range::{
-    Cdf, FlatOue, Haar, HaarAggregator, HaarReport, HhAggregator, HhReport, Hierarchy, RangeEstimator, Z95,
-    bin_of_unit, choose_branching, cumulative,
+    Cdf, FlatEstimate, FlatOue, Haar, HaarAggregator, HaarEstimate, HaarReport, HhAggregator, HhEstimate, HhReport,
+    Hierarchy, RangeEstimator, Z95, bin_of_unit, choose_branching, cumulative,
 };
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};
@@ -262,6 +262,58 @@ impl RangeTask {
     }
 }
 
+/// The estimator behind a range collection's accumulator.
+#[derive(Debug, Clone)]
+pub enum Estimator {
+    /// Hierarchical histograms (answers: the consistent estimate).
+    Hh(HhEstimate),
+    /// Haar wavelets.
+    Haar(HaarEstimate),
+    /// Flat OUE.
+    Flat(FlatEstimate),
+}
+
+impl Estimator {
+    /// What the document answers with (`hh`: the consistent estimate).
+    pub fn answers(&self) -> &dyn RangeEstimator {
+        match self {
+            Estimator::Hh(e) => e,
+            Estimator::Haar(e) => e,
+            Estimator::Flat(e) => e,
+        }
+    }
+    /// The unbiased estimate of `[a, b)` whose variance [`RangeEstimator::range_variance_cum`]
+    /// gives exactly (`hh`: the raw hierarchical one; the others: their answers).
+    pub fn unbiased_unchecked(&self, a: usize, b: usize) -> f64 {
+        match self {
+            Estimator::Hh(e) => e.range_raw_unchecked(a, b),
+            other => other.answers().range_unchecked(a, b),
+        }
+    }
+}
+
+impl RangeTask {
+    /// The estimator of an accumulator of this task (`None` while a level has no report) and the
+    /// reports per level: what [`Task::estimate`] documents, for scoring simulations.
+    pub fn estimator(&self, agg: &dyn TaskAggregator) -> Result<(Option<Estimator>, Vec<u64>)> {
+        Ok(match &self.method {
+            Method::Hh(_) => {
+                let a = Typed::<HhAggregator>::of(agg)?;
+                (a.estimate().ok().map(Estimator::Hh), a.counts())
+            }
+            Method::Haar(_) => {
+                let a = Typed::<HaarAggregator>::of(agg)?;
+                (a.estimate().ok().map(Estimator::Haar), a.counts())
+            }
+            Method::Flat(f) => {
+                let a = Typed::<UnaryAggregator>::of(agg)?;
+                let est = if a.count() == 0 { None } else { Some(Estimator::Flat(f.estimate(a)?)) };
+                (est, vec![a.count()])
+            }
+        })
+    }
+}
+
 /// Checks a query's ranges and levels; returns the levels (default [`DEFAULT_QUANTILES`]).
 fn check_query(query: &Query) -> Result<Vec<f64>> {
     for (i, &[lo, hi]) in query.ranges.iter().enumerate() {
@@ -331,22 +383,8 @@ impl Task for RangeTask {
         }
     }
     fn estimate(&self, agg: &dyn TaskAggregator, query: &Query) -> Result<TaskEstimate> {
-        let doc = match &self.method {
-            Method::Hh(_) => {
-                let a = Typed::<HhAggregator>::of(agg)?;
-                self.document(a.estimate().ok().as_ref().map(|e| e as &dyn RangeEstimator), a.counts(), query)?
-            }
-            Method::Haar(_) => {
-                let a = Typed::<HaarAggregator>::of(agg)?;
-                self.document(a.estimate().ok().as_ref().map(|e| e as &dyn RangeEstimator), a.counts(), query)?
-            }
-            Method::Flat(f) => {
-                let a = Typed::<UnaryAggregator>::of(agg)?;
-                let est = if a.count() == 0 { None } else { Some(f.estimate(a)?) };
-                self.document(est.as_ref().map(|e| e as &dyn RangeEstimator), vec![a.count()], query)?
-            }
-        };
-        Ok(TaskEstimate::Range(doc))
+        let (est, levels) = self.estimator(agg)?;
+        Ok(TaskEstimate::Range(self.document(est.as_ref().map(Estimator::answers), levels, query)?))
     }
     fn simulate(&self, inputs: &[Input<'_>], seed: u64, first: u64) -> Result<Box<dyn TaskAggregator>> {
         let mut bins = Vec::with_capacity(inputs.len());

@@ -211,15 +211,7 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
 
 /// The query of `--ranges` and `--quantiles`.
 fn query_of(a: &QueryArgs) -> Result<Query> {
-    let mut parts = Vec::new();
-    if let Some(r) = &a.ranges {
-        parts.push(format!("ranges={}", r.join(",")));
-    }
-    if let Some(q) = &a.quantiles {
-        let q: Vec<String> = q.iter().map(|x| x.to_string()).collect();
-        parts.push(format!("quantiles={}", q.join(",")));
-    }
-    Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
+    crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref())
 }
 
 /// The truth of a document's task on the devices' data.
@@ -232,6 +224,15 @@ pub fn truth(config: &CollectionConfig, path: &std::path::Path) -> Result<Option
             let t = render::record_truth(schema, population.values());
             let j = schema.attributes().iter().position(|a| a.name() == f.attribute).context("the attribute")?;
             Some(Truth::Frequency(t[j].clone()))
+        }
+        TaskSpec::Range(_) => {
+            let task = harmony_tasks::range::RangeTask::new(config.clone())?;
+            Some(Truth::Range { bins: render::range_bins(&task, &population.inputs())? })
+        }
+        TaskSpec::LinearQueries(_) => {
+            let task = harmony_tasks::linear::LinearTask::new(config.clone())?;
+            let p = render::linear_distribution(&task, &population.inputs())?;
+            Some(Truth::Linear { answers: task.workload().apply(&p) })
         }
         _ => None,
     })

@@ -70,8 +70,8 @@ pub struct TaskArgs {
     #[arg(long)]
     pub column: Option<String>,
     /// range/quantiles: discretize the column to this many equal-width bins over [min, max]
-    /// (default: the schema's `[bins]`, else one bin per integer for an integer column with at
-    /// most 1,024 values, else 64).
+    /// (default: the schema's `[bins]`, else 64; for one bin per integer of an integer column in
+    /// [a, b], declare max = b + 1 in the schema and --bins b + 1 − a).
     #[arg(long)]
     pub bins: Option<usize>,
     /// range/quantiles: the hierarchy's branching factor B for `--method hh` (default: the B
@@ -82,11 +82,16 @@ pub struct TaskArgs {
     /// marginals: calm|direct|fourier|… (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     pub method: Option<Vec<String>>,
-    /// range: the number of random ranges to answer (default 1000); linear-queries: the
-    /// workload file (CSV/JSON matrix, or a list of range/predicate queries).
+    /// range: the number of random ranges scored per run (default 1000); linear-queries: the
+    /// workload (identity, prefix, or a CSV/JSON matrix or list of range/predicate queries file).
     #[arg(long)]
     pub queries: Option<String>,
-    /// quantiles: the q values (comma-separated, each in (0, 1); default 0.1,0.5,0.9).
+    /// range/quantiles: ranges [LO, HI) in the column's units, `LO:HI` comma-separated, answered
+    /// in the estimate document (as `harmony query --ranges`).
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub ranges: Option<Vec<String>>,
+    /// range/quantiles: the quantile levels of the estimate document (comma-separated, each in
+    /// (0, 1); default 0.1,0.5,0.9; as `harmony query --quantiles`).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub quantiles: Option<Vec<f64>>,
     /// heavy-hitters: report the top K items (default 20).
