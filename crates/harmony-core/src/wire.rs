@@ -40,6 +40,12 @@ pub enum ReportKind {
     Record = 11,
     /// A randomized gradient of private gradient descent (harmony-learn's sampled PM / HM).
     Gradient = 12,
+    /// Apple's Count Mean Sketch: hash index and m bits.
+    Cms = 13,
+    /// Apple's Hadamard Count Mean Sketch: hash index, coefficient index and sign.
+    Hcms = 14,
+    /// RAPPOR: cohort and Bloom-filter bits.
+    Rappor = 15,
 }
 
 /// A report type that travels on the wire.
