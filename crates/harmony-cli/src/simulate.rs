@@ -36,7 +36,8 @@ pub struct SimulateArgs {
     /// Numeric mechanism (split: laplace|scdf|staircase|duchi|pm|hm|duchi-multi; sample-k: pm|hm).
     #[arg(long)]
     pub numeric_mechanism: Option<String>,
-    /// Categorical frequency oracle (split: oue|bassily-smith|...; sample-k: any).
+    /// Categorical frequency oracle (split: oue|bassily-smith|...; sample-k: any). Sketches take
+    /// parameters in the name: cms:k=256:m=1024:seed=7, rappor:m=128:h=2:cohorts=8.
     #[arg(long)]
     pub categorical_mechanism: Option<String>,
     /// k for sample-k: `optimal` (closed-form argmin), `paper` (⌊ε/2.5⌋) or a number.

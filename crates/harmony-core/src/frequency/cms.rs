@@ -347,11 +347,12 @@ impl CmsAggregator {
     pub fn sketch(&self) -> Vec<u64> {
         self.rows.counts()
     }
-    /// Adds a packed batch ([`Cms::randomize_packed`]); validates every report first (all or
-    /// nothing, the error names the report's index).
-    pub fn add_packed(&mut self, packed: &PackedRows) -> Result<()> {
-        rows::validate_packed("j", packed, self.oracle.k, self.oracle.m)?;
-        self.rows.add_packed(packed);
+    /// Adds a packed batch ([`Cms::randomize_packed`]: `rows` and `bits` of a [`PackedRows`],
+    /// or any sub-range of reports of them); validates every report first (all or nothing, the
+    /// error names the report's index).
+    pub fn add_packed(&mut self, rows: &[u32], bits: &[u64]) -> Result<()> {
+        rows::validate_packed("j", rows, bits, self.oracle.k, self.oracle.m)?;
+        self.rows.add_packed(rows, bits);
         Ok(())
     }
     /// Frequency estimates of arbitrary u64 items (O(k) each), with the family-averaged
@@ -490,6 +491,32 @@ mod tests {
         // The sketch holds every report's bits.
         let total_bits: u64 = reports.iter().flat_map(|r| &r.bits).map(|w| w.count_ones() as u64).sum();
         assert_eq!(a.sketch().iter().sum::<u64>(), total_bits);
+    }
+
+    /// The packed aggregation equals adding the same reports one by one, across the
+    /// bit-sliced counters' flushes; a bad report anywhere in a packed batch adds nothing.
+    #[test]
+    fn packed_aggregation_equals_single_adds() {
+        let o = Cms::with_params(1.0, 50, 5, 130, 4).unwrap();
+        let mut rng = fast_rng(42);
+        let vs: Vec<usize> = (0..20_000).map(|i| i * 13 % 50).collect();
+        let mut packed = PackedRows::new();
+        o.randomize_packed(&vs, &mut rng, &mut packed).unwrap();
+        let w = 3;
+        let (mut a, mut b) = (o.aggregator(), o.aggregator());
+        a.add_packed(&packed.rows[..7000], &packed.bits[..7000 * w]).unwrap();
+        a.add_packed(&packed.rows[7000..], &packed.bits[7000 * w..]).unwrap();
+        for i in 0..vs.len() {
+            let (j, bits) = packed.get(i, w);
+            b.add(&CmsReport { j, bits: bits.to_vec() }).unwrap();
+        }
+        assert_eq!(a.sketch(), b.sketch());
+        assert_eq!(a.estimate(), b.estimate());
+        let mut bad = packed.clone();
+        bad.rows[123] = 5;
+        let e = a.add_packed(&bad.rows, &bad.bits).unwrap_err().to_string();
+        assert!(e.contains("report 123: j is 5"), "{e}");
+        assert_eq!(a.count(), 20_000);
     }
 
     #[test]

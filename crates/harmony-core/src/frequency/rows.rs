@@ -66,17 +66,18 @@ pub(crate) fn validate(row_field: &str, row: u32, rows: usize, bits: &[u64], m: 
     Ok(())
 }
 
-/// Validates a packed batch (all of it first: the error names the first bad report's index).
-pub(crate) fn validate_packed(row_field: &str, packed: &PackedRows, rows: usize, m: usize) -> Result<()> {
+/// Validates a packed batch, `row_of[i]` and `bits[i·w..(i+1)·w]` per report (all of it first:
+/// the error names the first bad report's index).
+pub(crate) fn validate_packed(row_field: &str, row_of: &[u32], bits: &[u64], rows: usize, m: usize) -> Result<()> {
     let w = m.div_ceil(64);
-    if packed.bits.len() != packed.rows.len() * w {
+    if bits.len() != row_of.len() * w {
         return Err(Error::report(
             "packed",
-            format!("{} words for {} reports", packed.bits.len(), packed.rows.len()),
+            format!("{} words for {} reports", bits.len(), row_of.len()),
             format!("{w} words per report ({m} bits)"),
         ));
     }
-    for (i, (&row, bits)) in packed.rows.iter().zip(packed.bits.chunks_exact(w)).enumerate() {
+    for (i, (&row, bits)) in row_of.iter().zip(bits.chunks_exact(w)).enumerate() {
         validate(row_field, row, rows, bits, m).map_err(|e| at_index(e, i))?;
     }
     Ok(())
@@ -158,11 +159,33 @@ impl RowBits {
         self.counters[row as usize].add_one(bits);
         self.reports[row as usize] += 1;
     }
-    /// Adds every report of a validated packed batch.
-    pub(crate) fn add_packed(&mut self, packed: &PackedRows) {
+    /// Adds every report of a validated packed batch, grouped by row (a counting sort of the
+    /// report indices): each row's counters then take its reports 16 at a time through one
+    /// carry-save pass while they are in cache, instead of one staged report at a time in
+    /// arrival order (rows interleaved at random).
+    pub(crate) fn add_packed(&mut self, row_of: &[u32], bits: &[u64]) {
         let w = self.m.div_ceil(64);
-        for (&row, bits) in packed.rows.iter().zip(packed.bits.chunks_exact(w)) {
-            self.add(row, bits);
+        let rows = self.counters.len();
+        let mut start = vec![0usize; rows + 1];
+        row_of.iter().for_each(|&r| start[r as usize + 1] += 1);
+        for r in 0..rows {
+            start[r + 1] += start[r];
+        }
+        let mut next = start.clone();
+        let mut order = vec![0u32; row_of.len()];
+        for (i, &r) in row_of.iter().enumerate() {
+            order[next[r as usize]] = i as u32;
+            next[r as usize] += 1;
+        }
+        let report = |i: u32| &bits[i as usize * w..(i as usize + 1) * w];
+        for (r, counter) in self.counters.iter_mut().enumerate() {
+            let group = &order[start[r]..start[r + 1]];
+            let mut sixteens = group.chunks_exact(16);
+            for g in &mut sixteens {
+                counter.add16(&std::array::from_fn(|k| report(g[k])));
+            }
+            sixteens.remainder().iter().for_each(|&i| counter.add_one(report(i)));
+            self.reports[r] += group.len() as u64;
         }
     }
     /// Adds another state of the same shape.
@@ -202,7 +225,7 @@ mod tests {
         let n = 5000;
         append_noise(&noise, m, n, &mut rng, &mut packed.bits);
         packed.rows.extend((0..n).map(|i| (i * 7 % rows) as u32));
-        validate_packed("row", &packed, rows, m).unwrap();
+        validate_packed("row", &packed.rows, &packed.bits, rows, m).unwrap();
         let mut naive = vec![0u64; rows * m];
         for i in 0..n {
             let (r, bits) = packed.get(i, 2);
@@ -211,7 +234,7 @@ mod tests {
             }
         }
         let mut a = RowBits::new(rows, m);
-        a.add_packed(&packed);
+        a.add_packed(&packed.rows, &packed.bits);
         assert_eq!(a.counts(), naive);
         let mut b = RowBits::new(rows, m);
         let mut c = RowBits::new(rows, m);
@@ -234,10 +257,10 @@ mod tests {
         let e = validate("j", 0, 4, &[0, 1 << 6], 70).unwrap_err().to_string();
         assert!(e.contains("padding"), "{e}");
         let bad = PackedRows { rows: vec![0, 9], bits: vec![0; 4] };
-        let e = validate_packed("j", &bad, 4, 70).unwrap_err().to_string();
+        let e = validate_packed("j", &bad.rows, &bad.bits, 4, 70).unwrap_err().to_string();
         assert!(e.contains("report 1: j is 9"), "{e}");
         let short = PackedRows { rows: vec![0], bits: vec![0; 3] };
-        assert!(validate_packed("j", &short, 4, 70).unwrap_err().to_string().contains("packed"));
+        assert!(validate_packed("j", &short.rows, &short.bits, 4, 70).unwrap_err().to_string().contains("packed"));
     }
 
     #[test]

@@ -609,7 +609,7 @@ impl BitSlicedCounts {
     }
 
     /// Adds 16 bit vectors of `words` words each, LANES words at a time.
-    fn add16(&mut self, r: &[&[u64]; 16]) {
+    pub(crate) fn add16(&mut self, r: &[&[u64]; 16]) {
         if self.pending + 16 > CAPACITY {
             self.flush();
         }

@@ -47,9 +47,15 @@ pub struct Decoder {
     cols: Vec<Vec<u32>>,
     /// W = (XᵀX)⁻¹, row-major d × d.
     w: Vec<f64>,
+    /// A = W·Xᵀ, row-major d × (C·m), kept when it has at most 2^22 entries (else rebuilt row
+    /// by row from W when needed).
+    a: Option<Vec<f64>>,
     rows: usize,
     m: usize,
 }
+
+/// Largest A = W·Xᵀ kept in memory (entries; 32 MiB).
+const MAX_A: usize = 1 << 22;
 
 impl Decoder {
     /// Builds the design of `candidates` for `o` and inverts its Gram matrix. Errors: an empty
@@ -91,20 +97,38 @@ impl Decoder {
             )
         })?;
         let w = inverse_from_cholesky(&gram, d);
-        Ok(Decoder { candidates: candidates.to_vec(), cols, w, rows, m })
+        let mut dec = Decoder { candidates: candidates.to_vec(), cols, w, a: None, rows, m };
+        if d * rows <= MAX_A {
+            let mut a = vec![0.0; d * rows];
+            for (i, row) in a.chunks_exact_mut(rows).enumerate() {
+                dec.scatter_a_row(i, row);
+            }
+            dec.a = Some(a);
+        }
+        Ok(dec)
     }
     /// The candidates, in decoding order.
     pub fn candidates(&self) -> &[u64] {
         &self.candidates
     }
-    /// Row a of A = W·Xᵀ (length C·m), into `out`.
-    fn a_row(&self, a: usize, out: &mut Vec<f64>) {
+    /// Row a of A = W·Xᵀ (length C·m), added into `out` (zeros): A[a][r] = Σ_{x has r} W[a][x].
+    fn scatter_a_row(&self, a: usize, out: &mut [f64]) {
         let d = self.candidates.len();
-        out.clear();
-        out.resize(self.rows, 0.0);
         let w = &self.w[a * d..(a + 1) * d];
         for (x, rs) in self.cols.iter().enumerate() {
             rs.iter().for_each(|&r| out[r as usize] += w[x]);
+        }
+    }
+    /// Row a of A: the stored one, or built in `scratch`.
+    fn a_row<'s>(&'s self, a: usize, scratch: &'s mut Vec<f64>) -> &'s [f64] {
+        match &self.a {
+            Some(all) => &all[a * self.rows..(a + 1) * self.rows],
+            None => {
+                scratch.clear();
+                scratch.resize(self.rows, 0.0);
+                self.scatter_a_row(a, scratch);
+                scratch
+            }
         }
     }
     /// C·Σ_c G[a][x][c]² for candidate x, from A's row a.
@@ -130,8 +154,8 @@ impl Decoder {
     }
     /// Σ_x f_x·Var(Y_a | x) (see the module docs), with `tau`, `mass` from [`Decoder::tau`];
     /// `a_row` is scratch.
-    fn variance_of(&self, o: &Rappor, f: &[f64], (tau, mass): (&[f64], f64), a: usize, a_row: &mut Vec<f64>) -> f64 {
-        self.a_row(a, a_row);
+    fn variance_of(&self, o: &Rappor, f: &[f64], (tau, mass): (&[f64], f64), a: usize, scratch: &mut Vec<f64>) -> f64 {
+        let a_row = self.a_row(a, scratch);
         let (ps, qs) = (o.p_star, o.q_star);
         let (vp, vq) = (ps * (1.0 - ps), qs * (1.0 - qs));
         let cohorts = o.params.shape.cohorts as f64;
@@ -153,8 +177,8 @@ impl Decoder {
     }
     /// One user's estimate of candidate a from a (cohort, bits) report.
     pub(super) fn report_estimate(&self, o: &Rappor, cohort: u32, bits: &[u64], a: usize) -> f64 {
-        let mut a_row = Vec::new();
-        self.a_row(a, &mut a_row);
+        let mut scratch = Vec::new();
+        let a_row = self.a_row(a, &mut scratch);
         let base = cohort as usize * self.m;
         let (ps, qs) = (o.p_star, o.q_star);
         let s: f64 = (0..self.m).map(|i| a_row[base + i] * (super::super::rows::bit(bits, i) as u8 as f64 - ps)).sum();

@@ -539,11 +539,12 @@ impl RapporAggregator {
     pub fn counts(&self) -> (Vec<u64>, Vec<u64>) {
         (self.rows.counts(), self.rows.reports().to_vec())
     }
-    /// Adds a packed batch ([`Rappor::randomize_packed`]); validates every report first.
-    pub fn add_packed(&mut self, packed: &PackedRows) -> Result<()> {
+    /// Adds a packed batch ([`Rappor::randomize_packed`]: `rows` and `bits` of a
+    /// [`PackedRows`], or a sub-range of them); validates every report first.
+    pub fn add_packed(&mut self, rows: &[u32], bits: &[u64]) -> Result<()> {
         let s = &self.oracle.params.shape;
-        rows::validate_packed("cohort", packed, s.cohorts, s.m)?;
-        self.rows.add_packed(packed);
+        rows::validate_packed("cohort", rows, bits, s.cohorts, s.m)?;
+        self.rows.add_packed(rows, bits);
         Ok(())
     }
     /// Decodes the domain [0, d). Errors: the domain's Bloom bits do not identify its items.

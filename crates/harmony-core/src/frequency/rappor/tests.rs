@@ -200,6 +200,27 @@ fn decoder_algebra() {
     }
 }
 
+/// The packed aggregation equals adding the same reports one by one.
+#[test]
+fn packed_aggregation_equals_single_adds() {
+    let o = Rappor::with_shape(1.0, 30, shape(100, 3, 6, 0.0, 1.0, 2)).unwrap();
+    let mut rng = fast_rng(73);
+    let vs: Vec<usize> = (0..9000).map(|i| i * 11 % 30).collect();
+    let mut packed = PackedRows::new();
+    o.randomize_packed(&vs, &mut rng, &mut packed).unwrap();
+    let (mut a, mut b) = (o.aggregator(), o.aggregator());
+    a.add_packed(&packed.rows, &packed.bits).unwrap();
+    for i in 0..vs.len() {
+        let (cohort, bits) = packed.get(i, 2);
+        b.add(&RapporReport { cohort, bits: bits.to_vec() }).unwrap();
+    }
+    assert_eq!(a.counts(), b.counts());
+    assert_eq!(a.estimate(), b.estimate());
+    let mut bad = packed.clone();
+    bad.bits[2 * 77 + 1] |= 1 << 40;
+    assert!(a.add_packed(&bad.rows, &bad.bits).unwrap_err().to_string().contains("report 77: bits"));
+}
+
 #[test]
 fn parameters_are_checked() {
     let e = |r: Result<Rappor>| r.unwrap_err().to_string();
