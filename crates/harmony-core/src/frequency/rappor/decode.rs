@@ -166,9 +166,33 @@ impl Decoder {
     }
     /// Var(Y_a | x) for candidates a and x.
     pub(super) fn report_variance(&self, o: &Rappor, x: usize, a: usize) -> f64 {
-        let mut f = vec![0.0; self.candidates.len()];
-        f[x] = 1.0;
-        self.aggregate_variance(o, &f, a)
+        let mut scratch = Vec::new();
+        let a_row = self.a_row(a, &mut scratch);
+        let norm: f64 = a_row.iter().map(|v| v * v).sum();
+        self.report_variance_with(o, a_row, norm, x, a)
+    }
+    /// Var(Y_a | x) from A's row a and its squared norm: O(C·h).
+    fn report_variance_with(&self, o: &Rappor, a_row: &[f64], norm: f64, x: usize, a: usize) -> f64 {
+        let (ps, qs) = (o.p_star, o.q_star);
+        let (vp, vq) = (ps * (1.0 - ps), qs * (1.0 - qs));
+        let cohorts = o.params.shape.cohorts as f64;
+        let own: f64 = self.cols[x].iter().map(|&r| a_row[r as usize].powi(2)).sum();
+        cohorts * (vp * norm + (vq - vp) * own) / ((qs - ps) * (qs - ps)) + self.cohort_term(cohorts, a_row, x)
+            - (a == x) as u8 as f64
+    }
+    /// max over candidate pairs (x, a) of Var(Y_a | x): O(d·(C·m + d·C·h)).
+    pub(super) fn worst_case_variance(&self, o: &Rappor) -> f64 {
+        let d = self.candidates.len();
+        let mut scratch = Vec::new();
+        let mut worst = 0.0f64;
+        for a in 0..d {
+            let a_row = self.a_row(a, &mut scratch);
+            let norm: f64 = a_row.iter().map(|v| v * v).sum();
+            for x in 0..d {
+                worst = worst.max(self.report_variance_with(o, a_row, norm, x, a));
+            }
+        }
+        worst
     }
     /// n·Var(f̂_a) = Σ_x f_x·Var(Y_a | x) for a population with fractions `f` over the candidates.
     pub(super) fn aggregate_variance(&self, o: &Rappor, f: &[f64], a: usize) -> f64 {

@@ -198,6 +198,10 @@ fn decoder_algebra() {
         let sum: f64 = (0..12).map(|x| f[x] * o.report_variance(x, v)).sum();
         assert!((o.aggregate_variance(&f, v) - sum).abs() < 1e-9 * sum, "v {v}");
     }
+    // The fast worst case equals the brute-force max over all (x, v) report variances.
+    let brute = (0..12).flat_map(|x| (0..12).map(move |v| (x, v))).map(|(x, v)| o.report_variance(x, v));
+    let brute = brute.fold(0.0, f64::max);
+    assert!((o.worst_case_variance() - brute).abs() < 1e-9 * brute, "{} vs {brute}", o.worst_case_variance());
 }
 
 /// The packed aggregation equals adding the same reports one by one.
