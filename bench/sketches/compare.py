@@ -14,9 +14,12 @@ fresh hash family on both sides (Harmony: `seed=` in the mechanism name; pure-ld
 `generate_hash` with random seeds for CMS/HCMS, its own random seeds for RAPPOR), so the MSE is
 averaged over hash families on both sides.
 
-Harmony runs through `harmony simulate` (the client's randomizer for every row, aggregation,
-estimate) with RAYON_NUM_THREADS=1, one process per run; its `seconds_per_run` is the timed run
-(CSV parsing excluded). pure-ldp runs through its public per-user API: `privatise` for every
+Harmony runs through crates/harmony-core/examples/sketch_column.rs (`AnyOracle::by_name` with the
+parameters, the client's randomizer for every user, one report added at a time, estimate), one
+thread, one process per run; its `seconds` is the timed run (reading the codes excluded). A
+collection (`harmony simulate/collection create --task frequency --categorical-mechanism cms`)
+takes the sketches by kind with their default parameters and fixed seeds, so it cannot draw a
+fresh hash family per run. pure-ldp runs through its public per-user API: `privatise` for every
 user, `aggregate_all`, `estimate_all`, timed together.
 
 pure-ldp's RAPPOR client never clears a set Bloom bit (`RAPPORClient._perturb` sets a bit to 1
@@ -86,16 +89,11 @@ def harmony_spec(oracle, p, seed):
     return f"{oracle}:k={p['k']}:m={p['m']}:seed={seed}"
 
 
-def harmony_run(harmony, csv_path, schema_path, oracle, p, eps, seed):
-    """One `harmony simulate` run on one thread: (estimates, seconds of the run)."""
-    cmd = [harmony, "simulate", "--data", csv_path, "--schema", schema_path, "--strategy", "split",
-           "--epsilon", str(eps), "--categorical-mechanism", harmony_spec(oracle, p, seed), "--runs", "1",
-           "--seed", str(seed), "--format", "json"]
-    env = dict(os.environ, RAYON_NUM_THREADS="1")
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-    r = json.loads(out.stdout)["results"][0]
-    cats = r["attributes"][0]["categories"]
-    return np.array([c["estimate"] for c in cats]), r["seconds_per_run"]
+def harmony_run(example, codes_path, oracle, p, eps, seed, d):
+    """One run of the `sketch_column` example (one thread): (estimates, seconds of the run)."""
+    cmd = [example, harmony_spec(oracle, p, seed), str(eps), str(seed), codes_path, str(d)]
+    out = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    return np.array(out["estimates"]), out["seconds"]
 
 
 def harmony_bench(harmony, oracle, p, eps, d, n):
@@ -270,11 +268,11 @@ def build(meta, rows, speed, probes, args):
     md.append("")
     md.append("### Speed: one run (randomize every user + aggregate + estimate), one thread\n")
     md.append("Seconds per run, mean over the runs above (pure-ldp RAPPOR: the corrected client, the same per-bit "
-              "loop as shipped). Harmony `simulate`: the per-record client path (`AnyOracle::randomize_batch`, one "
-              "`AnyReport` per user, added one by one). Harmony batch API: `harmony bench --threads 1` at the same n "
+              "loop as shipped). Harmony per user: the client path (`AnyOracle::randomize`, one `AnyReport` per "
+              "user, added one by one; examples/sketch_column.rs). Harmony batch API: `harmony bench --threads 1` at the same n "
               "and d (`randomize_packed` + `add_packed` for CMS and RAPPOR, `randomize_batch` + `add_batch` for "
               "HCMS), as n·(1/randomize rate + 1/aggregate rate). Goal: ≥ 100×.\n")
-    hdr = ["oracle", "ε", "pure-ldp s/run", "Harmony simulate s/run", "ratio", "Harmony batch API s/run", "ratio"]
+    hdr = ["oracle", "ε", "pure-ldp s/run", "Harmony per user s/run", "ratio", "Harmony batch API s/run", "ratio"]
     out = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for r in rows:
         s = speed[(r["oracle"], r["eps"])]
@@ -320,6 +318,7 @@ def machine():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--harmony", default=os.path.join(ROOT, "target", "release", "harmony"))
+    ap.add_argument("--example", default=os.path.join(ROOT, "target", "release", "examples", "sketch_column"))
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "census_income_kdd.csv.xz"))
     ap.add_argument("--schema", default=os.path.join(ROOT, "examples", "census_income_kdd.toml"))
     ap.add_argument("--epsilon", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 4.0])
@@ -341,11 +340,8 @@ def main():
     truth = np.bincount(values, minlength=d) / n
     log(f"{column}: d = {d}, n = {n}, top frequency {truth.max():.4f}")
     tmp = tempfile.mkdtemp(prefix="sketches-")
-    csv_path, schema_path = os.path.join(tmp, "column.csv"), os.path.join(tmp, "column.toml")
-    pd.DataFrame({column: [labels[v] for v in values]}).to_csv(csv_path, index=False)
-    with open(schema_path, "w") as fh:
-        fh.write(f'invalid = "error"\n\n[[attributes]]\nkind = "categorical"\nname = "{column}"\n'
-                 f"categories = {json.dumps(labels)}\n")
+    codes_path = os.path.join(tmp, "codes.txt")
+    np.savetxt(codes_path, values, fmt="%d")
     params = {"cms": dict(k=args.k, m=args.m), "hcms": dict(k=args.k, m=args.m),
               "rappor": dict(m=args.rappor_m, h=args.rappor_h, cohorts=args.cohorts)}
     load0 = os.getloadavg()[0]
@@ -355,7 +351,7 @@ def main():
         for eps in args.epsilon:
             hm, hs = [], []
             for r in range(args.runs):
-                est, secs = harmony_run(args.harmony, csv_path, schema_path, oracle, p, eps, 1000 + r)
+                est, secs = harmony_run(args.example, codes_path, oracle, p, eps, 1000 + r, d)
                 hm.append(mse(est, truth))
                 hs.append(secs)
             log(f"harmony {oracle} eps={eps}: MSE {np.mean(hm):.3e}, {np.mean(hs):.4f} s/run")

@@ -3,8 +3,9 @@
 
 use crate::data::SchemaFile;
 use crate::output::Format;
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::Args;
+use harmony_core::kinds::OracleKind;
 use harmony_core::schema::Attribute;
 use harmony_core::strategy::{KChoice, RecordMechanism, StrategyKind, StrategyOptions};
 use serde::Serialize;
@@ -26,9 +27,9 @@ pub struct PlanArgs {
     /// the users each choice needs so that every attribute meets it.
     #[arg(long, allow_negative_numbers = true)]
     pub target_error: Option<f64>,
-    /// Also compare this categorical frequency oracle (any name `AnyOracle::by_name` takes,
-    /// sketch parameters included: cms, hcms:k=64:m=256, rappor, ...), with split
-    /// (duchi-multi) and sample-k (hm). Default: the schema's `categorical_mechanism`, if any.
+    /// Also compare this categorical frequency oracle (any of them: oue, olh, cms, hcms,
+    /// rappor, ...; the sketches with their default parameters) with split (duchi-multi) and
+    /// sample-k (hm). Default: the schema's `categorical_mechanism`, if any.
     #[arg(long)]
     pub categorical_mechanism: Option<String>,
     /// Output format.
@@ -121,8 +122,9 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
     let extra = args.categorical_mechanism.clone().or(file.categorical_mechanism.clone());
     let mut combos: Vec<(StrategyKind, &str, &str)> = COMBOS.to_vec();
     if let Some(cat) = extra.as_deref() {
-        combos.push((StrategyKind::Split, "duchi-multi", cat));
-        combos.push((StrategyKind::SampleK, "hm", cat));
+        let kind = cat.parse::<OracleKind>().map_err(|e| anyhow!("--categorical-mechanism: {e}"))?;
+        combos.push((StrategyKind::Split, "duchi-multi", kind.name()));
+        combos.push((StrategyKind::SampleK, "hm", kind.name()));
     }
     for &eps in &epsilons {
         let first = choices.len();
@@ -130,8 +132,8 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
             let opts = StrategyOptions {
                 kind,
                 epsilon: eps,
-                numeric_mechanism: num.into(),
-                categorical_mechanism: cat.into(),
+                numeric_mechanism: num.parse()?,
+                categorical_mechanism: cat.parse()?,
                 k: KChoice::Optimal,
             };
             let mech = RecordMechanism::new(schema.clone(), opts)?;
@@ -236,21 +238,21 @@ mod tests {
         }
     }
 
-    /// A categorical oracle named on the command line (a sketch with parameters here) is
-    /// planned with split and sample-k, beside the fixed combinations.
+    /// A categorical oracle named on the command line (a sketch here) is planned with split
+    /// and sample-k, beside the fixed combinations; a name that is no oracle names the option.
     #[test]
     fn a_named_categorical_oracle_is_compared_too() {
         let path = crate::data::bundled("examples/adult.toml");
         let mut a = args(Some(100_000), None);
-        a.categorical_mechanism = Some("hcms:k=64:m=256".into());
+        a.categorical_mechanism = Some("hcms".into());
         let out = plan(&a, &path).unwrap();
         let hcms: Vec<&Choice> = out.choices.iter().filter(|c| c.categorical_mechanism == "hcms").collect();
         assert_eq!(hcms.len(), 2 * 3, "split and sample-k at three epsilons");
         assert_eq!(out.choices.len(), (COMBOS.len() + 2) * 3);
         assert!(hcms.iter().all(|c| c.mean_std_error.is_some_and(|s| s.is_finite() && s > 0.0)));
-        a.categorical_mechanism = Some("cms:k=nope".into());
-        let e = plan(&a, &path).err().unwrap();
-        assert!(format!("{e:#}").contains("a number for k"), "{e:#}");
+        a.categorical_mechanism = Some("cms:k=64".into());
+        let e = format!("{:#}", plan(&a, &path).err().unwrap());
+        assert!(e.contains("--categorical-mechanism") && e.contains("cms:k=64") && e.contains("rappor"), "{e}");
     }
 
     /// With a target the recommendation is the choice needing the fewest users; without one, the

@@ -15,6 +15,7 @@ use super::{
 use crate::aggregate::{Aggregator, at_index};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
+use crate::kinds::OracleKind;
 use crate::params::Epsilon;
 use crate::wire::{self, ReportKind, WIRE_VERSION};
 use rand::Rng;
@@ -184,45 +185,69 @@ impl AnyOracle {
     /// does not parse, or the oracle's own parameter errors.
     pub fn by_name(name: &str, epsilon: f64, d: usize) -> Result<AnyOracle> {
         let spec = Spec::parse(name);
-        if !SKETCH_NAMES.contains(&spec.name) {
-            spec.allow(&[])?;
-        }
-        Ok(match spec.name {
-            "cms" => {
+        let kind = OracleKind::parse(spec.name)?;
+        Ok(match kind {
+            OracleKind::Cms => {
                 spec.allow(&["k", "m", "seed"])?;
                 let (k, m) = (spec.get("k", cms::DEFAULT_K)?, spec.get("m", cms::DEFAULT_M)?);
                 AnyOracle::Cms(Cms::with_params(epsilon, d, k, m, spec.get("seed", cms::DEFAULT_SEED)?)?)
             }
-            "hcms" => {
+            OracleKind::Hcms => {
                 spec.allow(&["k", "m", "seed"])?;
                 let (k, m) = (spec.get("k", cms::DEFAULT_K)?, spec.get("m", cms::DEFAULT_M)?);
                 AnyOracle::Hcms(Hcms::with_params(epsilon, d, k, m, spec.get("seed", hcms::DEFAULT_SEED)?)?)
             }
-            "rappor" => {
+            OracleKind::Rappor => {
                 spec.allow(&["m", "h", "cohorts", "p", "q", "seed"])?;
                 let m = spec.get("m", rappor::DEFAULT_M)?;
                 let shape = RapporShape {
                     m,
                     h: spec.get("h", rappor::DEFAULT_H)?,
-                    cohorts: spec.get("cohorts", default_cohorts(d, m.max(1)))?,
+                    cohorts: spec.get("cohorts", default_cohorts(d, m))?,
                     p: spec.get("p", 0.0)?,
                     q: spec.get("q", 1.0)?,
                     seed: spec.get("seed", rappor::DEFAULT_SEED)?,
                 };
                 AnyOracle::Rappor(Rappor::with_shape(epsilon, d, shape)?)
             }
-            "grr" => AnyOracle::Grr(Grr::new(epsilon, d)?),
-            "sue" => AnyOracle::Sue(Sue::new(epsilon, d)?),
-            "oue" => AnyOracle::Oue(Oue::new(epsilon, d)?),
-            "olh" => AnyOracle::Olh(Olh::new(epsilon, d)?),
-            "hadamard" => AnyOracle::Hadamard(Hadamard::new(epsilon, d)?),
-            "hr" => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
-            "bassily-smith" => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
-            "adaptive" => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
             _ => {
-                return Err(Error::param("mechanism", name, format!("one of {}", FREQUENCY_NAMES.join(", "))));
+                spec.allow(&[])?;
+                Self::new(kind, epsilon, d)?
             }
         })
+    }
+    /// Builds the oracle `kind` with budget `epsilon` over [0, d); a sketch takes its default
+    /// parameters (as [`by_name`](Self::by_name) with no `:key=value`).
+    pub fn new(kind: OracleKind, epsilon: f64, d: usize) -> Result<AnyOracle> {
+        Ok(match kind {
+            OracleKind::Grr => AnyOracle::Grr(Grr::new(epsilon, d)?),
+            OracleKind::Sue => AnyOracle::Sue(Sue::new(epsilon, d)?),
+            OracleKind::Oue => AnyOracle::Oue(Oue::new(epsilon, d)?),
+            OracleKind::Olh => AnyOracle::Olh(Olh::new(epsilon, d)?),
+            OracleKind::Hadamard => AnyOracle::Hadamard(Hadamard::new(epsilon, d)?),
+            OracleKind::Hr => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
+            OracleKind::BassilySmith => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
+            OracleKind::Adaptive => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
+            OracleKind::Cms => AnyOracle::Cms(Cms::new(epsilon, d)?),
+            OracleKind::Hcms => AnyOracle::Hcms(Hcms::new(epsilon, d)?),
+            OracleKind::Rappor => AnyOracle::Rappor(Rappor::new(epsilon, d)?),
+        })
+    }
+    /// Which oracle this is.
+    pub fn oracle_kind(&self) -> OracleKind {
+        match self {
+            AnyOracle::Grr(_) => OracleKind::Grr,
+            AnyOracle::Sue(_) => OracleKind::Sue,
+            AnyOracle::Oue(_) => OracleKind::Oue,
+            AnyOracle::Olh(_) => OracleKind::Olh,
+            AnyOracle::Hadamard(_) => OracleKind::Hadamard,
+            AnyOracle::Hr(_) => OracleKind::Hr,
+            AnyOracle::BassilySmith(_) => OracleKind::BassilySmith,
+            AnyOracle::Adaptive(_) => OracleKind::Adaptive,
+            AnyOracle::Cms(_) => OracleKind::Cms,
+            AnyOracle::Hcms(_) => OracleKind::Hcms,
+            AnyOracle::Rappor(_) => OracleKind::Rappor,
+        }
     }
     /// The wire kind of this oracle's reports.
     pub fn report_kind(&self) -> ReportKind {
@@ -469,6 +494,13 @@ impl FrequencyOracle for AnyOracle {
             AnyOracle::Hcms(o) => wrap_batch(o, vs, rng, out, AnyReport::Hcms),
             AnyOracle::Rappor(o) => wrap_batch(o, vs, rng, out, AnyReport::Rappor),
         }
+    }
+    fn validate_report(&self, r: &AnyReport) -> Result<()> {
+        paired!(self, r, o, r => o.validate_report(r), _ => Err(Error::report(
+            "kind",
+            format!("a {:?} report", r.kind()),
+            format!("a {:?} report", self.report_kind()),
+        )))
     }
     fn aggregator(&self) -> AnyAggregator {
         match self {

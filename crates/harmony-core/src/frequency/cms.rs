@@ -58,7 +58,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -128,7 +128,7 @@ pub struct CmsReport {
 }
 
 impl WireReport for CmsReport {
-    const KIND: ReportKind = ReportKind::Cms;
+    const KIND: WireKind = ReportKind::Cms.wire();
 }
 
 /// Checks the sketch shape shared by CMS and HCMS: k ∈ [1, 2^20], m ∈ [2, 2^20], k·m ≤ 2^26.
@@ -287,6 +287,9 @@ impl Cms {
 }
 
 impl FrequencyOracle for Cms {
+    fn validate_report(&self, r: &CmsReport) -> Result<()> {
+        rows::validate("j", r.j, self.k, &r.bits, self.m)
+    }
     type Report = CmsReport;
     type Aggregator = CmsAggregator;
 
@@ -383,7 +386,7 @@ impl Aggregator for CmsAggregator {
     type Output = FrequencyEstimate;
 
     fn validate(&self, r: &CmsReport) -> Result<()> {
-        rows::validate("j", r.j, self.oracle.k, &r.bits, self.oracle.m)
+        self.oracle.validate_report(r)
     }
     fn add_unchecked(&mut self, r: &CmsReport) {
         self.rows.add(r.j, &r.bits);

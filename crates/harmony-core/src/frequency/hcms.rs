@@ -51,7 +51,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, uniform_below, uniform_below_from};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -111,7 +111,7 @@ pub struct HcmsReport {
 }
 
 impl WireReport for HcmsReport {
-    const KIND: ReportKind = ReportKind::Hcms;
+    const KIND: WireKind = ReportKind::Hcms.wire();
 }
 
 impl Hcms {
@@ -234,6 +234,15 @@ impl Hcms {
 }
 
 impl FrequencyOracle for Hcms {
+    fn validate_report(&self, r: &HcmsReport) -> Result<()> {
+        if r.j as usize >= self.k {
+            return Err(Error::report("j", r.j, format!("an index in [0, {})", self.k)));
+        }
+        if r.l as usize >= self.m {
+            return Err(Error::report("l", r.l, format!("an index in [0, {})", self.m)));
+        }
+        Ok(())
+    }
     type Report = HcmsReport;
     type Aggregator = HcmsAggregator;
 
@@ -320,13 +329,7 @@ impl Aggregator for HcmsAggregator {
     type Output = FrequencyEstimate;
 
     fn validate(&self, r: &HcmsReport) -> Result<()> {
-        if r.j as usize >= self.oracle.k {
-            return Err(Error::report("j", r.j, format!("an index in [0, {})", self.oracle.k)));
-        }
-        if r.l as usize >= self.oracle.m {
-            return Err(Error::report("l", r.l, format!("an index in [0, {})", self.oracle.m)));
-        }
-        Ok(())
+        self.oracle.validate_report(r)
     }
     #[inline]
     fn add_unchecked(&mut self, r: &HcmsReport) {

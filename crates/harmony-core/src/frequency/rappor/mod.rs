@@ -48,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, padding_mask, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use decode::Decoder;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -171,7 +171,7 @@ pub struct RapporReport {
 }
 
 impl WireReport for RapporReport {
-    const KIND: ReportKind = ReportKind::Rappor;
+    const KIND: WireKind = ReportKind::Rappor.wire();
 }
 
 /// A device's RAPPOR state, stored by the caller: its cohort and the permanent randomized
@@ -476,6 +476,10 @@ impl Rappor {
 }
 
 impl FrequencyOracle for Rappor {
+    fn validate_report(&self, r: &RapporReport) -> Result<()> {
+        let s = &self.params.shape;
+        rows::validate("cohort", r.cohort, s.cohorts, &r.bits, s.m)
+    }
     type Report = RapporReport;
     type Aggregator = RapporAggregator;
 
@@ -565,8 +569,7 @@ impl Aggregator for RapporAggregator {
     type Output = FrequencyEstimate;
 
     fn validate(&self, r: &RapporReport) -> Result<()> {
-        let s = &self.oracle.params.shape;
-        rows::validate("cohort", r.cohort, s.cohorts, &r.bits, s.m)
+        self.oracle.validate_report(r)
     }
     fn add_unchecked(&mut self, r: &RapporReport) {
         self.rows.add(r.cohort, &r.bits);
