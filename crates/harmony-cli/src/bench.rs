@@ -33,8 +33,12 @@ use std::time::{Duration, Instant};
 pub const NUMERIC: [&str; 6] = ["laplace", "duchi", "pm", "hm", "scdf", "staircase"];
 /// Multidimensional numeric mechanisms (d = dimension).
 pub const VECTOR: [&str; 2] = ["duchi-multi", "harmony-1bit"];
-/// Frequency oracles (d = domain size).
-pub const FREQUENCY: [&str; 8] = ["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive"];
+/// Frequency oracles (d = domain size). The sketches also accept parameters
+/// (`cms:k=256:m=1024`, see `AnyOracle::by_name`).
+pub const FREQUENCY: [&str; 11] =
+    ["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive", "cms", "hcms", "rappor"];
+/// Frequency oracles whose reports are m-bit sketches (capped by their own report size).
+const SKETCHES: [&str; 3] = ["cms", "hcms", "rappor"];
 /// Frequency oracles whose aggregation evaluates every report against every candidate.
 const PER_CANDIDATE: [&str; 1] = ["olh"];
 /// For mechanisms with O(d) work per user, n·d/8 is kept under this many bytes (n·d ≤ 2^30):
@@ -56,7 +60,7 @@ pub struct BenchArgs {
     format: Format,
     /// Mechanisms to measure, comma-separated (default: all): laplace, duchi, pm, hm, scdf,
     /// staircase, duchi-multi, harmony-1bit, grr, sue, oue, olh, hadamard, hr, bassily-smith,
-    /// adaptive.
+    /// adaptive, cms, hcms, rappor (sketch parameters as cms:k=256:m=1024).
     #[arg(long, value_delimiter = ',')]
     mechanisms: Vec<String>,
     /// Domain sizes / dimensions, comma-separated (default 16,1024,65536; ignored by 1-D numeric
@@ -130,6 +134,10 @@ enum Family {
 }
 
 fn family(name: &str) -> Option<Family> {
+    let base = name.split(':').next().unwrap_or(name);
+    if FREQUENCY.contains(&base) {
+        return Some(Family::Frequency);
+    }
     if NUMERIC.contains(&name) {
         Some(Family::Numeric)
     } else if VECTOR.contains(&name) {
@@ -266,6 +274,9 @@ fn measure(
                 AnyOracle::by_name(name, eps, d).with_context(|| format!("{name} at d = {d}, epsilon {eps}"))?;
             let (n, note) = if PER_CANDIDATE.contains(&name) {
                 (p.n, None)
+            } else if SKETCHES.contains(&harmony_core::FrequencyOracle::name(&oracle)) {
+                // m-bit sketch reports: n·(report bytes) under the cap.
+                capped_n(p.n, probe_frequency(&oracle, d), "m-bit sketch reports")
             } else {
                 // Reports of more than a few words are d-bit vectors (SUE, OUE, adaptive as OUE).
                 let bytes = probe_frequency(&oracle, d);
@@ -458,8 +469,8 @@ mod tests {
         let p = plan(&args(&["--quick"])).unwrap();
         assert_eq!((p.n, p.epsilons.clone(), p.ds.clone()), (100_000, vec![1.0], vec![16, 1024]));
         let c = cells(&p);
-        // 6 numeric cells (d = 1) + 10 d-dependent mechanisms x 2 d
-        assert_eq!(c.len(), 6 + 10 * 2);
+        // 6 numeric cells (d = 1) + 13 d-dependent mechanisms x 2 d
+        assert_eq!(c.len(), 6 + 13 * 2);
         assert!(c.iter().filter(|x| x.1 == Family::Numeric).all(|x| x.2 == 1));
     }
 

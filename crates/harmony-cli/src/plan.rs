@@ -3,8 +3,9 @@
 
 use crate::data::SchemaFile;
 use crate::output::Format;
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::Args;
+use harmony_core::kinds::OracleKind;
 use harmony_core::schema::Attribute;
 use harmony_core::strategy::{KChoice, RecordMechanism, StrategyKind, StrategyOptions};
 use serde::Serialize;
@@ -26,6 +27,11 @@ pub struct PlanArgs {
     /// the users each choice needs so that every attribute meets it.
     #[arg(long, allow_negative_numbers = true)]
     pub target_error: Option<f64>,
+    /// Also compare this categorical frequency oracle (any of them: oue, olh, cms, hcms,
+    /// rappor, ...; the sketches with their default parameters) with split (duchi-multi) and
+    /// sample-k (hm). Default: the schema's `categorical_mechanism`, if any.
+    #[arg(long)]
+    pub categorical_mechanism: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -113,9 +119,16 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![1.0]);
     let mut choices = Vec::new();
     let mut recommended = Vec::new();
+    let extra = args.categorical_mechanism.clone().or(file.categorical_mechanism.clone());
+    let mut combos: Vec<(StrategyKind, &str, &str)> = COMBOS.to_vec();
+    if let Some(cat) = extra.as_deref() {
+        let kind = cat.parse::<OracleKind>().map_err(|e| anyhow!("--categorical-mechanism: {e}"))?;
+        combos.push((StrategyKind::Split, "duchi-multi", kind.name()));
+        combos.push((StrategyKind::SampleK, "hm", kind.name()));
+    }
     for &eps in &epsilons {
         let first = choices.len();
-        for &(kind, num, cat) in COMBOS {
+        for &(kind, num, cat) in &combos {
             let opts = StrategyOptions {
                 kind,
                 epsilon: eps,
@@ -215,7 +228,31 @@ mod tests {
     use super::*;
 
     fn args(users: Option<u64>, target: Option<f64>) -> PlanArgs {
-        PlanArgs { schema: None, users, epsilon: Some(vec![0.5, 1.0, 4.0]), target_error: target, format: Format::Json }
+        PlanArgs {
+            schema: None,
+            users,
+            epsilon: Some(vec![0.5, 1.0, 4.0]),
+            target_error: target,
+            categorical_mechanism: None,
+            format: Format::Json,
+        }
+    }
+
+    /// A categorical oracle named on the command line (a sketch here) is planned with split
+    /// and sample-k, beside the fixed combinations; a name that is no oracle names the option.
+    #[test]
+    fn a_named_categorical_oracle_is_compared_too() {
+        let path = crate::data::bundled("examples/adult.toml");
+        let mut a = args(Some(100_000), None);
+        a.categorical_mechanism = Some("hcms".into());
+        let out = plan(&a, &path).unwrap();
+        let hcms: Vec<&Choice> = out.choices.iter().filter(|c| c.categorical_mechanism == "hcms").collect();
+        assert_eq!(hcms.len(), 2 * 3, "split and sample-k at three epsilons");
+        assert_eq!(out.choices.len(), (COMBOS.len() + 2) * 3);
+        assert!(hcms.iter().all(|c| c.mean_std_error.is_some_and(|s| s.is_finite() && s > 0.0)));
+        a.categorical_mechanism = Some("cms:k=64".into());
+        let e = format!("{:#}", plan(&a, &path).err().unwrap());
+        assert!(e.contains("--categorical-mechanism") && e.contains("cms:k=64") && e.contains("rappor"), "{e}");
     }
 
     /// With a target the recommendation is the choice needing the fewest users; without one, the

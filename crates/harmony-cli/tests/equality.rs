@@ -154,6 +154,19 @@ fn adult_simulate_equals_serve() {
         epsilon: "1",
         exact: true,
     });
+    // The sketches (default parameters): integer bucket counts, so equal bit for bit.
+    cases.push(Case {
+        name: "frequency cms",
+        task: &["--task", "frequency", "--column", "education", "--categorical-mechanism", "cms"],
+        epsilon: "2",
+        exact: true,
+    });
+    cases.push(Case {
+        name: "frequency rappor",
+        task: &["--task", "frequency", "--column", "occupation", "--categorical-mechanism", "rappor"],
+        epsilon: "2",
+        exact: true,
+    });
     cases.push(Case {
         name: "train",
         task: &["--task", "train", "--target", "income", "--model", "logistic", "--batch-size", "400", "--rounds", "3"],

@@ -101,6 +101,13 @@ named_kinds! {
         BassilySmith = "bassily-smith",
         /// GRR or OUE, whichever has the smaller variance.
         Adaptive = "adaptive",
+        /// Apple's Count Mean Sketch (default parameters through the kind; more with
+        /// [`AnyOracle::by_name`](crate::frequency::AnyOracle::by_name)'s `cms:k=…:m=…`).
+        Cms = "cms",
+        /// Apple's Hadamard Count Mean Sketch.
+        Hcms = "hcms",
+        /// RAPPOR (Bloom filter, cohorts, permanent and instantaneous randomized response).
+        Rappor = "rappor",
     }
 }
 

@@ -19,7 +19,7 @@ pub const WIRE_VERSION: u8 = 1;
 ///
 /// | bytes | owner |
 /// |---|---|
-/// | 1–11, 13–19 | harmony-core ([`ReportKind`]) |
+/// | 1–11, 13–19 | harmony-core ([`ReportKind`]; 13–15 the sketches, 16–19 free) |
 /// | 12, 40–49 | harmony-learn (12: the randomized gradient) |
 /// | 20–39 | harmony-analytics |
 ///
@@ -59,6 +59,12 @@ pub enum ReportKind {
     DuchiMulti = 10,
     /// A whole-record report of a multi-attribute strategy.
     Record = 11,
+    /// Apple's Count Mean Sketch: hash index and m bits.
+    Cms = 13,
+    /// Apple's Hadamard Count Mean Sketch: hash index, coefficient index and sign.
+    Hcms = 14,
+    /// RAPPOR: cohort and Bloom-filter bits.
+    Rappor = 15,
 }
 
 impl ReportKind {
@@ -76,6 +82,9 @@ impl ReportKind {
             ReportKind::HarmonyBit => "HarmonyBit",
             ReportKind::DuchiMulti => "DuchiMulti",
             ReportKind::Record => "Record",
+            ReportKind::Cms => "Cms",
+            ReportKind::Hcms => "Hcms",
+            ReportKind::Rappor => "Rappor",
         };
         WireKind { byte: self as u8, name }
     }

@@ -87,6 +87,27 @@ fn bad_report(o: &AnyOracle) -> Vec<(AnyReport, &'static str)> {
             (AnyReport::Adaptive(AdaptiveReport::Oue(UnaryReport { bits: vec![] })), "bits is"),
             (AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y: 0 })), "kind is"),
         ],
+        AnyOracle::Cms(c) => {
+            let w = c.m().div_ceil(64);
+            vec![
+                (AnyReport::Cms(CmsReport { j: c.k() as u32, bits: vec![0; w] }), "j is"),
+                (AnyReport::Cms(CmsReport { j: 0, bits: vec![0; w + 1] }), "bits is"),
+            ]
+        }
+        AnyOracle::Hcms(c) => vec![
+            (AnyReport::Hcms(HcmsReport { j: c.k() as u32, l: 0, bit: true }), "j is"),
+            (AnyReport::Hcms(HcmsReport { j: 0, l: c.m() as u32, bit: true }), "l is"),
+        ],
+        AnyOracle::Rappor(r) => {
+            let s = r.params().shape;
+            vec![
+                (
+                    AnyReport::Rappor(RapporReport { cohort: s.cohorts as u32, bits: vec![0; s.m.div_ceil(64)] }),
+                    "cohort is",
+                ),
+                (AnyReport::Rappor(RapporReport { cohort: 0, bits: vec![] }), "bits is"),
+            ]
+        }
     }
 }
 
@@ -179,6 +200,9 @@ fn wire_roundtrips_and_rejects_truncated_or_garbled_bytes() {
             AnyReport::Hr(x) => check_decoding(x),
             AnyReport::BassilySmith(x) => check_decoding(x),
             AnyReport::Adaptive(x) => check_decoding(x),
+            AnyReport::Cms(x) => check_decoding(x),
+            AnyReport::Hcms(x) => check_decoding(x),
+            AnyReport::Rappor(x) => check_decoding(x),
         }
         // Garbled bytes: every single-byte corruption decodes to an error or to a report that
         // the aggregator validates or rejects, never a panic.

@@ -2,11 +2,12 @@
 //!
 //! 1. **Exact**: enumerate every output's probability P[o | x] from the oracle's own constants
 //!    (`output_probability`) on small domains and assert that the worst ratio over inputs is
-//!    e^ε to 1e-9 relative (and that each row sums to 1).
+//!    e^ε to 1e-9 relative (and that each row sums to 1). The sketches (CMS, HCMS, RAPPOR) have
+//!    too many outputs at their default sizes: their modules enumerate small instances.
 //! 2. **The sampler matches those probabilities**: a χ² goodness-of-fit test of a few 10⁵ draws
 //!    (each test's overall false-failure rate ≤ 1e-5, Bonferroni over its χ² statistics).
 //! 3. **Empirical ε audit** on input pairs: the frequency of the most distinguishing event
-//!    E = {o : P[o | x] > P[o | x']} under x and x', whose exact log-ratio is ε; the empirical
+//!    E = {o : P[o | x] = e^ε·P[o | x']} under x and x', whose exact log-ratio is ε; the empirical
 //!    log-ratio must be within z·SE of ε (delta-method SE, Bonferroni z for a 1e-5 overall rate).
 
 mod frequency_support;
@@ -40,7 +41,7 @@ fn max_ratio(o: &AnyOracle, outputs: &[AnyReport]) -> f64 {
 #[test]
 fn exact_privacy_ratio_is_e_to_the_epsilon() {
     for &eps in &[0.1, 0.5, 1.0, 2.0, 4.0, 8.0] {
-        for name in FREQUENCY_NAMES.iter().filter(|&&n| n != "olh") {
+        for name in FREQUENCY_NAMES.iter().filter(|&&n| enumerable(n)) {
             for d in [2usize, 3, 5, 8] {
                 let o = AnyOracle::by_name(name, eps, d).unwrap();
                 let worst = max_ratio(&o, &all_outputs(&o, 0));
@@ -96,7 +97,7 @@ fn samplers_match_the_enumerated_probabilities() {
     let checks = FREQUENCY_NAMES.len() * cases.len() + 2;
     let alpha = 1e-5 / checks as f64;
     let draws = 200_000;
-    for (i, name) in FREQUENCY_NAMES.iter().filter(|&&n| n != "olh").enumerate() {
+    for (i, name) in FREQUENCY_NAMES.iter().filter(|&&n| enumerable(n)).enumerate() {
         for (k, &(eps, d, x)) in cases.iter().enumerate() {
             let o = AnyOracle::by_name(name, eps, d).unwrap();
             let (chi2, dof) = chi_square(&o, x, draws, 1000 + 10 * i as u64 + k as u64);

@@ -27,7 +27,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(records::simulate_task, m)?)?;
     m.add(
         "FREQUENCY_NAMES",
-        harmony_core::frequency::FREQUENCY_NAMES.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        harmony_core::frequency::FREQUENCY_NAMES
+            .iter()
+            .filter(|s| !harmony_core::frequency::SKETCH_NAMES.contains(s))
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>(),
     )?;
     m.add("NUMERIC_NAMES", harmony_core::numeric::NUMERIC_NAMES.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
     m.add(

@@ -3,7 +3,9 @@
 
 use harmony_core::Aggregator;
 use harmony_core::aggregate::aggregate_parallel;
-use harmony_core::frequency::{AnyOracle, FrequencyOracle, UnaryEncoding, UnaryReport};
+use harmony_core::frequency::{
+    AnyOracle, CmsReport, FrequencyOracle, PackedRows, RapporReport, UnaryEncoding, UnaryReport,
+};
 use harmony_core::numeric::{AnyNumeric, DuchiMulti, HarmonyBit, NumericMechanism, VectorMechanism};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use harmony_core::wire::WireReport;
@@ -345,6 +347,70 @@ fn packed(oracle: &UnaryEncoding, inputs: &[usize], seed: u64, pool: &rayon::Thr
 /// Reports per `add_packed` call in the packed aggregation.
 const PACKED_CHUNK: usize = 1 << 14;
 
+/// A row-and-bits sketch (CMS, RAPPOR) through its packed batch API: `randomize` appends the n
+/// reports to a [`PackedRows`] (row indices and `w` words of bits each), `add` aggregates a
+/// sub-range of them; aggregation per chunk of [`PACKED_CHUNK`] reports on the pool, merged,
+/// then `estimate`. `size` is the wire size of report (row, bits) sent alone.
+#[allow(clippy::too_many_arguments)]
+fn packed_rows<A, F, G, S>(
+    n: usize,
+    w: usize,
+    mut randomize: F,
+    add: G,
+    size: S,
+    empty: &A,
+    seed: u64,
+    pool: &rayon::ThreadPool,
+    timing: Timing,
+) -> Measured
+where
+    A: Aggregator + Send,
+    F: FnMut(&mut harmony_core::sampling::FastRng, &mut PackedRows),
+    G: Fn(&mut A, &[u32], &[u64]) + Sync,
+    S: Fn(u32, &[u64]) -> usize,
+{
+    use rayon::prelude::*;
+    let mut rng = fast_rng(seed);
+    let mut out = PackedRows::new();
+    let (rr, rt, _) = repeat(timing, || {
+        out.clear();
+        let t = Instant::now();
+        randomize(&mut rng, &mut out);
+        black_box(&out);
+        (t.elapsed(), Duration::ZERO)
+    });
+    let agg = repeat(timing, || {
+        let t0 = Instant::now();
+        let total = pool.install(|| {
+            out.rows
+                .par_chunks(PACKED_CHUNK)
+                .zip(out.bits.par_chunks(PACKED_CHUNK * w))
+                .map(|(rows, bits)| {
+                    let mut a = empty.clone();
+                    add(&mut a, rows, bits);
+                    a
+                })
+                .reduce(
+                    || empty.clone(),
+                    |mut a, b| {
+                        a.merge(&b).expect("same oracle");
+                        a
+                    },
+                )
+        });
+        let t1 = Instant::now();
+        let est = total.estimate();
+        let t2 = Instant::now();
+        black_box(est);
+        (t2 - t0, t2 - t1)
+    });
+    let bytes = mean_size(&(0..out.len().min(256)).collect::<Vec<_>>(), |&i| {
+        let (row, bits) = out.get(i, w);
+        size(row, bits)
+    });
+    finish(n, (rr, rt), agg, bytes)
+}
+
 /// Benchmarks a frequency oracle on `inputs` through the concrete oracle's own batch API (the
 /// packed one for SUE / OUE). Returns the measurement and the randomize rate through
 /// [`AnyOracle`]'s `randomize_batch` (the run-time-dispatched path).
@@ -363,6 +429,34 @@ pub fn frequency(
         AnyOracle::Hr(o) => typed(o, inputs, seed, pool, timing),
         AnyOracle::BassilySmith(o) => typed(o, inputs, seed, pool, timing),
         AnyOracle::Adaptive(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Hcms(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Cms(o) => packed_rows(
+            inputs.len(),
+            o.m().div_ceil(64),
+            |rng, out| o.randomize_packed(inputs, rng, out).expect("inputs are in [0, d)"),
+            |a, rows, bits| a.add_packed(rows, bits).expect("benchmark reports are valid"),
+            |j, bits| harmony_core::wire::encode(&CmsReport { j, bits: bits.to_vec() }).len(),
+            &o.aggregator(),
+            seed,
+            pool,
+            timing,
+        ),
+        AnyOracle::Rappor(o) => {
+            // The d × d regression of the domain is factorised once per oracle (untimed, like
+            // building the oracle); each estimate then decodes with it.
+            o.domain_decoder().expect("the default RAPPOR shapes identify the domain");
+            packed_rows(
+                inputs.len(),
+                o.params().shape.m.div_ceil(64),
+                |rng, out| o.randomize_packed(inputs, rng, out).expect("inputs are in [0, d)"),
+                |a, rows, bits| a.add_packed(rows, bits).expect("benchmark reports are valid"),
+                |cohort, bits| harmony_core::wire::encode(&RapporReport { cohort, bits: bits.to_vec() }).len(),
+                &o.aggregator(),
+                seed,
+                pool,
+                timing,
+            )
+        }
     };
     let (reps, total, out) = time_randomize_oracle(oracle, inputs, seed ^ 1, timing);
     drop(out);

@@ -4,10 +4,13 @@
 //! generic code drives any oracle; a report of the wrong variant is an
 //! [`Error::InvalidReport`], merging aggregators of different oracles an [`Error::Incompatible`].
 
+use super::rappor::{RapporShape, default_cohorts};
 use super::{
-    Adaptive, AdaptiveAggregator, AdaptiveReport, BassilySmith, BassilySmithAggregator, BassilySmithReport,
-    FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator, HadamardReport, HadamardResponse,
-    HrAggregator, HrReport, Olh, OlhAggregator, OlhReport, Oue, Sue, UnaryAggregator, UnaryEncoding, UnaryReport,
+    Adaptive, AdaptiveAggregator, AdaptiveReport, BassilySmith, BassilySmithAggregator, BassilySmithReport, Cms,
+    CmsAggregator, CmsReport, FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator,
+    HadamardReport, HadamardResponse, Hcms, HcmsAggregator, HcmsReport, HrAggregator, HrReport, Olh, OlhAggregator,
+    OlhReport, Oue, Rappor, RapporAggregator, RapporReport, Sue, UnaryAggregator, UnaryEncoding, UnaryReport, cms,
+    hcms, rappor,
 };
 use crate::aggregate::{Aggregator, at_index};
 use crate::error::{Error, Result};
@@ -19,7 +22,12 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 /// The names accepted by [`AnyOracle::by_name`], in a stable order.
-pub const FREQUENCY_NAMES: &[&str] = &["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive"];
+pub const FREQUENCY_NAMES: &[&str] =
+    &["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive", "cms", "hcms", "rappor"];
+
+/// The names of the sketch oracles, which also take parameters: `cms:k=256:m=1024:seed=7`,
+/// `hcms:k=…:m=…:seed=…`, `rappor:m=128:h=2:cohorts=8:p=0:q=1:seed=…`.
+pub const SKETCH_NAMES: &[&str] = &["cms", "hcms", "rappor"];
 
 /// Any frequency oracle, chosen by name.
 ///
@@ -58,6 +66,12 @@ pub enum AnyOracle {
     BassilySmith(BassilySmith),
     /// [`Adaptive`].
     Adaptive(Adaptive),
+    /// [`Cms`].
+    Cms(Cms),
+    /// [`Hcms`].
+    Hcms(Hcms),
+    /// [`Rappor`].
+    Rappor(Rappor),
 }
 
 /// A report of any frequency oracle (SUE and OUE share [`UnaryReport`]).
@@ -77,6 +91,12 @@ pub enum AnyReport {
     BassilySmith(BassilySmithReport),
     /// Adaptive.
     Adaptive(AdaptiveReport),
+    /// Count Mean Sketch.
+    Cms(CmsReport),
+    /// Hadamard Count Mean Sketch.
+    Hcms(HcmsReport),
+    /// RAPPOR.
+    Rappor(RapporReport),
 }
 
 /// The aggregator of any frequency oracle.
@@ -96,6 +116,12 @@ pub enum AnyAggregator {
     BassilySmith(BassilySmithAggregator),
     /// Adaptive.
     Adaptive(AdaptiveAggregator),
+    /// Count Mean Sketch.
+    Cms(CmsAggregator),
+    /// Hadamard Count Mean Sketch.
+    Hcms(HcmsAggregator),
+    /// RAPPOR.
+    Rappor(RapporAggregator),
 }
 
 macro_rules! each_oracle {
@@ -108,6 +134,9 @@ macro_rules! each_oracle {
             AnyOracle::Hr($o) => $e,
             AnyOracle::BassilySmith($o) => $e,
             AnyOracle::Adaptive($o) => $e,
+            AnyOracle::Cms($o) => $e,
+            AnyOracle::Hcms($o) => $e,
+            AnyOracle::Rappor($o) => $e,
         }
     };
 }
@@ -123,6 +152,9 @@ macro_rules! paired {
             (AnyOracle::Hr($o), AnyReport::Hr($x)) => $e,
             (AnyOracle::BassilySmith($o), AnyReport::BassilySmith($x)) => $e,
             (AnyOracle::Adaptive($o), AnyReport::Adaptive($x)) => $e,
+            (AnyOracle::Cms($o), AnyReport::Cms($x)) => $e,
+            (AnyOracle::Hcms($o), AnyReport::Hcms($x)) => $e,
+            (AnyOracle::Rappor($o), AnyReport::Rappor($x)) => $e,
             _ => $other,
         }
     };
@@ -138,6 +170,9 @@ macro_rules! paired_agg {
             (AnyAggregator::Hr($o), AnyReport::Hr($x)) => $e,
             (AnyAggregator::BassilySmith($o), AnyReport::BassilySmith($x)) => $e,
             (AnyAggregator::Adaptive($o), AnyReport::Adaptive($x)) => $e,
+            (AnyAggregator::Cms($o), AnyReport::Cms($x)) => $e,
+            (AnyAggregator::Hcms($o), AnyReport::Hcms($x)) => $e,
+            (AnyAggregator::Rappor($o), AnyReport::Rappor($x)) => $e,
             _ => $other,
         }
     };
@@ -145,11 +180,44 @@ macro_rules! paired_agg {
 
 impl AnyOracle {
     /// Builds the oracle called `name` (one of [`FREQUENCY_NAMES`]) with budget `epsilon` over
-    /// [0, d). Errors: an unknown name, or the oracle's own parameter errors.
+    /// [0, d). A sketch's name may carry parameters, `name:key=value:…` (see [`SKETCH_NAMES`]);
+    /// omitted ones take the oracle's defaults. Errors: an unknown name or key, a value that
+    /// does not parse, or the oracle's own parameter errors.
     pub fn by_name(name: &str, epsilon: f64, d: usize) -> Result<AnyOracle> {
-        Self::new(OracleKind::parse(name)?, epsilon, d)
+        let spec = Spec::parse(name);
+        let kind = OracleKind::parse(spec.name)?;
+        Ok(match kind {
+            OracleKind::Cms => {
+                spec.allow(&["k", "m", "seed"])?;
+                let (k, m) = (spec.get("k", cms::DEFAULT_K)?, spec.get("m", cms::DEFAULT_M)?);
+                AnyOracle::Cms(Cms::with_params(epsilon, d, k, m, spec.get("seed", cms::DEFAULT_SEED)?)?)
+            }
+            OracleKind::Hcms => {
+                spec.allow(&["k", "m", "seed"])?;
+                let (k, m) = (spec.get("k", cms::DEFAULT_K)?, spec.get("m", cms::DEFAULT_M)?);
+                AnyOracle::Hcms(Hcms::with_params(epsilon, d, k, m, spec.get("seed", hcms::DEFAULT_SEED)?)?)
+            }
+            OracleKind::Rappor => {
+                spec.allow(&["m", "h", "cohorts", "p", "q", "seed"])?;
+                let m = spec.get("m", rappor::DEFAULT_M)?;
+                let shape = RapporShape {
+                    m,
+                    h: spec.get("h", rappor::DEFAULT_H)?,
+                    cohorts: spec.get("cohorts", default_cohorts(d, m))?,
+                    p: spec.get("p", 0.0)?,
+                    q: spec.get("q", 1.0)?,
+                    seed: spec.get("seed", rappor::DEFAULT_SEED)?,
+                };
+                AnyOracle::Rappor(Rappor::with_shape(epsilon, d, shape)?)
+            }
+            _ => {
+                spec.allow(&[])?;
+                Self::new(kind, epsilon, d)?
+            }
+        })
     }
-    /// Builds the oracle `kind` with budget `epsilon` over [0, d).
+    /// Builds the oracle `kind` with budget `epsilon` over [0, d); a sketch takes its default
+    /// parameters (as [`by_name`](Self::by_name) with no `:key=value`).
     pub fn new(kind: OracleKind, epsilon: f64, d: usize) -> Result<AnyOracle> {
         Ok(match kind {
             OracleKind::Grr => AnyOracle::Grr(Grr::new(epsilon, d)?),
@@ -160,6 +228,9 @@ impl AnyOracle {
             OracleKind::Hr => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
             OracleKind::BassilySmith => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
             OracleKind::Adaptive => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
+            OracleKind::Cms => AnyOracle::Cms(Cms::new(epsilon, d)?),
+            OracleKind::Hcms => AnyOracle::Hcms(Hcms::new(epsilon, d)?),
+            OracleKind::Rappor => AnyOracle::Rappor(Rappor::new(epsilon, d)?),
         })
     }
     /// Which oracle this is.
@@ -173,6 +244,9 @@ impl AnyOracle {
             AnyOracle::Hr(_) => OracleKind::Hr,
             AnyOracle::BassilySmith(_) => OracleKind::BassilySmith,
             AnyOracle::Adaptive(_) => OracleKind::Adaptive,
+            AnyOracle::Cms(_) => OracleKind::Cms,
+            AnyOracle::Hcms(_) => OracleKind::Hcms,
+            AnyOracle::Rappor(_) => OracleKind::Rappor,
         }
     }
     /// The wire kind of this oracle's reports.
@@ -185,6 +259,23 @@ impl AnyOracle {
             AnyOracle::Hr(_) => ReportKind::HadamardResponse,
             AnyOracle::BassilySmith(_) => ReportKind::BassilySmith,
             AnyOracle::Adaptive(_) => ReportKind::Adaptive,
+            AnyOracle::Cms(_) => ReportKind::Cms,
+            AnyOracle::Hcms(_) => ReportKind::Hcms,
+            AnyOracle::Rappor(_) => ReportKind::Rappor,
+        }
+    }
+    /// ln(P[r | x]/P[r | x']), computed without forming the probabilities for the sketches
+    /// (whose m-bit reports' probabilities underflow at large m); NaN for a report of another
+    /// kind. For OLH it is conditional on the report's seed.
+    pub fn log_likelihood_ratio(&self, x: usize, x2: usize, r: &AnyReport) -> f64 {
+        match (self, r) {
+            (AnyOracle::Cms(o), AnyReport::Cms(r)) => o.log_likelihood_ratio(x, x2, r),
+            (AnyOracle::Hcms(o), AnyReport::Hcms(r)) => o.log_likelihood_ratio(x, x2, r),
+            (AnyOracle::Rappor(o), AnyReport::Rappor(r)) => o.log_likelihood_ratio(x, x2, r),
+            _ if r.kind() == self.report_kind() => {
+                (self.output_probability(x, r) / self.output_probability(x2, r)).ln()
+            }
+            _ => f64::NAN,
         }
     }
     /// P[report | x] from the oracle's constants (0 for a report of another kind). For OLH it
@@ -206,6 +297,9 @@ impl AnyOracle {
             ReportKind::Hadamard => AnyReport::Hadamard(wire::from_json(text)?),
             ReportKind::HadamardResponse => AnyReport::Hr(wire::from_json(text)?),
             ReportKind::BassilySmith => AnyReport::BassilySmith(wire::from_json(text)?),
+            ReportKind::Cms => AnyReport::Cms(wire::from_json(text)?),
+            ReportKind::Hcms => AnyReport::Hcms(wire::from_json(text)?),
+            ReportKind::Rappor => AnyReport::Rappor(wire::from_json(text)?),
             _ => AnyReport::Adaptive(wire::from_json(text)?),
         })
     }
@@ -220,11 +314,14 @@ fn decode_kind(kind: ReportKind, bytes: &[u8]) -> Result<AnyReport> {
         ReportKind::HadamardResponse => AnyReport::Hr(wire::decode(bytes)?),
         ReportKind::BassilySmith => AnyReport::BassilySmith(wire::decode(bytes)?),
         ReportKind::Adaptive => AnyReport::Adaptive(wire::decode(bytes)?),
-        other => return Err(Error::report("kind", other as u8, "a frequency report kind (2 to 8)")),
+        ReportKind::Cms => AnyReport::Cms(wire::decode(bytes)?),
+        ReportKind::Hcms => AnyReport::Hcms(wire::decode(bytes)?),
+        ReportKind::Rappor => AnyReport::Rappor(wire::decode(bytes)?),
+        other => return Err(Error::report("kind", other as u8, FREQUENCY_KINDS_TEXT)),
     })
 }
 
-const FREQUENCY_KINDS: [ReportKind; 7] = [
+const FREQUENCY_KINDS: [ReportKind; 10] = [
     ReportKind::Grr,
     ReportKind::Unary,
     ReportKind::Olh,
@@ -232,7 +329,12 @@ const FREQUENCY_KINDS: [ReportKind; 7] = [
     ReportKind::HadamardResponse,
     ReportKind::BassilySmith,
     ReportKind::Adaptive,
+    ReportKind::Cms,
+    ReportKind::Hcms,
+    ReportKind::Rappor,
 ];
+
+const FREQUENCY_KINDS_TEXT: &str = "a frequency report kind (2 to 8, 13 to 15)";
 
 impl AnyReport {
     /// The wire kind.
@@ -245,6 +347,9 @@ impl AnyReport {
             AnyReport::Hr(_) => ReportKind::HadamardResponse,
             AnyReport::BassilySmith(_) => ReportKind::BassilySmith,
             AnyReport::Adaptive(_) => ReportKind::Adaptive,
+            AnyReport::Cms(_) => ReportKind::Cms,
+            AnyReport::Hcms(_) => ReportKind::Hcms,
+            AnyReport::Rappor(_) => ReportKind::Rappor,
         }
     }
     /// The binary encoding, `[version][kind][payload]` of the inner report.
@@ -257,6 +362,9 @@ impl AnyReport {
             AnyReport::Hr(r) => wire::encode(r),
             AnyReport::BassilySmith(r) => wire::encode(r),
             AnyReport::Adaptive(r) => wire::encode(r),
+            AnyReport::Cms(r) => wire::encode(r),
+            AnyReport::Hcms(r) => wire::encode(r),
+            AnyReport::Rappor(r) => wire::encode(r),
         }
     }
     /// Decodes a binary report of any frequency kind (dispatching on the kind byte). Errors:
@@ -266,10 +374,47 @@ impl AnyReport {
         match bytes {
             [WIRE_VERSION, k, ..] => match FREQUENCY_KINDS.iter().find(|kind| **kind as u8 == *k) {
                 Some(kind) => decode_kind(*kind, bytes),
-                None => Err(Error::report("kind", k, "a frequency report kind (2 to 8)")),
+                None => Err(Error::report("kind", k, FREQUENCY_KINDS_TEXT)),
             },
             // Header and version errors, worded by the wire module.
             _ => wire::decode::<GrrReport>(bytes).map(AnyReport::Grr),
+        }
+    }
+}
+
+/// A mechanism name with optional parameters: `name` or `name:key=value:key=value`.
+struct Spec<'a> {
+    full: &'a str,
+    name: &'a str,
+    pairs: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Spec<'a> {
+    fn parse(full: &'a str) -> Self {
+        let mut parts = full.split(':');
+        let name = parts.next().unwrap_or("").trim();
+        let pairs = parts.map(|kv| kv.split_once('=').map_or((kv.trim(), ""), |(k, v)| (k.trim(), v.trim()))).collect();
+        Spec { full, name, pairs }
+    }
+    /// Errors on a key outside `keys` (or any key when `keys` is empty).
+    fn allow(&self, keys: &[&str]) -> Result<()> {
+        if let Some((k, _)) = self.pairs.iter().find(|(k, _)| !keys.contains(k)) {
+            let expected = if keys.is_empty() {
+                format!("no parameters for {} (the sketches {} take some)", self.name, SKETCH_NAMES.join(", "))
+            } else {
+                format!("{} parameters among {}, as {}:key=value:…, not {k:?}", self.name, keys.join(", "), self.name)
+            };
+            return Err(Error::param("mechanism", self.full, expected));
+        }
+        Ok(())
+    }
+    /// The value of `key` (the last one given), or `default`.
+    fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
+        match self.pairs.iter().rev().find(|(k, _)| *k == key) {
+            None => Ok(default),
+            Some((_, v)) => {
+                v.parse().map_err(|_| Error::param("mechanism", self.full, format!("a number for {key} (got {v:?})")))
+            }
         }
     }
 }
@@ -327,6 +472,9 @@ impl FrequencyOracle for AnyOracle {
             AnyOracle::Hr(o) => AnyReport::Hr(o.randomize_unchecked(v, rng)),
             AnyOracle::BassilySmith(o) => AnyReport::BassilySmith(o.randomize_unchecked(v, rng)),
             AnyOracle::Adaptive(o) => AnyReport::Adaptive(o.randomize_unchecked(v, rng)),
+            AnyOracle::Cms(o) => AnyReport::Cms(o.randomize_unchecked(v, rng)),
+            AnyOracle::Hcms(o) => AnyReport::Hcms(o.randomize_unchecked(v, rng)),
+            AnyOracle::Rappor(o) => AnyReport::Rappor(o.randomize_unchecked(v, rng)),
         }
     }
     /// Dispatches once per batch and runs the wrapped oracle's own batch loop (word-parallel
@@ -342,6 +490,9 @@ impl FrequencyOracle for AnyOracle {
             AnyOracle::Hr(o) => wrap_batch(o, vs, rng, out, AnyReport::Hr),
             AnyOracle::BassilySmith(o) => wrap_batch(o, vs, rng, out, AnyReport::BassilySmith),
             AnyOracle::Adaptive(o) => wrap_batch(o, vs, rng, out, AnyReport::Adaptive),
+            AnyOracle::Cms(o) => wrap_batch(o, vs, rng, out, AnyReport::Cms),
+            AnyOracle::Hcms(o) => wrap_batch(o, vs, rng, out, AnyReport::Hcms),
+            AnyOracle::Rappor(o) => wrap_batch(o, vs, rng, out, AnyReport::Rappor),
         }
     }
     fn validate_report(&self, r: &AnyReport) -> Result<()> {
@@ -360,6 +511,9 @@ impl FrequencyOracle for AnyOracle {
             AnyOracle::Hr(o) => AnyAggregator::Hr(o.aggregator()),
             AnyOracle::BassilySmith(o) => AnyAggregator::BassilySmith(o.aggregator()),
             AnyOracle::Adaptive(o) => AnyAggregator::Adaptive(o.aggregator()),
+            AnyOracle::Cms(o) => AnyAggregator::Cms(o.aggregator()),
+            AnyOracle::Hcms(o) => AnyAggregator::Hcms(o.aggregator()),
+            AnyOracle::Rappor(o) => AnyAggregator::Rappor(o.aggregator()),
         }
     }
     fn report_variance(&self, x: usize, v: usize) -> f64 {
@@ -387,6 +541,9 @@ impl AnyAggregator {
             AnyAggregator::Hr(_) => ReportKind::HadamardResponse,
             AnyAggregator::BassilySmith(_) => ReportKind::BassilySmith,
             AnyAggregator::Adaptive(_) => ReportKind::Adaptive,
+            AnyAggregator::Cms(_) => ReportKind::Cms,
+            AnyAggregator::Hcms(_) => ReportKind::Hcms,
+            AnyAggregator::Rappor(_) => ReportKind::Rappor,
         }
     }
 }
@@ -401,6 +558,9 @@ macro_rules! each_aggregator {
             AnyAggregator::Hr($a) => $e,
             AnyAggregator::BassilySmith($a) => $e,
             AnyAggregator::Adaptive($a) => $e,
+            AnyAggregator::Cms($a) => $e,
+            AnyAggregator::Hcms($a) => $e,
+            AnyAggregator::Rappor($a) => $e,
         }
     };
 }
@@ -436,6 +596,11 @@ impl Aggregator for AnyAggregator {
             AnyAggregator::Adaptive(a) => a.add_validated(
                 reports.iter().filter_map(|r| if let AnyReport::Adaptive(r) = r { Some(r) } else { None }),
             ),
+            AnyAggregator::Hcms(a) => {
+                let inner: Vec<HcmsReport> =
+                    reports.iter().filter_map(|r| if let AnyReport::Hcms(r) = r { Some(*r) } else { None }).collect();
+                a.add_batch(&inner)?;
+            }
             _ => reports.iter().for_each(|r| self.add_unchecked(r)),
         }
         Ok(())
@@ -449,6 +614,9 @@ impl Aggregator for AnyAggregator {
             (AnyAggregator::Hr(a), AnyAggregator::Hr(b)) => a.merge(b),
             (AnyAggregator::BassilySmith(a), AnyAggregator::BassilySmith(b)) => a.merge(b),
             (AnyAggregator::Adaptive(a), AnyAggregator::Adaptive(b)) => a.merge(b),
+            (AnyAggregator::Cms(a), AnyAggregator::Cms(b)) => a.merge(b),
+            (AnyAggregator::Hcms(a), AnyAggregator::Hcms(b)) => a.merge(b),
+            (AnyAggregator::Rappor(a), AnyAggregator::Rappor(b)) => a.merge(b),
             (a, b) => Err(Error::Incompatible(format!("aggregators of {:?} and {:?} reports", a.kind(), b.kind()))),
         }
     }
@@ -472,9 +640,9 @@ mod tests {
             assert_eq!(o.name(), name);
             assert_eq!(o.domain_size(), 10);
         }
-        let e = AnyOracle::by_name("rappor", 1.0, 10).unwrap_err();
+        let e = AnyOracle::by_name("nope", 1.0, 10).unwrap_err();
         assert!(matches!(e, Error::InvalidParameter { name: "mechanism", .. }));
-        assert!(e.to_string().contains("\"rappor\"") && e.to_string().contains("bassily-smith"), "{e}");
+        assert!(e.to_string().contains("\"nope\"") && e.to_string().contains("rappor"), "{e}");
         assert!(matches!(
             AnyOracle::by_name("grr", f64::NAN, 10),
             Err(Error::InvalidParameter { name: "epsilon", .. })
@@ -501,6 +669,9 @@ mod tests {
                 AnyReport::Hr(x) => wire::to_json(x),
                 AnyReport::BassilySmith(x) => wire::to_json(x),
                 AnyReport::Adaptive(x) => wire::to_json(x),
+                AnyReport::Cms(x) => wire::to_json(x),
+                AnyReport::Hcms(x) => wire::to_json(x),
+                AnyReport::Rappor(x) => wire::to_json(x),
             };
             assert_eq!(o.report_from_json(&inner_json).unwrap(), r);
             let mut a = o.aggregator();

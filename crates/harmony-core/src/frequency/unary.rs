@@ -493,7 +493,7 @@ const LANES: usize = 4;
 /// counters of categories 64w..64w+63 (plane-major, so neighbouring words vectorise).
 /// `pending` bounds every lane counter.
 #[derive(Debug, Clone)]
-struct BitSlicedCounts {
+pub(crate) struct BitSlicedCounts {
     words: usize,
     planes: Vec<u64>,
     pending: u64,
@@ -552,7 +552,7 @@ fn add16_at<const L: usize>(planes: &mut [u64], words: usize, w: usize, r: &[&[u
 }
 
 impl BitSlicedCounts {
-    fn new(words: usize) -> Self {
+    pub(crate) fn new(words: usize) -> Self {
         BitSlicedCounts {
             words,
             planes: vec![0; words * PLANES],
@@ -566,7 +566,7 @@ impl BitSlicedCounts {
     /// Adds one bit vector: staged, and the 16 staged vectors go through [`Self::add16`]
     /// together.
     #[inline]
-    fn add_one(&mut self, bits: &[u64]) {
+    pub(crate) fn add_one(&mut self, bits: &[u64]) {
         let w = self.words;
         self.stage[self.staged * w..][..w].copy_from_slice(&bits[..w]);
         self.staged += 1;
@@ -612,7 +612,7 @@ impl BitSlicedCounts {
     }
 
     /// Adds 16 bit vectors of `words` words each, LANES words at a time.
-    fn add16(&mut self, r: &[&[u64]; 16]) {
+    pub(crate) fn add16(&mut self, r: &[&[u64]; 16]) {
         if self.pending + 16 > CAPACITY {
             self.flush();
         }
@@ -649,7 +649,7 @@ impl BitSlicedCounts {
     }
 
     /// All counts (64 per word).
-    fn totals(&self) -> Vec<u64> {
+    pub(crate) fn totals(&self) -> Vec<u64> {
         let mut t = self.flushed.clone();
         self.decode_into(&mut t);
         self.add_staged_into(&mut t);
@@ -657,7 +657,7 @@ impl BitSlicedCounts {
     }
 
     /// Adds another counter's totals into this one's flushed counts.
-    fn absorb(&mut self, other: &Self) {
+    pub(crate) fn absorb(&mut self, other: &Self) {
         self.flushed.iter_mut().zip(&other.flushed).for_each(|(a, b)| *a += b);
         other.decode_into(&mut self.flushed);
         other.add_staged_into(&mut self.flushed);

@@ -69,20 +69,32 @@ pub fn skewed_population(d: usize, n: usize) -> (Vec<usize>, Vec<f64>) {
     (values, freqs)
 }
 
-/// E[one report's estimate of f_v | x]: 1[x = v], or ⟨Φ_x, Φ_v⟩ for Bassily–Smith.
+/// E[one report's estimate of f_v | x]: 1[x = v], ⟨Φ_x, Φ_v⟩ for Bassily–Smith, and for the
+/// count mean sketches 1[x = v] plus their fixed hash family's collision term.
 pub fn report_mean(o: &AnyOracle, x: usize, v: usize) -> f64 {
     match o {
         AnyOracle::BassilySmith(b) => b.inner_product(x, v),
+        AnyOracle::Cms(c) => c.report_mean(x, v),
+        AnyOracle::Hcms(c) => c.report_mean(x, v),
         _ => (x == v) as u8 as f64,
     }
 }
 
-/// E[f̂_v] for a population with fractions `f`: f_v, or the biased Bassily–Smith expectation.
+/// E[f̂_v] for a population with fractions `f`: f_v, or the biased Bassily–Smith expectation,
+/// or f_v plus a count mean sketch's collision bias for its fixed hash family.
 pub fn estimate_mean(o: &AnyOracle, f: &[f64], v: usize) -> f64 {
     match o {
         AnyOracle::BassilySmith(b) => b.expectation(f, v),
+        AnyOracle::Cms(c) => c.expectation(f, v),
+        AnyOracle::Hcms(c) => c.expectation(f, v),
         _ => f[v],
     }
+}
+
+/// Whether every output of the oracle can be enumerated (the sketches' default m-bit reports
+/// cannot: their exact tests use small m in their own modules).
+pub fn enumerable(name: &str) -> bool {
+    name != "olh" && !SKETCH_NAMES.contains(&name)
 }
 
 fn unary_outputs(d: usize) -> Vec<UnaryReport> {
@@ -112,6 +124,9 @@ pub fn all_outputs(o: &AnyOracle, olh_seed: u64) -> Vec<AnyReport> {
         }
         AnyOracle::Adaptive(Adaptive::Oue(u)) => {
             unary_outputs(u.domain_size()).into_iter().map(|r| AnyReport::Adaptive(AdaptiveReport::Oue(r))).collect()
+        }
+        AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_) => {
+            panic!("{}: outputs not enumerable at the default sizes (see enumerable())", o.name())
         }
     }
 }
@@ -192,15 +207,18 @@ pub fn check_variance(what: &str, m2: &Moments, mean: f64, var: f64, z: f64) {
     );
 }
 
-/// Empirical ε on E = {o : P[o | x] > P[o | x']}, with its delta-method standard error.
+/// Empirical ε on E = {o : P[o | x] = e^ε·P[o | x']} (log-likelihood ratio ε), with its
+/// delta-method standard error.
 pub fn audit(o: &AnyOracle, x: usize, x2: usize, n: usize, seed: u64) -> (f64, f64) {
     let mut rng = fast_rng(seed);
     let mut hits = [0u64; 2];
     for (k, &input) in [x, x2].iter().enumerate() {
         for _ in 0..n {
             let r = o.randomize(input, &mut rng).unwrap();
-            // A margin keeps exact ties (ratio 1, up to rounding of the products) out of E.
-            hits[k] += (o.output_probability(x, &r) > o.output_probability(x2, &r) * (1.0 + 1e-9)) as u64;
+            // E = the outputs of the largest ratio, e^ε (for GRR, OUE, OLH, HR, ... the same as
+            // ratio > 1; for RAPPOR with h = 2 hashes the ratios e^(jε/4) between also exist).
+            let llr = o.log_likelihood_ratio(x, x2, &r);
+            hits[k] += (llr > o.epsilon().value() * (1.0 - 1e-9)) as u64;
         }
     }
     let (p1, p0) = (hits[0] as f64 / n as f64, hits[1] as f64 / n as f64);
