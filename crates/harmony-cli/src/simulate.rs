@@ -9,7 +9,7 @@ use clap::Args;
 use harmony_core::Aggregator;
 use harmony_core::estimate::{Moments, Z95};
 use harmony_core::sampling::{fast_rng, stream_seed};
-use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_core::schema::{Attribute, ColumnValues, Schema, Value};
 use harmony_core::strategy::{
     AttributeEstimate, KChoice, RecordAggregator, RecordColumns, RecordMechanism, StrategyKind, StrategyOptions,
 };
@@ -21,7 +21,8 @@ use std::time::Instant;
 /// Options of `harmony simulate`.
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
-    /// CSV file, one user per row (`-` = stdin). Default: the bundled data/adult.csv.
+    /// Data, one user per row: CSV, .csv.xz, Parquet or Arrow IPC (detected from the magic bytes,
+    /// else the extension; `-` = stdin). Default: the bundled data/adult.csv.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Schema (TOML). Default: examples/adult.toml for the bundled data, else inferred.
@@ -121,15 +122,7 @@ fn synthetic(n: usize, seed: u64) -> Result<(SchemaFile, data::Encoded)> {
             values.push(Value::Category(v as u32));
         }
     }
-    let file = SchemaFile {
-        bins: Default::default(),
-        epsilon: None,
-        strategies: None,
-        numeric_mechanism: None,
-        categorical_mechanism: None,
-        invalid: InvalidPolicy::Error,
-        attributes,
-    };
+    let file = SchemaFile { attributes, ..Default::default() };
     Ok((file, data::Encoded { values, n, skipped: 0, clamped: 0 }))
 }
 
@@ -213,32 +206,30 @@ enum Truth {
     Categorical { freqs: Vec<f64> },
 }
 
-fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
-    let d = schema.len();
+fn truths(schema: &Schema, columns: &[ColumnValues], n: usize) -> Vec<Truth> {
     schema
         .attributes()
         .iter()
-        .enumerate()
-        .map(|(j, a)| match a {
-            Attribute::Numeric { .. } => {
+        .zip(columns)
+        .map(|(a, col)| match (a, col) {
+            (Attribute::Numeric { .. }, ColumnValues::Unit(ts)) => {
                 let (mut s, mut s2) = (0.0, 0.0);
-                for row in values.chunks(d) {
-                    if let Value::Unit(t) = row[j] {
-                        s += t;
-                        s2 += t * t;
-                    }
+                for &t in ts {
+                    s += t;
+                    s2 += t * t;
                 }
                 Truth::Numeric { mean: s / n as f64, sum_t2: s2 }
             }
-            Attribute::Categorical { categories, .. } => {
+            (Attribute::Categorical { categories, .. }, col) => {
                 let mut c = vec![0.0; categories.len()];
-                for row in values.chunks(d) {
-                    if let Value::Category(v) = row[j] {
+                if let ColumnValues::Category(vs) = col {
+                    for &v in vs {
                         c[v as usize] += 1.0;
                     }
                 }
                 Truth::Categorical { freqs: c.iter().map(|x| x / n as f64).collect() }
             }
+            (Attribute::Numeric { .. }, _) => Truth::Numeric { mean: f64::NAN, sum_t2: f64::NAN },
         })
         .collect()
 }
@@ -331,6 +322,34 @@ pub fn load_inputs(
     Ok((data_path.display().to_string(), file, table))
 }
 
+/// Loads data and schema as `simulate` resolves them, streaming the data into encoded columns
+/// (a second pass when the schema is inferred).
+fn load_columns(
+    data: &Option<PathBuf>,
+    schema: &Option<PathBuf>,
+    max_categories: usize,
+) -> Result<(String, SchemaFile, harmony_data::Columns)> {
+    let (data_path, schema_path) = match (data, schema) {
+        (None, None) => (data::bundled("data/adult.csv"), Some(data::bundled("examples/adult.toml"))),
+        (None, Some(s)) => (data::bundled("data/adult.csv"), Some(s.clone())),
+        (Some(d), s) => (d.clone(), s.clone()),
+    };
+    let file = schema_path.map(|p| SchemaFile::load(&p)).transpose()?;
+    let options = harmony_data::InferOptions { max_categories, ..Default::default() };
+    let loaded = harmony_data::load(&data_path, file, &options)?;
+    if let Some(inf) = &loaded.inference {
+        eprintln!(
+            "note: no --schema given; inferred one from {} ({} attributes; see `harmony schema infer`)",
+            data_path.display(),
+            inf.file.attributes.len()
+        );
+        for w in &inf.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok((data_path.display().to_string(), loaded.file, loaded.columns))
+}
+
 /// Runs `harmony simulate`.
 pub fn run(args: SimulateArgs) -> Result<()> {
     if args.runs == 0 {
@@ -343,13 +362,10 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let (data_name, file, enc) = match args.synthetic {
         Some(n) => {
             let (file, enc) = synthetic(n, args.seed)?;
-            (format!("synthetic ({n} users, 16 attributes)"), file, enc)
+            let cols = harmony_data::columns_from_rows(&file.schema()?, &enc.values);
+            (format!("synthetic ({n} users, 16 attributes)"), file, cols)
         }
-        None => {
-            let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
-            let enc = data::encode(&table, &file.schema()?, file.invalid)?;
-            (data_name, file, enc)
-        }
+        None => load_columns(&args.data, &args.schema, args.max_categories)?,
     };
     let schema = file.schema()?;
     let parse_seconds = t_parse.elapsed().as_secs_f64();
@@ -371,10 +387,9 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         .collect::<Result<_, _>>()?;
     let k = parse_k(&args.k)?;
     let n = enc.n;
-    let truth = truths(&schema, &enc.values, n);
-    // By attribute, validated once (data preparation, like the CSV parse: not timed).
-    let data = RecordColumns::new(&schema, &enc.values)?;
-    drop(enc.values);
+    let truth = truths(&schema, &enc.columns, n);
+    // By attribute, validated once (data preparation, like the parse: not timed).
+    let data = RecordColumns::from_columns(&schema, enc.columns)?;
 
     let pb = progress((epsilons.len() * strategies.len() * args.runs) as u64, "simulate", args.format);
     let mut results = Vec::new();
@@ -646,7 +661,7 @@ fn ratio(a: Option<f64>, se: Option<f64>, b: Option<f64>) -> String {
 
 fn print_table(out: &Output) {
     println!(
-        "harmony simulate: {} — n = {} users, d = {} attributes, {} runs, seed {} (CSV parse {:.2} s)",
+        "harmony simulate: {} — n = {} users, d = {} attributes, {} runs, seed {} (parse {:.2} s)",
         out.data, out.n, out.d, out.runs, out.seed, out.parse_seconds
     );
     println!("MSE: numeric on the [-1, 1] scale, categorical on frequencies averaged over categories;");
@@ -729,7 +744,7 @@ mod tests {
     fn mse_standard_errors_match_the_per_run_mean_squared_errors() {
         let (file, enc) = synthetic(20_000, 3).unwrap();
         let schema = file.schema().unwrap();
-        let truth = truths(&schema, &enc.values, enc.n);
+        let truth = truths(&schema, &harmony_data::columns_from_rows(&schema, &enc.values).columns, enc.n);
         let data = RecordColumns::new(&schema, &enc.values).unwrap();
         let runs = 40;
         for kind in [StrategyKind::Split, StrategyKind::SampleK] {

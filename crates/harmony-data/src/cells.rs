@@ -135,7 +135,10 @@ pub fn arrow_cells<'a>(a: &'a dyn Array, name: &str) -> Result<Cells<'a>> {
             let values = match arrow_cells(dict.values().as_ref(), name) {
                 Ok(Cells::Text(t)) => t,
                 _ => {
-                    return Err(unsupported(name, &DataType::Dictionary(Box::new(DataType::Int32), value_type.clone())));
+                    return Err(unsupported(
+                        name,
+                        &DataType::Dictionary(Box::new(DataType::Int32), value_type.clone()),
+                    ));
                 }
             };
             Cells::Dict { array: a, keys: dict.normalized_keys(), values }

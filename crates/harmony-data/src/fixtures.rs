@@ -12,7 +12,7 @@ use arrow_schema::ArrowError;
 use harmony_core::sampling::{fast_rng, uniform_below, uniform01};
 use harmony_core::schema::Attribute;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
+pub use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use std::path::Path;
 use std::sync::Arc;

@@ -50,7 +50,7 @@ pub use error::{Error, Result};
 pub use format::{Format, sniff};
 pub use infer::{InferOptions, Inference, infer, infer_batches, infer_path};
 pub use names::unique_names;
-pub use reader::{BATCH_ROWS, Batch, Batches, DataReader};
+pub use reader::{BATCH_ROWS, Batch, Batches, DataReader, open_text};
 pub use schema_file::{DEFAULT_MISSING_TOKENS, InvalidPolicy, MissingTokens, SchemaFile};
 pub use table::{Table, encode, read_table};
 pub use temporal::Unit;

@@ -314,3 +314,26 @@ impl Batches for DataReader {
         Ok(Some(Batch { data, first, len }))
     }
 }
+
+/// Opens CSV text (`-` = standard input; xz decompressed as it is read) for a caller that
+/// parses it itself. A Parquet or Arrow file is an error naming the format.
+pub fn open_text(path: &Path) -> Result<Box<dyn Read + Send>> {
+    let name = path.display().to_string();
+    let io = |source| Error::Io { path: name.clone(), source };
+    let (mut input, head): (Box<dyn Read + Send>, Vec<u8>) = if path == Path::new("-") {
+        let mut stdin = std::io::stdin();
+        let head = read_head(&mut stdin).map_err(io)?;
+        (Box::new(stdin), head)
+    } else {
+        let mut file = File::open(path).map_err(io)?;
+        let head = read_head(&mut file).map_err(io)?;
+        (Box::new(std::io::BufReader::with_capacity(1 << 20, file)), head)
+    };
+    let format = sniff(&head, &name)?;
+    input = Box::new(std::io::Cursor::new(head).chain(input));
+    match format {
+        Format::Csv => Ok(input),
+        Format::CsvXz => Ok(Box::new(XzReader::new(input))),
+        other => Err(Error::data(format!("{name}: a {} file; this command reads CSV (or .csv.xz) only", other.name()))),
+    }
+}

@@ -1,0 +1,59 @@
+//! Scale (release, ignored): a 3×10⁶-row, 5-column Parquet file (`age` Int64, `income`
+//! Float64, `signup` Date32, `region` dictionary strings with 2% nulls, `active` Boolean;
+//! snappy, row groups of 2^20 rows) parses in ≤ 1 s, and `harmony simulate` on it peaks below
+//! twice the size of the columns it simulates from: `RecordColumns` holds 8 bytes per value
+//! (f64 on [-1, 1] or a usize category), 3·10⁶ × 5 × 8 B = 120 MB.
+//!
+//! Run: `cargo test --release -p harmony-cli --test scale -- --ignored --nocapture`.
+
+use harmony_data::fixtures::{Compression, synthetic, synthetic_schema, write_parquet};
+use std::process::Command;
+
+const ROWS: usize = 3_000_000;
+
+/// Peak resident set of the waited-for children of this process, in bytes (this test binary
+/// has one test, so one child).
+#[cfg(unix)]
+fn children_max_rss() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we own; RUSAGE_CHILDREN is a valid `who`.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        assert_eq!(libc::getrusage(libc::RUSAGE_CHILDREN, &mut u), 0);
+        u
+    };
+    usage.ru_maxrss as u64 * 1024
+}
+
+#[cfg(unix)]
+#[test]
+#[ignore = "release tier: writes a 3e6-row Parquet file and measures harmony simulate"]
+fn three_million_parquet_rows_parse_in_a_second_within_twice_their_columns() {
+    let dir = std::env::temp_dir().join(format!("harmony-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("synthetic.parquet");
+    let schema = dir.join("synthetic.toml");
+    write_parquet(&data, synthetic(ROWS, 1 << 16, 7), Compression::SNAPPY, 1 << 20).unwrap();
+    std::fs::write(&schema, toml::to_string(&synthetic_schema()).unwrap()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harmony"))
+        .args(["simulate", "--data", data.to_str().unwrap(), "--schema", schema.to_str().unwrap()])
+        .args(["--runs", "1", "--epsilon", "1", "--strategy", "sample-k", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let peak = children_max_rss();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let parse = json["parse_seconds"].as_f64().unwrap();
+    let columns = (ROWS * 5 * 8) as u64;
+    let file_mb = std::fs::metadata(&data).unwrap().len() as f64 / 1e6;
+    println!(
+        "3e6 x 5 Parquet ({file_mb:.1} MB): parse {parse:.3} s; simulate peak RSS {:.1} MB = {:.2} x the columns' {:.0} MB",
+        peak as f64 / 1e6,
+        peak as f64 / columns as f64,
+        columns as f64 / 1e6
+    );
+    assert_eq!(json["n"], ROWS);
+    assert!(parse <= 1.0, "parse took {parse} s, expected <= 1 s");
+    assert!(peak < 2 * columns, "peak RSS {peak} B, expected < 2 x {columns} B");
+    std::fs::remove_dir_all(dir).unwrap();
+}
