@@ -10,6 +10,9 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ParquetRecordBatchReader
 use parquet::errors::ParquetError;
 use parquet::file::reader::ChunkReader;
 
+/// A batch and the header → batch column map.
+pub(crate) type Mapped<'a> = (&'a RecordBatch, &'a [Option<usize>]);
+
 /// A Parquet file being read.
 pub(crate) struct ParquetSource {
     input: Input,
@@ -86,7 +89,7 @@ impl ParquetSource {
     }
 
     /// The next non-empty batch and the header → batch column map.
-    pub(crate) fn next(&mut self, name: &str, header: &[String]) -> Result<Option<(&RecordBatch, &[Option<usize>])>> {
+    pub(crate) fn next(&mut self, name: &str, header: &[String]) -> Result<Option<Mapped<'_>>> {
         if self.reader.is_none() {
             let columns = self.selected.clone().unwrap_or_else(|| (0..header.len()).collect());
             for (k, &c) in columns.iter().enumerate() {

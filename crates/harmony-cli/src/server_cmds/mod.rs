@@ -80,7 +80,7 @@ pub struct SubmitArgs {
     /// Collection id.
     #[arg(long)]
     pub collection: String,
-    /// CSV file: one simulated device per row.
+    /// Data (CSV, .csv.xz, Parquet or Arrow IPC): one simulated device per row.
     #[arg(long)]
     pub data: PathBuf,
     /// Concurrent connections (record collections; a training collection's rounds are
@@ -112,7 +112,7 @@ pub struct QueryArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// Training collection: also score the model on this CSV (misclassification rate or MSE).
+    /// Training collection: also score the model on this table (CSV, Parquet, Arrow; misclassification rate or MSE).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Training collection: the target column of `--data` (must be the collection's target,

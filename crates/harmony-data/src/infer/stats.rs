@@ -180,7 +180,7 @@ impl Stats {
 
     /// Adds a one-cell statistic (a dictionary value, once per occurrence).
     fn merge_one(&mut self, one: &Stats) {
-        for (what, _) in &one.missing {
+        for what in one.missing.keys() {
             self.miss(what);
         }
         if one.numbers > 0 {
