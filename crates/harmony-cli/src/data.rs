@@ -21,8 +21,21 @@ pub fn read_csv(path: &Path) -> harmony_data::Result<Table> {
     harmony_data::read_table(path)
 }
 
+/// Reads a table (any format; `-` = standard input) and encodes it against `schema`, row-major,
+/// batch by batch: the table is never held as text (what `submit`, `query --data` and training
+/// collections read).
+pub fn encode_file(
+    path: &Path,
+    schema: &harmony_core::schema::Schema,
+    policy: InvalidPolicy,
+) -> harmony_data::Result<Encoded> {
+    let mut reader = harmony_data::DataReader::open(path)?;
+    harmony_data::encode_rows(&mut reader, schema, &harmony_data::EncodeOptions::with_policy(policy))
+}
+
 /// Opens CSV text for a command that parses it itself: `-` = standard input, `.xz` decompressed
-/// as it is read. A Parquet or Arrow file is an error saying so.
+/// as it is read. A Parquet or Arrow file is read whole through `harmony-data` and given as CSV
+/// text (nulls as empty fields).
 pub fn open_data(path: &Path) -> harmony_data::Result<Box<dyn Read + Send>> {
     harmony_data::open_text(path)
 }

@@ -2,13 +2,17 @@
 //! * CSV: the previous path of harmony-cli (whole table as `Vec<Vec<String>>`, then
 //!   `Schema::encode` per cell; copied below verbatim but for error types) against the
 //!   streaming reader, on Adult (data/adult.csv) and Census-Income (data/census_income_kdd.csv.xz);
-//! * Parquet: 3×10⁶ synthetic rows, 5 columns (fixtures::synthetic), streaming reader.
+//! * Parquet: 3×10⁶ synthetic rows, 5 columns (fixtures::synthetic), streaming reader, against
+//!   the same table written as CSV (dates as ISO 8601 text) read by the same streaming reader.
+//!
+//! "Streaming" is `encode_rows` (row-major values, what `harmony simulate` and `submit` use);
+//! the Parquet file is also timed with `encode_batches` (by attribute).
 //!
 //! `cargo run --release -p harmony-data --example read_speed`
 
 use harmony_core::schema::{Schema, Value};
 use harmony_data::fixtures::{Compression, synthetic, synthetic_schema, write_parquet};
-use harmony_data::{DataReader, SchemaFile, encode_batches};
+use harmony_data::{DataReader, SchemaFile, encode_batches, encode_rows, read_table};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -59,7 +63,23 @@ fn best_of_3(mut f: impl FnMut() -> usize) -> (f64, usize) {
 
 fn new_path(path: &Path, file: &SchemaFile) -> usize {
     let mut r = DataReader::open(path).unwrap();
+    encode_rows(&mut r, &file.schema().unwrap(), &file.encode_options()).unwrap().n
+}
+
+fn by_columns(path: &Path, file: &SchemaFile) -> usize {
+    let mut r = DataReader::open(path).unwrap();
     encode_batches(&mut r, &file.schema().unwrap(), &file.encode_options()).unwrap().n
+}
+
+/// The table of `parquet` written as CSV.
+fn to_csv(parquet: &Path, csv: &Path) {
+    let table = read_table(parquet).unwrap();
+    let mut w = csv::Writer::from_path(csv).unwrap();
+    w.write_record(&table.header).unwrap();
+    for row in &table.rows {
+        w.write_record(row).unwrap();
+    }
+    w.flush().unwrap();
 }
 
 fn main() {
@@ -87,10 +107,18 @@ fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("synthetic.parquet");
     write_parquet(&path, synthetic(3_000_000, 1 << 16, 7), Compression::SNAPPY, 1 << 20).unwrap();
-    let (t, n) = best_of_3(|| new_path(&path, &synthetic_schema()));
+    let csv = dir.join("synthetic.csv");
+    to_csv(&path, &csv);
+    let file = synthetic_schema();
+    let (t, n) = best_of_3(|| new_path(&path, &file));
+    let (tc, _) = best_of_3(|| by_columns(&path, &file));
+    let (t_csv, n_csv) = best_of_3(|| new_path(&csv, &file));
+    assert_eq!(n, n_csv);
+    let mb = |p: &Path| std::fs::metadata(p).unwrap().len() as f64 / 1e6;
     println!(
-        "synthetic.parquet ({:.1} MB, snappy): {n} rows x 5 columns (Int64, Float64, Date32, dictionary strings, Boolean): {t:.3} s",
-        std::fs::metadata(&path).unwrap().len() as f64 / 1e6
+        "synthetic.parquet ({:.1} MB, snappy): {n} rows x 5 columns (Int64, Float64, Date32, dictionary strings, Boolean): rows {t:.3} s, columns {tc:.3} s",
+        mb(&path)
     );
+    println!("synthetic.csv ({:.1} MB, same table): rows {t_csv:.3} s (CSV/Parquet = {:.2})", mb(&csv), t_csv / t);
     std::fs::remove_dir_all(dir).unwrap();
 }

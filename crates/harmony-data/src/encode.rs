@@ -280,8 +280,55 @@ fn preview(labels: &[String]) -> String {
     if labels.len() > 8 { format!("{}, … ({} labels)", shown.join(", "), labels.len()) } else { shown.join(", ") }
 }
 
-/// Encodes every batch of `source` against `schema`.
+/// Encodes every batch of `source` against `schema`, by attribute.
 pub fn encode_batches(source: &mut dyn Batches, schema: &Schema, options: &EncodeOptions) -> Result<Columns> {
+    let hint = source.rows_hint().unwrap_or(0);
+    let mut all = empty_columns(schema, hint);
+    let totals = encode_each(source, schema, options, &mut |part: Columns| {
+        for (src, dst) in part.columns.into_iter().zip(&mut all.columns) {
+            match (src, dst) {
+                (ColumnValues::Unit(v), ColumnValues::Unit(d)) => d.extend_from_slice(&v),
+                (ColumnValues::Category(v), ColumnValues::Category(d)) => d.extend_from_slice(&v),
+                _ => unreachable!("column kinds follow the attributes"),
+            }
+        }
+    })?;
+    Ok(Columns { columns: all.columns, ..totals })
+}
+
+/// Encodes every batch of `source` against `schema`, row-major (`n × d` values, what a task's
+/// `Input::Record` borrows): each batch is encoded by attribute and then interleaved, so no
+/// more than one batch is ever held by attribute or as text.
+pub fn encode_rows(source: &mut dyn Batches, schema: &Schema, options: &EncodeOptions) -> Result<Encoded> {
+    let mut values = Vec::with_capacity(source.rows_hint().unwrap_or(0) * schema.len());
+    let totals = encode_each(source, schema, options, &mut |part: Columns| {
+        for i in 0..part.n {
+            values.extend(part.columns.iter().map(|c| c.get(i)));
+        }
+    })?;
+    Ok(Encoded { values, n: totals.n, skipped: totals.skipped, clamped: totals.clamped })
+}
+
+/// One empty vector per attribute.
+fn empty_columns(schema: &Schema, capacity: usize) -> Columns {
+    let columns = schema
+        .attributes()
+        .iter()
+        .map(|a| match a {
+            Attribute::Numeric { .. } => ColumnValues::Unit(Vec::with_capacity(capacity)),
+            Attribute::Categorical { .. } => ColumnValues::Category(Vec::with_capacity(capacity)),
+        })
+        .collect();
+    Columns { columns, n: 0, skipped: 0, clamped: 0 }
+}
+
+/// Encodes each batch into columns handed to `sink`; returns the totals (no columns).
+fn encode_each(
+    source: &mut dyn Batches,
+    schema: &Schema,
+    options: &EncodeOptions,
+    sink: &mut dyn FnMut(Columns),
+) -> Result<Columns> {
     let name = source.name().to_string();
     let encoders: Vec<AttrEncoder> = schema
         .attributes()
@@ -291,36 +338,28 @@ pub fn encode_batches(source: &mut dyn Batches, schema: &Schema, options: &Encod
         })
         .collect::<Result<_>>()?;
     source.select(&encoders.iter().map(|e| e.col).collect::<Vec<_>>());
-    let hint = source.rows_hint().unwrap_or(0);
-    let mut out = Columns {
-        columns: encoders
-            .iter()
-            .map(|e| match e.kind {
-                Kind::Numeric { .. } => ColumnValues::Unit(Vec::with_capacity(hint)),
-                Kind::Categorical { .. } => ColumnValues::Category(Vec::with_capacity(hint)),
-            })
-            .collect(),
-        n: 0,
-        skipped: 0,
-        clamped: 0,
-    };
+    let mut totals = Columns { columns: Vec::new(), n: 0, skipped: 0, clamped: 0 };
     let mut rows = 0;
     while let Some(batch) = source.next_batch()? {
         rows += batch.len();
-        encode_batch(&batch, &encoders, options, &mut out).map_err(|e| match e {
+        let mut part = empty_columns(schema, batch.len());
+        encode_batch(&batch, &encoders, options, &mut part).map_err(|e| match e {
             Error::Data(m) => Error::Data(format!("{name}: {m}")),
             e => e,
         })?;
+        (totals.n, totals.skipped, totals.clamped) =
+            (totals.n + part.n, totals.skipped + part.skipped, totals.clamped + part.clamped);
+        sink(part);
     }
     if rows == 0 {
         return Err(Error::data(format!("{name}: no data rows")));
     }
-    if out.n == 0 {
+    if totals.n == 0 {
         return Err(Error::data(format!(
             "{name}: no usable rows: all {rows} rows were skipped by the schema's invalid-value policy"
         )));
     }
-    Ok(out)
+    Ok(totals)
 }
 
 /// Encodes one batch and appends the rows the policy keeps.

@@ -2,8 +2,9 @@
 //! the schema file, encoding rows to the randomizers' values, and schema inference.
 //!
 //! # Streaming
-//! [`DataReader`] yields batches of a few thousand rows; [`encode_batches`] encodes each batch
-//! straight into one vector per attribute ([`Columns`], the input of
+//! [`DataReader`] yields batches of a few thousand rows; [`encode_rows`] encodes each batch
+//! straight into the row-major values a task's `Input::Record` borrows ([`Encoded`]), and
+//! [`encode_batches`] into one vector per attribute ([`Columns`], the input of
 //! `harmony_core::strategy::RecordColumns::from_columns`), so a 10⁷-row file is never held as
 //! rows of strings. Parquet reads only the schema's columns. An `.xz` file is decompressed on a
 //! second thread as it is parsed.
@@ -45,7 +46,7 @@ mod table;
 pub mod temporal;
 
 pub use cells::{Cells, SUPPORTED, Text};
-pub use encode::{Columns, EncodeOptions, Encoded, columns_from_rows, encode_batches};
+pub use encode::{Columns, EncodeOptions, Encoded, columns_from_rows, encode_batches, encode_rows};
 pub use error::{Error, Result};
 pub use format::{Format, sniff};
 pub use infer::{InferOptions, Inference, infer, infer_batches, infer_path};
@@ -61,15 +62,15 @@ use std::path::Path;
 pub struct Loaded {
     /// The schema file (given, or inferred).
     pub file: SchemaFile,
-    /// The encoded columns.
-    pub columns: Columns,
+    /// The encoded rows.
+    pub encoded: Encoded,
     /// The inference, when no schema was given.
     pub inference: Option<Inference>,
     /// The data's format.
     pub format: Format,
 }
 
-/// Reads `path` (any format; `-` = standard input) into encoded columns against `schema`, or,
+/// Reads `path` (any format; `-` = standard input) into encoded rows against `schema`, or,
 /// without one, against a schema inferred in a first pass over the data (standard input is
 /// then read into memory once for the two passes).
 pub fn load(path: &Path, schema: Option<SchemaFile>, options: &InferOptions) -> Result<Loaded> {
@@ -96,6 +97,6 @@ pub fn load(path: &Path, schema: Option<SchemaFile>, options: &InferOptions) -> 
     };
     let mut reader = open()?;
     let format = reader.format();
-    let columns = encode_batches(&mut reader, &file.schema()?, &file.encode_options())?;
-    Ok(Loaded { file, columns, inference, format })
+    let encoded = encode_rows(&mut reader, &file.schema()?, &file.encode_options())?;
+    Ok(Loaded { file, encoded, inference, format })
 }

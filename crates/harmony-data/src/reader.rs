@@ -316,7 +316,8 @@ impl Batches for DataReader {
 }
 
 /// Opens CSV text (`-` = standard input; xz decompressed as it is read) for a caller that
-/// parses it itself. A Parquet or Arrow file is an error naming the format.
+/// parses it itself. A Parquet or Arrow file is read whole and given as CSV text (its header,
+/// then every row, a null as an empty field).
 pub fn open_text(path: &Path) -> Result<Box<dyn Read + Send>> {
     let name = path.display().to_string();
     let io = |source| Error::Io { path: name.clone(), source };
@@ -334,6 +335,11 @@ pub fn open_text(path: &Path) -> Result<Box<dyn Read + Send>> {
     match format {
         Format::Csv => Ok(input),
         Format::CsvXz => Ok(Box::new(XzReader::new(input))),
-        other => Err(Error::data(format!("{name}: a {} file; this command reads CSV (or .csv.xz) only", other.name()))),
+        Format::Parquet | Format::ArrowFile | Format::ArrowStream => {
+            let mut all = Vec::new();
+            input.read_to_end(&mut all).map_err(io)?;
+            let table = crate::table::table_of(DataReader::from_bytes(&name, all)?, &name)?;
+            Ok(Box::new(std::io::Cursor::new(crate::table::to_csv(&table)?)))
+        }
     }
 }

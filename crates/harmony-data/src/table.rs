@@ -2,7 +2,7 @@
 //! encoded or inferred through the same code as the streaming path.
 
 use crate::cells::Cells;
-use crate::encode::{EncodeOptions, Encoded, encode_batches};
+use crate::encode::{EncodeOptions, Encoded, encode_rows};
 use crate::error::{Error, Result};
 use crate::reader::{Batch, Batches, DataReader};
 use crate::schema_file::InvalidPolicy;
@@ -23,7 +23,11 @@ pub struct Table {
 /// Reads a whole table (any format; `-` = standard input) as text. Errors: a ragged row, no
 /// data rows, or what the reader reports.
 pub fn read_table(path: &Path) -> Result<Table> {
-    let mut reader = DataReader::open(path)?;
+    table_of(DataReader::open(path)?, &path.display().to_string())
+}
+
+/// Every row of `reader` as text.
+pub(crate) fn table_of(mut reader: DataReader, name: &str) -> Result<Table> {
     let header = reader.header().to_vec();
     let mut rows: Vec<Vec<String>> = Vec::new();
     while let Some(batch) = reader.next_batch()? {
@@ -37,9 +41,20 @@ pub fn read_table(path: &Path) -> Result<Table> {
         }
     }
     if rows.is_empty() {
-        return Err(Error::data(format!("{}: no data rows", path.display())));
+        return Err(Error::data(format!("{name}: no data rows")));
     }
     Ok(Table { header, rows })
+}
+
+/// `table` as CSV text (a null as an empty field).
+pub(crate) fn to_csv(table: &Table) -> Result<Vec<u8>> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let bad = |e: csv::Error| Error::data(format!("writing CSV: {e}"));
+    w.write_record(&table.header).map_err(bad)?;
+    for row in &table.rows {
+        w.write_record(row).map_err(bad)?;
+    }
+    w.into_inner().map_err(|e| Error::data(format!("writing CSV: {e}")))
 }
 
 /// Cell `i` as text: numbers in Rust's shortest form, dates as ISO 8601, nulls empty.
@@ -93,11 +108,8 @@ impl Batches for TableBatches<'_> {
 /// when the schema lists it. Errors name the row (1-based, header = row 1), the column, the
 /// value and what was expected.
 pub fn encode(table: &Table, schema: &Schema, policy: InvalidPolicy) -> Result<Encoded> {
-    let cols = encode_batches(&mut TableBatches::new(table), schema, &EncodeOptions::with_policy(policy)).map_err(
-        |e| match e {
-            Error::Data(m) => Error::Data(m.trim_start_matches("the table: ").to_string()),
-            e => e,
-        },
-    )?;
-    Ok(cols.to_rows())
+    encode_rows(&mut TableBatches::new(table), schema, &EncodeOptions::with_policy(policy)).map_err(|e| match e {
+        Error::Data(m) => Error::Data(m.trim_start_matches("the table: ").to_string()),
+        e => e,
+    })
 }
