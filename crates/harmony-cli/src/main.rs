@@ -28,7 +28,7 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Randomize every row of a CSV as a client would, aggregate, and compare with the truth.
+    /// Randomize every row of a table as a client would, aggregate, and compare with the truth.
     Simulate(simulate::SimulateArgs),
     /// Predict each attribute's standard error for every strategy before collecting.
     Plan(plan::PlanArgs),
@@ -57,27 +57,54 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum SchemaCommand {
-    /// Print a schema (TOML) inferred from a CSV file.
-    Infer {
-        /// CSV file (`-` = stdin).
-        #[arg(long)]
-        data: std::path::PathBuf,
-        /// Categorical columns with more labels than this are left out.
-        #[arg(long, default_value_t = 100)]
-        max_categories: usize,
-        /// Columns to leave out (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        skip: Vec<String>,
-    },
+    /// Print a schema (TOML) inferred from a table, with a note per column on stderr and in
+    /// the schema's leading comments.
+    Infer(InferArgs),
 }
 
-fn schema_infer(data: &std::path::Path, max_categories: usize, skip: &[String]) -> anyhow::Result<()> {
-    let table = data::read_csv(data)?;
-    let (file, warnings) = data::infer(&table, max_categories, skip);
-    for w in warnings {
-        eprintln!("warning: {w}");
+#[derive(clap::Args, Debug)]
+struct InferArgs {
+    /// Data: CSV, .csv.xz, Parquet or Arrow IPC (detected; `-` = stdin).
+    #[arg(long)]
+    data: std::path::PathBuf,
+    /// Categorical columns with more labels than this are left out.
+    #[arg(long, default_value_t = 100)]
+    max_categories: usize,
+    /// Columns to leave out (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+    /// Cell texts meaning "missing", comma-separated, matched ignoring case (an empty cell
+    /// always is). Default: NA,N/A,NaN,null,None,?
+    #[arg(long, value_delimiter = ',')]
+    missing_tokens: Option<Vec<String>>,
+    /// Integer columns with at most this many distinct values are numeric without gaps
+    /// (counts, scores) and categorical with gaps (codes).
+    #[arg(long, default_value_t = 12)]
+    few_integers: usize,
+}
+
+fn schema_infer(a: &InferArgs) -> anyhow::Result<()> {
+    let mut options = harmony_data::InferOptions {
+        max_categories: a.max_categories,
+        skip: a.skip.clone(),
+        few_integers: a.few_integers,
+        ..Default::default()
+    };
+    if let Some(tokens) = &a.missing_tokens {
+        options.missing = harmony_data::MissingTokens::new(tokens);
     }
-    print!("{}", toml::to_string(&file)?);
+    let inf = harmony_data::infer_path(&a.data, &options)?;
+    for n in &inf.notes {
+        eprintln!("note: {n}");
+    }
+    eprintln!("WARNING: {}", harmony_data::infer::NOT_PRIVATE);
+    let mut head = format!("# Inferred by `harmony schema infer` from {} ({} rows).\n", a.data.display(), inf.rows);
+    for line in
+        std::iter::once(format!("WARNING: {}", harmony_data::infer::NOT_PRIVATE)).chain(inf.notes.iter().cloned())
+    {
+        head.push_str(&format!("# {line}\n"));
+    }
+    print!("{head}\n{}", toml::to_string(&inf.file)?);
     Ok(())
 }
 
@@ -121,9 +148,7 @@ fn main() {
     let result = match cli.command {
         Command::Simulate(args) => simulate::run(args),
         Command::Plan(args) => plan::run(args),
-        Command::Schema(SchemaCommand::Infer { data, max_categories, skip }) => {
-            schema_infer(&data, max_categories, &skip)
-        }
+        Command::Schema(SchemaCommand::Infer(a)) => schema_infer(&a),
         Command::Bench(args) => bench::run(args),
         Command::Train(args) => train::run(args),
         Command::Serve(args) => server_cmds::serve(args),

@@ -25,7 +25,8 @@ use std::time::Instant;
 /// Options of `harmony simulate`.
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
-    /// CSV file, one user per row (`-` = stdin). Default: the bundled data/adult.csv.
+    /// Data, one user per row: CSV, .csv.xz, Parquet or Arrow IPC (detected from the magic bytes,
+    /// else the extension; `-` = stdin). Default: the bundled data/adult.csv.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Schema (TOML). Default: examples/adult.toml for the bundled data, else inferred.
@@ -116,15 +117,7 @@ fn synthetic(n: usize, seed: u64) -> Result<(SchemaFile, data::Encoded)> {
             values.push(Value::Category(v as u32));
         }
     }
-    let file = SchemaFile {
-        bins: Default::default(),
-        epsilon: None,
-        strategies: None,
-        numeric_mechanism: None,
-        categorical_mechanism: None,
-        invalid: InvalidPolicy::Error,
-        attributes,
-    };
+    let file = SchemaFile { attributes, ..Default::default() };
     Ok((file, data::Encoded { values, n, skipped: 0, clamped: 0 }))
 }
 
@@ -285,6 +278,35 @@ pub fn load_inputs(
     Ok((data_path.display().to_string(), file, table))
 }
 
+/// Loads data and schema as `simulate` resolves them, streaming the data (any format
+/// `harmony-data` reads) batch by batch into encoded rows (a second pass when the schema is
+/// inferred): the table is never held as text.
+fn load_encoded(
+    data: &Option<PathBuf>,
+    schema: &Option<PathBuf>,
+    max_categories: usize,
+) -> Result<(String, SchemaFile, data::Encoded)> {
+    let (data_path, schema_path) = match (data, schema) {
+        (None, None) => (data::bundled("data/adult.csv"), Some(data::bundled("examples/adult.toml"))),
+        (None, Some(s)) => (data::bundled("data/adult.csv"), Some(s.clone())),
+        (Some(d), s) => (d.clone(), s.clone()),
+    };
+    let file = schema_path.map(|p| SchemaFile::load(&p)).transpose()?;
+    let options = harmony_data::InferOptions { max_categories, ..Default::default() };
+    let loaded = harmony_data::load(&data_path, file, &options)?;
+    if let Some(inf) = &loaded.inference {
+        eprintln!(
+            "note: no --schema given; inferred one from {} ({} attributes; see `harmony schema infer`)",
+            data_path.display(),
+            inf.file.attributes.len()
+        );
+        for w in &inf.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok((data_path.display().to_string(), loaded.file, loaded.encoded))
+}
+
 /// Runs `harmony simulate`.
 pub fn run(args: SimulateArgs) -> Result<()> {
     if args.runs == 0 {
@@ -299,11 +321,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             let (file, enc) = synthetic(n, args.seed)?;
             (format!("synthetic ({n} users, 16 attributes)"), file, enc)
         }
-        None => {
-            let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
-            let enc = data::encode(&table, &file.schema()?, file.invalid)?;
-            (data_name, file, enc)
-        }
+        None => load_encoded(&args.data, &args.schema, args.max_categories)?,
     };
     let schema = file.schema()?;
     let parse_seconds = t_parse.elapsed().as_secs_f64();
@@ -318,7 +336,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let strategies = crate::specs::strategies(&args.means, &file)?;
     let n = enc.n;
     let truth = truths(&schema, &enc.values, n);
-    // Every row checked once (data preparation, like the CSV parse: not timed).
+    // Every row checked once (data preparation, like the parse: not timed).
     for row in enc.values.chunks_exact(schema.len()) {
         schema.check_record(row)?;
     }
@@ -605,7 +623,7 @@ fn ratio(a: Option<f64>, se: Option<f64>, b: Option<f64>) -> String {
 
 fn print_table(out: &Output) {
     println!(
-        "harmony simulate: {} — n = {} users, d = {} attributes, {} runs, seed {} (CSV parse {:.2} s)",
+        "harmony simulate: {} — n = {} users, d = {} attributes, {} runs, seed {} (parse {:.2} s)",
         out.data, out.n, out.d, out.runs, out.seed, out.parse_seconds
     );
     println!("MSE: numeric on the [-1, 1] scale, categorical on frequencies averaged over categories;");

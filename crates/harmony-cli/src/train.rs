@@ -18,7 +18,7 @@ use std::time::Instant;
 /// Options of `harmony train`.
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// CSV file, one user per row (`-` = stdin; `.xz` is decompressed). Default: data/adult.csv.
+    /// Data, one user per row: CSV, .csv.xz, Parquet or Arrow IPC (detected; `-` = stdin). Default: data/adult.csv.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Schema (TOML). Default: examples/adult.toml for the bundled data, else inferred.

@@ -64,6 +64,37 @@ pub enum Value {
     Category(u32),
 }
 
+/// One attribute's encoded values for many records: the columnar form of [`Value`] (a data set
+/// read column by column never holds a [`Value`] per cell).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnValues {
+    /// Numeric values mapped to [-1, 1].
+    Unit(Vec<f64>),
+    /// Category indices.
+    Category(Vec<u32>),
+}
+
+impl ColumnValues {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        match self {
+            ColumnValues::Unit(v) => v.len(),
+            ColumnValues::Category(v) => v.len(),
+        }
+    }
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Record `i`'s value.
+    pub fn get(&self, i: usize) -> Value {
+        match self {
+            ColumnValues::Unit(v) => Value::Unit(v[i]),
+            ColumnValues::Category(v) => Value::Category(v[i]),
+        }
+    }
+}
+
 /// An ordered list of attributes with a name index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "Vec<Attribute>", into = "Vec<Attribute>")]

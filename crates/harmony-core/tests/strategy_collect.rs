@@ -7,7 +7,7 @@ use harmony_core::Aggregator;
 use harmony_core::Error;
 use harmony_core::estimate::{Moments, Z_TEST};
 use harmony_core::sampling::fast_rng;
-use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_core::schema::{Attribute, ColumnValues, Schema, Value};
 use harmony_core::strategy::{
     AttributeEstimate, KChoice, RecordColumns, RecordMechanism, RecordReport, StrategyKind, StrategyOptions,
 };
@@ -146,6 +146,50 @@ fn invalid_values_give_the_per_record_error_with_the_row() {
     }
     let e = RecordColumns::new(&schema, &population(2)[..7]).unwrap_err();
     assert!(e.to_string().contains("7 values") && e.to_string().contains("5 attributes"), "{e}");
+}
+
+/// Columns already encoded (`from_columns`) hold the same data as rows split by `new`, and a
+/// wrong count, kind, length or value is an error naming the attribute (and row).
+#[test]
+fn from_columns_matches_new_and_names_bad_columns() {
+    let schema = schema();
+    let rows = population(50);
+    let d = schema.len();
+    let columns = |rows: &[Value]| -> Vec<ColumnValues> {
+        (0..d)
+            .map(|j| match rows[j] {
+                Value::Unit(_) => ColumnValues::Unit(
+                    rows.iter().skip(j).step_by(d).map(|v| if let Value::Unit(t) = v { *t } else { 9.0 }).collect(),
+                ),
+                Value::Category(_) => ColumnValues::Category(
+                    rows.iter().skip(j).step_by(d).map(|v| if let Value::Category(c) = v { *c } else { 99 }).collect(),
+                ),
+            })
+            .collect()
+    };
+    assert_eq!(
+        RecordColumns::from_columns(&schema, columns(&rows)).unwrap(),
+        RecordColumns::new(&schema, &rows).unwrap()
+    );
+    let check = |cols: Vec<ColumnValues>, parts: &[&str]| {
+        let e = RecordColumns::from_columns(&schema, cols).unwrap_err().to_string();
+        assert!(parts.iter().all(|p| e.contains(p)), "{e}");
+    };
+    let mut short = columns(&rows);
+    short.pop();
+    check(short, &["4 columns", "(5)"]);
+    let mut swapped = columns(&rows);
+    swapped.swap(0, 1);
+    check(swapped, &["column a", "categorical", "numeric"]);
+    let mut bad = rows.clone();
+    bad[7 * d] = Value::Unit(1.5);
+    check(columns(&bad), &["row 7: a", "1.5", "[-1, 1]"]);
+    bad = rows.clone();
+    bad[3 * d + 4] = Value::Category(70);
+    check(columns(&bad), &["row 3: w", "70", "below 70"]);
+    let mut ragged = columns(&rows);
+    ragged[2] = ColumnValues::Unit(vec![0.0; 49]);
+    check(ragged, &["column b", "49 values", "50 values"]);
 }
 
 /// A range beyond the data, or columns of another schema, are errors that add nothing.

@@ -77,7 +77,7 @@ pub struct SubmitArgs {
     /// Collection id.
     #[arg(long)]
     pub collection: String,
-    /// CSV file: one device per row.
+    /// Data (CSV, .csv.xz, Parquet or Arrow IPC): one device per row.
     #[arg(long)]
     pub data: PathBuf,
     /// Concurrent connections (a training collection's rounds are sequential).
@@ -111,8 +111,8 @@ pub struct QueryArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
-    /// The devices' data: the truth printed beside the estimates (a training collection: the
-    /// model scored on it).
+    /// The devices' data (CSV, .csv.xz, Parquet or Arrow IPC): the truth printed beside the
+    /// estimates (a training collection: the model scored on it).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Training collection: the target column of `--data` (must be the collection's target,

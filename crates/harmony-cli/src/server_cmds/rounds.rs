@@ -363,8 +363,7 @@ pub fn score(config: &CollectionConfig, w: &[f64], path: &Path, target: Option<&
     }
     let schema = config.schema()?;
     let fm = feature_map(schema, spec)?;
-    let table = data::read_csv(path)?;
-    let enc = data::encode(&table, schema, data::InvalidPolicy::Error)
+    let enc = data::encode_file(path, schema, data::InvalidPolicy::Error)
         .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
     if enc.n == 0 {
         bail!("--data {} has no rows", path.display());

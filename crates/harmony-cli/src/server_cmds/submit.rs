@@ -26,11 +26,11 @@ pub struct SubmitStats {
     pub seconds: f64,
 }
 
-/// The devices of a CSV for a collection: its rows encoded by the collection's schema.
+/// The devices of a table (CSV, .csv.xz, Parquet or Arrow IPC) for a collection: its rows
+/// encoded by the collection's schema.
 pub fn population(config: &CollectionConfig, path: &Path) -> Result<Population> {
     let schema = config.schema()?;
-    let table = data::read_csv(path)?;
-    let enc = data::encode(&table, schema, data::InvalidPolicy::Error)
+    let enc = data::encode_file(path, schema, data::InvalidPolicy::Error)
         .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
     Ok(Population::records(schema, enc.values))
 }

@@ -142,7 +142,9 @@ fn synthetic(n: usize, j: usize, seed: u64) -> Result<(SchemaFile, Vec<Value>)> 
         numeric_mechanism: None,
         categorical_mechanism: None,
         invalid: InvalidPolicy::Error,
+        missing_tokens: None,
         bins: Default::default(),
+        units: Default::default(),
         attributes,
     };
     Ok((file, values))

@@ -36,7 +36,7 @@ use crate::frequency::{
 };
 use crate::numeric::{NumericMechanism, NumericReport, VectorMechanism};
 use crate::sampling::{BernoulliWords, padding_mask, sample_k_of_d, uniform_below};
-use crate::schema::{Schema, Value};
+use crate::schema::{ColumnValues, Schema, Value};
 use rand::Rng;
 use std::ops::Range;
 
@@ -126,6 +126,52 @@ impl RecordColumns {
             })
             .collect();
         Ok(RecordColumns { n, cards, columns })
+    }
+
+    /// Takes columns already encoded (one per attribute, in schema order), validating each
+    /// value as [`RecordColumns::new`] does; each categorical column is widened to `usize` and
+    /// dropped in turn, so the peak memory is the columns plus one widened column.
+    /// Errors: a wrong column count, kind or length, or a bad value (naming attribute and row).
+    pub fn from_columns(schema: &Schema, columns: Vec<ColumnValues>) -> Result<Self> {
+        let cards = cards_of(schema);
+        if columns.len() != cards.len() {
+            return Err(Error::input(
+                "columns",
+                format!("{} columns", columns.len()),
+                format!("one per attribute of the schema ({})", cards.len()),
+            ));
+        }
+        let n = columns.first().map_or(0, ColumnValues::len);
+        let mut out = Vec::with_capacity(columns.len());
+        for (j, (col, &card)) in columns.into_iter().zip(&cards).enumerate() {
+            let name = schema.attributes()[j].name();
+            if col.len() != n {
+                return Err(Error::input(
+                    format!("column {name}"),
+                    format!("{} values", col.len()),
+                    format!("{n} values"),
+                ));
+            }
+            out.push(match (col, card) {
+                (ColumnValues::Unit(v), 0) => {
+                    if let Some(i) = v.iter().position(|t| !(-1.0..=1.0).contains(t)) {
+                        return Err(Error::input(format!("row {i}: {name}"), v[i], "a value in [-1, 1]"));
+                    }
+                    Column::Numeric(v)
+                }
+                (ColumnValues::Category(v), card) if card > 0 => {
+                    if let Some(i) = v.iter().position(|&c| c >= card) {
+                        return Err(Error::input(format!("row {i}: {name}"), v[i], format!("a category below {card}")));
+                    }
+                    Column::Categorical(v.into_iter().map(|c| c as usize).collect())
+                }
+                (col, _) => {
+                    let (got, want) = if card == 0 { ("categorical", "numeric") } else { ("numeric", "categorical") };
+                    return Err(Error::input(format!("column {name}"), format!("{got} ({} values)", col.len()), want));
+                }
+            });
+        }
+        Ok(RecordColumns { n, cards, columns: out })
     }
 
     /// Number of records.
