@@ -13,6 +13,15 @@
 //! Each user sends one OLH report of one prefix, plus the level, which is drawn independently
 //! of the data: ε-LDP (OLH's guarantee; the level carries no information).
 //!
+//! # Groups drawn by the devices
+//! A device draws its level itself, from its own RNG and before looking at its data, and puts
+//! it in its report; nobody assigns groups. The level counts n_0, …, n_{m−1} are then
+//! multinomial(n; 1/m, …), and the estimates use the realized n_j. Conditional on the counts,
+//! every assignment of the n devices to levels with those counts is equally likely, so each
+//! level is a uniform random subsample of size n_j (without replacement) and the formulas below
+//! hold with the realized n_j (the test `level_estimates_are_unbiased_with_closed_form_variance`
+//! checks them with realized counts).
+//!
 //! # Utility
 //! Level j's estimate of a candidate's frequency f (the fraction of users whose code starts with
 //! it) is the OLH estimate over the n_j users of that level, f̂ = (C/n_j − 1/g)/(p − 1/g),
@@ -35,10 +44,12 @@ use harmony_core::frequency::olh::OlhReport;
 #[cfg(feature = "parallel")]
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::sampling::{splitmix64, uniform_below};
+use harmony_core::wire::{WireKind, WireReport};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
 #[cfg(feature = "parallel")]
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 /// The largest number of candidates a level may have (2^22).
 pub const MAX_CANDIDATES: usize = 1 << 22;
@@ -119,12 +130,20 @@ pub struct PrefixProtocol {
 }
 
 /// One user's report: the level drawn and the OLH report of its prefix of that length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// On the wire (kind byte 30, `HeavyHitter`): postcard varints of the level, the OLH seed and
+/// the hash value, 2 + 1 + (1–10) + (1–5) bytes; 14 typically (a uniform 64-bit seed takes 10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeavyHitterReport {
     /// The level j (the prefix has the schedule's ℓ_j bits).
     pub level: u16,
     /// OLH of the prefix (the prefix as an integer is the OLH item).
     pub olh: OlhReport,
+}
+
+impl WireReport for HeavyHitterReport {
+    /// harmony-analytics owns bytes 20–39; heavy hitters take 30.
+    const KIND: WireKind = WireKind { byte: 30, name: "HeavyHitter" };
 }
 
 /// What happened at one level of the prefix tree.
@@ -288,6 +307,18 @@ impl PrefixProtocol {
         }
         Ok(self.randomize_unchecked(code, rng))
     }
+    /// Checks a report against the public constants: a level of the schedule and a hash value
+    /// below g. The error names the field.
+    pub fn validate_report(&self, r: &HeavyHitterReport) -> Result<()> {
+        if r.level as usize >= self.levels.len() {
+            return Err(Error::report("level", r.level, format!("a level in [0, {})", self.levels.len())));
+        }
+        let g = self.olh.g();
+        if r.olh.y >= g {
+            return Err(Error::report("y", r.olh.y, format!("a hash value in [0, {g})")));
+        }
+        Ok(())
+    }
     /// An empty aggregator.
     pub fn aggregator(&self) -> HeavyHitterAggregator {
         HeavyHitterAggregator { protocol: self.clone(), reports: vec![Vec::new(); self.levels.len()] }
@@ -381,14 +412,7 @@ impl Aggregator for HeavyHitterAggregator {
     type Output = Result<HeavyHitters>;
 
     fn validate(&self, r: &HeavyHitterReport) -> Result<()> {
-        if r.level as usize >= self.reports.len() {
-            return Err(Error::report("level", r.level, format!("a level in [0, {})", self.reports.len())));
-        }
-        let g = self.protocol.olh.g();
-        if r.olh.y >= g {
-            return Err(Error::report("y", r.olh.y, format!("a hash value in [0, {g})")));
-        }
-        Ok(())
+        self.protocol.validate_report(r)
     }
     fn add_unchecked(&mut self, r: &HeavyHitterReport) {
         self.reports[r.level as usize].push(r.olh);
