@@ -27,7 +27,9 @@
 
 pub mod erased;
 pub mod frequency;
+pub mod heavy;
 pub mod input;
+pub mod marginals;
 pub mod means;
 pub mod registry;
 pub mod simulate;

@@ -2,7 +2,7 @@
 //! → its [`Task`] ([`build`]), for every task.
 
 use crate::erased::Task;
-use crate::{frequency, means, train};
+use crate::{frequency, heavy, marginals, means, train};
 use harmony_core::error::{Error, Result};
 use harmony_core::params::Epsilon;
 use harmony_core::schema::Schema;
@@ -24,6 +24,8 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
     let task = match &req.task {
         TaskSpec::Means(s) => TaskSpec::Means(means::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Frequency(s) => TaskSpec::Frequency(frequency::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::HeavyHitters(s) => TaskSpec::HeavyHitters(heavy::resolve(s, eps)?),
+        TaskSpec::Marginals(s) => TaskSpec::Marginals(marginals::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Train(s) => {
             let (spec, published) = train::resolve(s, schema_for(&req.schema, kind)?, eps)?;
             train = Some(published);
@@ -50,7 +52,64 @@ pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
     Ok(match config.task.kind() {
         TaskKind::Means => Box::new(means::MeansTask::new(c)?),
         TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
+        TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
+        TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
         TaskKind::Train => Box::new(train::TrainTask::new(c)?),
         other => return Err(Error::param("task.kind", other.name(), "a task this build serves")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use harmony_core::wire::{ReportKind, WireKind, WireReport};
+    use std::collections::HashMap;
+
+    /// Every report type that travels on the wire, with the crate that owns it. Add yours.
+    fn kinds() -> Vec<(WireKind, &'static str)> {
+        use harmony_analytics::heavy::HeavyHitterReport;
+        use harmony_analytics::marginals::fourier::FourierReport;
+        use harmony_analytics::marginals::groups::GroupReport;
+        let core = [
+            ReportKind::Numeric,
+            ReportKind::Grr,
+            ReportKind::Unary,
+            ReportKind::Olh,
+            ReportKind::Hadamard,
+            ReportKind::HadamardResponse,
+            ReportKind::BassilySmith,
+            ReportKind::Adaptive,
+            ReportKind::HarmonyBit,
+            ReportKind::DuchiMulti,
+            ReportKind::Record,
+        ];
+        let mut out: Vec<(WireKind, &str)> = core.iter().map(|k| (k.wire(), "core")).collect();
+        out.push((harmony_learn::remote::GradientReport::KIND, "learn"));
+        // harmony-analytics: heavy hitters and marginals take 30–39.
+        out.extend([
+            (HeavyHitterReport::KIND, "analytics"),
+            (GroupReport::KIND, "analytics"),
+            (FourierReport::KIND, "analytics"),
+        ]);
+        out
+    }
+
+    /// No two report types share a kind byte or a name, and each crate stays in its bytes
+    /// (core 1–11 and 13–19, learn 12 and 40–49, analytics 20–39; see `harmony_core::wire::WireKind`).
+    #[test]
+    fn report_kinds_are_unique_and_in_their_owners_range() {
+        let mut seen: HashMap<u8, &str> = HashMap::new();
+        for (kind, owner) in kinds() {
+            if let Some(other) = seen.insert(kind.byte, kind.name) {
+                panic!("kind byte {} is used by {other} and {}", kind.byte, kind.name);
+            }
+            let ok = match owner {
+                "core" => matches!(kind.byte, 1..=11 | 13..=19),
+                "learn" => matches!(kind.byte, 12 | 40..=49),
+                _ => matches!(kind.byte, 20..=39),
+            };
+            assert!(ok, "{} ({owner}) has byte {}, outside its range", kind.name, kind.byte);
+        }
+        let names: std::collections::HashSet<&str> = kinds().iter().map(|(k, _)| k.name).collect();
+        assert_eq!(names.len(), kinds().len(), "two report types share a name");
+    }
 }

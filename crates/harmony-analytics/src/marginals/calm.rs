@@ -373,8 +373,9 @@ impl CalmPlan {
     }
 
     /// The plan materializing the given `sets` (published by a collection, so devices never
-    /// re-plan) for `queries`, n users. Errors: as [`Self::choose_for`], and a set that is
-    /// empty, unsorted, repeats an attribute, is out of range or has more than `max_cells` cells.
+    /// re-plan) for `queries`, n users. Errors: as [`Self::choose_for`], a set that is empty,
+    /// unsorted, repeats an attribute, is out of range or has more than `max_cells` cells, and
+    /// a queried attribute in no set.
     pub fn with_sets(
         names: &[String],
         cards: &[usize],
@@ -388,6 +389,14 @@ impl CalmPlan {
         check_queries(names, cards, queries, max_cells)?;
         check_queries(names, cards, &sets, max_cells)
             .map_err(|e| Error::param("sets", e.to_string(), "attribute sets like the queries"))?;
+        let held = sets.iter().fold(0u128, |m, s| m | mask(s));
+        if let Some(q) = queries.iter().find(|q| mask(q) & !held != 0) {
+            return Err(Error::param(
+                "sets",
+                format!("no set holding an attribute of {}", label(names, q)),
+                "sets that together hold every queried attribute",
+            ));
+        }
         let l = sets.iter().map(Vec::len).max().unwrap_or(0);
         Ok(Frame { names, cards, n, epsilon }.plan(l, sets, queries, false))
     }

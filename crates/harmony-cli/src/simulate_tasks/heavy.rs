@@ -347,7 +347,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
                     let s = &user_codes[sets.offsets[i]..sets.offsets[i + 1]];
                     sampler.sample(s, rng)
                 })?;
-                let hh = agg.estimate()?.scaled(pad as f64);
+                let hh = agg.estimate_sets(pad)?;
                 let found: Vec<u64> = hh.items.iter().map(|h| h.code).collect();
                 let (p, rc, f1) = precision_recall_f1(&found, &true_top);
                 ps.push(p);
