@@ -385,12 +385,12 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             if let Some(m) = args.numeric_mechanism.clone().or(file.numeric_mechanism.clone())
                 && kind != StrategyKind::Harmony
             {
-                opts.numeric_mechanism = m;
+                opts.numeric_mechanism = harmony_core::kinds::RecordNumeric::parse(&m)?;
             }
             if let Some(m) = args.categorical_mechanism.clone().or(file.categorical_mechanism.clone())
                 && kind != StrategyKind::Harmony
             {
-                opts.categorical_mechanism = m;
+                opts.categorical_mechanism = harmony_core::kinds::OracleKind::parse(&m)?;
             }
             let mech = RecordMechanism::new(schema.clone(), opts)
                 .with_context(|| format!("strategy {} at epsilon {eps}", kind.name()))?;

@@ -439,10 +439,12 @@ async fn create_collection(State(st): State<AppState>, headers: HeaderMap, body:
     let kind = StrategyKind::parse(&req.strategy).map_err(|e| ApiError::from_core("", e))?;
     let mut options = StrategyOptions::default_for(kind, req.epsilon);
     if let Some(n) = req.numeric_mechanism {
-        options.numeric_mechanism = n;
+        options.numeric_mechanism =
+            harmony_core::kinds::RecordNumeric::parse(&n).map_err(|e| ApiError::from_core("", e))?;
     }
     if let Some(c) = req.categorical_mechanism {
-        options.categorical_mechanism = c;
+        options.categorical_mechanism =
+            harmony_core::kinds::OracleKind::parse(&c).map_err(|e| ApiError::from_core("", e))?;
     }
     let training = req.tasks.iter().any(|t| t == "train");
     for t in &req.tasks {

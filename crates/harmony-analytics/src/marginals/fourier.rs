@@ -24,10 +24,33 @@
 //!
 //! with θ̂ plugged in (θ̂² clamped to 1 in the variances). E\[SSE\] is its sum over the query's
 //! valid cells (the codes of real categories among the 2^b bit patterns). The test
-//! `fourier_is_unbiased_with_the_predicted_variance` checks both.
+//! `fourier_is_unbiased_with_the_predicted_variance` checks both. A query with a coefficient no
+//! device drew has no estimate. Simulations of the published method ([`run`]) use its
+//! Horvitz–Thompson estimator instead ([`FourierPlan::answer_published`]): with about one device
+//! per coefficient (Adult's 2-way marginals) it is the better of the two.
 //!
 //! # Privacy
 //! One bit by randomized response at ε, α independent of the data: ε-LDP.
+//!
+//! # Example
+//! ```
+//! use harmony_analytics::marginals::fourier::FourierPlan;
+//! use harmony_core::{Aggregator, randomizer::Randomizer};
+//! let names = ["a".to_string(), "b".to_string()];
+//! let plan = FourierPlan::new(&names, &[3, 2], 2.0, &[vec![0, 1]])?;
+//! assert_eq!(plan.coefficients(), 7); // 3 bits: every non-empty subset
+//! let (device, mut agg) = (plan.randomizer(), plan.aggregator());
+//! let mut rng = harmony_core::sampling::fast_rng(5);
+//! for i in 0..20_000u32 {
+//!     agg.add(&device.randomize(&[i % 3, i % 2], &mut rng)?)?;
+//! }
+//! let answer = plan.answer(&agg.estimate()).remove(0).expect("every coefficient drawn");
+//! let se = answer.std_errors.as_ref().unwrap();
+//! for (cell, s) in answer.cells.iter().zip(se) {
+//!     assert!((cell - 1.0 / 6.0).abs() < 5.0 * s); // each of the 6 cells holds 1/6
+//! }
+//! # Ok::<(), harmony_core::Error>(())
+//! ```
 
 use super::MarginalEstimate;
 use harmony_core::aggregate::{Aggregator, check_compatible};
@@ -155,14 +178,52 @@ impl FourierPlan {
     }
 
     fn answer_query(&self, qi: usize, est: &FourierCoefficients, n: f64) -> Option<MarginalEstimate> {
-        let (h, var) = self.transform(qi, &est.theta, &est.counts, n)?;
+        let var = self.transform(qi, &est.theta, &est.counts, n)?;
+        let h = self.transform_h(qi, &est.theta);
         let inv = 1.0 / h.len() as f64;
         let codes = self.cell_codes(qi);
         let cells = codes.iter().map(|&y| h[y] * inv).collect();
-        let predicted = codes.iter().map(|&y| var[y]).sum();
-        let ses = codes.iter().map(|&y| var[y].sqrt()).collect();
-        let attrs = self.queries[qi].clone();
-        Some(MarginalEstimate { attrs, cells, predicted_sse: Some(predicted), std_errors: Some(ses) })
+        let predicted_sse = Some(codes.iter().map(|&y| var[y]).sum());
+        let std_errors = Some(codes.iter().map(|&y| var[y].sqrt()).collect());
+        Some(MarginalEstimate { attrs: self.queries[qi].clone(), cells, predicted_sse, std_errors })
+    }
+
+    /// Every query's answer by the published estimator (for simulations): Horvitz–Thompson over
+    /// the random assignment, θ̂_α = (|T|/n)·Σ c·s over the reports on α (0 when none), unbiased
+    /// over the devices' draws (not given the counts). For a fixed population, Var θ̂_α =
+    /// (|T|c² − 1)/n and Cov(θ̂_α, θ̂_α') = −θ_{α⊕α'}/n, so a cell has
+    /// `Var p̂(y) = 2^{−2b}[(2^b − 1)(|T|c² − 1) − (2^b − 2)(h(y) − 1)]/n` (θ̂ plugged in). Better
+    /// than [`Self::answer`] when groups hold a device or two (1/n_α is then far above |T|/n on
+    /// average), worse with many devices per coefficient.
+    pub fn answer_published(&self, est: &FourierCoefficients) -> Vec<MarginalEstimate> {
+        let n = est.counts.iter().sum::<u64>();
+        let t = self.coeffs.len() as f64;
+        let theta: Vec<f64> = est
+            .theta
+            .iter()
+            .zip(&est.counts)
+            .map(|(&th, &k)| if k == 0 { 0.0 } else { th * k as f64 * t / n as f64 })
+            .collect();
+        (0..self.queries.len())
+            .map(|qi| {
+                let h = self.transform_h(qi, &theta);
+                let var = self.published_variances(qi, &theta, n);
+                let (codes, sz) = (self.cell_codes(qi), h.len() as f64);
+                let cells = codes.iter().map(|&y| h[y] / sz).collect();
+                let predicted_sse = Some(var.iter().sum());
+                let std_errors = Some(var.iter().map(|v| v.sqrt()).collect());
+                MarginalEstimate { attrs: self.queries[qi].clone(), cells, predicted_sse, std_errors }
+            })
+            .collect()
+    }
+
+    /// The cells' variances of query qi under [`Self::answer_published`] at `theta` for n
+    /// devices.
+    pub fn published_variances(&self, qi: usize, theta: &[f64], n: u64) -> Vec<f64> {
+        let h = self.transform_h(qi, theta);
+        let (sz, t, n) = (h.len() as f64, self.coeffs.len() as f64, n as f64);
+        let diag = (sz - 1.0) * (t * self.c * self.c - 1.0);
+        self.cell_codes(qi).iter().map(|&y| ((diag - (sz - 2.0) * (h[y] - 1.0)) / (n * sz * sz)).max(0.0)).collect()
     }
 
     /// The variance of each cell of query qi (row-major) when the coefficients are `theta` and
@@ -170,7 +231,7 @@ impl FourierPlan {
     /// true θ. `None` if a coefficient of the query has no report.
     pub fn cell_variances(&self, qi: usize, theta: &[f64], counts: &[u64]) -> Option<Vec<f64>> {
         let n = counts.iter().sum::<u64>() as f64;
-        let (_, var) = self.transform(qi, theta, counts, n)?;
+        let var = self.transform(qi, theta, counts, n)?;
         Some(self.cell_codes(qi).iter().map(|&y| var[y]).collect())
     }
 
@@ -188,28 +249,38 @@ impl FourierPlan {
         sums.iter().map(|&s| s as f64 / n as f64).collect()
     }
 
-    /// h = Σ_{α ⊆ β} θ_α χ_α over the 2^b bit patterns of query qi, and each pattern's variance.
-    fn transform(&self, qi: usize, theta: &[f64], counts: &[u64], n: f64) -> Option<(Vec<f64>, Vec<f64>)> {
+    /// h = Σ_{α ⊆ β} θ_α χ_α over the 2^b bit patterns of query qi.
+    fn transform_h(&self, qi: usize, theta: &[f64]) -> Vec<f64> {
         let b = &self.qbits[qi];
-        let size = 1usize << b.len();
-        let mut h = vec![0.0f64; size];
+        let mut h = vec![0.0f64; 1 << b.len()];
         h[0] = 1.0;
-        let (mut diag, mut theta2) = (0.0, 0.0);
         for (local, slot) in h.iter_mut().enumerate().skip(1) {
+            *slot = theta[self.index[&deposit(local, b)] as usize];
+        }
+        fwht(&mut h);
+        h
+    }
+
+    /// Each bit pattern's variance of query qi's cells at `theta` with `counts` reports per
+    /// coefficient (the module docs' formula); `None` when a coefficient has no report.
+    fn transform(&self, qi: usize, theta: &[f64], counts: &[u64], n: f64) -> Option<Vec<f64>> {
+        let b = &self.qbits[qi];
+        let (mut diag, mut theta2) = (0.0, 0.0);
+        for local in 1..1usize << b.len() {
             let i = self.index[&deposit(local, b)] as usize;
             let n_a = counts[i] as f64;
             if n_a == 0.0 {
                 return None;
             }
             let th = theta[i];
-            *slot = th;
             let fpc = if n > 1.0 { (n - n_a) / (n - 1.0) } else { 0.0 };
             diag += (self.c * self.c - 1.0 + (1.0 - th.clamp(-1.0, 1.0).powi(2)) * fpc) / n_a;
             theta2 += th * th;
         }
-        fwht(&mut h);
-        let (inv, sz) = (1.0 / size as f64, size as f64);
-        let var = h
+        let sz = (1usize << b.len()) as f64;
+        let inv = 1.0 / sz;
+        let var = self
+            .transform_h(qi, theta)
             .iter()
             .map(|&hy| {
                 let cross =
@@ -217,7 +288,7 @@ impl FourierPlan {
                 (inv * inv * (diag - cross)).max(0.0)
             })
             .collect();
-        Some((h, var))
+        Some(var)
     }
 
     /// The bit pattern of each cell of query qi, row-major (the last attribute fastest); the
@@ -358,8 +429,9 @@ impl Aggregator for FourierAggregator {
 }
 
 /// Runs the method on `queries` (a simulation: every record of `data` is a device randomizing
-/// with `rng`). Errors: those of [`FourierPlan::new`], a query one of whose coefficients no
-/// device drew.
+/// with `rng`), answered by the published estimator ([`FourierPlan::answer_published`]: on
+/// Adult's 2-way marginals there are about as many coefficients as devices). Errors: those of
+/// [`FourierPlan::new`].
 pub fn run<R: Rng>(
     data: &super::Dataset,
     epsilon: f64,
@@ -372,13 +444,5 @@ pub fn run<R: Rng>(
     for i in 0..data.n() {
         agg.add_unchecked(&device.randomize(data.record(i), rng)?);
     }
-    plan.answer(&agg.estimate())
-        .into_iter()
-        .zip(queries)
-        .map(|(m, q)| {
-            m.ok_or_else(|| {
-                Error::input("query", data.label(q), format!("coefficients drawn by some of the {} devices", data.n()))
-            })
-        })
-        .collect()
+    Ok(plan.answer_published(&agg.estimate()))
 }

@@ -19,6 +19,25 @@
 //! # Server state
 //! One adaptive-oracle accumulator per group: integer counts (GRR) or bit-sliced counters (OUE),
 //! so the state, and every estimate from it, does not depend on the order of adds and merges.
+//!
+//! # Example
+//! ```
+//! use harmony_analytics::marginals::groups::GroupRandomizer;
+//! use harmony_core::{Aggregator, randomizer::Randomizer};
+//! let names = ["a".to_string(), "b".to_string(), "c".to_string()];
+//! // Two groups: the marginals a×b and b×c.
+//! let device = GroupRandomizer::new(&names, &[2, 3, 2], 1.0, &[vec![0, 1], vec![1, 2]])?;
+//! let mut agg = device.aggregator();
+//! let mut rng = harmony_core::sampling::fast_rng(3);
+//! for i in 0..1000u32 {
+//!     let report = device.randomize(&[i % 2, i % 3, 0], &mut rng)?; // each device draws its group
+//!     agg.add(&report)?;
+//! }
+//! let sizes = agg.sizes(); // realized group sizes
+//! assert_eq!(sizes.iter().sum::<u64>(), 1000);
+//! assert_eq!(agg.estimate()[1].frequencies.len(), 6);
+//! # Ok::<(), harmony_core::Error>(())
+//! ```
 
 use super::MAX_CELLS;
 use harmony_core::aggregate::{Aggregator, check_compatible};

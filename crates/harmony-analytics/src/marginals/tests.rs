@@ -516,6 +516,41 @@ fn fourier_variance_is_exact_over_all_partitions() {
     }
 }
 
+/// The published (Horvitz–Thompson) estimator's variance is exact too: 4 devices each drawing one
+/// of 3 coefficients (all 81 assignments equally likely), ε = 50 (no noise).
+#[test]
+fn fourier_published_variance_is_exact_over_all_assignments() {
+    use super::fourier::{FourierCoefficients, FourierPlan};
+    let names = vec!["a".to_string()];
+    let records: Vec<Vec<u32>> = vec![vec![0], vec![1], vec![1], vec![2]];
+    let plan = FourierPlan::new(&names, &[3], 50.0, &[vec![0]]).unwrap();
+    assert_eq!(plan.coefficients(), 3);
+    let theta = plan.coefficients_of(records.iter().map(Vec::as_slice));
+    let signs: Vec<Vec<f64>> = records.iter().map(|r| plan.coefficients_of(std::iter::once(r.as_slice()))).collect();
+    let (mut sum, mut sumsq) = (vec![0.0; 3], vec![0.0; 3]);
+    for code in 0..81usize {
+        let groups: Vec<usize> = (0..4).map(|i| code / 3usize.pow(i as u32) % 3).collect();
+        let (mut pos, mut counts) = (vec![0.0; 3], vec![0u64; 3]);
+        for (i, &g) in groups.iter().enumerate() {
+            pos[g] += signs[i][g];
+            counts[g] += 1;
+        }
+        let theta_hat = (0..3).map(|g| if counts[g] == 0 { f64::NAN } else { pos[g] / counts[g] as f64 }).collect();
+        let cells = plan.answer_published(&FourierCoefficients { theta: theta_hat, counts }).remove(0).cells;
+        for (c, &x) in cells.iter().enumerate() {
+            sum[c] += x / 81.0;
+            sumsq[c] += x * x / 81.0;
+        }
+    }
+    let var = plan.published_variances(0, &theta, 4);
+    let truth = [0.25, 0.5, 0.25];
+    for c in 0..3 {
+        assert!((sum[c] - truth[c]).abs() < 1e-12, "cell {c}: mean {} truth {}", sum[c], truth[c]);
+        let v = sumsq[c] - sum[c] * sum[c];
+        assert!((v - var[c]).abs() < 1e-12, "cell {c}: variance {v} formula {}", var[c]);
+    }
+}
+
 fn permutations(p: &mut [usize], k: usize, visit: &mut impl FnMut(&[usize])) {
     if k == p.len() {
         return visit(p);

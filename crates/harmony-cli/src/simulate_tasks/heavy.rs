@@ -13,7 +13,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use harmony_analytics::heavy::{
     HeavyHitters, ItemCodec, PrefixProtocol, SetSampler, precision_recall_f1, treehist::treehist,
 };
-use harmony_core::Aggregator;
 use harmony_core::sampling::stream_seed;
 use serde::Serialize;
 use std::collections::HashMap;
