@@ -119,8 +119,8 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
             let opts = StrategyOptions {
                 kind,
                 epsilon: eps,
-                numeric_mechanism: harmony_core::kinds::RecordNumeric::parse(num).unwrap(),
-                categorical_mechanism: harmony_core::kinds::OracleKind::parse(cat).unwrap(),
+                numeric_mechanism: num.parse()?,
+                categorical_mechanism: cat.parse()?,
                 k: KChoice::Optimal,
             };
             let mech = RecordMechanism::new(schema.clone(), opts)?;

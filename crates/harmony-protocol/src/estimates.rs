@@ -149,8 +149,16 @@ pub struct FrequencyEstimate {
     pub categories: Vec<CategoryResult>,
 }
 
-/// `range`: the CDF at every bin edge, the ranges and quantiles asked (default: none and
-/// 0.1, 0.5, 0.9), all in the attribute's units and in bins.
+/// `range`: the CDF, the ranges and the quantiles asked (default: none and 0.1, 0.5, 0.9), in
+/// the attribute's units and in bins.
+///
+/// Methods: `flat` and `haar` answer with their unbiased estimators and exact standard errors.
+/// `hh` answers with the consistent estimate (Hay et al.'s constrained inference: unbiased, its
+/// weights being public constants); its `std_error` and `ci95` are the raw hierarchical
+/// estimator's, whose variance is exact and which the consistent one beats in practice (a
+/// conservative guide). Standard errors plug in the estimated bin fractions; the split of devices
+/// across levels uses the realized level sizes `level_reports`. Until every level has a report
+/// every number is `null`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RangeEstimate {
     /// The attribute.
@@ -159,11 +167,13 @@ pub struct RangeEstimate {
     pub method: String,
     /// Number of bins D.
     pub bins: usize,
-    /// The attribute's [min, max]: bin t covers [min + t·w, min + (t+1)·w), w = (max − min)/D.
+    /// The attribute's [min, max]: bin t covers [min + t·w, min + (t+1)·w), w = (max − min)/D
+    /// (the last bin includes max).
     pub bounds: [f64; 2],
-    /// Reports per level of the collection (one for `flat`).
+    /// Reports per level of the collection (one entry for `flat`).
     pub level_reports: Vec<u64>,
-    /// P[x < edge] at every bin edge (D + 1 points).
+    /// P[x < edge] at every bin edge (D + 1 points) when D ≤ 1024, else at every ⌈D/1024⌉-th
+    /// edge and at D.
     pub cdf: Vec<CdfPoint>,
     /// The ranges asked.
     pub ranges: Vec<RangeResult>,
@@ -188,26 +198,28 @@ pub struct CdfPoint {
 pub struct RangeResult {
     /// The range asked, in the attribute's units ([lo, hi)).
     pub range: [f64; 2],
-    /// The bins it was rounded to ([a, b)).
+    /// The bins it was rounded to ([a, b): each end to the nearest bin edge, within [0, D]).
     pub bins: [usize; 2],
     /// The share of devices in [a, b).
     #[serde(flatten)]
     pub share: Est,
 }
 
-/// One quantile: a bin and an interval from inverting the CDF's pointwise 95% band.
+/// One quantile: a bin and an interval from inverting the CDF's pointwise 95% band; every field
+/// but `q` is `null` until there is an estimate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QuantileResult {
     /// The level q in (0, 1).
     pub q: f64,
-    /// The estimated bin.
-    pub bin: usize,
+    /// The estimated bin: the first t with F̂(t + 1) ≥ q.
+    pub bin: Option<usize>,
     /// The bin's interval in units [lo, hi).
-    pub value: [f64; 2],
-    /// The 95% interval, in bins [lower, upper] and units.
-    pub interval_bins: [usize; 2],
+    pub value: Option<[f64; 2]>,
+    /// The 95% interval in bins [lower, upper]: the first t with F̂(t + 1) + 1.96·se ≥ q and the
+    /// first with F̂(t + 1) − 1.96·se ≥ q (D − 1 when none).
+    pub interval_bins: Option<[usize; 2]>,
     /// The same in units (lower bin's start, upper bin's end).
-    pub interval: [f64; 2],
+    pub interval: Option<[f64; 2]>,
 }
 
 /// `heavy-hitters`.
@@ -297,8 +309,17 @@ pub struct MarginalResult {
 pub struct LinearEstimate {
     /// `hr`, `gaussian` or `adaptive`.
     pub mechanism: String,
+    /// J: the size of the domain the queries are over.
+    pub domain_size: usize,
+    /// `gaussian`: σ of each report's noise (in the queries' units).
+    pub sigma: Option<f64>,
+    /// `adaptive`: reports per query (the realized group sizes; empty for the others).
+    pub group_reports: Vec<u64>,
     /// One per query: the unbiased answer with its standard error and CI.
     pub queries: Vec<LinearResult>,
+    /// `gaussian`: a certified bound on the L2 distance between the projected answers and the
+    /// exact projection (the projection's iterations are capped; `null` otherwise).
+    pub projection_bound: Option<f64>,
 }
 
 /// One query's answer.
@@ -306,10 +327,12 @@ pub struct LinearEstimate {
 pub struct LinearResult {
     /// The query's name.
     pub name: String,
-    /// The unbiased answer.
+    /// The unbiased answer (`null` until the query has a report).
     #[serde(flatten)]
     pub answer: Est,
-    /// The projected answer (biased, lower L2 error in high dimensions; `gaussian` and `hr`).
+    /// The projected answer (post-processed: biased, no standard error, lower L2 error in high
+    /// dimensions): `gaussian` onto the workload's hull (`hull`), `hr` from the distribution
+    /// projected onto the simplex; `null` for `adaptive` and without reports.
     pub projected: Option<f64>,
 }
 

@@ -178,18 +178,26 @@ impl RangeMethod {
 
 /// `range`: one numeric attribute, discretized to `bins` equal-width bins over [min, max];
 /// ranges and quantiles are asked at query time.
+///
+/// A device maps its value to [-1, 1] with the schema (`t`) and reports bin
+/// `min(⌊(t + 1)/2 · bins⌋, bins − 1)`. For one bin per integer of an integer attribute in
+/// [a, b], declare max = b + 1 and bins = b + 1 − a. The published spec writes out `bins` and,
+/// for `hh`, `branching`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RangeSpec {
     /// The numeric attribute.
     pub attribute: String,
-    /// Number of equal-width bins over the attribute's [min, max] (default 64; at most 2^20).
+    /// Number of equal-width bins over the attribute's [min, max] (default 64; at least 2, at
+    /// most 65,536, and few enough that a report fits in 4,096 bytes: about 26,000 for `flat` and
+    /// `hh`, whose reports carry one bit per bin or node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bins: Option<usize>,
     /// `hh` (default), `haar` or `flat`.
     #[serde(default)]
     pub method: RangeMethod,
-    /// The hierarchy's branching B for `hh` (default: the B of least closed-form variance).
+    /// The hierarchy's branching B ≥ 2 for `hh` (default: the B in 2..=16 of least closed-form
+    /// variance over all ranges); refused with `haar` and `flat`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branching: Option<usize>,
 }
@@ -352,7 +360,7 @@ pub enum LinearMechanism {
     Hr,
     /// The Gaussian mechanism on the workload's columns ((ε, δ)-LDP).
     Gaussian,
-    /// One device group per query, 1 bit each (ε-LDP).
+    /// One device group per query, drawn by the device; 1 bit each (ε-LDP).
     Adaptive,
 }
 
@@ -379,6 +387,11 @@ pub enum Hull {
 }
 
 /// `linear-queries`: a workload A over the domain of some attributes; the answers A·p.
+///
+/// The domain is the cross-product of `attributes` (row-major, the last fastest); a numeric
+/// attribute counts through its equal-width `bins` (a device maps its value to [-1, 1] with the
+/// schema and takes bin `min(⌊(t + 1)/2 · k⌋, k − 1)`; labels `[lo, hi)`). The published spec
+/// writes out `delta` for `gaussian`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinearQueriesSpec {
@@ -388,16 +401,17 @@ pub struct LinearQueriesSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub bins: BTreeMap<String, usize>,
     /// The workload: `"identity"`, `"prefix"`, a list of queries `{"queries": [{"range": [a,
-    /// b]} | {"in": [labels]} | {"weights": [..]} | {"and": [..]}, …]}` or a matrix
-    /// `{"matrix": [[..], ..]}` (the formats of `harmony simulate --queries`).
+    /// b]} | {"in": [labels]} | {"weights": [..]} | {"and": [..]}, …]}`, a matrix
+    /// `{"matrix": [[..], ..], "names": [..]}` or `[[..], ..]`, or CSV text (one query per line,
+    /// J numbers after an optional name): the formats of `harmony simulate --queries`.
     pub workload: serde_json::Value,
     /// `hr` (default), `gaussian` or `adaptive`.
     #[serde(default)]
     pub mechanism: LinearMechanism,
-    /// δ of the Gaussian mechanism, in (0, 1) (default 1e-6).
+    /// δ of the Gaussian mechanism, in (0, 1) (default 1e-6); refused with `hr` and `adaptive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta: Option<f64>,
-    /// Where the Gaussian answers are projected (default `symmetric`).
+    /// Where the Gaussian answers are projected (default `symmetric`; `gaussian` only).
     #[serde(default)]
     pub hull: Hull,
 }

@@ -39,6 +39,13 @@ pub trait Task: Send + Sync {
     fn mergeable(&self) -> bool {
         true
     }
+    /// How stale a served estimate may be, in seconds, when computing one is expensive (a
+    /// search over stored reports, an iterative fit): a server answers from its last document
+    /// and recomputes in the background at most this often. 0 (the default): estimates are
+    /// cheap and always current.
+    fn refresh_seconds(&self) -> f64 {
+        0.0
+    }
     /// Simulated devices `first..first + inputs.len()`, device i randomizing with
     /// [`crate::simulate::device_rng`]`(seed, i)`: the accumulator of their reports. The default
     /// runs each through [`Task::randomize`], [`Task::validate`] and [`TaskAggregator::add`]; a

@@ -2,7 +2,7 @@
 //! → its [`Task`] ([`build`]), for every task.
 
 use crate::erased::Task;
-use crate::{frequency, heavy, marginals, means, train};
+use crate::{frequency, heavy, linear, marginals, means, range, train};
 use harmony_core::error::{Error, Result};
 use harmony_core::params::Epsilon;
 use harmony_core::schema::Schema;
@@ -26,12 +26,13 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
         TaskSpec::Frequency(s) => TaskSpec::Frequency(frequency::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::HeavyHitters(s) => TaskSpec::HeavyHitters(heavy::resolve(s, eps)?),
         TaskSpec::Marginals(s) => TaskSpec::Marginals(marginals::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Range(s) => TaskSpec::Range(range::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::LinearQueries(s) => TaskSpec::LinearQueries(linear::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Train(s) => {
             let (spec, published) = train::resolve(s, schema_for(&req.schema, kind)?, eps)?;
             train = Some(published);
             TaskSpec::Train(spec)
         }
-        other => return Err(Error::param("task.kind", other.kind().name(), "a task this build serves")),
     };
     let config = CollectionConfig {
         id: id.to_string(),
@@ -54,62 +55,68 @@ pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
         TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
         TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
         TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
+        TaskKind::Range => Box::new(range::RangeTask::new(c)?),
+        TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
         TaskKind::Train => Box::new(train::TrainTask::new(c)?),
-        other => return Err(Error::param("task.kind", other.name(), "a task this build serves")),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use harmony_core::wire::{ReportKind, WireKind, WireReport};
-    use std::collections::HashMap;
 
-    /// Every report type that travels on the wire, with the crate that owns it. Add yours.
-    fn kinds() -> Vec<(WireKind, &'static str)> {
-        use harmony_analytics::heavy::HeavyHitterReport;
-        use harmony_analytics::marginals::fourier::FourierReport;
-        use harmony_analytics::marginals::groups::GroupReport;
+    /// Every report type that travels on the wire, by owner.
+    fn all_kinds() -> Vec<WireKind> {
+        use ReportKind::*;
         let core = [
-            ReportKind::Numeric,
-            ReportKind::Grr,
-            ReportKind::Unary,
-            ReportKind::Olh,
-            ReportKind::Hadamard,
-            ReportKind::HadamardResponse,
-            ReportKind::BassilySmith,
-            ReportKind::Adaptive,
-            ReportKind::HarmonyBit,
-            ReportKind::DuchiMulti,
-            ReportKind::Record,
+            Numeric,
+            Grr,
+            Unary,
+            Olh,
+            Hadamard,
+            HadamardResponse,
+            BassilySmith,
+            Adaptive,
+            HarmonyBit,
+            DuchiMulti,
+            Record,
         ];
-        let mut out: Vec<(WireKind, &str)> = core.iter().map(|k| (k.wire(), "core")).collect();
-        out.push((harmony_learn::remote::GradientReport::KIND, "learn"));
-        // harmony-analytics: heavy hitters and marginals take 30–39.
-        out.extend([
-            (HeavyHitterReport::KIND, "analytics"),
-            (GroupReport::KIND, "analytics"),
-            (FourierReport::KIND, "analytics"),
+        let mut kinds: Vec<WireKind> = core.iter().map(|k| k.wire()).collect();
+        kinds.push(harmony_learn::remote::GradientReport::KIND);
+        // harmony-analytics, 20–29: ranges and linear queries.
+        kinds.extend([
+            harmony_analytics::range::HhReport::KIND,
+            harmony_analytics::range::HaarReport::KIND,
+            harmony_analytics::linear::GaussianReport::KIND,
+            harmony_analytics::linear::QueryBitReport::KIND,
         ]);
-        out
+        // harmony-analytics, 30–39: heavy hitters and marginals.
+        kinds.extend([
+            harmony_analytics::heavy::HeavyHitterReport::KIND,
+            harmony_analytics::marginals::groups::GroupReport::KIND,
+            harmony_analytics::marginals::fourier::FourierReport::KIND,
+        ]);
+        kinds
     }
 
-    /// No two report types share a kind byte or a name, and each crate stays in its bytes
-    /// (core 1–11 and 13–19, learn 12 and 40–49, analytics 20–39; see `harmony_core::wire::WireKind`).
+    /// No two report types share a kind byte or a name, each crate stays in its bytes, and
+    /// every task's reports are registered kinds.
     #[test]
-    fn report_kinds_are_unique_and_in_their_owners_range() {
-        let mut seen: HashMap<u8, &str> = HashMap::new();
-        for (kind, owner) in kinds() {
-            if let Some(other) = seen.insert(kind.byte, kind.name) {
-                panic!("kind byte {} is used by {other} and {}", kind.byte, kind.name);
+    fn report_kinds_are_unique_and_registered() {
+        let kinds = all_kinds();
+        for (i, a) in kinds.iter().enumerate() {
+            for b in &kinds[i + 1..] {
+                assert!(a.byte != b.byte && a.name != b.name, "{a:?} and {b:?} collide");
             }
-            let ok = match owner {
-                "core" => matches!(kind.byte, 1..=11 | 13..=19),
-                "learn" => matches!(kind.byte, 12 | 40..=49),
-                _ => matches!(kind.byte, 20..=39),
-            };
-            assert!(ok, "{} ({owner}) has byte {}, outside its range", kind.name, kind.byte);
         }
-        let names: std::collections::HashSet<&str> = kinds().iter().map(|(k, _)| k.name).collect();
-        assert_eq!(names.len(), kinds().len(), "two report types share a name");
+        for k in &kinds[12..16] {
+            assert!((20..=29).contains(&k.byte), "{k:?}: ranges and linear queries own bytes 20–29");
+        }
+        for k in &kinds[16..19] {
+            assert!((30..=39).contains(&k.byte), "{k:?}: heavy hitters and marginals own bytes 30–39");
+        }
+        for k in crate::range::REPORT_KINDS.iter().chain(&crate::linear::REPORT_KINDS) {
+            assert!(kinds.contains(k), "{k:?} is not a registered kind");
+        }
     }
 }

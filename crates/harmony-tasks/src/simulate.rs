@@ -87,3 +87,10 @@ pub fn run(task: &dyn Task, inputs: &[Input<'_>], seed: u64) -> Result<Box<dyn T
     }
     Ok(total)
 }
+
+/// The seed of run `run` (0-based) of a simulation seeded `seed`: the seed itself for the first
+/// run (so `harmony submit --simulate-devices --seed S` reproduces run 1 of `harmony simulate
+/// --seed S`), then independent streams.
+pub fn run_seed(seed: u64, run: u64) -> u64 {
+    if run == 0 { seed } else { stream_seed(seed, run) }
+}

@@ -74,6 +74,24 @@ pub fn resolve(spec: &TrainSpec, schema: &Schema, epsilon: f64) -> Result<(Train
     Ok((spec, published))
 }
 
+/// A feature-map error named as the request names the spec's field (`target` → `task.target`),
+/// like every other error of a train spec.
+fn spec_field(e: Error) -> Error {
+    match e {
+        Error::InvalidParameter { name, value, expected } => {
+            let name = match name {
+                "target" => "task.target",
+                "positive" => "task.positive",
+                "threshold" => "task.threshold",
+                "positive/threshold" => "task.positive/threshold",
+                other => other,
+            };
+            Error::InvalidParameter { name, value, expected }
+        }
+        other => other,
+    }
+}
+
 /// Validates a spec; returns it with κ and c written out (for `noise`), the round rule, the
 /// gradient randomizer and the feature map. A spec without `schedule` is a `decay` one.
 fn setup(
@@ -81,7 +99,7 @@ fn setup(
     schema: &Schema,
     epsilon: f64,
 ) -> Result<(TrainSpec, RoundRule, RemoteMechanism, FeatureMap)> {
-    let fm = feature_map(schema, spec)?;
+    let fm = feature_map(schema, spec).map_err(spec_field)?;
     let mech = RemoteMechanism::new(spec.mechanism.name(), epsilon, fm.dimension())?;
     if spec.batch_size == 0 {
         return Err(bad("task.batch_size", 0, "an integer >= 1"));
@@ -244,6 +262,14 @@ impl TrainTask {
     pub fn mechanism(&self) -> &RemoteMechanism {
         &self.setup.mech
     }
+    /// The feature names (intercept first).
+    pub fn features(&self) -> &[String] {
+        self.setup.fm.names()
+    }
+    /// Gradients counted up to a round state: the full rounds before it and this round's.
+    pub fn received_total(&self, state: &ModelState) -> u64 {
+        (state.round - 1) * state.batch_size + state.received
+    }
     /// Feature dimension d.
     pub fn dimension(&self) -> usize {
         self.setup.fm.dimension()
@@ -386,5 +412,104 @@ impl TaskAggregator for Rounds {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_core::schema::Attribute;
+    use harmony_protocol::CreateCollection;
+
+    fn config(batch: u64, rounds: u64) -> CollectionConfig {
+        let schema = Schema::new(vec![
+            Attribute::Numeric { name: "x".into(), min: -1.0, max: 1.0 },
+            Attribute::Categorical { name: "y".into(), categories: vec!["no".into(), "yes".into()] },
+        ])
+        .unwrap();
+        let spec = TrainSpec {
+            task: Model::Logistic,
+            target: "y".into(),
+            positive: None,
+            threshold: None,
+            mechanism: Default::default(),
+            batch_size: batch,
+            schedule: None,
+            learning_rate: None,
+            kappa: None,
+            gradient_scale: None,
+            lambda: 1e-4,
+            rounds: Some(rounds),
+        };
+        crate::resolve(&CreateCollection { schema: Some(schema), epsilon: 4.0, task: TaskSpec::Train(spec) }, "t")
+            .unwrap()
+    }
+
+    fn report(task: &TrainTask, r: &Round, x: f64, seed: u64) -> GradientReport {
+        let model = task.model_state(r);
+        let record = [Value::Unit(x), Value::Category(u32::from(x > 0.0))];
+        task.gradient(&model, &record, &mut crate::simulate::device_rng(seed, 0)).unwrap()
+    }
+
+    /// The round state machine: gradients accumulate without moving the model until the batch is
+    /// full; then one step, a fresh round, the tail average after ⌊T/2⌋; `done` after T rounds;
+    /// `next` is pure; a stored state restores the same round.
+    #[test]
+    fn rounds_step_when_full_and_stop_after_the_plan() {
+        let c = config(3, 2);
+        assert_eq!(c.train.as_ref().unwrap().dimension, 2);
+        let task = TrainTask::new(c).unwrap();
+        let mut r = task.start();
+        assert_eq!((r.round, r.received, task.done(1)), (1, 0, false));
+        for i in 0..2 {
+            let g = report(&task, &r, 0.5, i);
+            let before = r.clone();
+            let (next, advanced) = task.next(&r, &g);
+            assert_eq!(r, before, "next is pure");
+            assert!(!advanced);
+            assert_eq!((next.round, next.received, &next.w), (1, i + 1, &r.w));
+            r = next;
+        }
+        let (next, advanced) = task.next(&r, &report(&task, &r, -0.5, 9));
+        assert!(advanced && next.round == 2 && next.received == 0 && next.acc.iter().all(|a| *a == 0.0));
+        assert_ne!(next.w, r.w, "the model took a step");
+        let m = task.model_state(&next);
+        assert_eq!((m.round, m.averaged, m.done), (2, 0, false));
+        let restored = task.restore(next.round, &next.stored()).unwrap();
+        assert_eq!(restored, next);
+        assert!(task.restore(2, &[1.0]).is_err());
+        let mut r = next;
+        for i in 0..3 {
+            r = task.next(&r, &report(&task, &r, 0.2, 20 + i)).0;
+        }
+        let m = task.model_state(&r);
+        assert_eq!((m.round, m.done, m.averaged), (3, true, 1));
+        assert_eq!(m.model, r.w, "one averaged iterate is the last one");
+        assert!(task.done(3));
+    }
+
+    /// `simulate` (the rounds in process) equals driving the state machine by hand with the same
+    /// devices, and stops at the plan.
+    #[test]
+    fn simulate_is_the_state_machine_in_order() {
+        let task = TrainTask::new(config(4, 3)).unwrap();
+        let rows: Vec<[Value; 2]> = (0..20)
+            .map(|i| {
+                let x = (i as f64 / 10.0) - 1.0;
+                [Value::Unit(x), Value::Category(u32::from(x > 0.0))]
+            })
+            .collect();
+        let inputs: Vec<Input> = rows.iter().map(|r| Input::Record(r)).collect();
+        let agg = task.simulate(&inputs, 5, 0).unwrap();
+        assert_eq!(agg.count(), 12);
+        let mut r = task.start();
+        for (i, row) in rows.iter().take(12).enumerate() {
+            let model = task.model_state(&r);
+            let g = task.gradient(&model, row, &mut crate::simulate::device_rng(5, i as u64)).unwrap();
+            r = task.next(&r, &g).0;
+        }
+        let TaskEstimate::Train(t) = task.estimate(agg.as_ref(), &Query::default()).unwrap() else { panic!() };
+        assert_eq!(t.state, task.model_state(&r));
+        assert!(agg.clone_box().merge(agg.as_ref()).is_err(), "rounds do not merge");
     }
 }

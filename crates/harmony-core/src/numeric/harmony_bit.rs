@@ -124,6 +124,15 @@ impl VectorMechanism for HarmonyBit {
     fn variance_coefficients(&self) -> (f64, f64) {
         (-1.0, self.d as f64 * self.c * self.c)
     }
+    /// ±1 on the sampled coordinate (units of the scale): integer sums, exact whatever the order.
+    fn accumulate_units(&self, report: &HarmonyBitReport, sum: &mut [f64], sum_sq: &mut [f64]) {
+        let j = report.j as usize;
+        sum[j] += if report.positive { 1.0 } else { -1.0 };
+        sum_sq[j] += 1.0;
+    }
+    fn unit(&self) -> f64 {
+        self.scale()
+    }
 }
 
 #[cfg(test)]
