@@ -82,6 +82,8 @@ struct Case {
     epsilon: &'static str,
     /// Exact (integer accumulators) or to 1e-12 (floating sums: duchi-multi, model rounds).
     exact: bool,
+    /// Options of `harmony submit` only (how devices read their input: heavy hitters' items).
+    submit: &'static [&'static str],
 }
 
 fn check(case: &Case, data: &Path, schema: &Path, db: &str, seed: u64) {
@@ -97,18 +99,10 @@ fn check(case: &Case, data: &Path, schema: &Path, db: &str, seed: u64) {
     create.extend_from_slice(&["--epsilon", case.epsilon]);
     create.extend_from_slice(case.task);
     let id = harmony(&create).trim().to_string();
-    harmony(&[
-        "submit",
-        "--server",
-        &server.url,
-        "--collection",
-        &id,
-        "--data",
-        &data_s,
-        "--simulate-devices",
-        "--seed",
-        &seed_s,
-    ]);
+    let mut submit = vec!["submit", "--server", &server.url, "--collection", &id, "--data", &data_s];
+    submit.extend_from_slice(&["--simulate-devices", "--seed", &seed_s]);
+    submit.extend_from_slice(case.submit);
+    harmony(&submit);
     let served: Value = serde_json::from_str(&harmony(&[
         "query",
         "--server",
@@ -140,10 +134,42 @@ fn stores(name: &str) -> Vec<String> {
 }
 
 const CASES: &[Case] = &[
-    Case { name: "means harmony", task: &["--strategy", "harmony"], epsilon: "1", exact: true },
-    Case { name: "means split (duchi-multi)", task: &["--strategy", "split"], epsilon: "2", exact: true },
-    Case { name: "means sample-k", task: &["--strategy", "sample-k"], epsilon: "4", exact: true },
+    Case { name: "means harmony", task: &["--strategy", "harmony"], epsilon: "1", exact: true, submit: &[] },
+    Case { name: "means split (duchi-multi)", task: &["--strategy", "split"], epsilon: "2", exact: true, submit: &[] },
+    Case { name: "means sample-k", task: &["--strategy", "sample-k"], epsilon: "4", exact: true, submit: &[] },
 ];
+
+/// Heavy hitters (PEM, TreeHist) over one column, and 2-way marginals (CALM with its joint fit,
+/// direct, Fourier) over some attributes, planned for `users` devices.
+fn task_cases(attributes: &'static [&'static str], column: &'static str, users: &'static str) -> Vec<Case> {
+    let leak = |v: Vec<&'static str>| -> &'static [&'static str] { Vec::leak(v) };
+    let mut out = Vec::new();
+    for method in ["pem", "treehist"] {
+        out.push(Case {
+            name: if method == "pem" { "heavy-hitters pem" } else { "heavy-hitters treehist" },
+            task: leak(vec!["--task", "heavy-hitters", "--column", column, "--top", "5", "--method", method]),
+            epsilon: "2",
+            exact: true,
+            submit: leak(vec!["--column", column]),
+        });
+    }
+    for method in ["calm", "direct", "fourier"] {
+        let mut task = vec!["--task", "marginals", "--k", "2", "--method", method, "--users", users];
+        task.extend_from_slice(attributes);
+        out.push(Case {
+            name: match method {
+                "calm" => "marginals calm",
+                "direct" => "marginals direct",
+                _ => "marginals fourier",
+            },
+            task: leak(task),
+            epsilon: "1",
+            exact: true,
+            submit: &[],
+        });
+    }
+    out
+}
 
 #[test]
 fn adult_simulate_equals_serve() {
@@ -155,13 +181,16 @@ fn adult_simulate_equals_serve() {
         task: &["--task", "frequency", "--column", "education"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     });
     cases.push(Case {
         name: "train",
         task: &["--task", "train", "--target", "income", "--model", "logistic", "--batch-size", "400", "--rounds", "3"],
         epsilon: "4",
         exact: true,
+        submit: &[],
     });
+    cases.extend(task_cases(&["--attributes", "sex,race,income,workclass,relationship"], "education", "48842"));
     for db in stores("adult") {
         for c in &cases {
             check(c, &data, &schema, &db, 17);
@@ -180,7 +209,13 @@ fn census_simulate_equals_serve() {
         task: &["--task", "frequency", "--column", "education"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     });
+    cases.extend(task_cases(
+        &["--attributes", "sex,race,citizenship,class_of_worker,tax_filer_stat"],
+        "education",
+        "199523",
+    ));
     for db in stores("census") {
         for c in &cases {
             check(c, &data, &schema, &db, 23);

@@ -94,6 +94,16 @@ pub struct SubmitArgs {
     /// The seed of `--simulate-devices` (refused without it: a seed never drives real devices).
     #[arg(long, requires = "simulate_devices")]
     pub seed: Option<u64>,
+    /// Heavy hitters: each device's item is the value of this column of `--data` (`*`: the
+    /// `attribute=value` items of the collection schema's attributes).
+    #[arg(long, conflicts_with = "transactions")]
+    pub column: Option<String>,
+    /// Heavy hitters: `--data` is a transactions file, one device's set of items per line.
+    #[arg(long)]
+    pub transactions: bool,
+    /// Heavy hitters: the item separator of a transactions file (default ',').
+    #[arg(long)]
+    pub separator: Option<char>,
 }
 
 /// `harmony query`.
@@ -190,7 +200,12 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     let client = Client::new(&a.server);
     let config = client.config(&a.collection)?;
     let seed = a.simulate_devices.then_some(a.seed).flatten();
-    let population = submit::population(&config, &a.data)?;
+    let items = match (&a.column, a.transactions) {
+        (Some(c), _) => Some(crate::items::Source::Column(c.clone())),
+        (None, true) => Some(crate::items::Source::Transactions(a.data.clone(), a.separator.unwrap_or(','))),
+        (None, false) => None,
+    };
+    let population = submit::population_with(&config, &a.data, items.as_ref())?;
     if config.task.kind().has_rounds() {
         return rounds::submit(&client, &config, &population, seed);
     }
