@@ -689,6 +689,7 @@ mod tests {
                     target: None,
                     ranges: None,
                     quantiles: None,
+                    column: None,
                 };
                 super::super::query(q).unwrap();
             }
@@ -786,6 +787,7 @@ mod tests {
             target: Some("label".into()),
             ranges: None,
             quantiles: None,
+            column: None,
         };
         let e = format!("{:#}", super::super::query(q).unwrap_err());
         assert!(e.contains("--target scores a training collection's model"), "{e}");

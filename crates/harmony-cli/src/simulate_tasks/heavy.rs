@@ -95,7 +95,7 @@ fn read_sets(args: &SimulateArgs) -> Result<(String, Sets)> {
 
 /// The true top k (codes, by frequency then name) and the truth printed beside the estimates:
 /// the true share of the 10k most frequent codes (items on one code summed and named together).
-fn true_top(sets: &Sets, codec: &ItemCodec, k: usize) -> Result<(Vec<u64>, Truth)> {
+pub fn true_top(sets: &Sets, codec: &ItemCodec, k: usize) -> Result<(Vec<u64>, Truth)> {
     let d = sets.names.len();
     if k > d {
         bail!("--top is {k}, but {} has only {d} distinct items; expected at most {d}", sets.source);

@@ -38,30 +38,37 @@ struct Marginals {
 }
 
 impl Marginals {
-    /// The true cells of a document's marginal (row-major, the last attribute fastest).
+    /// The true cells of a document's marginal, computed once per marginal.
     fn true_cells(&self, task: &MarginalsTask, m: &MarginalResult) -> Result<Vec<f64>> {
         let mut cache = self.truth.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, t)) = cache.iter().find(|(a, _)| *a == m.attributes) {
             return Ok(t.clone());
         }
-        let names = task.spec().attributes.clone().unwrap_or_default();
-        let pos: Vec<usize> = m
-            .attributes
-            .iter()
-            .map(|a| names.iter().position(|n| n == a).ok_or_else(|| anyhow!("attribute {a} of a marginal")))
-            .collect::<Result<_>>()?;
-        let cards: Vec<usize> = m.labels.iter().map(Vec::len).collect();
-        let mut cells = vec![0.0; cards.iter().product()];
-        let rows = self.values.chunks_exact(self.schema.len());
-        let w = 1.0 / rows.len().max(1) as f64;
-        for row in rows {
-            let codes = task.codes(row)?;
-            let cell = pos.iter().zip(&cards).fold(0usize, |acc, (&p, &c)| acc * c + codes[p] as usize);
-            cells[cell] += w;
-        }
+        let cells = true_cells(task, &self.values, self.schema.len(), m)?;
         cache.push((m.attributes.clone(), cells.clone()));
         Ok(cells)
     }
+}
+
+/// The true cells of a document's marginal (row-major, the last attribute fastest) over the
+/// records `values` (`d` values each).
+pub fn true_cells(task: &MarginalsTask, values: &[Value], d: usize, m: &MarginalResult) -> Result<Vec<f64>> {
+    let names = task.spec().attributes.clone().unwrap_or_default();
+    let pos: Vec<usize> = m
+        .attributes
+        .iter()
+        .map(|a| names.iter().position(|n| n == a).ok_or_else(|| anyhow!("attribute {a} of a marginal")))
+        .collect::<Result<_>>()?;
+    let cards: Vec<usize> = m.labels.iter().map(Vec::len).collect();
+    let mut cells = vec![0.0; cards.iter().product()];
+    let rows = values.chunks_exact(d);
+    let w = 1.0 / rows.len().max(1) as f64;
+    for row in rows {
+        let codes = task.codes(row)?;
+        let cell = pos.iter().zip(&cards).fold(0usize, |acc, (&p, &c)| acc * c + codes[p] as usize);
+        cells[cell] += w;
+    }
+    Ok(cells)
 }
 
 impl Analysis for Marginals {
