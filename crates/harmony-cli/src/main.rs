@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod data;
 mod experiment;
+mod items;
 mod output;
 mod plan;
 mod plot;

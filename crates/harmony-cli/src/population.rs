@@ -14,8 +14,7 @@ pub enum Population {
         /// Values per row.
         d: usize,
     },
-    /// Item sets (heavy hitters; built by its simulate and submit paths).
-    #[allow(dead_code)]
+    /// Item sets (heavy hitters; see [`crate::items`]).
     Items(Vec<Vec<String>>),
 }
 

@@ -5,7 +5,8 @@ use anyhow::Result;
 use harmony_analytics::range::cumulative;
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_protocol::estimates::{
-    AttributeResult, Est, EstimateDocument, LinearEstimate, RangeEstimate, TaskEstimate,
+    AttributeResult, Est, EstimateDocument, HeavyHittersEstimate, LinearEstimate, MarginalsEstimate, RangeEstimate,
+    TaskEstimate,
 };
 use harmony_tasks::Input;
 use harmony_tasks::linear::LinearTask;
@@ -19,6 +20,10 @@ pub enum Truth {
     Means(Vec<Vec<f64>>),
     /// One attribute's frequencies.
     Frequency(Vec<f64>),
+    /// Heavy hitters: by code (hex, as in the document), the items on it and their share.
+    Items(std::collections::BTreeMap<String, (String, f64)>),
+    /// Marginals: by attributes, the true cells (row-major, the last attribute fastest).
+    Marginals(Vec<(Vec<String>, Vec<f64>)>),
     /// `range`: the true fraction of devices in each bin.
     Range {
         /// One per bin.
@@ -129,8 +134,9 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
         }
         (TaskEstimate::Range(r), t) => print_range(&head, r, t),
         (TaskEstimate::LinearQueries(l), t) => print_linear(&head, l, t),
+        (TaskEstimate::HeavyHitters(h), t) => print_heavy(&head, h, t),
+        (TaskEstimate::Marginals(m), t) => print_marginals(&head, m, t),
         (TaskEstimate::Train(tr), _) => crate::server_cmds::rounds::print_model_doc(doc, tr),
-        (other, _) => println!("{head}\n{}", serde_json::to_string_pretty(other).unwrap_or_default()),
     }
 }
 
@@ -198,6 +204,60 @@ fn print_linear(head: &str, l: &LinearEstimate, truth: Option<&Truth>) {
     }
     if let Some(b) = l.projection_bound {
         println!("projected answers: within {b:.3e} (L2, certified) of the exact projection");
+    }
+}
+
+fn print_heavy(head: &str, h: &HeavyHittersEstimate, truth: Option<&Truth>) {
+    println!(
+        "{head}, top {} heavy hitters ({}, {}-bit codes, sets padded to {})",
+        h.items.len(),
+        h.method,
+        h.bits,
+        h.pad_length
+    );
+    let levels: Vec<String> =
+        h.levels.iter().map(|l| format!("{} bits: {} reports", l.prefix_bits, l.reports)).collect();
+    println!("levels: {}", levels.join(", "));
+    header();
+    let t = match truth {
+        Some(Truth::Items(t)) => Some(t),
+        _ => None,
+    };
+    for it in &h.items {
+        let named = t.and_then(|t| t.get(&it.code));
+        let label = match (&it.item, named) {
+            (Some(name), _) => name.clone(),
+            (None, Some((name, _))) => name.clone(),
+            (None, None) => format!("code {}", it.code),
+        };
+        row(&label, &it.frequency, t.map(|_| named.map_or(0.0, |n| n.1)), 4);
+    }
+}
+
+fn print_marginals(head: &str, m: &MarginalsEstimate, truth: Option<&Truth>) {
+    println!(
+        "{head}, {} marginals ({}, post-processing {}), {} device groups",
+        m.marginals.len(),
+        m.method,
+        m.post,
+        m.group_reports.len()
+    );
+    println!("{:<40} {:>7} {:>13} {:>13} {:>13}", "marginal", "cells", "predicted SSE", "max std err", "SSE vs truth");
+    let t = match truth {
+        Some(Truth::Marginals(t)) => Some(t),
+        _ => None,
+    };
+    for r in &m.marginals {
+        let name: String = r.attributes.join(" × ").chars().take(40).collect();
+        let max_se =
+            r.cells.iter().filter_map(|c| c.std_error).fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))));
+        let answered = r.cells.iter().all(|c| c.estimate.is_some());
+        let sse = t
+            .and_then(|t| t.iter().find(|(a, _)| *a == r.attributes))
+            .filter(|_| answered)
+            .map(|(_, cells)| r.cells.iter().zip(cells).map(|(c, x)| (c.value() - x).powi(2)).sum::<f64>());
+        let sci = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
+        println!("{name:<40} {:>7} {:>13} {:>13} {:>13}", r.cells.len(), sci(r.predicted_sse), sci(max_se), sci(sse));
     }
 }
 

@@ -10,7 +10,8 @@ use harmony_core::schema::Schema;
 use harmony_core::strategy::{KChoice, StrategyKind};
 use harmony_protocol::estimates::Query;
 use harmony_protocol::spec::{
-    FrequencySpec, Hull, LinearMechanism, LinearQueriesSpec, MeansSpec, RangeMethod, RangeSpec, TaskSpec,
+    FrequencySpec, HeavyHittersSpec, HeavyMethod, Hull, ItemEncoding, LinearMechanism, LinearQueriesSpec,
+    MarginalsMethod, MarginalsPost, MarginalsSpec, MeansSpec, RangeMethod, RangeSpec, TaskSpec,
 };
 use std::path::Path;
 
@@ -95,7 +96,11 @@ pub fn frequency(t: &TaskArgs, m: &MeansArgs) -> Result<FrequencySpec> {
 pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> Result<(Option<Schema>, TaskSpec)> {
     let schema = Some(file.schema()?);
     if t.task != Task::Train {
-        t.train.check_unused()?;
+        let mut unused = t.train.clone();
+        if t.task == Task::Marginals {
+            unused.users = None; // CALM's expected devices
+        }
+        unused.check_unused()?;
     }
     let spec = match t.task {
         Task::Means => {
@@ -109,6 +114,17 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             TaskSpec::Means(means(m, file, kind)?)
         }
         Task::Frequency => TaskSpec::Frequency(frequency(t, m)?),
+        Task::HeavyHitters => {
+            let [spec] = &heavy(t)?[..] else { bail!("--method has several values, expected one for a collection") };
+            TaskSpec::HeavyHitters(spec.1.clone())
+        }
+        Task::Marginals => {
+            let names = t.method.clone().unwrap_or(vec!["calm".into()]);
+            let [name] = &names[..] else {
+                bail!("--method has {} values, expected one for a collection", names.len())
+            };
+            TaskSpec::Marginals(marginals(t, m, file, name)?)
+        }
         Task::Train => {
             let s = schema.as_ref().expect("a schema file");
             TaskSpec::Train(crate::server_cmds::rounds::train_spec(s, epsilon, &t.train)?)
@@ -121,7 +137,6 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
             TaskSpec::LinearQueries(linear(t, file, one(mechanisms, "--method")?)?)
         }
-        other => bail!("--task {} cannot be served by this build yet", other.name()),
     };
     if t.ranges.is_some() || t.quantiles.is_some() {
         bail!("--ranges and --quantiles are asked at query time: pass them to `harmony query`");
@@ -206,6 +221,81 @@ pub fn linear_mechanisms(t: &TaskArgs) -> Result<Vec<LinearMechanism>> {
             })
         })
         .collect()
+}
+
+/// The heavy-hitters specs, one per `--method` (pem, treehist; default pem), with their labels.
+pub fn heavy(t: &TaskArgs) -> Result<Vec<(String, HeavyHittersSpec)>> {
+    let items = match t.items.as_deref().unwrap_or("hash") {
+        "hash" => ItemEncoding::Hash,
+        "id" => ItemEncoding::Id,
+        other => bail!("--items is \"{other}\", expected hash or id"),
+    };
+    if t.top == Some(0) {
+        bail!("--top is 0, expected an integer >= 1");
+    }
+    let methods = t.method.clone().unwrap_or(vec!["pem".into()]);
+    methods
+        .iter()
+        .map(|m| {
+            let method = match m.as_str() {
+                "pem" => HeavyMethod::Pem,
+                "treehist" => HeavyMethod::Treehist,
+                _ => bail!("--method \"{m}\" is not a heavy-hitters method, expected pem or treehist"),
+            };
+            let spec = HeavyHittersSpec {
+                method,
+                top: t.top,
+                bits: t.item_bits,
+                items,
+                pad_length: t.pad_length,
+                levels: None,
+                candidates: Vec::new(),
+            };
+            Ok((m.clone(), spec))
+        })
+        .collect()
+}
+
+/// The marginals methods of `--method`: CALM with each post-processing, and the baselines.
+pub const MARGINALS_METHODS: [&str; 7] =
+    ["calm", "calm-family", "calm-local", "calm-gls", "calm-raw", "direct", "fourier"];
+
+/// `--k` as the marginal orders: 2, 3, or both (`optimal`, the default).
+pub fn marginal_orders(k: &str) -> Result<Vec<usize>> {
+    Ok(match k {
+        "optimal" => vec![2, 3],
+        "2" => vec![2],
+        "3" => vec![3],
+        other => bail!("--k is \"{other}\", expected 2 or 3 for --task marginals (default: both)"),
+    })
+}
+
+/// The marginals spec of one `--method` name: `--attributes`, the schema file's `[bins]`, the
+/// orders of `--k`, `--calm-l` and `--users`.
+pub fn marginals(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, method: &str) -> Result<MarginalsSpec> {
+    let (method, post) = match method {
+        "calm" => (MarginalsMethod::Calm, Some(MarginalsPost::Joint)),
+        "calm-family" => (MarginalsMethod::Calm, Some(MarginalsPost::Family)),
+        "calm-local" => (MarginalsMethod::Calm, Some(MarginalsPost::Local)),
+        "calm-gls" => (MarginalsMethod::Calm, Some(MarginalsPost::Gls)),
+        "calm-raw" => (MarginalsMethod::Calm, Some(MarginalsPost::Raw)),
+        "direct" => (MarginalsMethod::Direct, None),
+        "fourier" => (MarginalsMethod::Fourier, None),
+        other => {
+            bail!("--method {other:?} is not a marginals method, expected one of: {}", MARGINALS_METHODS.join(", "))
+        }
+    };
+    let calm = method == MarginalsMethod::Calm;
+    Ok(MarginalsSpec {
+        attributes: t.attributes.clone(),
+        bins: file.bins.clone(),
+        ways: Some(marginal_orders(&m.k)?),
+        method,
+        post,
+        l: t.calm_l.filter(|_| calm),
+        users: t.train.users.filter(|_| calm),
+        sets: None,
+    })
 }
 
 /// `--queries` as the spec's inline workload: a built-in name, a JSON file's document or a CSV

@@ -82,6 +82,8 @@ struct Case {
     epsilon: &'static str,
     /// Exact (integer accumulators) or to 1e-12 (floating sums: duchi-multi, model rounds).
     exact: bool,
+    /// Options of `harmony submit` only (how devices read their input: heavy hitters' items).
+    submit: &'static [&'static str],
 }
 
 fn check(case: &Case, data: &Path, schema: &Path, db: &str, seed: u64) {
@@ -104,18 +106,10 @@ fn check_asking(case: &Case, ask: &[&str], data: &Path, schema: &Path, db: &str,
     create.extend_from_slice(&["--epsilon", case.epsilon]);
     create.extend_from_slice(case.task);
     let id = harmony(&create).trim().to_string();
-    harmony(&[
-        "submit",
-        "--server",
-        &server.url,
-        "--collection",
-        &id,
-        "--data",
-        &data_s,
-        "--simulate-devices",
-        "--seed",
-        &seed_s,
-    ]);
+    let mut submit = vec!["submit", "--server", &server.url, "--collection", &id, "--data", &data_s];
+    submit.extend_from_slice(&["--simulate-devices", "--seed", &seed_s]);
+    submit.extend_from_slice(case.submit);
+    harmony(&submit);
     let mut query = vec!["query", "--server", &server.url, "--token", "tok", "--collection", &id, "--format", "json"];
     query.extend_from_slice(ask);
     let served: Value = serde_json::from_str(&harmony(&query)).expect("query JSON");
@@ -138,10 +132,42 @@ fn stores(name: &str) -> Vec<String> {
 }
 
 const CASES: &[Case] = &[
-    Case { name: "means harmony", task: &["--strategy", "harmony"], epsilon: "1", exact: true },
-    Case { name: "means split (duchi-multi)", task: &["--strategy", "split"], epsilon: "2", exact: true },
-    Case { name: "means sample-k", task: &["--strategy", "sample-k"], epsilon: "4", exact: true },
+    Case { name: "means harmony", task: &["--strategy", "harmony"], epsilon: "1", exact: true, submit: &[] },
+    Case { name: "means split (duchi-multi)", task: &["--strategy", "split"], epsilon: "2", exact: true, submit: &[] },
+    Case { name: "means sample-k", task: &["--strategy", "sample-k"], epsilon: "4", exact: true, submit: &[] },
 ];
+
+/// Heavy hitters (PEM, TreeHist) over one column, and 2-way marginals (CALM with its joint fit,
+/// direct, Fourier) over some attributes, planned for `users` devices.
+fn task_cases(attributes: &'static [&'static str], column: &'static str, users: &'static str) -> Vec<Case> {
+    let leak = |v: Vec<&'static str>| -> &'static [&'static str] { Vec::leak(v) };
+    let mut out = Vec::new();
+    for method in ["pem", "treehist"] {
+        out.push(Case {
+            name: if method == "pem" { "heavy-hitters pem" } else { "heavy-hitters treehist" },
+            task: leak(vec!["--task", "heavy-hitters", "--column", column, "--top", "5", "--method", method]),
+            epsilon: "2",
+            exact: true,
+            submit: leak(vec!["--column", column]),
+        });
+    }
+    for method in ["calm", "direct", "fourier"] {
+        let mut task = vec!["--task", "marginals", "--k", "2", "--method", method, "--users", users];
+        task.extend_from_slice(attributes);
+        out.push(Case {
+            name: match method {
+                "calm" => "marginals calm",
+                "direct" => "marginals direct",
+                _ => "marginals fourier",
+            },
+            task: leak(task),
+            epsilon: "1",
+            exact: true,
+            submit: &[],
+        });
+    }
+    out
+}
 
 #[test]
 fn adult_simulate_equals_serve() {
@@ -153,6 +179,7 @@ fn adult_simulate_equals_serve() {
         task: &["--task", "frequency", "--column", "education"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     });
     // The sketches (default parameters): integer bucket counts, so equal bit for bit.
     cases.push(Case {
@@ -160,19 +187,23 @@ fn adult_simulate_equals_serve() {
         task: &["--task", "frequency", "--column", "education", "--categorical-mechanism", "cms"],
         epsilon: "2",
         exact: true,
+        submit: &[],
     });
     cases.push(Case {
         name: "frequency rappor",
         task: &["--task", "frequency", "--column", "occupation", "--categorical-mechanism", "rappor"],
         epsilon: "2",
         exact: true,
+        submit: &[],
     });
     cases.push(Case {
         name: "train",
         task: &["--task", "train", "--target", "income", "--model", "logistic", "--batch-size", "400", "--rounds", "3"],
         epsilon: "4",
         exact: true,
+        submit: &[],
     });
+    cases.extend(task_cases(&["--attributes", "sex,race,income,workclass,relationship"], "education", "48842"));
     for db in stores("adult") {
         for c in &cases {
             check(c, &data, &schema, &db, 17);
@@ -191,7 +222,13 @@ fn census_simulate_equals_serve() {
         task: &["--task", "frequency", "--column", "education"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     });
+    cases.extend(task_cases(
+        &["--attributes", "sex,race,citizenship,class_of_worker,tax_filer_stat"],
+        "education",
+        "199523",
+    ));
     for db in stores("census") {
         for c in &cases {
             check(c, &data, &schema, &db, 23);
@@ -207,36 +244,42 @@ const RANGE_LINEAR: &[Case] = &[
         task: &["--task", "range", "--column", "age", "--method", "hh"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     },
     Case {
         name: "range haar",
         task: &["--task", "range", "--column", "age", "--method", "haar"],
         epsilon: "2",
         exact: true,
+        submit: &[],
     },
     Case {
         name: "range flat",
         task: &["--task", "range", "--column", "age", "--method", "flat", "--bins", "32"],
         epsilon: "4",
         exact: true,
+        submit: &[],
     },
     Case {
         name: "linear-queries hr",
         task: &["--task", "linear-queries", "--method", "hr"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     },
     Case {
         name: "linear-queries gaussian",
         task: &["--task", "linear-queries", "--method", "gaussian", "--attributes", "education", "--queries", "prefix"],
         epsilon: "2",
         exact: true,
+        submit: &[],
     },
     Case {
         name: "linear-queries adaptive",
         task: &["--task", "linear-queries", "--method", "adaptive", "--attributes", "education", "--queries", "prefix"],
         epsilon: "1",
         exact: true,
+        submit: &[],
     },
 ];
 

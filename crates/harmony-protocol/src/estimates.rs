@@ -229,9 +229,13 @@ pub struct HeavyHittersEstimate {
     pub method: String,
     /// Code length B.
     pub bits: u32,
-    /// The top items, by estimate.
+    /// The padding length L of the sets (frequencies are L times the share of reports).
+    pub pad_length: usize,
+    /// The top items, by estimate; empty until every level has a report (the search walks the
+    /// levels in order).
     pub items: Vec<HeavyHitterResult>,
-    /// Per level: prefix bits, reports, candidates, kept.
+    /// Per level: prefix bits, reports, candidates, kept (candidates and kept are 0 for levels
+    /// the search did not reach).
     pub levels: Vec<HeavyLevel>,
 }
 
@@ -240,9 +244,12 @@ pub struct HeavyHittersEstimate {
 pub struct HeavyHitterResult {
     /// Its code (hex of the B-bit code).
     pub code: String,
-    /// Its name, when a public candidate maps to the code.
+    /// Its name, when a public candidate maps to the code (several joined by ` | ` when their
+    /// codes collide).
     pub item: Option<String>,
-    /// The share of devices holding it.
+    /// The share of devices holding it: unbiased given the candidates of the last level (which
+    /// come from the other levels' reports), with its closed-form standard error; ranking the
+    /// candidates by the same estimates favours those drawn high near the k-th place.
     #[serde(flatten)]
     pub frequency: Est,
 }
@@ -265,13 +272,15 @@ pub struct HeavyLevel {
 pub struct MarginalsEstimate {
     /// `calm`, `direct` or `fourier`.
     pub method: String,
-    /// The post-processing applied (`joint`, `family`, `gls`, `local`, `raw`, or `none`).
+    /// The post-processing applied (`joint`, `family` — also when `joint` fell back to it for a
+    /// too large joint table —, `gls`, `local`, `raw`, or `none` for direct and fourier).
     pub post: String,
-    /// The materialized attribute sets (one device group each; CALM and direct).
+    /// The device groups' attribute sets (CALM's materialized sets, direct's queries; empty for
+    /// `fourier`, whose groups are its coefficients).
     pub sets: Vec<Vec<String>>,
-    /// Reports per group.
+    /// Reports per group (per set; per coefficient for `fourier`).
     pub group_reports: Vec<u64>,
-    /// One per query.
+    /// One per query (every k-way marginal for k in `ways`, k ascending, attributes in order).
     pub marginals: Vec<MarginalResult>,
 }
 
@@ -282,11 +291,16 @@ pub struct MarginalResult {
     pub attributes: Vec<String>,
     /// The labels of each attribute (bins as `[lo, hi)` for numeric ones).
     pub labels: Vec<Vec<String>>,
-    /// The cells' shares. Post-processed cells (all methods but `raw`, `direct` and `fourier`)
-    /// have no standard error of their own; `std_error` is then that of the unbiased answer
-    /// they start from, a conservative guide.
+    /// The cells' shares. Unbiased cells (`raw`, `direct`, `fourier`) carry their closed-form
+    /// standard error and 95% CI. Post-processed cells (`joint`, `family`, `gls`, `local`) have
+    /// no standard error of their own: `std_error` is then the root mean square per-cell error
+    /// of the GLS-consistent estimate they start from (√(predicted_sse / cells)), a guide, and
+    /// `ci95` is `null`; cells reconstructed by maximum entropy (no covering set) have neither.
+    /// All `null` when the marginal cannot be estimated yet (no report in the groups it needs).
     pub cells: Vec<Est>,
-    /// The predicted total squared error of the cells (closed form; `null` when none exists).
+    /// The predicted total squared error of the cells (closed form, plug-in: of the unbiased
+    /// answer, or of the GLS-consistent estimate for post-processed cells; `null` when none
+    /// exists).
     pub predicted_sse: Option<f64>,
 }
 

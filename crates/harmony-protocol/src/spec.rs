@@ -304,7 +304,20 @@ pub enum MarginalsPost {
     Raw,
 }
 
-/// `marginals`: all k-way marginals over some attributes.
+impl MarginalsPost {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MarginalsPost::Joint => "joint",
+            MarginalsPost::Family => "family",
+            MarginalsPost::Gls => "gls",
+            MarginalsPost::Local => "local",
+            MarginalsPost::Raw => "raw",
+        }
+    }
+}
+
+/// `marginals`: all k-way marginals over some attributes (k in `ways`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MarginalsSpec {
@@ -320,16 +333,20 @@ pub struct MarginalsSpec {
     /// `calm` (default), `direct` or `fourier`.
     #[serde(default)]
     pub method: MarginalsMethod,
-    /// CALM's post-processing (default `joint`).
-    #[serde(default)]
-    pub post: MarginalsPost,
-    /// CALM: force the marginal size l (default: chosen by the predicted error).
+    /// CALM's post-processing (default `joint`; written out for `calm`, refused for the others,
+    /// which are not post-processed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post: Option<MarginalsPost>,
+    /// CALM: force the marginal size l (default: chosen by the predicted error; written out as
+    /// the largest materialized set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub l: Option<usize>,
-    /// The number of devices expected (CALM's choice of l and m depends on it; default 100,000).
+    /// CALM: the number of devices expected (its choice of l and m depends on it; default
+    /// 100,000). Estimates use the number that actually reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<u64>,
-    /// CALM: the materialized attribute sets (written out by the server; one device group each).
+    /// CALM: the materialized attribute sets (written out by the server; one device group each,
+    /// drawn by each device uniformly).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sets: Option<Vec<Vec<String>>>,
 }

@@ -58,6 +58,17 @@ fn requests() -> Vec<(String, CreateCollection)> {
         };
         out.push((format!("linear-queries {}", mechanism.name()), req(TaskSpec::LinearQueries(spec))));
     }
+    for method in ["calm", "direct", "fourier"] {
+        let mut spec = serde_json::json!({"kind": "marginals", "method": method, "bins": {"age": 4}, "ways": [2]});
+        if method == "calm" {
+            spec["users"] = 1000.into();
+        }
+        out.push((format!("marginals {method}"), req(serde_json::from_value(spec).unwrap())));
+    }
+    for method in ["pem", "treehist"] {
+        let spec = serde_json::json!({"kind": "heavy-hitters", "method": method, "top": 3, "pad_length": 2});
+        out.push((format!("heavy-hitters {method}"), req(serde_json::from_value(spec).unwrap())));
+    }
     out
 }
 
@@ -154,10 +165,17 @@ fn every_task_refuses_bad_reports_and_stores_nothing_of_them() {
         let created = analyst.create_collection(&req).unwrap_or_else(|e| panic!("{name}: {e}"));
         let task = DeviceTask::new(created.config.clone()).unwrap();
         let mut devices = SimulatedDevices::new(7);
+        let items: Vec<Vec<String>> = (0..20).map(|i| vec![format!("item{}", i % 4), format!("x{i}")]).collect();
         let good: Vec<ReportItem> = rows(20, 5)
             .iter()
             .enumerate()
-            .map(|(i, r)| devices.item(&task, i as u64, &Input::Record(r)).unwrap())
+            .map(|(i, r)| {
+                let input = match req.task {
+                    TaskSpec::HeavyHitters(_) => Input::Items(&items[i]),
+                    _ => Input::Record(r),
+                };
+                devices.item(&task, i as u64, &input).unwrap()
+            })
             .collect();
         let path = format!("/v1/collections/{}/reports", created.id);
         let v = created.config.config_version;
@@ -234,6 +252,11 @@ fn bad_specs_of_every_task_name_the_field() {
             "task.attributes",
         ),
         (with(serde_json::json!({"kind": "linear-queries", "attributes": ["color"], "workload": 7})), "task.workload"),
+        (with(serde_json::json!({"kind": "heavy-hitters", "top": 0})), "task.top"),
+        (with(serde_json::json!({"kind": "heavy-hitters", "bits": 70})), "task.bits"),
+        (with(serde_json::json!({"kind": "heavy-hitters", "pad_length": 0})), "task.pad_length"),
+        (with(serde_json::json!({"kind": "marginals", "attributes": ["color", "nope"]})), "task.attributes"),
+        (with(serde_json::json!({"kind": "marginals", "bins": {"age": 1}})), "task.bins"),
         (
             with(
                 serde_json::json!({"kind": "linear-queries", "attributes": ["color"], "workload": "identity", "delta": 0.1}),

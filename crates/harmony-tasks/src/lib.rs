@@ -27,8 +27,10 @@
 
 pub mod erased;
 pub mod frequency;
+pub mod heavy;
 pub mod input;
 pub mod linear;
+pub mod marginals;
 pub mod means;
 pub mod range;
 pub mod registry;

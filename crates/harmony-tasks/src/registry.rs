@@ -2,7 +2,7 @@
 //! → its [`Task`] ([`build`]), for every task.
 
 use crate::erased::Task;
-use crate::{frequency, linear, means, range, train};
+use crate::{frequency, heavy, linear, marginals, means, range, train};
 use harmony_core::error::{Error, Result};
 use harmony_core::params::Epsilon;
 use harmony_core::schema::Schema;
@@ -24,6 +24,8 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
     let task = match &req.task {
         TaskSpec::Means(s) => TaskSpec::Means(means::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Frequency(s) => TaskSpec::Frequency(frequency::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::HeavyHitters(s) => TaskSpec::HeavyHitters(heavy::resolve(s, eps)?),
+        TaskSpec::Marginals(s) => TaskSpec::Marginals(marginals::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Range(s) => TaskSpec::Range(range::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::LinearQueries(s) => TaskSpec::LinearQueries(linear::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Train(s) => {
@@ -31,7 +33,6 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
             train = Some(published);
             TaskSpec::Train(spec)
         }
-        other => return Err(Error::param("task.kind", other.kind().name(), "a task this build serves")),
     };
     let config = CollectionConfig {
         id: id.to_string(),
@@ -52,10 +53,11 @@ pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
     Ok(match config.task.kind() {
         TaskKind::Means => Box::new(means::MeansTask::new(c)?),
         TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
+        TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
+        TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
         TaskKind::Range => Box::new(range::RangeTask::new(c)?),
         TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
         TaskKind::Train => Box::new(train::TrainTask::new(c)?),
-        other => return Err(Error::param("task.kind", other.name(), "a task this build serves")),
     })
 }
 
@@ -88,6 +90,12 @@ mod tests {
             harmony_analytics::linear::GaussianReport::KIND,
             harmony_analytics::linear::QueryBitReport::KIND,
         ]);
+        // harmony-analytics, 30–39: heavy hitters and marginals.
+        kinds.extend([
+            harmony_analytics::heavy::HeavyHitterReport::KIND,
+            harmony_analytics::marginals::groups::GroupReport::KIND,
+            harmony_analytics::marginals::fourier::FourierReport::KIND,
+        ]);
         kinds
     }
 
@@ -103,6 +111,9 @@ mod tests {
         }
         for k in &kinds[12..16] {
             assert!((20..=29).contains(&k.byte), "{k:?}: ranges and linear queries own bytes 20–29");
+        }
+        for k in &kinds[16..19] {
+            assert!((30..=39).contains(&k.byte), "{k:?}: heavy hitters and marginals own bytes 30–39");
         }
         for k in crate::range::REPORT_KINDS.iter().chain(&crate::linear::REPORT_KINDS) {
             assert!(kinds.contains(k), "{k:?} is not a registered kind");

@@ -18,16 +18,19 @@
 //! a hashed string that lands on it is moved to 2^B − 2 (one more collision, probability 2^-B).
 //!
 //! # Protocols
-//! [`pem`]: PEM (Wang, Li, Jha; MECHANISMS.md §D): users are split uniformly at random into one
-//! group per level; the group of level j reports the first ℓ_j bits of its code by OLH at the
-//! full ε; the server estimates every candidate prefix of level j (the survivors of level j − 1
-//! extended by ℓ_j − ℓ_{j−1} bits), keeps the best and extends them. [`treehist`]: the binary
+//! [`pem`]: PEM (Wang, Li, Jha; MECHANISMS.md §D): each device draws one level uniformly at
+//! random (its group, independent of its data, sent in its report) and reports the first ℓ_j
+//! bits of its code by OLH at the full ε; the server estimates every candidate prefix of level j
+//! (the survivors of level j − 1 extended by ℓ_j − ℓ_{j−1} bits), keeps the best and extends
+//! them. [`device`]: the device's randomizer over a set of items. [`treehist`]: the binary
 //! prefix tree (one bit per level) with threshold pruning (Bassily, Nissim, Stemmer, Thakurta).
 
+pub mod device;
 pub mod pem;
 pub mod sets;
 pub mod treehist;
 
+pub use device::ItemsRandomizer;
 pub use pem::{HeavyHitterAggregator, HeavyHitterReport, HeavyHitters, LevelSummary, PrefixProtocol, Pruning};
 pub use sets::SetSampler;
 

@@ -13,6 +13,16 @@
 //! Each user sends one OLH report of one prefix, plus the level, which is drawn independently
 //! of the data: ε-LDP (OLH's guarantee; the level carries no information).
 //!
+//! # Groups drawn by the devices
+//! A device draws its level itself, from its own RNG and before looking at its data, and puts
+//! it in its report; nobody assigns groups. The level counts n_0, …, n_{m−1} are then
+//! multinomial(n; 1/m, …), and the estimates use the realized n_j. Conditional on the counts,
+//! every assignment of the n devices to levels with those counts is equally likely, so each
+//! level is a uniform random subsample of size n_j (without replacement) and the formulas below
+//! hold with the realized n_j (the test `level_estimates_are_unbiased_with_closed_form_variance`
+//! checks them with realized counts; harmony-tasks' heavy-hitters tests check the final items'
+//! standard errors).
+//!
 //! # Utility
 //! Level j's estimate of a candidate's frequency f (the fraction of users whose code starts with
 //! it) is the OLH estimate over the n_j users of that level, f̂ = (C/n_j − 1/g)/(p − 1/g),
@@ -21,7 +31,14 @@
 //! m levels cost a factor m in variance, which is why the default schedule uses few, wide levels
 //! (more candidates per level, cheap with the fast OLH kernel) rather than PEM's one bit per
 //! level. The tests check unbiasedness and this variance at z = 4.42 (false failure 1e-5 per
-//! check). The standard error reported plugs in the estimate clamped to [0, 1].
+//! check). That is the noise given the level's devices; as an estimate of the share among all
+//! n devices, the level's own share adds the sampling variance f(1 − f)(n − n_j)/(n_j(n − 1))
+//! (a subsample without replacement), large next to the noise for frequent items at large ε.
+//! With sets padded to L slots ([`super::sets`]) a device holding v reports it w.p. 1/L, so the
+//! share f of reports carrying v is F/L (F the share of devices holding v, when their sets have
+//! at most L items); the per-report variance gains f(1 − 1/L) (which item is sampled) and the
+//! sampling term becomes (f/L − f²)(n − n_j)/(n − 1). The heavy hitters' standard errors
+//! ([`HeavyHitterAggregator::item_std_error`]) are of L·f̂ with these terms, f̂ plugged in.
 //!
 //! # Cost
 //! Server: Σ_j n_j·|candidates_j| hash tests (the OLH candidate kernel, rayon over report
@@ -35,10 +52,12 @@ use harmony_core::frequency::olh::OlhReport;
 #[cfg(feature = "parallel")]
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::sampling::{splitmix64, uniform_below};
+use harmony_core::wire::{WireKind, WireReport};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
 #[cfg(feature = "parallel")]
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 /// The largest number of candidates a level may have (2^22).
 pub const MAX_CANDIDATES: usize = 1 << 22;
@@ -119,12 +138,20 @@ pub struct PrefixProtocol {
 }
 
 /// One user's report: the level drawn and the OLH report of its prefix of that length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// On the wire (kind byte 30, `HeavyHitter`): postcard varints of the level, the OLH seed and
+/// the hash value, 2 + 1 + (1–10) + (1–5) bytes; 14 typically (a uniform 64-bit seed takes 10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeavyHitterReport {
     /// The level j (the prefix has the schedule's ℓ_j bits).
     pub level: u16,
     /// OLH of the prefix (the prefix as an integer is the OLH item).
     pub olh: OlhReport,
+}
+
+impl WireReport for HeavyHitterReport {
+    /// harmony-analytics owns bytes 20–39; heavy hitters take 30.
+    const KIND: WireKind = WireKind { byte: 30, name: "HeavyHitter" };
 }
 
 /// What happened at one level of the prefix tree.
@@ -147,18 +174,6 @@ pub struct HeavyHitters {
     pub items: Vec<HeavyHitter>,
     /// One entry per level.
     pub levels: Vec<LevelSummary>,
-}
-
-impl HeavyHitters {
-    /// Multiplies estimates and standard errors by `factor` (the padding length L of
-    /// set-valued inputs).
-    pub fn scaled(mut self, factor: f64) -> Self {
-        for h in &mut self.items {
-            h.estimate *= factor;
-            h.std_error *= factor;
-        }
-        self
-    }
 }
 
 /// An even schedule: ℓ_0 = min(first, B), then ⌈(B − ℓ_0)/step⌉ more levels whose increments
@@ -288,6 +303,18 @@ impl PrefixProtocol {
         }
         Ok(self.randomize_unchecked(code, rng))
     }
+    /// Checks a report against the public constants: a level of the schedule and a hash value
+    /// below g. The error names the field.
+    pub fn validate_report(&self, r: &HeavyHitterReport) -> Result<()> {
+        if r.level as usize >= self.levels.len() {
+            return Err(Error::report("level", r.level, format!("a level in [0, {})", self.levels.len())));
+        }
+        let g = self.olh.g();
+        if r.olh.y >= g {
+            return Err(Error::report("y", r.olh.y, format!("a hash value in [0, {g})")));
+        }
+        Ok(())
+    }
     /// An empty aggregator.
     pub fn aggregator(&self) -> HeavyHitterAggregator {
         HeavyHitterAggregator { protocol: self.clone(), reports: vec![Vec::new(); self.levels.len()] }
@@ -381,14 +408,7 @@ impl Aggregator for HeavyHitterAggregator {
     type Output = Result<HeavyHitters>;
 
     fn validate(&self, r: &HeavyHitterReport) -> Result<()> {
-        if r.level as usize >= self.reports.len() {
-            return Err(Error::report("level", r.level, format!("a level in [0, {})", self.reports.len())));
-        }
-        let g = self.protocol.olh.g();
-        if r.olh.y >= g {
-            return Err(Error::report("y", r.olh.y, format!("a hash value in [0, {g})")));
-        }
-        Ok(())
+        self.protocol.validate_report(r)
     }
     fn add_unchecked(&mut self, r: &HeavyHitterReport) {
         self.reports[r.level as usize].push(r.olh);
@@ -403,8 +423,28 @@ impl Aggregator for HeavyHitterAggregator {
     fn count(&self) -> u64 {
         self.level_counts().iter().sum()
     }
-    /// The level-by-level search. Errors: a level without reports.
+    /// The level-by-level search for one item per device ([`Self::estimate_sets`] with L = 1).
+    /// Errors: a level without reports.
     fn estimate(&self) -> Result<HeavyHitters> {
+        self.estimate_sets(1)
+    }
+}
+
+impl HeavyHitterAggregator {
+    /// The standard error of L·f̂ for a last-level candidate estimated at f̂ (a share of reports,
+    /// clamped to [0, 1]) from n_j of the n reports, the devices' sets padded to L (see the
+    /// module docs): L·√([Var*_OLH + f(1 − p − q)/(p − q) + f(1 − 1/L) + (f/L − f²)(n − n_j)/(n − 1)]/n_j).
+    pub fn item_std_error(&self, f: f64, n_j: u64, n: u64, pad: usize) -> f64 {
+        let (f, l, nj, n) = (f.clamp(0.0, 1.0), pad as f64, n_j as f64, n as f64);
+        let fpc = if n > 1.0 { (n - nj) / (n - 1.0) } else { 0.0 };
+        let noise = self.protocol.olh.pure_params().aggregate_variance(f) + f * (1.0 - 1.0 / l);
+        l * ((noise + (f / l - f * f).max(0.0) * fpc) / nj).sqrt()
+    }
+
+    /// The level-by-level search, the devices' sets padded to `pad` = L slots: the heavy
+    /// hitters' estimates are L times the share of last-level reports carrying them, with
+    /// [`Self::item_std_error`]. Errors: a level without reports.
+    pub fn estimate_sets(&self, pad: usize) -> Result<HeavyHitters> {
         let p = &self.protocol;
         let padding = all_ones(p.bits);
         let mut levels = Vec::with_capacity(p.levels.len());
@@ -444,12 +484,13 @@ impl Aggregator for HeavyHitterAggregator {
             };
             levels.push(LevelSummary { prefix_bits: len, users: n, candidates: candidates.len(), kept: keep.len() });
             if is_last {
+                let total = self.count();
                 last = keep
                     .iter()
                     .map(|&i| HeavyHitter {
                         code: candidates[i],
-                        estimate: est.frequencies[i],
-                        std_error: est.std_errors[i],
+                        estimate: pad as f64 * est.frequencies[i],
+                        std_error: self.item_std_error(est.frequencies[i], n, total, pad),
                     })
                     .collect();
             } else {

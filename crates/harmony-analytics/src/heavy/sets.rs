@@ -5,10 +5,12 @@
 //! samples one of the L slots uniformly: a real item w.p. 1/L each, the padding item w.p.
 //! (L − |S|)/L. The sampled code then goes through the single-item protocol, so the report is
 //! ε-LDP for the whole set. If f̂_v estimates the fraction of *reports* carrying v, then L·f̂_v
-//! estimates the fraction of users holding v, with standard error L·se(f̂_v): the support
-//! indicator of a report is Bernoulli(q* + π_i(p* − q*)) with π_i = 1[v ∈ S_i]/L whether or not
-//! one conditions on the sampled item, so the closed-form OLH variance already contains the
-//! sampling noise.
+//! estimates the fraction of users holding v. The support indicator of a report is
+//! Bernoulli(q* + π_i(p* − q*)) with π_i = 1[v ∈ S_i]/L, whose variance exceeds the pure
+//! oracle's linear interpolation by (p* − q*)²π_i(1 − π_i): the sampled item adds π_i(1 − π_i)
+//! to the per-report variance, f(1 − 1/L) on average (see
+//! [`super::pem::HeavyHitterAggregator::item_std_error`], which also adds the finite-population
+//! term of a level's subsample).
 //!
 //! Sets larger than L are truncated by the sampling (an item of such a set is reported w.p.
 //! 1/|S| < 1/L), which biases L·f̂ down by the factor L/|S| for those users: choose L at a high
@@ -35,7 +37,7 @@ impl SetSampler {
         }
         Ok(SetSampler { length, padding })
     }
-    /// The padding length L (estimates are scaled by it).
+    /// The padding length L (estimates are L times the share of reports).
     pub fn length(&self) -> usize {
         self.length
     }

@@ -1,7 +1,7 @@
 //! TreeHist (Bassily, Nissim, Stemmer, Thakurta, "Practical locally private heavy hitters"):
 //! the binary prefix tree, one bit per level, with threshold pruning.
 //!
-//! Users are split uniformly at random across the levels, as in PEM; each level reports its
+//! Each device draws its level uniformly at random, as in PEM; each level reports its
 //! prefix by OLH (the paper uses a Hadamard-based oracle; OLH has the same variance up to the
 //! +1 of Hadamard, MECHANISMS.md §0). A node survives if its estimate is at least z = 3 null
 //! standard errors (√(Var*/n_j)), the best `k` always survive and at most `16k` do. With one bit

@@ -14,7 +14,8 @@
 //! every set sharing attributes with the query — the estimate the post-processing starts from.
 //! The (l, m) of least predicted GLS total wins (reconstruction error is 0 since every query is
 //! covered). A caller may force l; with l < k the queries are reconstructed by maximum entropy
-//! from the materialized l-way marginals (no closed-form error: predicted SSE `None`).
+//! from the materialized l-way marginals (no closed-form error: predicted SSE `None`). Queries of
+//! several sizes (2- and 3-way) are covered through the largest ones.
 //!
 //! # Post-processing and predictions
 //! [`postprocess_with`] offers the GLS-consistent estimate ([`Post::Gls`], unbiased, predicted
@@ -24,16 +25,26 @@
 //! ([`Post::Local`]). The non-negative outputs are reported with the GLS prediction as a guide
 //! (their measured errors are lower; not predicted).
 //!
+//! # Collection
+//! The plan is public: a collection chooses it once ([`CalmPlan::choose_for`], from the
+//! attributes, ε and the number of devices expected) and publishes its sets
+//! ([`CalmPlan::with_sets`] rebuilds it). Each device draws its group itself and reports its cell
+//! of that group's set ([`CalmPlan::randomizer`], [`super::groups`]); the server's accumulator
+//! holds integer counts per group. [`estimate`] answers with the realized group sizes (n = Σ n_j,
+//! the groups a uniformly random partition given their sizes — see [`super::groups`]), dropping
+//! the groups that have no report yet. The planning predictions (`predicted_*_sse`) assume the
+//! even split of the expected n.
+//!
 //! # Privacy
 //! Each user reports once, one cell of one marginal, by an ε-LDP oracle: ε-LDP. The group
-//! assignment is independent of the data.
+//! is drawn by the device independently of its data.
 
 use super::consistency;
+use super::groups::GroupRandomizer;
 use super::joint::{self, JointOptions};
-use super::{
-    Dataset, FoParams, MarginalEstimate, adaptive_estimate, gini, ipf, noise_sse, project, random_groups, sampling_sse,
-};
-use harmony_core::{Error, Result};
+use super::{Dataset, FoParams, MAX_CELLS, MarginalEstimate, gini, ipf, noise_sse, project, sampling_sse};
+use harmony_core::randomizer::Randomizer;
+use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
 use std::collections::HashSet;
 
@@ -44,13 +55,14 @@ pub struct CalmOptions {
     pub l: Option<usize>,
     /// How far above k the automatic choice of l looks.
     pub extra_l: usize,
-    /// Largest number of cells of a materialized marginal.
+    /// Largest number of cells of a materialized marginal (default [`MAX_CELLS`]: one device's
+    /// OUE report of it fits the wire).
     pub max_cells: usize,
 }
 
 impl Default for CalmOptions {
     fn default() -> Self {
-        CalmOptions { l: None, extra_l: 3, max_cells: 1 << 20 }
+        CalmOptions { l: None, extra_l: 3, max_cells: MAX_CELLS }
     }
 }
 
@@ -91,6 +103,9 @@ pub struct CalmPlan {
     /// All candidates considered (for display).
     pub candidates: Vec<Candidate>,
     cards: Vec<usize>,
+    names: Vec<String>,
+    /// The direct baseline: query i is answered from set i only.
+    own_cover: bool,
 }
 
 fn mask(attrs: &[usize]) -> u128 {
@@ -194,35 +209,127 @@ fn greedy_cover(
     sets
 }
 
+fn label(names: &[String], q: &[usize]) -> String {
+    q.iter().map(|&a| names[a].as_str()).collect::<Vec<_>>().join("×")
+}
+
+/// Checks that the queries are non-empty sorted lists of distinct attribute indices < d, each
+/// with at most `max_cells` cells.
+fn check_queries(names: &[String], cards: &[usize], queries: &[Vec<usize>], max_cells: usize) -> Result<()> {
+    if queries.is_empty() {
+        return Err(Error::input("queries", "none", "at least one marginal to estimate"));
+    }
+    for q in queries {
+        if q.is_empty() || q.windows(2).any(|w| w[0] >= w[1]) || q.iter().any(|&a| a >= cards.len()) {
+            return Err(Error::input(
+                "query",
+                format!("{q:?}"),
+                format!("distinct sorted attribute indices < {}", cards.len()),
+            ));
+        }
+        let dq = q.iter().try_fold(1usize, |acc, &a| acc.checked_mul(cards[a])).unwrap_or(usize::MAX);
+        if dq > max_cells {
+            return Err(Error::input(
+                "query",
+                format!("{} with {dq} cells", label(names, q)),
+                format!("at most {max_cells} cells"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The attributes and the collection's size a plan is made for.
+struct Frame<'a> {
+    names: &'a [String],
+    cards: &'a [usize],
+    n: usize,
+    epsilon: f64,
+}
+
+impl Frame<'_> {
+    /// The plan materializing `sets` (covering: every set ⊇ the query, or with `own_cover` set
+    /// i for query i), with its predicted totals for the even split of n.
+    fn plan(&self, l: usize, sets: Vec<Vec<usize>>, queries: &[Vec<usize>], own_cover: bool) -> CalmPlan {
+        let set_masks: Vec<u128> = sets.iter().map(|s| mask(s)).collect();
+        let cover: Vec<Vec<usize>> = if own_cover {
+            (0..queries.len()).map(|i| vec![i]).collect()
+        } else {
+            queries
+                .iter()
+                .map(|q| {
+                    let qm = mask(q);
+                    (0..sets.len()).filter(|&j| qm & !set_masks[j] == 0).collect()
+                })
+                .collect()
+        };
+        let mut plan = CalmPlan {
+            epsilon: self.epsilon,
+            n: self.n,
+            l,
+            sets,
+            queries: queries.to_vec(),
+            cover,
+            predicted_total_sse: 0.0,
+            predicted_gls_total_sse: 0.0,
+            candidates: Vec::new(),
+            cards: self.cards.to_vec(),
+            names: self.names.to_vec(),
+            own_cover,
+        };
+        let sizes = plan.group_sizes();
+        plan.predicted_total_sse = (0..queries.len())
+            .map(|qi| {
+                let dq = plan.query_cells(qi);
+                plan.predicted_query_sse(qi, &sizes, 1.0 - 1.0 / dq as f64).unwrap_or(0.0)
+            })
+            .sum();
+        let model = plan.gls_model(&sizes);
+        plan.predicted_gls_total_sse = queries.iter().map(|q| model.query_sse(q, None).unwrap_or(0.0)).sum();
+        let (m, raw, gls) = (plan.m(), plan.predicted_total_sse, plan.predicted_gls_total_sse);
+        plan.candidates = vec![Candidate { l, m, predicted_total_sse: raw, predicted_gls_total_sse: gls }];
+        plan
+    }
+}
+
+/// The queries the covering design must cover when l ≥ k: those not contained in another
+/// query (a set covering a query covers its subsets), as masks.
+fn maximal_targets(queries: &[Vec<usize>]) -> Vec<u128> {
+    let masks: Vec<u128> = queries.iter().map(|q| mask(q)).collect();
+    let mut out: Vec<u128> = Vec::new();
+    for &m in &masks {
+        if !out.contains(&m) && !masks.iter().any(|&o| o != m && m & !o == 0) {
+            out.push(m);
+        }
+    }
+    // The greedy design scores targets of one size: the largest first (in query order).
+    let t = out.iter().map(|m| m.count_ones()).max().unwrap_or(0);
+    let (big, small): (Vec<u128>, Vec<u128>) = out.into_iter().partition(|m| m.count_ones() == t);
+    big.into_iter().chain(small).collect()
+}
+
 impl CalmPlan {
     /// Chooses the materialized marginals for `queries` over `data`'s attributes, n users, ε.
     /// Errors: ε invalid, no query, a query empty/unsorted/repeating an attribute/out of range,
     /// a query with more cells than `max_cells`, a forced l of 0 or above the number of
     /// attributes queried.
     pub fn choose(data: &Dataset, epsilon: f64, queries: &[Vec<usize>], opts: CalmOptions) -> Result<Self> {
-        let cards = data.cards().to_vec();
-        let n = data.n();
+        Self::choose_for(data.names(), data.cards(), data.n(), epsilon, queries, opts)
+    }
+
+    /// [`Self::choose`] from the attributes' names and cardinalities and the number of users
+    /// expected (a collection plans before any device reports).
+    pub fn choose_for(
+        names: &[String],
+        cards: &[usize],
+        n: usize,
+        epsilon: f64,
+        queries: &[Vec<usize>],
+        opts: CalmOptions,
+    ) -> Result<Self> {
         FoParams::adaptive(epsilon, 2)?;
-        if queries.is_empty() {
-            return Err(Error::input("queries", "none", "at least one marginal to estimate"));
-        }
-        for q in queries {
-            if q.is_empty() || q.windows(2).any(|w| w[0] >= w[1]) || q.iter().any(|&a| a >= cards.len()) {
-                return Err(Error::input(
-                    "query",
-                    format!("{q:?}"),
-                    format!("distinct sorted attribute indices < {}", cards.len()),
-                ));
-            }
-            let dq: usize = q.iter().map(|&a| cards[a]).product();
-            if dq > opts.max_cells {
-                return Err(Error::input(
-                    "query",
-                    format!("{} with {dq} cells", data.label(q)),
-                    format!("at most {} cells", opts.max_cells),
-                ));
-            }
-        }
+        check_queries(names, cards, queries, opts.max_cells)?;
+        let frame = Frame { names, cards, n, epsilon };
         let k = queries.iter().map(Vec::len).max().unwrap_or(1);
         let pool: Vec<usize> = bits(queries.iter().fold(0u128, |m, q| m | mask(q)));
         let ls: Vec<usize> = match opts.l {
@@ -239,13 +346,13 @@ impl CalmPlan {
         let mut candidates = Vec::new();
         let mut best: Option<CalmPlan> = None;
         for l in ls {
-            // Targets: the queries themselves, or (l < k) all their l-subsets.
+            // Targets: the maximal queries, or (l < k) all l-subsets of the queries.
             let targets: Vec<u128> = if l >= k {
-                queries.iter().map(|q| mask(q)).collect()
+                maximal_targets(queries)
             } else {
                 let mut ts: HashSet<u128> = HashSet::new();
                 for q in queries {
-                    for s in super::all_queries(q, l.min(q.len()), data.names())? {
+                    for s in super::all_queries(q, l.min(q.len()), names)? {
                         ts.insert(mask(&s));
                     }
                 }
@@ -253,45 +360,10 @@ impl CalmPlan {
                 v.sort_unstable();
                 v
             };
-            // Queries shorter than k are covered through a k-target (or directly).
-            let set_masks = greedy_cover(&targets, &pool, l, &cards, epsilon, opts.max_cells);
-            let sets: Vec<Vec<usize>> = set_masks.iter().map(|&m| bits(m)).collect();
-            let cover: Vec<Vec<usize>> = queries
-                .iter()
-                .map(|q| {
-                    let qm = mask(q);
-                    (0..sets.len()).filter(|&j| qm & !set_masks[j] == 0).collect()
-                })
-                .collect();
-            let mut plan = CalmPlan {
-                epsilon,
-                n,
-                l,
-                sets,
-                queries: queries.to_vec(),
-                cover,
-                predicted_total_sse: 0.0,
-                predicted_gls_total_sse: 0.0,
-                candidates: Vec::new(),
-                cards: cards.clone(),
-            };
-            let sizes = plan.group_sizes();
-            plan.predicted_total_sse = (0..queries.len())
-                .map(|qi| {
-                    let dq = plan.query_cells(qi);
-                    plan.predicted_query_sse(qi, &sizes, 1.0 - 1.0 / dq as f64).unwrap_or(0.0)
-                })
-                .sum();
-            let model = plan.gls_model(&sizes);
-            let gls_total: f64 = queries.iter().map(|q| model.query_sse(q, None).unwrap_or(0.0)).sum();
-            candidates.push(Candidate {
-                l,
-                m: plan.sets.len(),
-                predicted_total_sse: plan.predicted_total_sse,
-                predicted_gls_total_sse: gls_total,
-            });
-            plan.predicted_gls_total_sse = gls_total;
-            if best.as_ref().is_none_or(|b| gls_total < b.predicted_gls_total_sse) {
+            let set_masks = greedy_cover(&targets, &pool, l, cards, epsilon, opts.max_cells);
+            let plan = frame.plan(l, set_masks.iter().map(|&m| bits(m)).collect(), queries, false);
+            candidates.extend(plan.candidates.iter().cloned());
+            if best.as_ref().is_none_or(|b| plan.predicted_gls_total_sse < b.predicted_gls_total_sse) {
                 best = Some(plan);
             }
         }
@@ -300,12 +372,86 @@ impl CalmPlan {
         Ok(plan)
     }
 
+    /// The plan materializing the given `sets` (published by a collection, so devices never
+    /// re-plan) for `queries`, n users. Errors: as [`Self::choose_for`], a set that is empty,
+    /// unsorted, repeats an attribute, is out of range or has more than `max_cells` cells, and
+    /// a queried attribute in no set.
+    pub fn with_sets(
+        names: &[String],
+        cards: &[usize],
+        n: usize,
+        epsilon: f64,
+        sets: Vec<Vec<usize>>,
+        queries: &[Vec<usize>],
+        max_cells: usize,
+    ) -> Result<Self> {
+        FoParams::adaptive(epsilon, 2)?;
+        check_queries(names, cards, queries, max_cells)?;
+        check_queries(names, cards, &sets, max_cells)
+            .map_err(|e| Error::param("sets", e.to_string(), "attribute sets like the queries"))?;
+        let held = sets.iter().fold(0u128, |m, s| m | mask(s));
+        if let Some(q) = queries.iter().find(|q| mask(q) & !held != 0) {
+            return Err(Error::param(
+                "sets",
+                format!("no set holding an attribute of {}", label(names, q)),
+                "sets that together hold every queried attribute",
+            ));
+        }
+        let l = sets.iter().map(Vec::len).max().unwrap_or(0);
+        Ok(Frame { names, cards, n, epsilon }.plan(l, sets, queries, false))
+    }
+
+    /// The direct baseline as a plan: one set per query, each query answered from its own set
+    /// only (no pooling, no post-processing). Errors: as [`Self::with_sets`].
+    pub fn direct(
+        names: &[String],
+        cards: &[usize],
+        n: usize,
+        epsilon: f64,
+        queries: &[Vec<usize>],
+        max_cells: usize,
+    ) -> Result<Self> {
+        FoParams::adaptive(epsilon, 2)?;
+        check_queries(names, cards, queries, max_cells)?;
+        let l = queries.iter().map(Vec::len).max().unwrap_or(0);
+        Ok(Frame { names, cards, n, epsilon }.plan(l, queries.to_vec(), queries, true))
+    }
+
+    /// The devices' randomizer of this plan: group j reports its cell of set j.
+    pub fn randomizer(&self) -> Result<GroupRandomizer> {
+        GroupRandomizer::new(&self.names, &self.cards, self.epsilon, &self.sets)
+    }
+
+    /// The plan restricted to the sets `keep` (the groups that received reports), for `n`
+    /// devices: covers are those of the plan among the kept sets.
+    pub fn restricted(&self, keep: &[usize], n: usize) -> CalmPlan {
+        let mut index = vec![usize::MAX; self.m()];
+        keep.iter().enumerate().for_each(|(i, &j)| index[j] = i);
+        let cover = self
+            .cover
+            .iter()
+            .map(|c| c.iter().filter(|&&j| index[j] != usize::MAX).map(|&j| index[j]).collect())
+            .collect();
+        CalmPlan { n, sets: keep.iter().map(|&j| self.sets[j].clone()).collect(), cover, ..self.clone() }
+    }
+
+    /// The attribute names.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The attributes' cardinalities.
+    pub fn cards(&self) -> &[usize] {
+        &self.cards
+    }
+
     /// Number of materialized marginals (user groups).
     pub fn m(&self) -> usize {
         self.sets.len()
     }
 
-    /// Group sizes of a partition of n users into m groups (as [`random_groups`] makes them).
+    /// The even split of n users into m groups (the expected group sizes, used for planning;
+    /// estimates use the realized sizes).
     pub fn group_sizes(&self) -> Vec<usize> {
         let (n, m) = (self.n, self.m());
         (0..m).map(|g| (g + 1) * n / m - g * n / m).collect()
@@ -358,6 +504,49 @@ impl CalmPlan {
         }
         let sampling = if n > 1.0 { s / (n - 1.0) * (samp - (wsum * wsum - w2sum)) } else { 0.0 };
         Some((noise + sampling) / (wsum * wsum))
+    }
+
+    /// The variance of each cell of the raw weighted answer to query qi with the cells' shares
+    /// `cells` plugged in (clamped to [0, 1]): for a cell C of share F, summing g cells of set j,
+    /// the noise of set j is [q'(1−q') + F(p'(1−p') − q'(1−q'))]/(n_j(p−q)²) (GRR, p' = p +
+    /// (g−1)q, q' = gq) or [g·q(1−q) + F(p(1−p) − q(1−q))]/(n_j(p−q)²) (OUE); with the sampling
+    /// variance F(1−F)(n−n_j)/(n_j(n−1)) and covariance −F(1−F)/(n−1) between groups,
+    /// Var = [Σ w_j²(N_j + S_j) − F(1−F)/(n−1)((Σw)² − Σw²)]/(Σw)². Summed over the cells, it is
+    /// [`Self::predicted_query_sse`] with s = 1 − ΣF².
+    pub fn raw_cell_variances(&self, qi: usize, sizes: &[usize], cells: &[f64]) -> Vec<f64> {
+        let n = self.n as f64;
+        let dq = self.query_cells(qi);
+        let parts: Vec<(f64, FoParams, f64, f64)> = self.cover[qi]
+            .iter()
+            .map(|&j| {
+                let dj = self.set_cells(j);
+                let fo = FoParams::adaptive(self.epsilon, dj).expect("validated ε");
+                (self.weight(j, qi, sizes), fo, (dj / dq) as f64, sizes[j].max(1) as f64)
+            })
+            .collect();
+        let wsum: f64 = parts.iter().map(|p| p.0).sum();
+        let w2sum: f64 = parts.iter().map(|p| p.0 * p.0).sum();
+        cells
+            .iter()
+            .map(|&f| {
+                let f = f.clamp(0.0, 1.0);
+                let s = f * (1.0 - f);
+                let mut acc = 0.0;
+                for &(w, fo, g, n_j) in &parts {
+                    let (p, q, base) = if fo.grr {
+                        let q = g * fo.q;
+                        (fo.p + (g - 1.0) * fo.q, q, q * (1.0 - q))
+                    } else {
+                        (fo.p, fo.q, g * fo.q * (1.0 - fo.q))
+                    };
+                    let noise = (base + f * (p * (1.0 - p) - q * (1.0 - q))) / (n_j * (fo.p - fo.q).powi(2));
+                    let samp = if n > 1.0 { s * (n - n_j) / (n_j * (n - 1.0)) } else { 0.0 };
+                    acc += w * w * (noise + samp);
+                }
+                let cross = if n > 1.0 { s / (n - 1.0) * (wsum * wsum - w2sum) } else { 0.0 };
+                ((acc - cross) / (wsum * wsum)).max(0.0)
+            })
+            .collect()
     }
 
     /// The prediction model of the GLS-consistent estimate for group sizes `sizes` (see
@@ -493,19 +682,26 @@ pub struct CalmRaw {
     pub sizes: Vec<usize>,
 }
 
-/// Collection and estimation: users split at random into m groups; group j reports its cell of
-/// set j by the adaptive oracle at ε; the aggregator estimates each marginal.
-pub fn collect<R: Rng + ?Sized>(plan: &CalmPlan, data: &Dataset, rng: &mut R) -> Result<CalmRaw> {
-    let groups = random_groups(data.n(), plan.m(), rng);
-    let mut marginals = Vec::with_capacity(plan.m());
-    let mut cells = Vec::new();
-    for (j, g) in groups.iter().enumerate() {
-        let attrs = &plan.sets[j];
-        cells.clear();
-        cells.extend(g.iter().map(|&i| data.cell(i, attrs)));
-        marginals.push(adaptive_estimate(plan.epsilon, data.domain(attrs), &cells, rng)?);
+impl CalmRaw {
+    /// From the groups' frequency estimates ([`super::groups::GroupAggregator`]'s output).
+    pub fn from_estimates(groups: &[FrequencyEstimate]) -> Self {
+        CalmRaw {
+            marginals: groups.iter().map(|e| e.frequencies.clone()).collect(),
+            sizes: groups.iter().map(|e| e.n as usize).collect(),
+        }
     }
-    Ok(CalmRaw { marginals, sizes: groups.iter().map(Vec::len).collect() })
+}
+
+/// Simulated collection: every record of `data` is a device that draws its group and randomizes
+/// its cell ([`CalmPlan::randomizer`]) with `rng`; the groups' accumulators give the raw
+/// marginals with the realized group sizes. Errors: a record that does not fit the plan.
+pub fn collect<R: Rng>(plan: &CalmPlan, data: &Dataset, rng: &mut R) -> Result<CalmRaw> {
+    let device = plan.randomizer()?;
+    let mut agg = device.aggregator();
+    for i in 0..data.n() {
+        agg.add_unchecked(&device.randomize(data.record(i), rng)?);
+    }
+    Ok(CalmRaw::from_estimates(&agg.estimate()))
 }
 
 fn weighted_answer(plan: &CalmPlan, raw: &[Vec<f64>], sizes: &[usize], qi: usize) -> Vec<f64> {
@@ -541,18 +737,64 @@ fn reconstruct(plan: &CalmPlan, margs: &[Vec<f64>], qi: usize) -> Vec<f64> {
 /// CALM without post-processing: each covered query is the inverse-variance-weighted average of
 /// its covering marginals' projections (unbiased); uncovered ones are reconstructed by maximum
 /// entropy from the (clipped) sub-marginals.
+/// Each cell's standard error is [`CalmPlan::raw_cell_variances`] at the answer.
 pub fn answer_raw(plan: &CalmPlan, raw: &CalmRaw) -> Vec<MarginalEstimate> {
     (0..plan.queries.len())
         .map(|qi| {
+            let attrs = plan.queries[qi].clone();
             if plan.cover[qi].is_empty() {
                 let cells = reconstruct(plan, &raw.marginals, qi);
-                return MarginalEstimate { attrs: plan.queries[qi].clone(), cells, predicted_sse: None };
+                return MarginalEstimate { attrs, cells, predicted_sse: None, std_errors: None };
             }
             let cells = weighted_answer(plan, &raw.marginals, &raw.sizes, qi);
             let predicted_sse = plan.predicted_query_sse(qi, &raw.sizes, gini(&cells));
-            MarginalEstimate { attrs: plan.queries[qi].clone(), cells, predicted_sse }
+            let se = plan.raw_cell_variances(qi, &raw.sizes, &cells).into_iter().map(f64::sqrt).collect();
+            MarginalEstimate { attrs, cells, predicted_sse, std_errors: Some(se) }
         })
         .collect()
+}
+
+/// CALM's answers to a collection: one per query, and the post-processing run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answers {
+    /// One per query of the plan; `None` when the query cannot be estimated: no report at all,
+    /// or (some groups without reports) no covering set left and an attribute of the query in
+    /// none of the sets that have reports (or a direct plan, which never reconstructs).
+    pub marginals: Vec<Option<MarginalEstimate>>,
+    /// The post-processing run (`None`: the raw answers; `Joint` falls back to `Family`).
+    pub used: Option<Post>,
+    /// Iterations of the joint fit or rounds of the local projection (0 otherwise).
+    pub iterations: usize,
+}
+
+/// The answers of a collection whose groups received `raw.sizes` reports: the plan is taken
+/// with n = Σ n_j and restricted to the groups that have reports ([`CalmPlan::restricted`]),
+/// then answered raw (`post` = `None`, [`answer_raw`]) or post-processed ([`postprocess_with`],
+/// [`answer`]).
+pub fn estimate(plan: &CalmPlan, raw: &CalmRaw, post: Option<Post>) -> Answers {
+    let n: usize = raw.sizes.iter().sum();
+    if n == 0 {
+        return Answers { marginals: vec![None; plan.queries.len()], used: None, iterations: 0 };
+    }
+    let keep: Vec<usize> = (0..plan.m()).filter(|&j| raw.sizes[j] > 0).collect();
+    let plan = plan.restricted(&keep, n);
+    let raw = CalmRaw {
+        marginals: keep.iter().map(|&j| raw.marginals[j].clone()).collect(),
+        sizes: keep.iter().map(|&j| raw.sizes[j]).collect(),
+    };
+    let (answers, used, iterations) = match post {
+        None => (answer_raw(&plan, &raw), None, 0),
+        Some(how) => {
+            let p = postprocess_with(&plan, &raw, how);
+            (answer(&plan, &p.marginals, &raw.sizes), Some(p.used), p.iterations)
+        }
+    };
+    let estimable = |qi: usize| {
+        !plan.cover[qi].is_empty()
+            || (!plan.own_cover && plan.queries[qi].iter().all(|a| plan.sets.iter().any(|s| s.contains(a))))
+    };
+    let marginals = answers.into_iter().enumerate().map(|(qi, a)| estimable(qi).then_some(a)).collect();
+    Answers { marginals, used, iterations }
 }
 
 /// How CALM post-processes its raw marginals.
@@ -636,13 +878,18 @@ pub fn answer(plan: &CalmPlan, post: &[Vec<f64>], sizes: &[usize]) -> Vec<Margin
         .map(|qi| {
             let q = &plan.queries[qi];
             match plan.cover[qi].first() {
-                None => MarginalEstimate { attrs: q.clone(), cells: reconstruct(plan, post, qi), predicted_sse: None },
+                None => MarginalEstimate {
+                    attrs: q.clone(),
+                    cells: reconstruct(plan, post, qi),
+                    predicted_sse: None,
+                    std_errors: None,
+                },
                 Some(&j) => {
                     let cells = project(&post[j], &plan.sets[j], &plan.cards, q);
                     let cards: Vec<usize> = q.iter().map(|&a| plan.cards[a]).collect();
                     let energies = joint::component_energies(&cells, &cards);
                     let predicted_sse = model.query_sse(q, Some(&energies));
-                    MarginalEstimate { attrs: q.clone(), cells, predicted_sse }
+                    MarginalEstimate { attrs: q.clone(), cells, predicted_sse, std_errors: None }
                 }
             }
         })

@@ -1,37 +1,32 @@
-//! Direct baseline: the users are split at random into one group per query; group q reports
-//! its cell of query q's full cross-product by the adaptive oracle at ε. Unbiased, no
-//! post-processing. E\[SSE\] per query: [`noise_sse`] + sampling from n/Q users.
+//! Direct baseline: each device draws one query uniformly at random (its group) and reports its
+//! cell of that query's full cross-product by the adaptive oracle at ε. Unbiased, no
+//! post-processing. As a plan ([`CalmPlan::direct`]) it is CALM with one set per query, each
+//! query answered from its own set only, so it shares CALM's devices ([`super::groups`]), its
+//! raw answers and their per-cell standard errors ([`calm::answer_raw`]): E\[SSE\] per query is
+//! [`super::noise_sse`] + [`super::sampling_sse`] from the realized n_q devices of its group.
 //!
 //! # Privacy
-//! One ε-LDP report per user: ε-LDP.
+//! One ε-LDP report per user, the query drawn independently of the data: ε-LDP.
 
-use super::{Dataset, FoParams, MarginalEstimate, adaptive_estimate, gini, noise_sse, random_groups, sampling_sse};
+use super::calm::{self, CalmPlan};
+use super::{Dataset, MAX_CELLS, MarginalEstimate};
 use harmony_core::{Error, Result};
 use rand::Rng;
 
-/// Estimates every query by its own user group.
-pub fn run<R: Rng + ?Sized>(
-    data: &Dataset,
-    epsilon: f64,
-    queries: &[Vec<usize>],
-    rng: &mut R,
-) -> Result<Vec<MarginalEstimate>> {
-    FoParams::adaptive(epsilon, 2)?;
-    if queries.is_empty() {
-        return Err(Error::input("queries", "none", "at least one marginal to estimate"));
-    }
-    let groups = random_groups(data.n(), queries.len(), rng);
-    let mut out = Vec::with_capacity(queries.len());
-    let mut cells = Vec::new();
-    for (q, g) in queries.iter().zip(&groups) {
-        let d = data.domain(q);
-        cells.clear();
-        cells.extend(g.iter().map(|&i| data.cell(i, q)));
-        let est = adaptive_estimate(epsilon, d, &cells, rng)?;
-        let n_g = g.len().max(1) as f64;
-        let fo = FoParams::adaptive(epsilon, d)?;
-        let predicted = noise_sse(fo, d, d, n_g) + sampling_sse(gini(&est), n_g, data.n() as f64);
-        out.push(MarginalEstimate { attrs: q.clone(), cells: est, predicted_sse: Some(predicted) });
-    }
-    Ok(out)
+/// Estimates every query by its own device group (a simulation: every record of `data` is a
+/// device randomizing with `rng`). Errors: ε invalid, no query, a bad query, a query of more
+/// than [`MAX_CELLS`] cells, a query no device drew (fewer devices than queries).
+pub fn run<R: Rng>(data: &Dataset, epsilon: f64, queries: &[Vec<usize>], rng: &mut R) -> Result<Vec<MarginalEstimate>> {
+    let plan = CalmPlan::direct(data.names(), data.cards(), data.n(), epsilon, queries, MAX_CELLS)?;
+    let raw = calm::collect(&plan, data, rng)?;
+    calm::estimate(&plan, &raw, None)
+        .marginals
+        .into_iter()
+        .zip(queries)
+        .map(|(m, q)| {
+            m.ok_or_else(|| {
+                Error::input("query", data.label(q), format!("a query drawn by some of the {} devices", data.n()))
+            })
+        })
+        .collect()
 }

@@ -1,17 +1,20 @@
 //! k-way marginals over categorical attributes (numeric ones binned by the caller): CALM
 //! (Zhang et al., CCS'18) and baselines.
 //!
-//! - [`calm`]: choose m marginals of ≤ l attributes by minimising the predicted total SSE,
-//!   split the users into m groups, each reports its l-way cell by the adaptive frequency oracle
-//!   (GRR or OUE) at the full ε; the aggregator estimates every materialized marginal, makes
-//!   them mutually consistent and non-negative — by fitting one joint distribution to all of
-//!   them ([`joint`]) when the joint table is small enough, else as a family ([`consistency`]) —
-//!   and answers each k-way query from a covering marginal, or by maximum entropy (iterative
-//!   proportional fitting) when none covers it.
+//! - [`calm`]: choose m marginals of ≤ l attributes by minimising the predicted total SSE;
+//!   each device draws one of the m groups and reports its l-way cell by the adaptive frequency
+//!   oracle (GRR or OUE) at the full ε ([`groups`]); the aggregator estimates every
+//!   materialized marginal, makes them mutually consistent and non-negative — by fitting one
+//!   joint distribution to all of them ([`joint`]) when the joint table is small enough, else
+//!   as a family ([`consistency`]) — and answers each k-way query from a covering marginal, or
+//!   by maximum entropy (iterative proportional fitting) when none covers it.
 //! - [`direct`]: one adaptive frequency oracle over the full cross-product of each query's
-//!   attributes, the users split across queries.
+//!   attributes, each device drawing one query ([`groups`]).
 //! - [`fourier`]: the Fourier (input Hadamard transform, "InpHT") method of Cormode, Kulkarni
 //!   and Srivastava (SIGMOD'18) over binary-encoded attributes.
+//!
+//! Every method follows the task shape: a device randomizer (`harmony_core::Randomizer`) that
+//! draws its own group, a mergeable aggregator with integer state, and an estimator over it.
 //!
 //! # Error model
 //! For an l-way marginal with |D| cells estimated from `n_g` of `n` users by a pure oracle
@@ -28,11 +31,16 @@ pub mod calm;
 pub mod consistency;
 pub mod direct;
 pub mod fourier;
+pub mod groups;
 pub mod joint;
 
-use harmony_core::frequency::{Adaptive, FrequencyOracle};
-use harmony_core::{Aggregator, Error, Result};
-use rand::Rng;
+use harmony_core::frequency::Adaptive;
+use harmony_core::{Error, Result};
+
+/// The largest number of cells of a marginal reported by one device (a CALM set, a direct
+/// query): 2^14, so that an OUE report (⌈cells/64⌉ words of at most 10 bytes each, plus a few
+/// bytes of header) stays under 2.6 kB, within a report's 4 kB wire limit.
+pub const MAX_CELLS: usize = 1 << 14;
 
 /// The attributes (names, cardinalities) and the encoded records (row-major, `n × d` codes).
 #[derive(Debug, Clone)]
@@ -182,6 +190,9 @@ pub struct MarginalEstimate {
     /// Predicted E\[SSE\] (noise + sampling; plug-in Σπ̂² for the sampling term), `None` when the
     /// marginal was reconstructed by maximum entropy (no closed form for that error).
     pub predicted_sse: Option<f64>,
+    /// Each cell's standard error (closed form, plug-in), for the unbiased answers (CALM raw,
+    /// direct, Fourier); `None` for post-processed or reconstructed cells.
+    pub std_errors: Option<Vec<f64>>,
 }
 
 impl MarginalEstimate {
@@ -242,45 +253,6 @@ pub fn sampling_sse(s: f64, n_g: f64, n: f64) -> f64 {
 /// `1 − Σ π̂²` with π̂ clamped to [0, 1] (plug-in for the sampling term).
 pub fn gini(cells: &[f64]) -> f64 {
     1.0 - cells.iter().map(|&x| x.clamp(0.0, 1.0).powi(2)).sum::<f64>()
-}
-
-/// Estimates the frequencies of `values` (cells in [0, d)) with the adaptive oracle at ε:
-/// every value is randomized (batch APIs of harmony-core) and aggregated. Unbiased; an empty
-/// group gives all zeros.
-pub fn adaptive_estimate<R: Rng + ?Sized>(epsilon: f64, d: usize, values: &[usize], rng: &mut R) -> Result<Vec<f64>> {
-    if values.is_empty() {
-        return Ok(vec![0.0; d]);
-    }
-    match Adaptive::new(epsilon, d)? {
-        Adaptive::Grr(o) => {
-            let mut reports = Vec::with_capacity(values.len());
-            o.randomize_batch(values, rng, &mut reports)?;
-            let mut agg = o.aggregator();
-            agg.add_batch(&reports)?;
-            Ok(agg.estimate().frequencies)
-        }
-        Adaptive::Oue(o) => {
-            let mut agg = o.aggregator();
-            let mut buf = Vec::new();
-            for chunk in values.chunks(1024) {
-                buf.clear();
-                o.randomize_packed(chunk, rng, &mut buf)?;
-                agg.add_packed(&buf)?;
-            }
-            Ok(agg.estimate().frequencies)
-        }
-    }
-}
-
-/// A uniformly random partition of 0..n into `m` groups of sizes ⌊n/m⌋ or ⌈n/m⌉.
-pub fn random_groups<R: Rng + ?Sized>(n: usize, m: usize, rng: &mut R) -> Vec<Vec<usize>> {
-    let mut perm: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        let j = harmony_core::sampling::uniform_below(rng, (i + 1) as u64) as usize;
-        perm.swap(i, j);
-    }
-    let m = m.max(1);
-    (0..m).map(|g| perm[g * n / m..(g + 1) * n / m].to_vec()).collect()
 }
 
 /// For each cell of a table with cardinalities `cards`, the index of its cell in the

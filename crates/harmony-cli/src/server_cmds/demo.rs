@@ -102,7 +102,7 @@ pub fn run(mut a: DemoArgs) -> Result<()> {
         );
     }
     let est = client.estimates(&created.id, &Query::default())?;
-    let truth = super::truth(&config, &csv)?;
+    let truth = super::truth(&config, &csv, None, &est)?;
     let (covered, cells) = truth.as_ref().map(|t| render::coverage(&est, t)).unwrap_or((0, 0));
     if let Some(seed) = a.seed {
         let task = harmony_tasks::build(&config)?;

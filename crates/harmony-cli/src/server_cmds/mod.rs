@@ -15,11 +15,12 @@ use crate::simulate_tasks::TaskArgs;
 use crate::specs::MeansArgs;
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, Subcommand};
+use harmony_analytics::heavy::ItemCodec;
 use harmony_client::Client;
-use harmony_protocol::estimates::Query;
-use harmony_protocol::spec::TaskSpec;
+use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
+use harmony_protocol::spec::{ItemEncoding, TaskSpec};
 use harmony_protocol::{CollectionConfig, CreateCollection, Created, to_hex};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// `harmony serve`.
 #[derive(Args, Debug)]
@@ -94,6 +95,16 @@ pub struct SubmitArgs {
     /// The seed of `--simulate-devices` (refused without it: a seed never drives real devices).
     #[arg(long, requires = "simulate_devices")]
     pub seed: Option<u64>,
+    /// Heavy hitters: each device's item is the value of this column of `--data` (`*`: the
+    /// `attribute=value` items of the collection schema's attributes).
+    #[arg(long, conflicts_with = "transactions")]
+    pub column: Option<String>,
+    /// Heavy hitters: `--data` is a transactions file, one device's set of items per line.
+    #[arg(long)]
+    pub transactions: bool,
+    /// Heavy hitters: the item separator of a transactions file (default ',').
+    #[arg(long)]
+    pub separator: Option<char>,
 }
 
 /// `harmony query`.
@@ -125,6 +136,10 @@ pub struct QueryArgs {
     /// Range collections: quantile levels (default 0.1,0.5,0.9).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub quantiles: Option<Vec<f64>>,
+    /// Heavy-hitters collections: the column of `--data` holding the devices' items (`*`: every
+    /// attribute as `attribute=value`), for the true frequencies.
+    #[arg(long)]
+    pub column: Option<String>,
 }
 
 /// Runs `harmony serve`.
@@ -190,7 +205,12 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     let client = Client::new(&a.server);
     let config = client.config(&a.collection)?;
     let seed = a.simulate_devices.then_some(a.seed).flatten();
-    let population = submit::population(&config, &a.data)?;
+    let items = match (&a.column, a.transactions) {
+        (Some(c), _) => Some(crate::items::Source::Column(c.clone())),
+        (None, true) => Some(crate::items::Source::Transactions(a.data.clone(), a.separator.unwrap_or(','))),
+        (None, false) => None,
+    };
+    let population = submit::population_with(&config, &a.data, items.as_ref())?;
     if config.task.kind().has_rounds() {
         return rounds::submit(&client, &config, &population, seed);
     }
@@ -214,25 +234,55 @@ fn query_of(a: &QueryArgs) -> Result<Query> {
     crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref())
 }
 
-/// The truth of a document's task on the devices' data.
-pub fn truth(config: &CollectionConfig, path: &std::path::Path) -> Result<Option<Truth>> {
+/// The truth of a document's task on the devices' data (heavy hitters: the items of `column`).
+pub fn truth(
+    config: &CollectionConfig,
+    path: &Path,
+    column: Option<&str>,
+    doc: &EstimateDocument,
+) -> Result<Option<Truth>> {
+    if let TaskSpec::HeavyHitters(h) = &config.task {
+        let Some(c) = column else { return Ok(None) };
+        let source = crate::items::Source::Column(c.to_string());
+        let star = config.schema.as_ref().map(|s| s.attributes().iter().map(|a| a.name().to_string()).collect());
+        let sets = crate::items::read(&source, path, star)?;
+        let bits = h.bits.unwrap_or(harmony_tasks::heavy::DEFAULT_BITS);
+        let codec = match h.items {
+            ItemEncoding::Hash => ItemCodec::hashed(bits)?,
+            ItemEncoding::Id => ItemCodec::ids(bits)?,
+        };
+        let k = h.top.unwrap_or(harmony_tasks::heavy::DEFAULT_TOP).min(sets.names.len());
+        return Ok(Some(crate::simulate_tasks::heavy::true_top(&sets, &codec, k)?.1));
+    }
     let population = submit::population(config, path)?;
     let schema = config.schema()?;
-    Ok(match &config.task {
-        TaskSpec::Means(_) => Some(Truth::Means(render::record_truth(schema, population.values()))),
-        TaskSpec::Frequency(f) => {
+    Ok(match (&config.task, &doc.result) {
+        (TaskSpec::Means(_), _) => Some(Truth::Means(render::record_truth(schema, population.values()))),
+        (TaskSpec::Frequency(f), _) => {
             let t = render::record_truth(schema, population.values());
             let j = schema.attributes().iter().position(|a| a.name() == f.attribute).context("the attribute")?;
             Some(Truth::Frequency(t[j].clone()))
         }
-        TaskSpec::Range(_) => {
+        (TaskSpec::Range(_), _) => {
             let task = harmony_tasks::range::RangeTask::new(config.clone())?;
             Some(Truth::Range { bins: render::range_bins(&task, &population.inputs())? })
         }
-        TaskSpec::LinearQueries(_) => {
+        (TaskSpec::LinearQueries(_), _) => {
             let task = harmony_tasks::linear::LinearTask::new(config.clone())?;
             let p = render::linear_distribution(&task, &population.inputs())?;
             Some(Truth::Linear { answers: task.workload().apply(&p) })
+        }
+        (TaskSpec::Marginals(_), TaskEstimate::Marginals(m)) => {
+            let task = harmony_tasks::marginals::MarginalsTask::new(config.clone())?;
+            let cells = m
+                .marginals
+                .iter()
+                .map(|r| {
+                    let t = crate::simulate_tasks::marginals::true_cells(&task, population.values(), schema.len(), r)?;
+                    Ok((r.attributes.clone(), t))
+                })
+                .collect::<Result<_>>()?;
+            Some(Truth::Marginals(cells))
         }
         _ => None,
     })
@@ -250,7 +300,7 @@ pub fn query(a: QueryArgs) -> Result<()> {
     }
     let doc = client.estimates(&a.collection, &query_of(&a)?)?;
     let truth = match &a.data {
-        Some(p) => truth(&config, p)?,
+        Some(p) => truth(&config, p, a.column.as_deref(), &doc)?,
         None => None,
     };
     match a.format {

@@ -46,7 +46,8 @@ pub struct TrainOptions {
     /// Rounds T (required by --schedule noise unless --users gives it).
     #[arg(long)]
     pub rounds: Option<u64>,
-    /// Expected devices N: plans T = ⌊N/g⌋ rounds.
+    /// Expected devices N: plans T = ⌊N/g⌋ rounds (train); the devices CALM plans its marginals
+    /// for (marginals; simulate: default the data's rows, collection create: 100,000).
     #[arg(long)]
     pub users: Option<u64>,
     /// Step sizes: noise (default; a constant step from public quantities, tail-averaged model)
@@ -622,6 +623,9 @@ mod tests {
             batch: 1,
             simulate_devices: true,
             seed: Some(seed),
+            column: None,
+            transactions: false,
+            separator: None,
         }
     }
 
@@ -684,6 +688,7 @@ mod tests {
                     target: None,
                     ranges: None,
                     quantiles: None,
+                    column: None,
                 };
                 super::super::query(q).unwrap();
             }
@@ -793,6 +798,7 @@ mod tests {
             target: Some("label".into()),
             ranges: None,
             quantiles: None,
+            column: None,
         };
         let e = format!("{:#}", super::super::query(q).unwrap_err());
         assert!(e.contains("--target scores a training collection's model"), "{e}");

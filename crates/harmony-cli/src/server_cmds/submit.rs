@@ -29,6 +29,24 @@ pub struct SubmitStats {
 /// The devices of a table (CSV, .csv.xz, Parquet or Arrow IPC) for a collection: its rows
 /// encoded by the collection's schema.
 pub fn population(config: &CollectionConfig, path: &Path) -> Result<Population> {
+    population_with(config, path, None)
+}
+
+/// The devices of a file for a collection: a heavy-hitters collection's item sets from `items`
+/// (a column of the CSV `path`, or `path` as a transactions file), else the CSV's rows encoded
+/// by the collection's schema.
+pub fn population_with(
+    config: &CollectionConfig,
+    path: &Path,
+    items: Option<&crate::items::Source>,
+) -> Result<Population> {
+    if config.task.kind() == harmony_protocol::TaskKind::HeavyHitters {
+        let source = items.ok_or_else(|| {
+            anyhow!("collection {} is heavy-hitters: give --column COL ('*': every attribute as attribute=value) or --transactions", config.id)
+        })?;
+        let star = config.schema.as_ref().map(|s| s.attributes().iter().map(|a| a.name().to_string()).collect());
+        return Ok(crate::items::read(source, path, star)?.population());
+    }
     let schema = config.schema()?;
     let enc = data::encode_file(path, schema, data::InvalidPolicy::Error)
         .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;

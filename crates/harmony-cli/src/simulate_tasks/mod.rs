@@ -13,9 +13,9 @@ use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
 mod frequency;
-mod heavy;
+pub mod heavy;
 mod linear;
-mod marginals;
+pub mod marginals;
 mod range;
 mod train;
 
