@@ -318,7 +318,8 @@ pub fn randomize_gradient<R: Rng + ?Sized>(
     fm.encode_row(record, &mut x);
     let mut g = vec![0.0; d];
     let (loss, c) = (train_loss(&t.spec)?, t.spec.scale());
-    harmony_learn::remote::clipped_gradient(loss, &model.parameters, &x, fm.target(record), c, &mut g);
+    // Refuses non-finite or huge parameters and scales (typed errors) before any randomization.
+    harmony_learn::remote::device_gradient(loss, &model.parameters, &x, fm.target(record), c, &mut g)?;
     Ok(mech.randomize(&g, rng))
 }
 
