@@ -772,22 +772,6 @@ pub fn laplace1_full<R: Rng + ?Sized>(rng: &mut R, w: u64) -> f64 {
     if hot { x } else { laplace1_from_word_finish(rng, w) }
 }
 
-/// Exp(1) = −ln U with the full relative precision of U at every depth (the exponent and the
-/// significand of U drawn separately, [`laplace1_from_word`]'s layout without the sign): one
-/// word, plus one more per 11 leading zero bits of U (probability 2⁻¹¹ each). Unlike [`exp1`]
-/// and [`exp1_unbounded`] (53 and about 20 significant bits of U near U ≈ 2⁻³³), every value of
-/// −ln U is on an `f64`-fine lattice, so ⌊E/ε⌋ has every integer in reach for every accepted ε.
-#[inline]
-pub fn exp1_full<R: Rng + ?Sized>(rng: &mut R) -> f64 {
-    let w = rng.next_u64();
-    if laplace1_is_hot(w) {
-        let (f, s, dk) = ln_uniform_reduce(0, w);
-        -ln_uniform_finish(f, s, dk)
-    } else {
-        exp1_from_word_finish(rng, w)
-    }
-}
-
 /// Finishes a [`laplace1_from_word`] draw on every path: for a hot `w` its value (no draw);
 /// otherwise ±[`exp1_from_word_finish`] (the exponent extended with fresh words of `rng`),
 /// with the sign of bit 63 of `w`.

@@ -1,10 +1,13 @@
 //! The real-valued samplers against their integrated densities (privacy.md #8): the privacy
 //! proofs are about the density, so the sampler must draw from exactly that density, not only
-//! with the right mean and variance. Each report y (decoded from the grid) is mapped through the
-//! exact CDF F of its mechanism's output at input t; under the right sampler F(y) is uniform on
-//! [0, 1] (up to the grid's rounding, which moves mass by at most one step, 10⁻⁶ of a bin), so a
-//! χ² test over B equiprobable bins of F(y) checks the whole shape. HM adds its two Sign outputs
-//! as categories (probabilities (1 − α)·P±(t)).
+//! with the right mean and variance. A report is a grid point k (the output y rounded by
+//! randomized rounding, k = ⌊y/s + V⌋), whose exact law is P[report ≤ k] = ∫₀¹ F((k + z)·s) dz,
+//! F the exact CDF of y at input t (computed piece by piece: F is linear between the density's
+//! breakpoints, or smooth). The randomized probability integral transform
+//! u = F_d(k − 1) + V·(F_d(k) − F_d(k − 1)) (V uniform) is then exactly uniform on [0, 1] under
+//! the right sampler, so a χ² test over B equiprobable bins of u checks the whole shape, at any ε
+//! (at ε = 20 PM's high window is only 95 grid steps wide: the rounding matters). HM adds its two
+//! Sign outputs as categories (probabilities (1 − α)·P±(t)).
 //!
 //! Every mechanism with real outputs (PM, HM, Laplace, SCDF, staircase), at t = −1, 0, 1, for
 //! the scalar path (`randomize`, the client path) and the batch path (`randomize_batch`). Each
@@ -15,9 +18,9 @@ mod frequency_support;
 
 use frequency_support::chi2_critical;
 use harmony_core::numeric::{
-    AnyNumeric, GRID_STEP, Hybrid, Laplace, NumericMechanism, NumericReport, Piecewise, StaircaseNoise,
+    AnyNumeric, GRID_STEP, Laplace, NumericMechanism, NumericReport, Piecewise, StaircaseNoise,
 };
-use harmony_core::sampling::{fast_rng, stream_seed};
+use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 
 /// The exact CDF of PM's output at t: piecewise linear (density p_tail, p, p_tail).
 fn pm_cdf(m: &Piecewise, t: f64, y: f64) -> f64 {
@@ -48,24 +51,76 @@ fn staircase_cdf(n: &StaircaseNoise, x: f64) -> f64 {
     0.5 + 0.5 * (1.0 - bk) + a * DELTA * bk * (z.min(g) + b * (z - g).max(0.0))
 }
 
-/// The category of a report: F(y) in one of `bins` equiprobable bins, after the `signs` Sign
-/// categories (HM: 0 = −, 1 = +).
-fn category(m: &AnyNumeric, t: f64, r: &NumericReport, bins: usize) -> usize {
-    let y = match *r {
-        NumericReport::Sign(positive) => return positive as usize,
-        NumericReport::Fixed(u) => u as f64 * GRID_STEP,
-    };
-    // A grid value stands for its rounding tent: shift by half a step for the exact bin edges
-    // of a locally linear CDF (a 10⁻⁶-of-a-bin effect either way).
-    let f = match m {
+/// F(y), the exact CDF of the real-valued output (HM: of its PM branch) at input t.
+fn cdf(m: &AnyNumeric, t: f64, y: f64) -> f64 {
+    match m {
         AnyNumeric::Piecewise(p) => pm_cdf(p, t, y),
         AnyNumeric::Hybrid(h) => pm_cdf(h.piecewise().expect("a Fixed report comes from the PM branch"), t, y),
         AnyNumeric::Laplace(l) => laplace_cdf(l, t, y),
         AnyNumeric::Scdf(s) => staircase_cdf(s.noise(), y - t),
         AnyNumeric::Staircase(s) => staircase_cdf(s.noise(), y - t),
         AnyNumeric::Duchi(_) => unreachable!("Duchi has Sign reports only"),
+    }
+}
+
+/// The breakpoints of F inside (a, b): PM's ±C, l(t), r(t); Laplace's t; the staircase's step
+/// edges t ± Δ·(j + {0, γ}).
+fn breaks(m: &AnyNumeric, t: f64, a: f64, b: f64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let pm = match m {
+        AnyNumeric::Piecewise(p) => Some(*p),
+        AnyNumeric::Hybrid(h) => h.piecewise().copied(),
+        _ => None,
     };
-    2 + ((f * bins as f64).floor().max(0.0) as usize).min(bins - 1)
+    if let Some(p) = pm {
+        out.extend([-p.scale(), p.left(t), p.right(t), p.scale()]);
+    }
+    if matches!(m, AnyNumeric::Laplace(_)) {
+        out.push(t);
+    }
+    let stair = match m {
+        AnyNumeric::Scdf(s) => Some(*s.noise()),
+        AnyNumeric::Staircase(s) => Some(*s.noise()),
+        _ => None,
+    };
+    if let Some(n) = stair {
+        let g = n.gamma();
+        let lo = ((a - t).abs().min((b - t).abs()) / 2.0).floor() - 1.0;
+        let hi = ((a - t).abs().max((b - t).abs()) / 2.0).ceil() + 1.0;
+        let mut j = lo.max(0.0);
+        while j <= hi {
+            for off in [0.0, g] {
+                out.extend([t + 2.0 * (j + off), t - 2.0 * (j + off)]);
+            }
+            j += 1.0;
+        }
+    }
+    out.retain(|&x| x > a && x < b);
+    out.sort_by(f64::total_cmp);
+    out
+}
+
+/// P[report ≤ k] = ∫₀¹ F((k + z)·s) dz: trapezoids between the breakpoints (exact where F is
+/// linear; Laplace's curvature error is below (s/λ)² ≤ 10⁻¹⁰).
+fn grid_cdf(m: &AnyNumeric, t: f64, k: i64) -> f64 {
+    let (a, b) = (k as f64 * GRID_STEP, (k + 1) as f64 * GRID_STEP);
+    let mut pts = vec![a];
+    pts.extend(breaks(m, t, a, b));
+    pts.push(b);
+    let f = |y: f64| cdf(m, t, y);
+    pts.windows(2).map(|w| 0.5 * (f(w[0]) + f(w[1])) * (w[1] - w[0])).sum::<f64>() / GRID_STEP
+}
+
+/// The category of a report: the randomized PIT u of its grid point in one of `bins`
+/// equiprobable bins (after the two Sign categories: 0 = −, 1 = +). `v` is a fresh uniform.
+fn category(m: &AnyNumeric, t: f64, r: &NumericReport, bins: usize, v: f64) -> usize {
+    let k = match *r {
+        NumericReport::Sign(positive) => return positive as usize,
+        NumericReport::Fixed(u) => u,
+    };
+    let (lo, hi) = (grid_cdf(m, t, k - 1), grid_cdf(m, t, k));
+    let u = lo + v * (hi - lo);
+    2 + ((u * bins as f64).floor().max(0.0) as usize).min(bins - 1)
 }
 
 /// The expected probabilities of the categories: the Sign outputs (HM's Duchi branch), then
@@ -94,8 +149,9 @@ fn chi_square(m: &AnyNumeric, t: f64, n: usize, bins: usize, batch: bool, seed: 
         (0..n).map(|_| m.randomize(t, &mut rng).unwrap()).collect()
     };
     let mut counts = vec![0u64; 2 + bins];
+    let mut pit = fast_rng(seed ^ 0x9e37);
     for r in &reports {
-        counts[category(m, t, r, bins)] += 1;
+        counts[category(m, t, r, bins, uniform01(&mut pit))] += 1;
     }
     let probs = expected(m, t, bins);
     let mut chi2 = 0.0;
@@ -173,7 +229,8 @@ fn the_density_test_catches_shape_errors() {
     let mut counts = vec![0u64; 34];
     for _ in 0..n {
         let y = half.sample(&mut rng);
-        counts[category(&scdf, 0.0, &NumericReport::Fixed((y / GRID_STEP).round() as i64), 32)] += 1;
+        let k = (y / GRID_STEP).round() as i64;
+        counts[category(&scdf, 0.0, &NumericReport::Fixed(k), 32, uniform01(&mut rng))] += 1;
     }
     let e = n as f64 / 32.0;
     let chi2: f64 = counts[2..].iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
@@ -185,9 +242,9 @@ fn the_density_test_catches_shape_errors() {
     for _ in 0..n {
         let NumericReport::Fixed(u) = pm.randomize(0.0, &mut rng).unwrap() else { unreachable!() };
         let y = (u as f64 * GRID_STEP + 0.05 * pm.scale()).min(pm.scale());
-        counts[category(&any, 0.0, &NumericReport::Fixed((y / GRID_STEP) as i64), 32)] += 1;
+        let k = (y / GRID_STEP) as i64;
+        counts[category(&any, 0.0, &NumericReport::Fixed(k), 32, uniform01(&mut rng))] += 1;
     }
     let chi2: f64 = counts[2..].iter().map(|&c| (c as f64 - e).powi(2) / e).sum();
     assert!(chi2 > chi2_critical(31, alpha), "shifted PM passed: chi2 {chi2:.1}");
-    let _ = (Hybrid::new(1.0), Laplace::new(1.0));
 }

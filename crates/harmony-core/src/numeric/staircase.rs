@@ -8,8 +8,8 @@
 //! non-increasing in |x| and f(x + Δ) = b·f(x) for x ≥ 0, so f(x)/f(x + s) ≤ 1/b = e^ε for every
 //! |s| ≤ Δ: exactly ε-DP for the shift t − t' ∈ [−2, 2].
 //!
-//! Sampler: a sign S, G with P(G = i) = (1 − b)bⁱ (⌊E/ε⌋, E = Exp(1) from
-//! [`crate::sampling::exp1_full`]: U's exponent and significand drawn apart, so E has the full
+//! Sampler: a sign S, G with P(G = i) = (1 − b)bⁱ (⌊E/ε⌋, S and E = Exp(1) from
+//! [`crate::sampling::laplace1_full`]: U's exponent and significand drawn apart, so E has the full
 //! relative precision of an `f64` at every depth and every integer G is in reach — an earlier
 //! draw had about 20 significant bits near U ≈ 2⁻³³, which left values of G unreachable for
 //! ε < 2⁻²⁰), B with P(B = 0) = γ/(γ + (1 − γ)b) and U uniform; noise = S·Δ·(G + γU) if B = 0,
