@@ -10,8 +10,9 @@
 use divan::counter::ItemsCount;
 use divan::{Bencher, black_box};
 use harmony_analytics::linear::{
-    AdaptiveQuery, Domain, GaussianWorkload, HrWorkload, Hull, ProjectOptions, Workload, project,
+    AdaptiveQuery, Domain, GaussianReport, GaussianWorkload, HrWorkload, Hull, ProjectOptions, Workload, project,
 };
+use harmony_core::Aggregator;
 use harmony_core::sampling::{fast_rng, uniform_below, uniform01};
 use std::sync::Arc;
 
@@ -41,11 +42,11 @@ fn gaussian_randomize_and_add(bencher: Bencher, d: usize) {
     let g = GaussianWorkload::new(1.0, 1e-6, identity(d)).unwrap();
     let vs = values(d);
     let mut rng = fast_rng(3);
-    let mut buf = vec![0i64; d];
+    let mut buf = GaussianReport { values: vec![0i64; d] };
     bencher.counter(ItemsCount::new(N)).bench_local(|| {
         let mut agg = g.aggregator();
         for &v in &vs {
-            g.randomize_into(v, &mut rng, &mut buf).unwrap();
+            g.randomize_into(v, &mut rng, &mut buf.values).unwrap();
             agg.add(&buf).unwrap();
         }
         black_box(agg.count())

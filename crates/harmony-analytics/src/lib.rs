@@ -14,4 +14,5 @@
 pub mod heavy;
 pub mod linear;
 pub mod marginals;
+mod par;
 pub mod range;

@@ -4,12 +4,16 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod data;
+mod experiment;
 mod output;
 mod plan;
 mod plot;
+mod population;
+mod render;
 mod server_cmds;
 mod simulate;
 mod simulate_tasks;
+mod specs;
 mod train;
 
 /// Harmony: local differential privacy collection and analysis.

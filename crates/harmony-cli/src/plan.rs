@@ -119,8 +119,8 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
             let opts = StrategyOptions {
                 kind,
                 epsilon: eps,
-                numeric_mechanism: num.into(),
-                categorical_mechanism: cat.into(),
+                numeric_mechanism: num.parse()?,
+                categorical_mechanism: cat.parse()?,
                 k: KChoice::Optimal,
             };
             let mech = RecordMechanism::new(schema.clone(), opts)?;

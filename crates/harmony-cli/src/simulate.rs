@@ -1,19 +1,23 @@
-//! `harmony simulate`: every row of a CSV is one user; each row is randomized exactly as a client
-//! would (the distribution of `RecordMechanism::randomize_into`, through the fused
-//! `RecordAggregator::collect`), aggregated, and compared with the truth.
+//! `harmony simulate`: every row of a CSV is one device; each randomizes its row through the
+//! task a server would run for the same options (harmony-tasks: the `means` task's record
+//! mechanism, device i with `device_rng(seed, i)`), the reports are aggregated, and the
+//! estimates compared with the truth. Run 1 of every cell uses `--seed` itself, so `harmony
+//! submit --simulate-devices --seed S` into a server gives the estimates of run 1 exactly.
 
 use crate::data::{self, InvalidPolicy, SchemaFile};
 use crate::output::{Format, progress};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use harmony_core::Aggregator;
 use harmony_core::estimate::{Moments, Z95};
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_core::strategy::{
-    AttributeEstimate, KChoice, RecordAggregator, RecordColumns, RecordMechanism, StrategyKind, StrategyOptions,
-};
-use rayon::prelude::*;
+use harmony_core::strategy::{AttributeEstimate, RecordAggregator, RecordMechanism};
+use harmony_protocol::CreateCollection;
+use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
+use harmony_protocol::spec::TaskSpec;
+use harmony_tasks::means::MeansTask;
+use harmony_tasks::simulate::run_seed;
+use harmony_tasks::{Input, Task, Typed};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -30,19 +34,10 @@ pub struct SimulateArgs {
     /// Privacy budgets, comma-separated (default: the schema's, else 0.5,1,2,4).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub epsilon: Option<Vec<f64>>,
-    /// Strategies: split, harmony, sample-k (default: the schema's, else all three).
-    #[arg(long, value_delimiter = ',')]
-    pub strategy: Option<Vec<String>>,
-    /// Numeric mechanism (split: laplace|scdf|staircase|duchi|pm|hm|duchi-multi; sample-k: pm|hm).
-    #[arg(long)]
-    pub numeric_mechanism: Option<String>,
-    /// Categorical frequency oracle (split: oue|bassily-smith|...; sample-k: any).
-    #[arg(long)]
-    pub categorical_mechanism: Option<String>,
-    /// k for sample-k: `optimal` (closed-form argmin), `paper` (⌊ε/2.5⌋) or a number.
-    /// For `--task marginals`: the marginal order, 2 or 3 (`optimal`, the default, runs both).
-    #[arg(long, default_value = "optimal")]
-    pub k: String,
+    /// The record strategies and mechanisms (`--task means`; `--categorical-mechanism` also for
+    /// `--task frequency`).
+    #[command(flatten)]
+    pub means: crate::specs::MeansArgs,
     /// Independent runs (fresh randomness each).
     #[arg(long, default_value_t = 10)]
     pub runs: usize,
@@ -167,6 +162,9 @@ struct RunResult {
     seconds: f64,
     seconds_per_run: f64,
     attributes: Vec<AttrResult>,
+    /// Run 1's estimate document: what `harmony query` prints for a collection created with the
+    /// same options and fed `harmony submit --simulate-devices --seed` (the same numbers).
+    estimates: Option<harmony_protocol::estimates::EstimateDocument>,
 }
 
 #[derive(Serialize)]
@@ -243,62 +241,18 @@ fn truths(schema: &Schema, values: &[Value], n: usize) -> Vec<Truth> {
         .collect()
 }
 
-/// Randomizes every row as a client would and aggregates on all cores
-/// ([`RecordAggregator::collect`]: the client's randomizer, no report built per row). Chunks of
-/// rows get independent seeded streams, so a run is reproducible whatever the thread count.
-pub fn collect(mech: &RecordMechanism, data: &RecordColumns, seed: u64) -> Result<RecordAggregator> {
-    const CHUNK: usize = 4096;
-    let chunks = data.len().div_ceil(CHUNK);
-    let chunk = |agg: &mut RecordAggregator, ci: usize| {
-        let mut rng = fast_rng(stream_seed(seed, ci as u64));
-        agg.collect(data, ci * CHUNK..data.len().min((ci + 1) * CHUNK), &mut rng)
+/// One run of simulated devices through a means task: the per-attribute estimates and the
+/// estimate document.
+fn run_once(task: &MeansTask, inputs: &[Input], seed: u64) -> Result<(Vec<AttributeEstimate>, EstimateDocument)> {
+    let agg = harmony_tasks::simulate::run(task, inputs, seed)?;
+    let typed = Typed::<RecordAggregator>::of(agg.as_ref())?;
+    let doc = EstimateDocument {
+        collection: "simulation".into(),
+        reports: agg.count(),
+        epsilon: task.config().epsilon,
+        result: TaskEstimate::Means(task.document(typed)),
     };
-    if mech.joint().is_some() {
-        // duchi-multi's sums are floating point: one aggregator per chunk, merged in chunk
-        // order, so they do not depend on how rayon splits the chunks.
-        let parts: Vec<Result<RecordAggregator>> = (0..chunks)
-            .into_par_iter()
-            .map(|ci| {
-                let mut agg = mech.aggregator();
-                chunk(&mut agg, ci)?;
-                Ok(agg)
-            })
-            .collect();
-        let mut total = mech.aggregator();
-        for p in parts {
-            total.merge(&p?)?;
-        }
-        return Ok(total);
-    }
-    // Every other sum is an exact integer, the same whatever the merge order: one aggregator per
-    // thread, each collecting a contiguous range of chunks.
-    let groups = rayon::current_num_threads().clamp(1, chunks.max(1));
-    let parts: Vec<Result<RecordAggregator>> = (0..groups)
-        .into_par_iter()
-        .map(|g| {
-            let mut agg = mech.aggregator();
-            for ci in g * chunks / groups..(g + 1) * chunks / groups {
-                chunk(&mut agg, ci)?;
-            }
-            Ok(agg)
-        })
-        .collect();
-    let mut parts = parts.into_iter();
-    let mut total = parts.next().unwrap_or_else(|| Ok(mech.aggregator()))?;
-    for p in parts {
-        total.merge(&p?)?;
-    }
-    Ok(total)
-}
-
-fn parse_k(s: &str) -> Result<KChoice> {
-    Ok(match s {
-        "optimal" => KChoice::Optimal,
-        "paper" => KChoice::Paper,
-        n => KChoice::Fixed(
-            n.parse().with_context(|| format!("--k is \"{n}\", expected optimal, paper or a positive integer"))?,
-        ),
-    })
+    Ok((typed.estimates(), doc))
 }
 
 /// Loads data and schema as `simulate` (and `plan`) resolve them.
@@ -361,54 +315,43 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         );
     }
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
-    let strategies: Vec<StrategyKind> = args
-        .strategy
-        .clone()
-        .or(file.strategies.clone())
-        .unwrap_or(StrategyKind::NAMES.iter().map(|s| s.to_string()).collect())
-        .iter()
-        .map(|s| StrategyKind::parse(s))
-        .collect::<Result<_, _>>()?;
-    let k = parse_k(&args.k)?;
+    let strategies = crate::specs::strategies(&args.means, &file)?;
     let n = enc.n;
     let truth = truths(&schema, &enc.values, n);
-    // By attribute, validated once (data preparation, like the CSV parse: not timed).
-    let data = RecordColumns::new(&schema, &enc.values)?;
-    drop(enc.values);
+    // Every row checked once (data preparation, like the CSV parse: not timed).
+    for row in enc.values.chunks_exact(schema.len()) {
+        schema.check_record(row)?;
+    }
+    let inputs: Vec<Input> = enc.values.chunks_exact(schema.len()).map(Input::Record).collect();
 
     let pb = progress((epsilons.len() * strategies.len() * args.runs) as u64, "simulate", args.format);
     let mut results = Vec::new();
-    for (ei, &eps) in epsilons.iter().enumerate() {
-        for (si, &kind) in strategies.iter().enumerate() {
-            let mut opts = StrategyOptions::default_for(kind, eps);
-            opts.k = k;
-            if let Some(m) = args.numeric_mechanism.clone().or(file.numeric_mechanism.clone())
-                && kind != StrategyKind::Harmony
-            {
-                opts.numeric_mechanism = m;
-            }
-            if let Some(m) = args.categorical_mechanism.clone().or(file.categorical_mechanism.clone())
-                && kind != StrategyKind::Harmony
-            {
-                opts.categorical_mechanism = m;
-            }
-            let mech = RecordMechanism::new(schema.clone(), opts)
+    for &eps in &epsilons {
+        for &kind in &strategies {
+            let spec = crate::specs::means(&args.means, &file, kind)?;
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: TaskSpec::Means(spec) };
+            let task = harmony_tasks::resolve(&req, "simulation")
+                .and_then(MeansTask::new)
                 .with_context(|| format!("strategy {} at epsilon {eps}", kind.name()))?;
+            let records = |seed| run_once(&task, &inputs, seed);
             if results.is_empty() {
                 // Untimed warm-up, once per process: starts the thread pool and faults in the
-                // collection buffers, so `seconds_per_run` times runs, not process start-up.
-                collect(&mech, &data, stream_seed(args.seed, u64::MAX - 1))?;
+                // buffers, so `seconds_per_run` times runs, not process start-up.
+                records(stream_seed(args.seed, u64::MAX - 1))?;
             }
             let start = Instant::now();
             let mut acc = Accumulator::new(&schema);
+            let mut first = None;
             for r in 0..args.runs {
-                let run_seed = stream_seed(args.seed, ((ei as u64) << 40) | ((si as u64) << 32) | r as u64);
-                let agg = collect(&mech, &data, run_seed)?;
-                acc.add(&agg.estimates(), &truth, r == 0);
+                let (est, doc) = records(run_seed(args.seed, r as u64))?;
+                acc.add(&est, &truth, r == 0);
+                first.get_or_insert(doc);
                 pb.inc(1);
             }
             let seconds = start.elapsed().as_secs_f64();
-            results.push(acc.finish(&mech, &schema, &truth, n, args.runs, seconds));
+            let mut result = acc.finish(task.mechanism(), &schema, &truth, n, args.runs, seconds);
+            result.estimates = first;
+            results.push(result);
         }
     }
     pb.finish_and_clear();
@@ -521,6 +464,76 @@ impl Accumulator {
         }
     }
 
+    /// One attribute's results over the runs.
+    fn attribute(
+        &self,
+        j: usize,
+        a: &Attribute,
+        truth: &Truth,
+        mech: &RecordMechanism,
+        n: usize,
+        runs: usize,
+    ) -> AttrResult {
+        let (nf, r) = (n as f64, runs as f64);
+        let coverage = self.covered[j] as f64 / self.cells[j] as f64;
+        match (a, truth, &self.first[j]) {
+            (Attribute::Numeric { name, min, max }, Truth::Numeric { mean, sum_t2 }, AttributeEstimate::Numeric(e)) => {
+                let half = 0.5 * (max - min);
+                let mid = 0.5 * (max + min);
+                let units = e.affine(half, mid);
+                let mse = self.sq_err[j] / r;
+                let predicted = mech.numeric_variance(j, *mean * nf, *sum_t2, nf);
+                AttrResult::Numeric {
+                    name: name.clone(),
+                    kind: "numeric",
+                    true_mean: half * mean + mid,
+                    estimate: units.value,
+                    std_error: units.std_error,
+                    ci95: units.ci95,
+                    true_mean_unit: *mean,
+                    estimate_unit: e.value,
+                    std_error_unit: e.std_error,
+                    mse,
+                    predicted_mse: predicted,
+                    ci_coverage: coverage,
+                }
+            }
+            (
+                Attribute::Categorical { name, categories },
+                Truth::Categorical { freqs },
+                AttributeEstimate::Categorical(fe),
+            ) => {
+                let k = categories.len() as f64;
+                let mse = self.sq_err[j] / (r * k);
+                let predicted = mech.categorical_variance(j, freqs, nf).iter().sum::<f64>() / k;
+                let linf = self.linf[j] / r;
+                AttrResult::Categorical {
+                    name: name.clone(),
+                    kind: "categorical",
+                    mse,
+                    predicted_mse: predicted,
+                    linf,
+                    ci_coverage: coverage,
+                    categories: categories
+                        .iter()
+                        .enumerate()
+                        .map(|(v, label)| {
+                            let e = fe.get(v);
+                            CategoryResult {
+                                label: label.clone(),
+                                truth: freqs[v],
+                                estimate: e.value,
+                                std_error: e.std_error,
+                                ci95: e.ci95,
+                            }
+                        })
+                        .collect(),
+                }
+            }
+            _ => unreachable!("estimate kinds follow the schema"),
+        }
+    }
+
     fn finish(
         &self,
         mech: &RecordMechanism,
@@ -530,78 +543,23 @@ impl Accumulator {
         runs: usize,
         seconds: f64,
     ) -> RunResult {
-        let nf = n as f64;
         let r = runs as f64;
-        let mut attributes = Vec::new();
+        let attributes: Vec<AttrResult> = schema
+            .attributes()
+            .iter()
+            .enumerate()
+            .map(|(j, a)| self.attribute(j, a, &truth[j], mech, n, runs))
+            .collect();
         let (mut num, mut cat) = ((0.0, 0.0, 0), (0.0, 0.0, 0.0, 0));
-        let (mut covered, mut cells) = (0, 0);
-        for (j, a) in schema.attributes().iter().enumerate() {
-            covered += self.covered[j];
-            cells += self.cells[j];
-            let coverage = self.covered[j] as f64 / self.cells[j] as f64;
-            match (a, &truth[j], &self.first[j]) {
-                (
-                    Attribute::Numeric { name, min, max },
-                    Truth::Numeric { mean, sum_t2 },
-                    AttributeEstimate::Numeric(e),
-                ) => {
-                    let half = 0.5 * (max - min);
-                    let mid = 0.5 * (max + min);
-                    let units = e.affine(half, mid);
-                    let mse = self.sq_err[j] / r;
-                    let predicted = mech.numeric_variance(j, *mean * nf, *sum_t2, nf);
-                    num = (num.0 + mse, num.1 + predicted, num.2 + 1);
-                    attributes.push(AttrResult::Numeric {
-                        name: name.clone(),
-                        kind: "numeric",
-                        true_mean: half * mean + mid,
-                        estimate: units.value,
-                        std_error: units.std_error,
-                        ci95: units.ci95,
-                        true_mean_unit: *mean,
-                        estimate_unit: e.value,
-                        std_error_unit: e.std_error,
-                        mse,
-                        predicted_mse: predicted,
-                        ci_coverage: coverage,
-                    });
+        for a in &attributes {
+            match a {
+                AttrResult::Numeric { mse, predicted_mse, .. } => num = (num.0 + mse, num.1 + predicted_mse, num.2 + 1),
+                AttrResult::Categorical { mse, predicted_mse, linf, .. } => {
+                    cat = (cat.0 + mse, cat.1 + predicted_mse, cat.2 + linf, cat.3 + 1)
                 }
-                (
-                    Attribute::Categorical { name, categories },
-                    Truth::Categorical { freqs },
-                    AttributeEstimate::Categorical(fe),
-                ) => {
-                    let k = categories.len() as f64;
-                    let mse = self.sq_err[j] / (r * k);
-                    let predicted = mech.categorical_variance(j, freqs, nf).iter().sum::<f64>() / k;
-                    let linf = self.linf[j] / r;
-                    cat = (cat.0 + mse, cat.1 + predicted, cat.2 + linf, cat.3 + 1);
-                    attributes.push(AttrResult::Categorical {
-                        name: name.clone(),
-                        kind: "categorical",
-                        mse,
-                        predicted_mse: predicted,
-                        linf,
-                        ci_coverage: coverage,
-                        categories: categories
-                            .iter()
-                            .enumerate()
-                            .map(|(v, label)| {
-                                let e = fe.get(v);
-                                CategoryResult {
-                                    label: label.clone(),
-                                    truth: freqs[v],
-                                    estimate: e.value,
-                                    std_error: e.std_error,
-                                    ci95: e.ci95,
-                                }
-                            })
-                            .collect(),
-                    });
-                }
-                _ => unreachable!("estimate kinds follow the schema"),
             }
         }
+        let (covered, cells) = (self.covered.iter().sum::<u64>(), self.cells.iter().sum::<u64>());
         let avg = |s: f64, c: usize| if c == 0 { None } else { Some(s / c as f64) };
         let (num_name, cat_name) = mech.mechanism_names();
         RunResult {
@@ -621,6 +579,7 @@ impl Accumulator {
             seconds,
             seconds_per_run: seconds / r,
             attributes,
+            estimates: None,
         }
     }
 }
@@ -730,17 +689,18 @@ mod tests {
         let (file, enc) = synthetic(20_000, 3).unwrap();
         let schema = file.schema().unwrap();
         let truth = truths(&schema, &enc.values, enc.n);
-        let data = RecordColumns::new(&schema, &enc.values).unwrap();
+        let inputs: Vec<Input> = enc.values.chunks_exact(schema.len()).map(Input::Record).collect();
         let runs = 40;
-        for kind in [StrategyKind::Split, StrategyKind::SampleK] {
-            let mech = RecordMechanism::new(schema.clone(), StrategyOptions::default_for(kind, 1.0)).unwrap();
+        for kind in [harmony_core::strategy::StrategyKind::Split, harmony_core::strategy::StrategyKind::SampleK] {
+            let spec = harmony_protocol::spec::MeansSpec { strategy: kind, ..Default::default() };
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: TaskSpec::Means(spec) };
+            let task = harmony_tasks::resolve(&req, "t").and_then(MeansTask::new).unwrap();
             let mut acc = Accumulator::new(&schema);
             for r in 0..runs {
-                let agg = collect(&mech, &data, stream_seed(9, r)).unwrap();
-                acc.add(&agg.estimates(), &truth, r == 0);
+                acc.add(&run_once(&task, &inputs, stream_seed(9, r)).unwrap().0, &truth, r == 0);
             }
             assert_eq!((acc.run_num.n, acc.run_cat.n), (runs, runs));
-            let out = acc.finish(&mech, &schema, &truth, enc.n, runs as usize, 1.0);
+            let out = acc.finish(task.mechanism(), &schema, &truth, enc.n, runs as usize, 1.0);
             let (num, cat) = (out.numeric_mse.unwrap(), out.categorical_mse.unwrap());
             assert!((num - acc.run_num.mean).abs() <= 1e-12 * num, "{num}");
             assert!((cat - acc.run_cat.mean).abs() <= 1e-12 * cat, "{cat}");

@@ -222,8 +222,30 @@ pub fn run(args: TrainArgs) -> Result<()> {
     crate::output::emit(&out, args.format, args.plot.as_deref(), write_plot, print_table)
 }
 
-fn compute(args: &TrainArgs) -> Result<Output> {
-    let start = Instant::now();
+/// The options of `harmony train`, checked.
+struct Options {
+    task: Task,
+    encoding: Encoding,
+    designs: Vec<Design>,
+    threshold: Option<Threshold>,
+    papers: bool,
+    config: TrainConfig,
+    scaling: Scaling,
+}
+
+fn designs(args: &TrainArgs, task: Task) -> Result<Vec<Design>> {
+    Ok(match &args.mechanism {
+        Some(names) => names.iter().map(|n| Design::parse(n.trim())).collect::<Result<_, _>>().map_err(opt_err)?,
+        // hm-ss costs O(d²) per user and is a least-squares design: by default only for linear.
+        None => Design::NAMES
+            .iter()
+            .filter(|&&n| task == Task::Linear || n != "hm-ss")
+            .map(|n| Design::parse(n).expect("known"))
+            .collect(),
+    })
+}
+
+fn options(args: &TrainArgs) -> Result<Options> {
     let task = Task::parse(&args.task).map_err(opt_err)?;
     let encoding = Encoding::parse(&args.encoding).map_err(opt_err)?;
     for &e in &args.epsilon {
@@ -232,15 +254,6 @@ fn compute(args: &TrainArgs) -> Result<Output> {
     if args.epsilon.is_empty() {
         bail!("--epsilon is empty, expected a comma-separated list of numbers > 0");
     }
-    let designs: Vec<Design> = match &args.mechanism {
-        Some(names) => names.iter().map(|n| Design::parse(n.trim())).collect::<Result<_, _>>().map_err(opt_err)?,
-        // hm-ss costs O(d²) per user and is a least-squares design: by default only for linear.
-        None => Design::NAMES
-            .iter()
-            .filter(|&&n| task == Task::Linear || n != "hm-ss")
-            .map(|n| Design::parse(n).expect("known"))
-            .collect(),
-    };
     let threshold = match args.threshold.as_deref() {
         None => None,
         Some("mean") => Some(Threshold::Mean),
@@ -273,7 +286,14 @@ fn compute(args: &TrainArgs) -> Result<Output> {
         None if papers => Scaling::Cube,
         None => Scaling::Norm,
     };
+    Ok(Options { task, encoding, designs: designs(args, task)?, threshold, papers, config, scaling })
+}
 
+/// The data as a feature dataset: (data name, schema, features, dataset).
+fn load(
+    args: &TrainArgs,
+    o: &Options,
+) -> Result<(String, harmony_core::schema::Schema, FeatureMap, harmony_learn::features::Dataset)> {
     let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
     let enc = data::encode(&table, &schema, file.invalid)?;
@@ -281,53 +301,33 @@ fn compute(args: &TrainArgs) -> Result<Output> {
     if enc.skipped > 0 || enc.clamped > 0 {
         eprintln!("note: invalid-value policy: {} rows skipped, {} values clamped", enc.skipped, enc.clamped);
     }
-    let spec = TargetSpec { column: args.target.clone(), positive: args.positive.clone(), threshold };
-    let features = FeatureMap::new(&schema, task, encoding, &spec, &enc.values).map_err(opt_err)?;
+    let spec = TargetSpec { column: args.target.clone(), positive: args.positive.clone(), threshold: o.threshold };
+    let features = FeatureMap::new(&schema, o.task, o.encoding, &spec, &enc.values).map_err(opt_err)?;
     let dataset = features.dataset(&enc.values, schema.len())?;
-    drop(enc);
-    let d = dataset.d;
-    // The norm scaling keeps the intercept (column 0) out of the projection.
-    let keep_intercept = scaling == Scaling::Norm;
-    let cols = d - keep_intercept as usize;
-    let projections: Vec<Option<Projection>> = match &args.projection {
-        Some(list) => parse_projection(list, cols)?,
-        None if task == Task::Linear && cols > 20 => vec![None, Some(20)],
-        None => vec![None],
-    }
-    .into_iter()
-    .map(|r| r.map(|r| Projection { r, scaling, keep_intercept }))
-    .collect();
-    let blocks = features.block_lengths();
-    let exp = Experiment {
-        blocks: &blocks,
-        data: &dataset,
-        task,
-        max_l1: features.max_l1(),
-        intercept: true,
-        folds: args.folds,
-        repeats: args.repeats,
-        seed: args.seed,
-    };
-    exp.validate().map_err(opt_err)?;
-    let positive = match schema.attributes()[features.target_index()] {
-        harmony_core::schema::Attribute::Categorical { ref categories, .. } if task.is_classification() => {
-            Some(args.positive.clone().unwrap_or_else(|| categories[1].clone()))
-        }
-        _ if task.is_classification() => {
-            Some(format!("{} > {}", args.target, args.threshold.clone().unwrap_or_default()))
-        }
-        _ => None,
-    };
+    Ok((data_name, schema, features, dataset))
+}
 
-    let runs_per = (args.folds * args.repeats) as u64;
-    let total = (1 + args.epsilon.len() * designs.len() * projections.len()) as u64 * runs_per
-        + (NON_PRIVATE_RATES.len() * args.folds) as u64;
-    let pb = progress(total, "train", args.format);
-    let tick = || pb.inc(1);
-    // The non-private reference always uses the papers' schedule (γ₀ from a grid, 5 epochs).
-    // Its batch is its own (n/1000 over 5 passes), whatever --batch-size the private designs use:
-    // a larger batch would only weaken the reference and flatter every design's gap.
-    let np_config = TrainConfig { lambda: args.lambda, ..TrainConfig::new(loss, 1.0) };
+/// The projections to run (`--projection`, else r = 20 beside none for linear models with more
+/// than 20 columns).
+fn projections(args: &TrainArgs, o: &Options, d: usize) -> Result<Vec<Option<Projection>>> {
+    // The norm scaling keeps the intercept (column 0) out of the projection.
+    let keep_intercept = o.scaling == Scaling::Norm;
+    let cols = d - keep_intercept as usize;
+    let list = match &args.projection {
+        Some(list) => parse_projection(list, cols)?,
+        None if o.task == Task::Linear && cols > 20 => vec![None, Some(20)],
+        None => vec![None],
+    };
+    Ok(list.into_iter().map(|r| r.map(|r| Projection { r, scaling: o.scaling, keep_intercept })).collect())
+}
+
+/// The non-private reference: γ₀ picked from a small grid on the first repeat's folds (the
+/// held-out folds: this can only make the reference stronger and the private designs' gap
+/// larger), then cross-validated like every design. It always uses the papers' schedule (5
+/// epochs) and its own batch (n/1000 over 5 passes), whatever --batch-size the private designs
+/// use: a larger batch would only weaken the reference and flatter every design's gap.
+fn non_private(exp: &Experiment, loss: Loss, lambda: f64, tick: &(dyn Fn() + Sync)) -> Result<(CvResult, f64)> {
+    let np_config = TrainConfig { lambda, ..TrainConfig::new(loss, 1.0) };
     let np_spec = RunSpec {
         method: Method::Sgd,
         mechanism: MechanismKind::NonPrivate,
@@ -336,26 +336,53 @@ fn compute(args: &TrainArgs) -> Result<Output> {
         config: np_config,
         stream: 0,
     };
-    // The non-private reference: γ₀ picked from a small grid on the first repeat's folds (the
-    // held-out folds: this can only make the reference stronger and the private designs' gap
-    // larger), then cross-validated like every design.
     let mut best: Option<(f64, f64)> = None;
-    let grid_exp = Experiment { repeats: 1, ..exp };
+    let grid_exp = Experiment { repeats: 1, ..*exp };
     for &lr in NON_PRIVATE_RATES {
         let spec = RunSpec { config: TrainConfig { schedule: Schedule::Decay(lr), ..np_config }, ..np_spec };
-        let r = grid_exp.run(&spec, &tick)?;
+        let r = grid_exp.run(&spec, tick)?;
         if best.is_none_or(|(m, _)| r.mean < m) {
             best = Some((r.mean, lr));
         }
     }
-    let np_rate = best.expect("non-empty grid").1;
-    let non_private = exp
-        .run(&RunSpec { config: TrainConfig { schedule: Schedule::Decay(np_rate), ..np_config }, ..np_spec }, &tick)?;
-    let baseline = exp.baseline()?;
-    let metric = if task.is_classification() { "misclassification" } else { "mse" };
+    let rate = best.expect("non-empty grid").1;
+    let res =
+        exp.run(&RunSpec { config: TrainConfig { schedule: Schedule::Decay(rate), ..np_config }, ..np_spec }, tick)?;
+    Ok((res, rate))
+}
+
+/// The positive class's description (classification).
+fn positive_label(
+    args: &TrainArgs,
+    task: Task,
+    schema: &harmony_core::schema::Schema,
+    features: &FeatureMap,
+) -> Option<String> {
+    match schema.attributes()[features.target_index()] {
+        harmony_core::schema::Attribute::Categorical { ref categories, .. } if task.is_classification() => {
+            Some(args.positive.clone().unwrap_or_else(|| categories[1].clone()))
+        }
+        _ if task.is_classification() => {
+            Some(format!("{} > {}", args.target, args.threshold.clone().unwrap_or_default()))
+        }
+        _ => None,
+    }
+}
+
+/// Every (ε, design, projection) of the grid, cross-validated.
+fn grid(
+    args: &TrainArgs,
+    o: &Options,
+    exp: &Experiment,
+    projections: &[Option<Projection>],
+    metric: &'static str,
+    tick: &(dyn Fn() + Sync),
+    gap: &dyn Fn(f64) -> Option<f64>,
+) -> Result<Vec<ResultRow>> {
+    let config = o.config;
     let mut results = Vec::new();
     for (ei, &eps) in args.epsilon.iter().enumerate() {
-        for (di, design) in designs.iter().enumerate() {
+        for (di, design) in o.designs.iter().enumerate() {
             for (pi, &projection) in projections.iter().enumerate() {
                 let spec = RunSpec {
                     method: design.method,
@@ -367,7 +394,7 @@ fn compute(args: &TrainArgs) -> Result<Output> {
                 };
                 let t = Instant::now();
                 let res: CvResult = exp
-                    .run(&spec, &tick)
+                    .run(&spec, tick)
                     .map_err(opt_err)
                     .with_context(|| format!("{} at epsilon {eps}", design.name))?;
                 results.push(ResultRow {
@@ -380,13 +407,46 @@ fn compute(args: &TrainArgs) -> Result<Output> {
                     batches: res.batches,
                     projection_dim: projection.map(|p| p.r),
                     step: res.step,
-                    gap_closed: gap_closed(res.mean, baseline.mean, non_private.mean),
+                    gap_closed: gap(res.mean),
                     seconds: t.elapsed().as_secs_f64(),
                 });
             }
         }
     }
+    Ok(results)
+}
+
+fn compute(args: &TrainArgs) -> Result<Output> {
+    let start = Instant::now();
+    let o = options(args)?;
+    let (task, config) = (o.task, o.config);
+    let (data_name, schema, features, dataset) = load(args, &o)?;
+    let d = dataset.d;
+    let projections = projections(args, &o, d)?;
+    let blocks = features.block_lengths();
+    let exp = Experiment {
+        blocks: &blocks,
+        data: &dataset,
+        task,
+        max_l1: features.max_l1(),
+        intercept: true,
+        folds: args.folds,
+        repeats: args.repeats,
+        seed: args.seed,
+    };
+    exp.validate().map_err(opt_err)?;
+    let runs_per = (args.folds * args.repeats) as u64;
+    let total = (1 + args.epsilon.len() * o.designs.len() * projections.len()) as u64 * runs_per
+        + (NON_PRIVATE_RATES.len() * args.folds) as u64;
+    let pb = progress(total, "train", args.format);
+    let tick = || pb.inc(1);
+    let (non_private, np_rate) = non_private(&exp, Loss::for_task(task), args.lambda, &tick)?;
+    let baseline = exp.baseline()?;
+    let metric = if task.is_classification() { "misclassification" } else { "mse" };
+    let gap = |mean| gap_closed(mean, baseline.mean, non_private.mean);
+    let results = grid(args, &o, &exp, &projections, metric, &tick, &gap)?;
     pb.finish_and_clear();
+    let papers = o.papers;
     Ok(Output {
         task: task.name(),
         target: args.target.clone(),
@@ -399,7 +459,7 @@ fn compute(args: &TrainArgs) -> Result<Output> {
         } else {
             "mean squared error of held-out users, target mapped to [-1, 1]"
         },
-        positive,
+        positive: positive_label(args, task, &schema, &features),
         folds: args.folds,
         repeats: args.repeats,
         seed: args.seed,
@@ -412,7 +472,7 @@ fn compute(args: &TrainArgs) -> Result<Output> {
             Schedule::Noise(_) => None,
         },
         gradient_scale: config.gradient_scale,
-        projection_scaling: match scaling {
+        projection_scaling: match o.scaling {
             Scaling::Norm => "norm",
             Scaling::Cube => "cube",
         },

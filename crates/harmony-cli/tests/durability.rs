@@ -3,11 +3,13 @@
 //! count equals the number of distinct reports: nothing acknowledged is lost, nothing is
 //! counted twice; the accumulators rebuilt on start agree with the live ones.
 
-use harmony_client::protocol::{CreateCollection, ReportBatch, ReportItem, to_hex};
-use harmony_client::{Client, RetryPolicy};
+use harmony_client::{Client, DeviceTask, Input, RetryPolicy, SimulatedDevices};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_core::strategy::RecordReport;
+use harmony_core::strategy::StrategyKind;
+use harmony_protocol::estimates::Query;
+use harmony_protocol::spec::{MeansSpec, TaskSpec};
+use harmony_protocol::{CreateCollection, ReportBatch, ReportItem};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -43,32 +45,32 @@ fn run(n: usize, batch: usize, clients: usize) {
     ])
     .unwrap();
     let req = CreateCollection {
-        schema,
+        schema: Some(schema),
         epsilon: 1.0,
-        strategy: "harmony".into(),
-        numeric_mechanism: None,
-        categorical_mechanism: None,
-        tasks: vec!["means".into()],
-        train: None,
+        task: TaskSpec::Means(MeansSpec { strategy: StrategyKind::Harmony, ..Default::default() }),
     };
     let created = analyst.create_collection(&req).unwrap();
-    let mech = harmony_client::mechanism(&created.config).unwrap();
+    let task = DeviceTask::new(created.config.clone()).unwrap();
     let nb = n.div_ceil(batch);
+    // Device i is simulated device i of seed 3, with report id `r{i}`; a retry resends its batch's
+    // body unchanged.
+    let mut devices = SimulatedDevices::new(3);
     let bodies: Vec<Vec<u8>> = (0..nb)
         .map(|b| {
             let mut rng = fast_rng(stream_seed(3, b as u64));
-            let (mut r, mut s, mut buf) = (RecordReport::default(), Vec::new(), Vec::new());
             let items = (b * batch..((b + 1) * batch).min(n))
                 .map(|i| {
                     let row = [Value::Unit(2.0 * uniform01(&mut rng) - 1.0), Value::Category((i % 8) as u32)];
-                    mech.randomize_into(&row, &mut rng, &mut r, &mut s).unwrap();
-                    buf.clear();
-                    harmony_core::wire::encode_into(&r, &mut buf);
-                    ReportItem { id: format!("r{i}"), report: to_hex(&buf) }
+                    let item = devices.item(&task, i as u64, &Input::Record(&row)).unwrap();
+                    ReportItem { id: format!("r{i}"), ..item }
                 })
                 .collect();
-            serde_json::to_vec(&ReportBatch { collection: created.id.clone(), config_version: 1, reports: items })
-                .unwrap()
+            let batch = ReportBatch {
+                collection: created.id.clone(),
+                config_version: created.config.config_version,
+                reports: items,
+            };
+            serde_json::to_vec(&batch).unwrap()
         })
         .collect();
     let retry = RetryPolicy { attempts: 400, base: Duration::from_millis(10), max: Duration::from_millis(200) };
@@ -107,7 +109,7 @@ fn run(n: usize, batch: usize, clients: usize) {
             h.join().unwrap();
         }
     });
-    let est = analyst.estimates(&created.id).unwrap();
+    let est = analyst.estimates(&created.id, &Query::default()).unwrap();
     assert_eq!(est.reports, n as u64, "distinct reports stored and counted once");
     // Every report was acknowledged once as new or (a retry of a batch committed before the
     // kill) as a duplicate.
@@ -116,7 +118,7 @@ fn run(n: usize, batch: usize, clients: usize) {
     server.kill().unwrap();
     server.wait().unwrap();
     server = serve(&db, port, &log);
-    let rebuilt = analyst.estimates(&created.id).unwrap();
+    let rebuilt = analyst.estimates(&created.id, &Query::default()).unwrap();
     assert_eq!(rebuilt.reports, n as u64);
     let (a, b) = (serde_json::to_value(&est).unwrap(), serde_json::to_value(&rebuilt).unwrap());
     for v in 0..8 {

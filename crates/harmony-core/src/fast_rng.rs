@@ -124,8 +124,10 @@ fn refill_avx2(s: &mut State, out: &mut [u64; BLOCK]) {
     }
 }
 
-/// Which build of the refill runs (all three compute the same integers).
+/// Which build of the refill runs (all three compute the same integers). Off x86_64 only the
+/// portable one exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 enum Path {
     Portable,
     Avx2,

@@ -125,6 +125,27 @@ impl Schema {
     pub fn attributes(&self) -> &[Attribute] {
         &self.attributes
     }
+    /// Checks a record encoded by [`Schema::encode`]: one value per attribute, each of its
+    /// attribute's kind and range (numeric on [-1, 1], a category index below the label count).
+    /// The error names the first bad attribute, its value and what was expected.
+    pub fn check_record(&self, record: &[Value]) -> Result<()> {
+        if record.len() != self.len() {
+            return Err(Error::input("record", format!("{} values", record.len()), format!("{} values", self.len())));
+        }
+        for (a, v) in self.attributes.iter().zip(record) {
+            match (a, *v) {
+                (Attribute::Numeric { .. }, Value::Unit(t)) if (-1.0..=1.0).contains(&t) => {}
+                (Attribute::Categorical { categories, .. }, Value::Category(c)) if (c as usize) < categories.len() => {}
+                (Attribute::Numeric { .. }, v) => {
+                    return Err(Error::input(a.name(), v, "a numeric value mapped to [-1, 1]"));
+                }
+                (Attribute::Categorical { categories, .. }, v) => {
+                    return Err(Error::input(a.name(), v, format!("a category index in [0, {})", categories.len())));
+                }
+            }
+        }
+        Ok(())
+    }
     /// Number of attributes.
     pub fn len(&self) -> usize {
         self.attributes.len()

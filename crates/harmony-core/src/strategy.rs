@@ -24,6 +24,7 @@ use crate::aggregate::Aggregator;
 use crate::error::{Error, Result};
 use crate::estimate::{Estimate, FrequencyEstimate};
 use crate::frequency::{AnyAggregator, AnyOracle, AnyReport, FrequencyOracle};
+use crate::kinds::{NumericKind, OracleKind, RecordNumeric};
 use crate::numeric::{AnyNumeric, DuchiMulti, NumericMechanism, NumericReport, VectorMechanism};
 use crate::params::Epsilon;
 use crate::sampling::sample_k_of_d;
@@ -68,8 +69,16 @@ impl StrategyKind {
     }
 }
 
-/// How `sample-k` picks k.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+impl Default for StrategyKind {
+    /// `harmony`: the least variance for most schemas (see `harmony plan`).
+    fn default() -> Self {
+        StrategyKind::Harmony
+    }
+}
+
+/// How `sample-k` picks k. JSON: `"optimal"`, `"paper"` or a number (the older
+/// `"Optimal"`, `"Paper"` and `{"Fixed": k}` are read too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KChoice {
     /// argmin of the closed-form worst-case variance (default).
     Optimal,
@@ -79,6 +88,39 @@ pub enum KChoice {
     Fixed(usize),
 }
 
+impl Serialize for KChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            KChoice::Optimal => s.serialize_str("optimal"),
+            KChoice::Paper => s.serialize_str("paper"),
+            KChoice::Fixed(k) => s.serialize_u64(*k as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(usize),
+            Name(String),
+            Fixed {
+                #[serde(rename = "Fixed")]
+                fixed: usize,
+            },
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(k) | Raw::Fixed { fixed: k } => Ok(KChoice::Fixed(k)),
+            Raw::Name(n) if n.eq_ignore_ascii_case("optimal") => Ok(KChoice::Optimal),
+            Raw::Name(n) if n.eq_ignore_ascii_case("paper") => Ok(KChoice::Paper),
+            Raw::Name(n) => Err(serde::de::Error::custom(format!(
+                "k is {n:?}, expected \"optimal\", \"paper\" or a number of attributes"
+            ))),
+        }
+    }
+}
+
 /// Everything that defines a collection's randomizer besides the schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StrategyOptions {
@@ -86,11 +128,11 @@ pub struct StrategyOptions {
     pub kind: StrategyKind,
     /// The total budget for the whole record.
     pub epsilon: f64,
-    /// Numeric mechanism: `split`: laplace | scdf | staircase | duchi | pm | hm | duchi-multi;
-    /// `sample-k`: pm | hm (any 1-D works); ignored by `harmony` (duchi).
-    pub numeric_mechanism: String,
-    /// Categorical oracle: any frequency-oracle name; ignored by `harmony` (hadamard).
-    pub categorical_mechanism: String,
+    /// Numeric mechanism: `split`: any 1-D mechanism or duchi-multi; `sample-k`: any 1-D
+    /// mechanism (pm and hm are the good ones); ignored by `harmony` (duchi).
+    pub numeric_mechanism: RecordNumeric,
+    /// Categorical oracle: any frequency oracle; ignored by `harmony` (hadamard).
+    pub categorical_mechanism: OracleKind,
     /// How `sample-k` chooses k (ignored by the other strategies).
     pub k: KChoice,
 }
@@ -99,18 +141,12 @@ impl StrategyOptions {
     /// The defaults of each strategy: split → duchi-multi + oue, sample-k → hm + oue (k optimal),
     /// harmony → duchi + hadamard.
     pub fn default_for(kind: StrategyKind, epsilon: f64) -> Self {
-        let (num, cat) = match kind {
-            StrategyKind::Split => ("duchi-multi", "oue"),
-            StrategyKind::SampleK => ("hm", "oue"),
-            StrategyKind::Harmony => ("duchi", "hadamard"),
+        let (numeric_mechanism, categorical_mechanism) = match kind {
+            StrategyKind::Split => (RecordNumeric::DuchiMulti, OracleKind::Oue),
+            StrategyKind::SampleK => (RecordNumeric::Hm, OracleKind::Oue),
+            StrategyKind::Harmony => (RecordNumeric::Duchi, OracleKind::Hadamard),
         };
-        StrategyOptions {
-            kind,
-            epsilon,
-            numeric_mechanism: num.into(),
-            categorical_mechanism: cat.into(),
-            k: KChoice::Optimal,
-        }
+        StrategyOptions { kind, epsilon, numeric_mechanism, categorical_mechanism, k: KChoice::Optimal }
     }
 }
 
@@ -145,7 +181,7 @@ pub struct RecordReport {
 }
 
 impl crate::wire::WireReport for RecordReport {
-    const KIND: crate::wire::ReportKind = crate::wire::ReportKind::Record;
+    const KIND: crate::wire::WireKind = crate::wire::ReportKind::Record.wire();
 }
 
 /// A record randomizer: schema + strategy, with every mechanism precomputed.
@@ -235,8 +271,19 @@ impl RecordMechanism {
         let eps = Epsilon::new(options.epsilon)?;
         let d = schema.len();
         let (num_name, cat_name) = match options.kind {
-            StrategyKind::Harmony => ("duchi".to_string(), "hadamard".to_string()),
-            _ => (options.numeric_mechanism.clone(), options.categorical_mechanism.clone()),
+            StrategyKind::Harmony => (RecordNumeric::Duchi, OracleKind::Hadamard),
+            _ => (options.numeric_mechanism, options.categorical_mechanism),
+        };
+        let one_d = match (num_name.one_d(), options.kind) {
+            (Some(m), _) => Some(m),
+            (None, StrategyKind::Split) => None,
+            (None, _) => {
+                return Err(Error::param(
+                    "numeric_mechanism",
+                    num_name.name(),
+                    "a 1-D numeric mechanism (duchi-multi is for the split strategy only)",
+                ));
+            }
         };
         let k = match options.kind {
             StrategyKind::Split => d,
@@ -245,14 +292,13 @@ impl RecordMechanism {
                 KChoice::Fixed(k) if (1..=d).contains(&k) => k,
                 KChoice::Fixed(k) => return Err(Error::param("k", k, format!("an integer in [1, {d}]"))),
                 KChoice::Paper => paper_k(options.epsilon, d),
-                KChoice::Optimal => optimal_k(&schema, options.epsilon, &num_name, &cat_name)?,
+                KChoice::Optimal => optimal_k(&schema, options.epsilon, one_d.unwrap_or(NumericKind::Duchi), cat_name)?,
             },
         };
         let per_attr = eps.split(k)?.value();
         let numeric_positions: Vec<usize> =
             schema.attributes().iter().enumerate().filter(|(_, a)| a.is_numeric()).map(|(j, _)| j).collect();
-        let joint = if options.kind == StrategyKind::Split && num_name == "duchi-multi" && !numeric_positions.is_empty()
-        {
+        let joint = if one_d.is_none() && !numeric_positions.is_empty() {
             Some(DuchiMulti::new(per_attr * numeric_positions.len() as f64, numeric_positions.len())?)
         } else {
             None
@@ -261,9 +307,12 @@ impl RecordMechanism {
         for a in schema.attributes() {
             mechanisms.push(match a {
                 Attribute::Numeric { .. } if joint.is_some() => AttributeMechanism::Joint,
-                Attribute::Numeric { .. } => AttributeMechanism::Numeric(AnyNumeric::by_name(&num_name, per_attr)?),
+                Attribute::Numeric { .. } => {
+                    // `one_d` is None only with a joint mechanism, handled above.
+                    AttributeMechanism::Numeric(AnyNumeric::new(one_d.unwrap_or(NumericKind::Duchi), per_attr)?)
+                }
                 Attribute::Categorical { categories, .. } => {
-                    AttributeMechanism::Categorical(AnyOracle::by_name(&cat_name, per_attr, categories.len())?)
+                    AttributeMechanism::Categorical(AnyOracle::new(cat_name, per_attr, categories.len())?)
                 }
             });
         }
@@ -393,6 +442,46 @@ impl RecordMechanism {
         Ok(out)
     }
 
+    /// Checks a record report against the strategy (see [`Randomizer::validate`]).
+    pub fn validate_report(&self, r: &RecordReport) -> Result<()> {
+        let m = self;
+        let d = m.schema.len();
+        let expected_len = if m.joint.is_some() { m.k - m.numeric_positions.len() } else { m.k };
+        if r.attributes.len() != expected_len {
+            return Err(Error::report("attributes", r.attributes.len(), format!("{expected_len} sampled attributes")));
+        }
+        for (i, (j, rep)) in r.attributes.iter().enumerate() {
+            let j = *j as usize;
+            if j >= d {
+                return Err(Error::report(format!("attributes[{i}].index"), j, format!("an attribute index < {d}")));
+            }
+            if r.attributes[..i].iter().any(|(p, _)| *p as usize == j) {
+                return Err(Error::report(format!("attributes[{i}].index"), j, "distinct attribute indices"));
+            }
+            match (&m.mechanisms[j], rep) {
+                (AttributeMechanism::Numeric(mech), AttributeReport::Numeric(x)) => {
+                    mech.decode(x)?;
+                }
+                (AttributeMechanism::Categorical(o), AttributeReport::Categorical(x)) => {
+                    o.validate_report(x)?;
+                }
+                _ => {
+                    return Err(Error::report(
+                        format!("attributes[{i}]"),
+                        "a report of the wrong kind",
+                        format!("the kind of attribute {}", m.schema.attributes()[j].name()),
+                    ));
+                }
+            }
+        }
+        match (&self.joint, &r.joint) {
+            (Some(joint), Some(x)) => joint.validate(x),
+            (None, None) => Ok(()),
+            (Some(_), None) => Err(Error::report("joint", "missing", "a duchi-multi report")),
+            (None, Some(_)) => Err(Error::report("joint", "present", "no joint report for this strategy")),
+        }
+    }
+
     /// An empty aggregator.
     pub fn aggregator(&self) -> RecordAggregator {
         RecordAggregator {
@@ -464,6 +553,20 @@ impl RecordMechanism {
     }
 }
 
+/// A device randomizes its whole record (values encoded by [`Schema::encode`]) into one
+/// [`RecordReport`].
+impl crate::randomizer::Randomizer for RecordMechanism {
+    type Input = [Value];
+    type Report = RecordReport;
+
+    fn randomize(&self, record: &[Value], rng: &mut dyn Rng) -> Result<RecordReport> {
+        RecordMechanism::randomize(self, record, rng)
+    }
+    fn validate(&self, report: &RecordReport) -> Result<()> {
+        self.validate_report(report)
+    }
+}
+
 /// E[1/n_j] for n_j ~ Binomial(n, 1/s), the users who report an attribute sampled with
 /// probability k/d = 1/s: 1/μ + σ²/μ³ = s/n + s(s − 1)/n² (second order; exact, 1/n, at s = 1).
 pub fn inverse_count(n: f64, s: f64) -> f64 {
@@ -492,33 +595,34 @@ pub fn sampled_categorical_worst(v: f64, s: f64) -> f64 {
 /// k minimising the summed closed-form worst-case variance over the schema's attributes
 /// (numeric: [`sampled_numeric_worst`]; categorical: s·(V_worst + 1) − 1 with V_worst the
 /// oracle's worst one-report variance at ε/k).
-pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: &str, categorical: &str) -> Result<usize> {
+///
+/// Cost: for each k one oracle per distinct category count (the worst-case variance depends on
+/// (ε/k, d) only), so O(d · distinct counts) oracle constructions, not O(d²).
+pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: NumericKind, categorical: OracleKind) -> Result<usize> {
     let d = schema.len();
+    let mut cards: Vec<usize> =
+        schema.attributes().iter().filter(|a| !a.is_numeric()).map(|a| a.cardinality()).collect();
+    cards.sort_unstable();
+    let mut distinct: Vec<(usize, usize)> = Vec::new(); // (cardinality, attributes)
+    for c in cards {
+        match distinct.last_mut() {
+            Some((last, m)) if *last == c => *m += 1,
+            _ => distinct.push((c, 1)),
+        }
+    }
+    let numeric_count = schema.numeric_count() as f64;
     let mut best = (f64::INFINITY, 1);
     for k in 1..=d {
         let per = epsilon / k as f64;
         let s = d as f64 / k as f64;
         let mut total = 0.0;
-        let mut num_worst = None;
-        for a in schema.attributes() {
-            total += match a {
-                Attribute::Numeric { .. } => *num_worst.get_or_insert_with(|| {
-                    AnyNumeric::by_name(numeric, per)
-                        .map(|m| {
-                            let (ca, cb) = m.variance_coefficients();
-                            sampled_numeric_worst(ca, cb, s)
-                        })
-                        .unwrap_or(f64::INFINITY)
-                }),
-                Attribute::Categorical { categories, .. } => {
-                    let o = AnyOracle::by_name(categorical, per, categories.len())?;
-                    sampled_categorical_worst(o.worst_case_variance(), s)
-                }
-            };
+        if numeric_count > 0.0 {
+            let (ca, cb) = AnyNumeric::new(numeric, per)?.variance_coefficients();
+            total += numeric_count * sampled_numeric_worst(ca, cb, s);
         }
-        // Validate the numeric name once (errors rather than silently infinite).
-        if schema.numeric_count() > 0 && k == 1 {
-            AnyNumeric::by_name(numeric, per)?;
+        for &(card, m) in &distinct {
+            let o = AnyOracle::new(categorical, per, card)?;
+            total += m as f64 * sampled_categorical_worst(o.worst_case_variance(), s);
         }
         if total < best.0 {
             best = (total, k);
@@ -696,42 +800,7 @@ impl Aggregator for RecordAggregator {
     type Output = Vec<AttributeEstimate>;
 
     fn validate(&self, r: &RecordReport) -> Result<()> {
-        let m = &self.mechanism;
-        let d = m.schema.len();
-        let expected_len = if m.joint.is_some() { m.k - m.numeric_positions.len() } else { m.k };
-        if r.attributes.len() != expected_len {
-            return Err(Error::report("attributes", r.attributes.len(), format!("{expected_len} sampled attributes")));
-        }
-        for (i, (j, rep)) in r.attributes.iter().enumerate() {
-            let j = *j as usize;
-            if j >= d {
-                return Err(Error::report(format!("attributes[{i}].index"), j, format!("an attribute index < {d}")));
-            }
-            if r.attributes[..i].iter().any(|(p, _)| *p as usize == j) {
-                return Err(Error::report(format!("attributes[{i}].index"), j, "distinct attribute indices"));
-            }
-            match (&m.mechanisms[j], rep) {
-                (AttributeMechanism::Numeric(mech), AttributeReport::Numeric(x)) => {
-                    mech.decode(x)?;
-                }
-                (AttributeMechanism::Categorical(_), AttributeReport::Categorical(x)) => {
-                    self.categorical[j].as_ref().expect("categorical aggregator").validate(x)?;
-                }
-                _ => {
-                    return Err(Error::report(
-                        format!("attributes[{i}]"),
-                        "a report of the wrong kind",
-                        format!("the kind of attribute {}", m.schema.attributes()[j].name()),
-                    ));
-                }
-            }
-        }
-        match (&self.joint, &r.joint) {
-            (Some(agg), Some(x)) => agg.validate(x),
-            (None, None) => Ok(()),
-            (Some(_), None) => Err(Error::report("joint", "missing", "a duchi-multi report")),
-            (None, Some(_)) => Err(Error::report("joint", "present", "no joint report for this strategy")),
-        }
+        self.mechanism.validate_report(r)
     }
 
     fn add_unchecked(&mut self, r: &RecordReport) {

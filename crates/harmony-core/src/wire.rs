@@ -12,7 +12,28 @@ use serde::de::DeserializeOwned;
 /// The current wire version.
 pub const WIRE_VERSION: u8 = 1;
 
-/// Report kinds on the wire (one byte). Numbers are stable: never reuse one.
+/// A report kind on the wire: its byte and its name (for error messages).
+///
+/// Each crate owns the kinds of the reports it defines and declares them next to the report
+/// type (`impl WireReport`). Bytes are stable: never reuse one. Allocation:
+///
+/// | bytes | owner |
+/// |---|---|
+/// | 1–11, 13–19 | harmony-core ([`ReportKind`]) |
+/// | 12, 40–49 | harmony-learn (12: the randomized gradient) |
+/// | 20–39 | harmony-analytics |
+///
+/// The task registry (harmony-tasks) checks in a test that no two report types share a byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WireKind {
+    /// The kind byte.
+    pub byte: u8,
+    /// The report type's name.
+    pub name: &'static str,
+}
+
+/// harmony-core's report kinds (one byte each). Numbers are stable: never reuse one; 12 belongs
+/// to harmony-learn's gradient report (see [`WireKind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum ReportKind {
@@ -38,20 +59,38 @@ pub enum ReportKind {
     DuchiMulti = 10,
     /// A whole-record report of a multi-attribute strategy.
     Record = 11,
-    /// A randomized gradient of private gradient descent (harmony-learn's sampled PM / HM).
-    Gradient = 12,
+}
+
+impl ReportKind {
+    /// The kind as a [`WireKind`].
+    pub const fn wire(self) -> WireKind {
+        let name = match self {
+            ReportKind::Numeric => "Numeric",
+            ReportKind::Grr => "Grr",
+            ReportKind::Unary => "Unary",
+            ReportKind::Olh => "Olh",
+            ReportKind::Hadamard => "Hadamard",
+            ReportKind::HadamardResponse => "HadamardResponse",
+            ReportKind::BassilySmith => "BassilySmith",
+            ReportKind::Adaptive => "Adaptive",
+            ReportKind::HarmonyBit => "HarmonyBit",
+            ReportKind::DuchiMulti => "DuchiMulti",
+            ReportKind::Record => "Record",
+        };
+        WireKind { byte: self as u8, name }
+    }
 }
 
 /// A report type that travels on the wire.
 pub trait WireReport: Serialize + DeserializeOwned {
-    /// Its kind byte.
-    const KIND: ReportKind;
+    /// Its kind (byte and name).
+    const KIND: WireKind;
 }
 
 /// Encodes a report into `buf` (appended; no allocation when `buf` has capacity).
 pub fn encode_into<T: WireReport>(report: &T, buf: &mut Vec<u8>) {
     buf.push(WIRE_VERSION);
-    buf.push(T::KIND as u8);
+    buf.push(T::KIND.byte);
     // postcard to an extendable Vec cannot fail for our plain-data report types.
     let payload = postcard::to_extend(report, std::mem::take(buf)).expect("postcard encoding of a report");
     *buf = payload;
@@ -71,12 +110,13 @@ pub fn decode<T: WireReport>(bytes: &[u8]) -> Result<T> {
         [] => Err(Error::report("header", "0 bytes", "at least 2 bytes (version, kind)")),
         [_] => Err(Error::report("header", "1 byte", "at least 2 bytes (version, kind)")),
         [v, ..] if *v != WIRE_VERSION => Err(Error::report("version", v, format!("{WIRE_VERSION}"))),
-        [_, k, ..] if *k != T::KIND as u8 => {
-            Err(Error::report("kind", k, format!("{} ({:?})", T::KIND as u8, T::KIND)))
+        [_, k, ..] if *k != T::KIND.byte => {
+            Err(Error::report("kind", k, format!("{} ({})", T::KIND.byte, T::KIND.name)))
         }
         [_, _, payload @ ..] => {
-            let (report, rest) = postcard::take_from_bytes::<T>(payload)
-                .map_err(|e| Error::report("payload", e.to_string(), format!("a well-formed {:?} report", T::KIND)))?;
+            let (report, rest) = postcard::take_from_bytes::<T>(payload).map_err(|e| {
+                Error::report("payload", e.to_string(), format!("a well-formed {} report", T::KIND.name))
+            })?;
             if !rest.is_empty() {
                 return Err(Error::report(
                     "payload",
@@ -97,11 +137,11 @@ pub fn to_json<T: WireReport>(report: &T) -> String {
 /// Parses the JSON form of a report.
 pub fn from_json<T: WireReport>(text: &str) -> Result<T> {
     serde_json::from_str(text)
-        .map_err(|e| Error::report("json", e.to_string(), format!("a {:?} report in JSON", T::KIND)))
+        .map_err(|e| Error::report("json", e.to_string(), format!("a {} report in JSON", T::KIND.name)))
 }
 
 impl WireReport for crate::numeric::NumericReport {
-    const KIND: ReportKind = ReportKind::Numeric;
+    const KIND: WireKind = ReportKind::Numeric.wire();
 }
 
 #[cfg(test)]

@@ -21,8 +21,8 @@ fn collection(numeric: &str, epsilon: f64) -> RecordMechanism {
     let options = StrategyOptions {
         kind: StrategyKind::Split,
         epsilon,
-        numeric_mechanism: numeric.into(),
-        categorical_mechanism: "grr".into(),
+        numeric_mechanism: numeric.parse().unwrap(),
+        categorical_mechanism: "grr".parse().unwrap(),
         k: KChoice::Optimal,
     };
     RecordMechanism::new(schema, options).unwrap()

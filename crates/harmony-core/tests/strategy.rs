@@ -40,7 +40,7 @@ fn optimal_k_never_worse_than_paper_rule() {
         let schema = numeric_schema(d);
         for i in 0..=75 {
             let eps = 0.5 + 0.1 * i as f64;
-            let k_opt = optimal_k(&schema, eps, "hm", "oue").unwrap();
+            let k_opt = optimal_k(&schema, eps, harmony_core::NumericKind::Hm, harmony_core::OracleKind::Oue).unwrap();
             let k_paper = paper_k(eps, d);
             let (v_opt, v_paper) = (worst_hm(d, eps, k_opt), worst_hm(d, eps, k_paper));
             assert!(
@@ -91,8 +91,13 @@ fn estimates_unbiased_with_closed_form_variance() {
     ];
     let mut rng = fast_rng(101);
     for &(kind, num, cat, k, eps) in cases {
-        let opts =
-            StrategyOptions { kind, epsilon: eps, numeric_mechanism: num.into(), categorical_mechanism: cat.into(), k };
+        let opts = StrategyOptions {
+            kind,
+            epsilon: eps,
+            numeric_mechanism: num.parse().unwrap(),
+            categorical_mechanism: cat.parse().unwrap(),
+            k,
+        };
         let mech = RecordMechanism::new(schema.clone(), opts).unwrap();
         let runs = 3000;
         let mut mom: Vec<Moments> = vec![Moments::default(); 4];
@@ -201,8 +206,10 @@ fn validation_merge_and_errors() {
     o.k = KChoice::Fixed(9);
     assert!(RecordMechanism::new(schema.clone(), o).unwrap_err().to_string().contains("k is 9"));
     let mut o = StrategyOptions::default_for(StrategyKind::SampleK, 1.0);
-    o.numeric_mechanism = "nope".into();
-    assert!(RecordMechanism::new(schema.clone(), o).unwrap_err().to_string().contains("mechanism"));
+    o.numeric_mechanism = harmony_core::RecordNumeric::DuchiMulti;
+    let e = RecordMechanism::new(schema.clone(), o).unwrap_err().to_string();
+    assert!(e.contains("numeric_mechanism is \"duchi-multi\"") && e.contains("split strategy only"), "{e}");
+    assert!("nope".parse::<harmony_core::RecordNumeric>().unwrap_err().to_string().contains("mechanism is \"nope\""));
     assert!(StrategyKind::parse("all").unwrap_err().to_string().contains("split, harmony, sample-k"));
     // Wire round trip of a whole-record report.
     let bytes = harmony_core::wire::encode(&good);

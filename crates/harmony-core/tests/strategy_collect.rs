@@ -65,8 +65,13 @@ fn collect_estimates_unbiased_with_closed_form_variance() {
     ];
     let mut rng = fast_rng(2024);
     for &(kind, num, cat, k, eps) in cases {
-        let opts =
-            StrategyOptions { kind, epsilon: eps, numeric_mechanism: num.into(), categorical_mechanism: cat.into(), k };
+        let opts = StrategyOptions {
+            kind,
+            epsilon: eps,
+            numeric_mechanism: num.parse().unwrap(),
+            categorical_mechanism: cat.parse().unwrap(),
+            k,
+        };
         let mech = RecordMechanism::new(schema.clone(), opts).unwrap();
         let runs = 2000;
         // Per attribute, the estimates of (numeric) the mean, (categorical) categories 0 and 1.
@@ -173,7 +178,8 @@ fn collect_is_reproducible_and_ranges_merge() {
         if kind == StrategyKind::Split {
             // Exact integer sums (duchi-multi's joint sums are floating point, so the merge
             // order moves their last bits).
-            (opts.numeric_mechanism, opts.categorical_mechanism) = ("pm".into(), "grr".into());
+            (opts.numeric_mechanism, opts.categorical_mechanism) =
+                (harmony_core::RecordNumeric::Pm, harmony_core::OracleKind::Grr);
         }
         let mech = RecordMechanism::new(schema.clone(), opts).unwrap();
         let run = |seed: u64| {

@@ -50,6 +50,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "runner")]
 pub mod cv;
 pub mod features;
 pub mod loss;
@@ -59,7 +60,7 @@ pub mod remote;
 pub mod suffstats;
 pub mod trainer;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "runner"))]
 mod once_tests {
     //! Each user's data enters exactly one randomized gradient, and the randomizer sees only the
     //! clipped gradient.

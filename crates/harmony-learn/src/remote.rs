@@ -20,7 +20,7 @@ use harmony_core::error::{Error, Result};
 use harmony_core::numeric::{AnyNumeric, NumericMechanism, NumericReport};
 use harmony_core::sampling::sample_k_of_d;
 use harmony_core::strategy::sampled_numeric_worst;
-use harmony_core::wire::{ReportKind, WireReport};
+use harmony_core::wire::{WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +31,9 @@ pub struct GradientReport {
     pub coords: Vec<(u32, NumericReport)>,
 }
 
+/// harmony-learn owns kind byte 12 (see [`harmony_core::wire::WireKind`]).
 impl WireReport for GradientReport {
-    const KIND: ReportKind = ReportKind::Gradient;
+    const KIND: WireKind = WireKind { byte: 12, name: "Gradient" };
 }
 
 /// The mechanisms that have a wire report.

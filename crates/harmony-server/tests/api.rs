@@ -1,12 +1,13 @@
 //! The HTTP API on loopback: auth, idempotency, validation, restart, and a fuzz of the report
 //! endpoint (garbage bodies, wrong versions, oversized batches, wrong collection, replays).
 
-use harmony_client::protocol::{CreateCollection, ReportBatch, ReportItem, to_hex};
-use harmony_client::{Client, ClientError, MemoryLedger, RetryPolicy};
-use harmony_core::aggregate::Aggregator;
+use harmony_client::{Client, ClientError, DeviceTask, Input, MemoryLedger, RetryPolicy, SimulatedDevices};
 use harmony_core::sampling::{fast_rng, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_core::strategy::RecordReport;
+use harmony_core::strategy::StrategyKind;
+use harmony_protocol::estimates::{AttributeResult, EstimateDocument, MeansEstimate, Query, TaskEstimate};
+use harmony_protocol::spec::{MeansSpec, TaskSpec};
+use harmony_protocol::{CollectionConfig, CreateCollection, ReportBatch, ReportItem, from_hex_into, to_hex};
 use harmony_server::{SqliteStore, Store};
 use rand::Rng;
 use std::io::{Read, Write};
@@ -31,15 +32,11 @@ fn schema() -> Schema {
     .unwrap()
 }
 
-fn request(strategy: &str) -> CreateCollection {
+fn request(strategy: StrategyKind) -> CreateCollection {
     CreateCollection {
-        schema: schema(),
+        schema: Some(schema()),
         epsilon: 2.0,
-        strategy: strategy.into(),
-        numeric_mechanism: None,
-        categorical_mechanism: None,
-        tasks: vec!["means".into()],
-        train: None,
+        task: TaskSpec::Means(MeansSpec { strategy, ..Default::default() }),
     }
 }
 
@@ -63,16 +60,26 @@ fn records(n: usize, seed: u64) -> Vec<Value> {
     v
 }
 
-fn items(mech: &harmony_core::strategy::RecordMechanism, values: &[Value], seed: u64) -> Vec<ReportItem> {
-    let mut rng = fast_rng(seed);
-    let (mut r, mut s, mut b) = (RecordReport::default(), Vec::new(), Vec::new());
-    values
-        .chunks(3)
-        .map(|row| {
-            let id = harmony_client::report_id(&mut rng);
-            harmony_client::randomize_item(mech, row, &mut rng, id, &mut r, &mut s, &mut b).unwrap()
-        })
-        .collect()
+/// The batch items of the simulated devices of `seed`, one per row of 3 values (report ids from
+/// the OS CSPRNG).
+fn items(task: &DeviceTask, values: &[Value], seed: u64) -> Vec<ReportItem> {
+    let mut devices = SimulatedDevices::new(seed);
+    values.chunks(3).enumerate().map(|(i, row)| devices.item(task, i as u64, &Input::Record(row)).unwrap()).collect()
+}
+
+fn device_task(config: &CollectionConfig) -> DeviceTask {
+    DeviceTask::new(config.clone()).unwrap()
+}
+
+fn estimates(client: &Client, id: &str) -> EstimateDocument {
+    client.estimates(id, &Query::default()).unwrap()
+}
+
+fn means(doc: &EstimateDocument) -> &MeansEstimate {
+    match &doc.result {
+        TaskEstimate::Means(m) => m,
+        other => panic!("expected means estimates, got {other:?}"),
+    }
 }
 
 /// Raw HTTP/1.1 POST (bypasses client-side checks); returns (status, body).
@@ -101,14 +108,14 @@ fn auth_idempotency_validation_and_restart() {
     let url = server.url();
     // Analyst endpoints: missing and wrong tokens are 401.
     for c in [fast_client(&url), fast_client(&url).with_token("wrong")] {
-        match c.create_collection(&request("harmony")) {
+        match c.create_collection(&request(StrategyKind::Harmony)) {
             Err(ClientError::Rejected { status: 401, field, .. }) => assert_eq!(field, "authorization"),
             other => panic!("expected 401, got {other:?}"),
         }
     }
     let analyst = fast_client(&url).with_token(TOKEN);
     // Bad parameters name the field.
-    let mut bad = request("harmony");
+    let mut bad = request(StrategyKind::Harmony);
     bad.epsilon = -1.0;
     match analyst.create_collection(&bad) {
         Err(ClientError::Rejected { status: 400, field, message }) => {
@@ -116,50 +123,70 @@ fn auth_idempotency_validation_and_restart() {
         }
         other => panic!("expected 400, got {other:?}"),
     }
-    let created = analyst.create_collection(&request("sample-k")).unwrap();
+    let created = analyst.create_collection(&request(StrategyKind::SampleK)).unwrap();
     let id = created.id.clone();
-    assert!(matches!(fast_client(&url).estimates(&id), Err(ClientError::Rejected { status: 401, .. })));
+    assert!(matches!(
+        fast_client(&url).estimates(&id, &Query::default()),
+        Err(ClientError::Rejected { status: 401, .. })
+    ));
     // Clients need only the public config.
     let config = fast_client(&url).config(&id).unwrap();
     assert_eq!(config, created.config);
-    let mech = harmony_client::mechanism(&config).unwrap();
+    let task = device_task(&config);
     let values = records(3000, 5);
-    let all = items(&mech, &values, 9);
+    let all = items(&task, &values, 9);
     let client = fast_client(&url);
     let ack = client.submit(&config, all[..2000].to_vec()).unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (2000, 0));
     // A retried (overlapping) batch is counted once.
     let ack = client.submit(&config, all[1000..].to_vec()).unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (1000, 1000));
-    let est = analyst.estimates(&id).unwrap();
+    let est = estimates(&analyst, &id);
     assert_eq!(est.reports, 3000);
-    // The same reports aggregated in process give the same estimates.
-    let mut local = mech.aggregator();
+    // The same reports aggregated in process (the device's task: the same object the server
+    // builds) give the same estimates.
+    let mut local = task.task().aggregator();
     for it in &all {
         let mut b = Vec::new();
-        harmony_client::protocol::from_hex_into(&it.report, &mut b).unwrap();
-        local.add(&harmony_core::wire::decode::<RecordReport>(&b).unwrap()).unwrap();
+        from_hex_into(&it.report, &mut b).unwrap();
+        task.task().validate(&b).unwrap();
+        local.add(&b).unwrap();
     }
-    let local_est =
-        harmony_client::protocol::Estimates::from_core(&id, 3000, mech.options(), mech.schema(), &local.estimates());
+    let local_est = EstimateDocument {
+        collection: id.clone(),
+        reports: local.count(),
+        epsilon: config.epsilon,
+        result: task.task().estimate(local.as_ref(), &Query::default()).unwrap(),
+    };
+    assert_eq!((est.reports, est.epsilon), (local_est.reports, local_est.epsilon));
     // Categorical counts are exact; numeric sums can differ in the last bits by summation order.
-    let json = |e: &harmony_client::protocol::Estimates| serde_json::to_value(e).unwrap();
-    let (a, b) = (json(&est), json(&local_est));
-    assert_eq!(a["reports"], b["reports"]);
-    for v in 0..3 {
-        let x = a["attributes"][1]["categories"][v]["estimate"].as_f64().unwrap();
-        let y = b["attributes"][1]["categories"][v]["estimate"].as_f64().unwrap();
-        assert!((x - y).abs() < 1e-9, "{x} vs {y}");
-    }
-    for j in [0, 2] {
-        let (x, y) =
-            (a["attributes"][j]["estimate"].as_f64().unwrap(), b["attributes"][j]["estimate"].as_f64().unwrap());
-        assert!((x - y).abs() < 1e-9, "{x} vs {y}");
+    let (a, b) = (means(&est), means(&local_est));
+    assert_eq!((a.strategy.as_str(), a.attributes.len()), (b.strategy.as_str(), 3));
+    assert_eq!(a.strategy, "sample-k");
+    for (x, y) in a.attributes.iter().zip(&b.attributes) {
+        match (x, y) {
+            (AttributeResult::Numeric { mean: m, .. }, AttributeResult::Numeric { mean: n, .. }) => {
+                let (p, q) = (m.estimate.unwrap(), n.estimate.unwrap());
+                assert!((p - q).abs() < 1e-9, "{p} vs {q}");
+                assert!((m.std_error.unwrap() - n.std_error.unwrap()).abs() < 1e-9, "{m:?} vs {n:?}");
+            }
+            (
+                AttributeResult::Categorical { categories: c, .. },
+                AttributeResult::Categorical { categories: d, .. },
+            ) => {
+                assert_eq!(c.len(), 3);
+                for (u, v) in c.iter().zip(d) {
+                    let (p, q) = (u.frequency.estimate.unwrap(), v.frequency.estimate.unwrap());
+                    assert!((p - q).abs() < 1e-9, "{}: {p} vs {q}", u.label);
+                }
+            }
+            other => panic!("attribute kinds differ: {other:?}"),
+        }
     }
     // Restart: the accumulator is rebuilt from the stored reports.
     server.stop();
     let server = start(&dir);
-    let est2 = fast_client(&server.url()).with_token(TOKEN).estimates(&id).unwrap();
+    let est2 = estimates(&fast_client(&server.url()).with_token(TOKEN), &id);
     assert_eq!(est2.reports, 3000);
     let again = fast_client(&server.url()).submit(&config, all[..10].to_vec()).unwrap();
     assert_eq!((again.accepted, again.duplicates), (0, 10));
@@ -177,19 +204,22 @@ fn auth_idempotency_validation_and_restart() {
 fn device_ledger_reports_once() {
     let dir = tmp("ledger");
     let server = start(&dir);
-    let created = fast_client(&server.url()).with_token(TOKEN).create_collection(&request("harmony")).unwrap();
+    let created =
+        fast_client(&server.url()).with_token(TOKEN).create_collection(&request(StrategyKind::Harmony)).unwrap();
+    let task = device_task(&created.config);
     let client = fast_client(&server.url());
     let mut device = harmony_client::Device::new(MemoryLedger::default());
     let row = [Value::Unit(0.5), Value::Category(2), Value::Unit(-0.25)];
-    assert_eq!(device.report(&client, &created.config, &row).unwrap().accepted, 1);
-    assert!(matches!(device.report(&client, &created.config, &row), Err(ClientError::AlreadyReported(_))));
+    let input = Input::Record(&row);
+    assert_eq!(device.report(&client, &task, &input).unwrap().accepted, 1);
+    assert!(matches!(device.report(&client, &task, &input), Err(ClientError::AlreadyReported(_))));
     // A file ledger survives a restart of the device.
     let path = dir.join("ledger.json");
     let mut d2 = harmony_client::Device::new(harmony_client::FileLedger::open(&path).unwrap());
-    d2.report(&client, &created.config, &row).unwrap();
+    d2.report(&client, &task, &input).unwrap();
     let mut d3 = harmony_client::Device::new(harmony_client::FileLedger::open(&path).unwrap());
-    assert!(matches!(d3.report(&client, &created.config, &row), Err(ClientError::AlreadyReported(_))));
-    assert_eq!(fast_client(&server.url()).with_token(TOKEN).estimates(&created.id).unwrap().reports, 2);
+    assert!(matches!(d3.report(&client, &task, &input), Err(ClientError::AlreadyReported(_))));
+    assert_eq!(estimates(&fast_client(&server.url()).with_token(TOKEN), &created.id).reports, 2);
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -226,22 +256,19 @@ fn client_bytes_hold_no_raw_value() {
         Attribute::Categorical { name: "disease".into(), categories: vec!["diabetes".into(), "asthma".into()] },
     ])
     .unwrap();
-    let config = harmony_client::protocol::CollectionConfig {
+    let config = CollectionConfig {
         id: "c".into(),
-        config_version: 1,
-        wire_version: 1,
-        schema: schema.clone(),
-        strategy: harmony_core::strategy::StrategyOptions::default_for(
-            harmony_core::strategy::StrategyKind::Split,
-            1.0,
-        ),
-        tasks: vec!["means".into()],
+        config_version: harmony_protocol::CONFIG_VERSION,
+        wire_version: harmony_core::wire::WIRE_VERSION,
+        schema: Some(schema),
+        epsilon: 1.0,
+        task: TaskSpec::Means(MeansSpec { strategy: StrategyKind::Split, ..Default::default() }),
         train: None,
     };
     let raw = [123_456.0_f64, 1.0];
     let record = [Value::Unit(2.0 * raw[0] / 1_000_000.0 - 1.0), Value::Category(1)];
     let mut device = harmony_client::Device::new(MemoryLedger::default());
-    device.report(&fast_client(&format!("http://{addr}")), &config, &record).unwrap();
+    device.report(&fast_client(&format!("http://{addr}")), &device_task(&config), &Input::Record(&record)).unwrap();
     let bytes = capture.join().unwrap();
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.contains("\"reports\""), "{text}");
@@ -260,18 +287,19 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
     let server = start(&dir);
     let addr = server.addr;
     let analyst = fast_client(&server.url()).with_token(TOKEN);
-    let a = analyst.create_collection(&request("sample-k")).unwrap();
-    let b = analyst.create_collection(&request("split")).unwrap();
-    let mech_a = harmony_client::mechanism(&a.config).unwrap();
-    let mech_b = harmony_client::mechanism(&b.config).unwrap();
-    let good = items(&mech_a, &records(50, 1), 2);
-    let of_b = items(&mech_b, &records(5, 3), 4);
+    let a = analyst.create_collection(&request(StrategyKind::SampleK)).unwrap();
+    let b = analyst.create_collection(&request(StrategyKind::Split)).unwrap();
+    let good = items(&device_task(&a.config), &records(50, 1), 2);
+    let of_b = items(&device_task(&b.config), &records(5, 3), 4);
+    // The version devices send (the current config format); the previous one is refused.
+    let v = a.config.config_version;
+    assert_eq!(v, harmony_protocol::CONFIG_VERSION);
     let path = format!("/v1/collections/{}/reports", a.id);
     let body = |reports: Vec<ReportItem>, collection: &str, v: u32| {
         serde_json::to_vec(&ReportBatch { collection: collection.into(), config_version: v, reports }).unwrap()
     };
     // One valid batch stored first: replays of it must not change the count.
-    let (s, _) = raw_post(addr, &path, &body(good[..10].to_vec(), &a.id, 1), None);
+    let (s, _) = raw_post(addr, &path, &body(good[..10].to_vec(), &a.id, v), None);
     assert_eq!(s, 200);
     let mut rng = fast_rng(77);
     let mut cases: Vec<(String, Vec<u8>)> = vec![
@@ -279,21 +307,21 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
         ("not json".into(), b"\x00\xff garbage".to_vec()),
         ("json of another shape".into(), br#"{"hello": 1}"#.to_vec()),
         ("unknown field".into(), br#"{"collection":"x","config_version":1,"reports":[],"extra":1}"#.to_vec()),
-        ("no reports".into(), body(Vec::new(), &a.id, 1)),
-        ("wrong collection in body".into(), body(good[10..12].to_vec(), &b.id, 1)),
-        ("a report of another collection".into(), body(vec![good[10].clone(), of_b[0].clone()], &a.id, 1)),
-        ("wrong config version".into(), body(good[10..12].to_vec(), &a.id, 2)),
-        ("oversized batch".into(), body(vec![good[10].clone(); 10_001], &a.id, 1)),
-        ("id twice in a batch".into(), body(vec![good[10].clone(), good[10].clone()], &a.id, 1)),
-        ("empty id".into(), body(vec![ReportItem { id: String::new(), report: good[10].report.clone() }], &a.id, 1)),
-        ("long id".into(), body(vec![ReportItem { id: "x".repeat(65), report: good[10].report.clone() }], &a.id, 1)),
-        ("odd hex".into(), body(vec![ReportItem { id: "a".into(), report: "abc".into() }], &a.id, 1)),
-        ("not hex".into(), body(vec![ReportItem { id: "a".into(), report: "zz".into() }], &a.id, 1)),
-        ("huge report".into(), body(vec![ReportItem { id: "a".into(), report: "00".repeat(5000) }], &a.id, 1)),
+        ("no reports".into(), body(Vec::new(), &a.id, v)),
+        ("wrong collection in body".into(), body(good[10..12].to_vec(), &b.id, v)),
+        ("a report of another collection".into(), body(vec![good[10].clone(), of_b[0].clone()], &a.id, v)),
+        ("wrong config version".into(), body(good[10..12].to_vec(), &a.id, v - 1)),
+        ("oversized batch".into(), body(vec![good[10].clone(); 10_001], &a.id, v)),
+        ("id twice in a batch".into(), body(vec![good[10].clone(), good[10].clone()], &a.id, v)),
+        ("empty id".into(), body(vec![ReportItem { id: String::new(), report: good[10].report.clone() }], &a.id, v)),
+        ("long id".into(), body(vec![ReportItem { id: "x".repeat(65), report: good[10].report.clone() }], &a.id, v)),
+        ("odd hex".into(), body(vec![ReportItem { id: "a".into(), report: "abc".into() }], &a.id, v)),
+        ("not hex".into(), body(vec![ReportItem { id: "a".into(), report: "zz".into() }], &a.id, v)),
+        ("huge report".into(), body(vec![ReportItem { id: "a".into(), report: "00".repeat(5000) }], &a.id, v)),
     ];
     // Wrong wire versions, kinds, truncations, trailing bytes and bit flips of a good report.
     let mut g = Vec::new();
-    harmony_client::protocol::from_hex_into(&good[10].report, &mut g).unwrap();
+    from_hex_into(&good[10].report, &mut g).unwrap();
     for (what, mutate) in [
         ("wire version 2", (|v: &mut Vec<u8>| v[0] = 2) as fn(&mut Vec<u8>)),
         ("wire kind 1", |v| v[1] = 1),
@@ -305,7 +333,7 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
     ] {
         let mut m = g.clone();
         mutate(&mut m);
-        cases.push((what.into(), body(vec![ReportItem { id: "m".into(), report: to_hex(&m) }], &a.id, 1)));
+        cases.push((what.into(), body(vec![ReportItem { id: "m".into(), report: to_hex(&m) }], &a.id, v)));
     }
     for i in 0..300 {
         // Random mutations; a mutated report may still be valid, then the batch is accepted.
@@ -317,7 +345,7 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
         }
         cases.push((
             format!("mutation {i}"),
-            body(vec![ReportItem { id: format!("mut{i}"), report: to_hex(&m) }], &a.id, 1),
+            body(vec![ReportItem { id: format!("mut{i}"), report: to_hex(&m) }], &a.id, v),
         ));
         let mut junk = vec![0u8; (rng.next_u32() % 200) as usize];
         rng.fill_bytes(&mut junk);
@@ -325,9 +353,9 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
     }
     let mut accepted_mutations = 0;
     for (what, bytes) in &cases {
-        let before = analyst.estimates(&a.id).unwrap().reports;
+        let before = estimates(&analyst, &a.id).reports;
         let (status, resp) = raw_post(addr, &path, bytes, None);
-        let after = analyst.estimates(&a.id).unwrap().reports;
+        let after = estimates(&analyst, &a.id).reports;
         if status == 200 {
             assert!(what.starts_with("mutation"), "{what}: accepted: {resp}");
             accepted_mutations += 1;
@@ -342,14 +370,26 @@ fn fuzz_report_endpoint_only_4xx_and_nothing_stored() {
         }
     }
     // Replays of stored ids are acknowledged as duplicates and change nothing.
-    let (s, resp) = raw_post(addr, &path, &body(good[..10].to_vec(), &a.id, 1), None);
+    let (s, resp) = raw_post(addr, &path, &body(good[..10].to_vec(), &a.id, v), None);
     assert_eq!(s, 200);
     assert!(resp.contains("\"duplicates\":10"), "{resp}");
     // Unknown collection: 404 with a JSON error; the other collection is untouched.
-    let (s, _) = raw_post(addr, "/v1/collections/nope/reports", &body(good[..1].to_vec(), "nope", 1), None);
+    let (s, _) = raw_post(addr, "/v1/collections/nope/reports", &body(good[..1].to_vec(), "nope", v), None);
     assert_eq!(s, 404);
-    assert_eq!(analyst.estimates(&b.id).unwrap().reports, 0);
-    assert_eq!(analyst.estimates(&a.id).unwrap().reports, 10 + accepted_mutations);
+    // A collection without reports has no estimates yet: its numbers are null, not a midpoint.
+    let empty = estimates(&analyst, &b.id);
+    assert_eq!(empty.reports, 0);
+    for attribute in &means(&empty).attributes {
+        match attribute {
+            AttributeResult::Numeric { mean, unit, .. } => {
+                assert_eq!((mean.estimate, mean.std_error, mean.ci95, unit.estimate), (None, None, None, None))
+            }
+            AttributeResult::Categorical { categories, .. } => {
+                assert!(categories.iter().all(|c| c.frequency.estimate.is_none() && c.frequency.std_error.is_none()))
+            }
+        }
+    }
+    assert_eq!(estimates(&analyst, &a.id).reports, 10 + accepted_mutations);
     // The stored rows are exactly the accepted ones.
     server.stop();
     let store = SqliteStore::open(&dir.join("db.sqlite")).unwrap();
@@ -364,7 +404,7 @@ fn a_body_over_the_limit_gets_a_json_413_and_stores_nothing() {
     let dir = tmp("oversize");
     let server = start(&dir);
     let analyst = fast_client(&server.url()).with_token(TOKEN);
-    let a = analyst.create_collection(&request("sample-k")).unwrap();
+    let a = analyst.create_collection(&request(StrategyKind::SampleK)).unwrap();
     let path = format!("/v1/collections/{}/reports", a.id);
     let big = vec![b' '; harmony_server::MAX_BODY + 1];
     for (p, auth) in [(path.as_str(), None), ("/v1/collections", Some(TOKEN))] {
@@ -374,5 +414,5 @@ fn a_body_over_the_limit_gets_a_json_413_and_stores_nothing() {
         assert_eq!(e["error"]["field"], "body", "{p}: {resp}");
         assert!(e["error"]["message"].as_str().unwrap().contains("limit"), "{p}: {resp}");
     }
-    assert_eq!(analyst.estimates(&a.id).unwrap().reports, 0);
+    assert_eq!(estimates(&analyst, &a.id).reports, 0);
 }

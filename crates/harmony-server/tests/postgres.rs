@@ -2,11 +2,12 @@
 //! (e.g. `postgres://postgres@127.0.0.1:5432/harmony_test`; `.ci/run` starts one). Without the
 //! variable the test says so and passes. It drops and recreates the harmony tables.
 
-use harmony_client::protocol::{CreateCollection, ReportItem};
-use harmony_client::{Client, RetryPolicy};
-use harmony_core::sampling::fast_rng;
+use harmony_client::{Client, DeviceTask, Input, RetryPolicy, SimulatedDevices};
 use harmony_core::schema::{Attribute, Schema, Value};
-use harmony_core::strategy::RecordReport;
+use harmony_core::strategy::StrategyKind;
+use harmony_protocol::estimates::Query;
+use harmony_protocol::spec::{MeansSpec, TaskSpec};
+use harmony_protocol::{CreateCollection, ReportItem};
 use harmony_server::Store;
 use harmony_server::pg::PgStore;
 
@@ -43,25 +44,21 @@ fn postgres_store_and_server() {
     ])
     .unwrap();
     let req = CreateCollection {
-        schema,
+        schema: Some(schema),
         epsilon: 1.0,
-        strategy: "split".into(),
-        numeric_mechanism: None,
-        categorical_mechanism: None,
-        tasks: vec!["means".into()],
-        train: None,
+        task: TaskSpec::Means(MeansSpec { strategy: StrategyKind::Split, ..Default::default() }),
     };
     let server = harmony_server::spawn(harmony_server::open_store(&url).unwrap(), "tok", "127.0.0.1:0", 2).unwrap();
     let fast = RetryPolicy { attempts: 1, ..Default::default() };
     let analyst = Client::new(&server.url()).with_token("tok").with_retry(fast);
     let created = analyst.create_collection(&req).unwrap();
-    let mech = harmony_client::mechanism(&created.config).unwrap();
-    let mut rng = fast_rng(4);
-    let (mut r, mut s, mut b) = (RecordReport::default(), Vec::new(), Vec::new());
+    let task = DeviceTask::new(created.config.clone()).unwrap();
+    let mut devices = SimulatedDevices::new(4);
     let items: Vec<ReportItem> = (0..5000)
         .map(|i| {
             let row = [Value::Unit((i % 100) as f64 / 50.0 - 0.99), Value::Category(i % 3)];
-            harmony_client::randomize_item(&mech, &row, &mut rng, format!("id{i}"), &mut r, &mut s, &mut b).unwrap()
+            let item = devices.item(&task, u64::from(i), &Input::Record(&row)).unwrap();
+            ReportItem { id: format!("id{i}"), ..item }
         })
         .collect();
     let client = Client::new(&server.url()).with_retry(fast);
@@ -69,11 +66,11 @@ fn postgres_store_and_server() {
     assert_eq!((ack.accepted, ack.duplicates), (3000, 0));
     let ack = client.submit(&created.config, items[2000..].to_vec()).unwrap();
     assert_eq!((ack.accepted, ack.duplicates), (2000, 1000));
-    let before = analyst.estimates(&created.id).unwrap();
+    let before = analyst.estimates(&created.id, &Query::default()).unwrap();
     assert_eq!(before.reports, 5000);
     server.stop();
     let server = harmony_server::spawn(harmony_server::open_store(&url).unwrap(), "tok", "127.0.0.1:0", 2).unwrap();
-    let after = Client::new(&server.url()).with_token("tok").estimates(&created.id).unwrap();
+    let after = Client::new(&server.url()).with_token("tok").estimates(&created.id, &Query::default()).unwrap();
     assert_eq!(after.reports, 5000);
     let (x, y) = (serde_json::to_value(&before).unwrap(), serde_json::to_value(&after).unwrap());
     for v in 0..3 {

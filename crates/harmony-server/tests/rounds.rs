@@ -4,14 +4,19 @@
 //! `HARMONY_TEST_POSTGRES` names a PostgreSQL database (see `tests/postgres.rs`), on PostgreSQL
 //! too (skipped, passing, without it); PostgreSQL also gets two servers sharing one database.
 
-use harmony_client::protocol::{CollectionConfig, CreateCollection, GradientPost, ModelState, TrainSpec, to_hex};
-use harmony_client::{Client, ClientError, Device, MemoryLedger, RetryPolicy, randomize_gradient};
+use harmony_client::{Client, ClientError, Device, DeviceTask, MemoryLedger, RetryPolicy};
 use harmony_core::sampling::{fast_rng, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_learn::features::Dataset;
+use harmony_learn::loss::Loss;
 use harmony_learn::mechanism::GradientRandomizer;
 use harmony_learn::remote::{GradientReport, RemoteMechanism};
-use harmony_learn::trainer::{Model, NOISE_KAPPA, Schedule, TrainConfig, train};
+use harmony_learn::trainer::{NOISE_KAPPA, TrainConfig, train};
+use harmony_protocol::spec::{GradientMechanism, Model, Schedule, TaskSpec, TrainSpec};
+use harmony_protocol::{
+    CollectionConfig, CreateCollection, ErrorBody, GradientPost, ModelState, TrainPublished, to_hex,
+};
+use harmony_tasks::train::{TrainTask, feature_map, gradient_scale};
 use std::path::PathBuf;
 
 const TOKEN: &str = "test-token";
@@ -47,13 +52,13 @@ fn rows(n: usize, seed: u64) -> Vec<Vec<Value>> {
 /// A `decay` spec (γ₀ = 2).
 fn spec(batch_size: u64, rounds: Option<u64>) -> TrainSpec {
     TrainSpec {
-        task: "logistic".into(),
+        task: Model::Logistic,
         target: "label".into(),
         positive: None,
         threshold: None,
-        mechanism: "hm".into(),
+        mechanism: GradientMechanism::Hm,
         batch_size,
-        schedule: Some("decay".into()),
+        schedule: Some(Schedule::Decay),
         learning_rate: Some(2.0),
         kappa: None,
         gradient_scale: None,
@@ -67,16 +72,22 @@ fn noise_spec(batch_size: u64, rounds: u64) -> TrainSpec {
     TrainSpec { schedule: None, learning_rate: None, rounds: Some(rounds), ..spec(batch_size, None) }
 }
 
-fn request(train: Option<TrainSpec>) -> CreateCollection {
-    CreateCollection {
-        schema: schema(),
-        epsilon: 8.0,
-        strategy: "harmony".into(),
-        numeric_mechanism: None,
-        categorical_mechanism: None,
-        tasks: vec!["train".into()],
-        train,
+fn request(train: TrainSpec) -> CreateCollection {
+    CreateCollection { schema: Some(schema()), epsilon: 8.0, task: TaskSpec::Train(train) }
+}
+
+/// The training spec a config publishes.
+fn train_spec(config: &CollectionConfig) -> &TrainSpec {
+    match &config.task {
+        TaskSpec::Train(s) => s,
+        other => panic!("collection {} runs {other:?}, expected train", config.id),
     }
+}
+
+/// A device's randomized gradient at `model` for `row`, drawn from `fast_rng(seed)`, by the
+/// collection's task built from its config (as every device builds it).
+fn gradient(config: &CollectionConfig, model: &ModelState, row: &[Value], seed: u64) -> GradientReport {
+    TrainTask::new(config.clone()).unwrap().gradient(model, row, &mut fast_rng(seed)).unwrap()
 }
 
 /// A server over the store `url` names (`sqlite://PATH` or `postgres://…`).
@@ -108,8 +119,7 @@ fn analyst(url: &str) -> Client {
 /// wire bytes.
 fn contribute(client: &Client, config: &CollectionConfig, row: &[Value], device: &str, seed: u64) -> Vec<u8> {
     let model = client.model(&config.id).unwrap();
-    let report = randomize_gradient(config, &model, row, &mut fast_rng(seed)).unwrap();
-    let bytes = harmony_core::wire::encode(&report);
+    let bytes = harmony_core::wire::encode(&gradient(config, &model, row, seed));
     let post = GradientPost { device_id: device.into(), round: model.round, report: to_hex(&bytes) };
     let ack = client.post_gradient(&config.id, &post).unwrap();
     assert_eq!(ack.round, model.round);
@@ -119,22 +129,22 @@ fn contribute(client: &Client, config: &CollectionConfig, row: &[Value], device:
 /// The parameters after replaying the reports of a `decay` collection in order, `g` per round,
 /// with the update written out as it was before schedules existed: w ← w − γ₀/√t·(ḡ + λw).
 fn replay(config: &CollectionConfig, reports: &[Vec<u8>]) -> (u64, Vec<f64>, Vec<f64>) {
-    let t = config.train.as_ref().unwrap();
-    assert!(!t.spec.is_noise() && t.spec.scale() == 1.0);
-    let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, t.dimension).unwrap();
-    let g = t.spec.batch_size as usize;
-    let mut w = vec![0.0; t.dimension];
+    let (spec, d) = (train_spec(config), config.train.as_ref().unwrap().dimension);
+    assert!(!spec.is_noise() && gradient_scale(spec) == 1.0);
+    let mech = RemoteMechanism::new(spec.mechanism.name(), config.epsilon, d).unwrap();
+    let g = spec.batch_size as usize;
+    let mut w = vec![0.0; d];
     let mut round = 1;
-    let mut acc = vec![0.0; t.dimension];
+    let mut acc = vec![0.0; d];
     for chunk in reports.chunks(g) {
         acc.fill(0.0);
         for b in chunk {
             mech.add(&harmony_core::wire::decode::<GradientReport>(b).unwrap(), &mut acc);
         }
         if chunk.len() == g {
-            let gamma = t.spec.learning_rate.unwrap() / (round as f64).sqrt();
+            let gamma = spec.learning_rate.unwrap() / (round as f64).sqrt();
             for (wj, &aj) in w.iter_mut().zip(&acc) {
-                *wj -= gamma * (aj / g as f64 + t.spec.lambda * *wj);
+                *wj -= gamma * (aj / g as f64 + spec.lambda * *wj);
             }
             round += 1;
             acc.fill(0.0);
@@ -174,9 +184,14 @@ impl GradientRandomizer for SeededDevices {
 
 /// `harmony_learn::trainer::train` with `TrainConfig::noise` (batch g, the spec's κ, c and λ,
 /// R² = the features' max ‖x‖₁) on `data`'s rows in device order, replaying the devices' seeds.
-fn trainer_model(config: &CollectionConfig, data: &[Vec<Value>], seeds: &[u64], reports: &[Vec<u8>]) -> Model {
-    let t = config.train.as_ref().unwrap();
-    let fm = harmony_client::feature_map(&config.schema, &t.spec).unwrap();
+fn trainer_model(
+    config: &CollectionConfig,
+    data: &[Vec<Value>],
+    seeds: &[u64],
+    reports: &[Vec<u8>],
+) -> harmony_learn::trainer::Model {
+    let spec = train_spec(config);
+    let fm = feature_map(config.schema().unwrap(), spec).unwrap();
     let d = fm.dimension();
     let mut x = vec![0.0; data.len() * d];
     for (row, xi) in data.iter().zip(x.chunks_mut(d)) {
@@ -185,14 +200,14 @@ fn trainer_model(config: &CollectionConfig, data: &[Vec<Value>], seeds: &[u64], 
     let y = data.iter().map(|r| fm.target(r)).collect();
     let dataset = Dataset::new(x, y, d).unwrap();
     let users: Vec<u32> = (0..data.len() as u32).collect();
-    let mut cfg = TrainConfig::noise(harmony_client::train_loss(&t.spec).unwrap(), fm.max_l1());
-    cfg.schedule = Schedule::Noise(t.spec.kappa.unwrap());
-    cfg.gradient_scale = t.spec.gradient_scale.unwrap();
-    cfg.lambda = t.spec.lambda;
-    cfg.batch_size = Some(t.spec.batch_size as usize);
-    let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, d).unwrap();
+    let mut cfg = TrainConfig::noise(Loss::for_task(fm.task()), fm.max_l1());
+    cfg.schedule = harmony_learn::trainer::Schedule::Noise(spec.kappa.unwrap());
+    cfg.gradient_scale = spec.gradient_scale.unwrap();
+    cfg.lambda = spec.lambda;
+    cfg.batch_size = Some(spec.batch_size as usize);
+    let mech = RemoteMechanism::new(spec.mechanism.name(), config.epsilon, d).unwrap();
     let mut devices = SeededDevices { mech, seeds: seeds.to_vec(), reports: reports.to_vec(), next: 0 };
-    let eps = Some(config.strategy.epsilon);
+    let eps = Some(config.epsilon);
     let m = train(&dataset, &users, &mut devices, eps, &cfg, &mut fast_rng(0)).unwrap();
     assert_eq!(devices.next, data.len(), "every device replayed");
     m
@@ -203,6 +218,22 @@ fn assert_close(a: &[f64], b: &[f64], what: &str) {
     for (u, v) in a.iter().zip(b) {
         assert!((u - v).abs() <= 1e-12, "{what}: {a:?} vs {b:?}");
     }
+}
+
+/// Posts a raw JSON collection request (one the typed request cannot express); returns the
+/// status and the error's field and message.
+fn create_raw(url: &str, body: &serde_json::Value) -> (u16, String, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder().http_status_as_error(false).build().into();
+    let mut resp = agent
+        .post(&format!("{url}/v1/collections"))
+        .header("authorization", &format!("Bearer {TOKEN}"))
+        .content_type("application/json")
+        .send(body.to_string().as_bytes())
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap();
+    let e: ErrorBody = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: not a JSON error: {text}"));
+    (status, e.error.field, e.error.message)
 }
 
 fn status(e: ClientError) -> (u16, String) {
@@ -229,9 +260,11 @@ fn postgres_rounds_advance_and_match_an_in_process_replay() {
 fn rounds_advance_and_match_an_in_process_replay_on(url: &str) {
     let server = start(url);
     let client = analyst(&server.url());
-    let created = client.create_collection(&request(Some(spec(100, Some(8))))).unwrap();
+    let created = client.create_collection(&request(spec(100, Some(8)))).unwrap();
     let config = client.config(&created.id).unwrap();
-    assert_eq!(config.config_version, 2);
+    assert_eq!(config.config_version, harmony_protocol::CONFIG_VERSION);
+    // A `decay` spec is published as given (no noise step, κ or c written in).
+    assert_eq!(train_spec(&config), &spec(100, Some(8)));
     let t = config.train.as_ref().unwrap();
     assert_eq!((t.dimension, t.features.len()), (3, 3));
     let data = rows(800, 3);
@@ -246,7 +279,7 @@ fn rounds_advance_and_match_an_in_process_replay_on(url: &str) {
     assert_eq!(m.parameters, w, "server parameters equal the replay bit for bit");
     // Training is over: one more device gets a 409 on `round`.
     let model = client.model(&config.id).unwrap();
-    let report = randomize_gradient(&config, &model, &data[0], &mut fast_rng(1)).unwrap();
+    let report = gradient(&config, &model, &data[0], 1);
     let post =
         GradientPost { device_id: "late".into(), round: 9, report: to_hex(&harmony_core::wire::encode(&report)) };
     assert_eq!(status(client.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
@@ -258,7 +291,7 @@ fn rounds_advance_and_match_an_in_process_replay_on(url: &str) {
 
 /// Rows of `data` the linear model `w` misclassifies, and the majority-class baseline's count.
 fn misclassified(config: &CollectionConfig, data: &[Vec<Value>], w: &[f64]) -> (usize, usize) {
-    let fm = harmony_client::feature_map(&config.schema, &config.train.as_ref().unwrap().spec).unwrap();
+    let fm = feature_map(config.schema().unwrap(), train_spec(config)).unwrap();
     let (mut wrong, mut pos) = (0, 0);
     let mut x = vec![0.0; fm.dimension()];
     for row in data {
@@ -289,18 +322,19 @@ fn postgres_a_device_contributes_once_and_stale_or_malformed_gradients_are_rejec
 fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(url: &str) {
     let server = start(url);
     let client = analyst(&server.url());
-    let config = client.create_collection(&request(Some(spec(3, None)))).unwrap().config;
+    let config = client.create_collection(&request(spec(3, None))).unwrap().config;
     let data = rows(10, 5);
     // The SDK: a second contribution is refused by the ledger.
+    let task = DeviceTask::new(config.clone()).unwrap();
     let mut device = Device::new(MemoryLedger::default());
-    let ack = device.contribute_gradient(&client, &config, &data[0]).unwrap();
+    let ack = device.contribute_gradient(&client, &task, &data[0]).unwrap();
     assert_eq!((ack.round, ack.advanced), (1, false));
-    assert!(matches!(device.contribute_gradient(&client, &config, &data[1]), Err(ClientError::AlreadyReported(_))));
+    assert!(matches!(device.contribute_gradient(&client, &task, &data[1]), Err(ClientError::AlreadyReported(_))));
     // The server: the same device id again, even with a new report, is a 409 and nothing is stored.
     contribute(&client, &config, &data[1], "dev-a", 1);
     let before = client.model(&config.id).unwrap();
     assert_eq!(before.received, 2);
-    let report = randomize_gradient(&config, &before, &data[2], &mut fast_rng(2)).unwrap();
+    let report = gradient(&config, &before, &data[2], 2);
     let hex = to_hex(&harmony_core::wire::encode(&report));
     let again = GradientPost { device_id: "dev-a".into(), round: 1, report: hex.clone() };
     assert_eq!(status(client.post_gradient(&config.id, &again).unwrap_err()), (409, "device_id".into()));
@@ -334,18 +368,25 @@ fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(ur
     assert_eq!(s, 400);
     assert!(f.starts_with("report"), "{f}");
     assert_eq!(client.model(&config.id).unwrap(), after);
-    // Spec validation at creation names the field.
-    let mut s = spec(3, None);
-    s.mechanism = "laplace".into();
-    assert_eq!(status(client.create_collection(&request(Some(s))).unwrap_err()), (400, "train.mechanism".into()));
+    // Spec validation at creation names the field. An unknown mechanism or a train task without
+    // its spec does not parse (the typed request cannot express them: posted as raw JSON).
+    let mut s = serde_json::to_value(request(spec(3, None))).unwrap();
+    s["task"]["mechanism"] = "laplace".into();
+    let (code, field, message) = create_raw(&server.url(), &s);
+    assert_eq!((code, field.as_str()), (400, "body (schema)"), "{message}");
+    assert!(message.contains("laplace") && message.contains("hm") && message.contains("pm"), "{message}");
     let mut s = spec(3, None);
     s.target = "nope".into();
-    assert_eq!(status(client.create_collection(&request(Some(s))).unwrap_err()), (400, "train.target".into()));
-    assert_eq!(
-        status(client.create_collection(&request(Some(spec(0, None)))).unwrap_err()),
-        (400, "train.batch_size".into())
-    );
-    assert_eq!(status(client.create_collection(&request(None)).unwrap_err()), (400, "train".into()));
+    assert_eq!(status(client.create_collection(&request(s)).unwrap_err()), (400, "task.target".into()));
+    assert_eq!(status(client.create_collection(&request(spec(0, None))).unwrap_err()), (400, "task.batch_size".into()));
+    let mut s = serde_json::to_value(request(spec(3, None))).unwrap();
+    s["task"] = serde_json::json!({"kind": "train"});
+    let (code, field, message) = create_raw(&server.url(), &s);
+    assert_eq!((code, field.as_str()), (400, "body (schema)"), "{message}");
+    assert!(message.contains("missing field"), "{message}");
+    // A training task needs a schema (its features and target).
+    let no_schema = CreateCollection { schema: None, ..request(spec(3, None)) };
+    assert_eq!(status(client.create_collection(&no_schema).unwrap_err()), (400, "schema".into()));
     // Record reports to a training collection are refused (they would spend ε again).
     assert_eq!(status(client.submit(&config, vec![]).unwrap_err()), (409, "collection".into()));
     server.stop();
@@ -368,7 +409,7 @@ fn postgres_a_restart_mid_round_rebuilds_the_same_state() {
 fn a_restart_mid_round_rebuilds_the_same_state_on(url: &str) {
     let server = start(url);
     let client = analyst(&server.url());
-    let config = client.create_collection(&request(Some(spec(4, None)))).unwrap().config;
+    let config = client.create_collection(&request(spec(4, None))).unwrap().config;
     let data = rows(12, 9);
     let mut reports = Vec::new();
     for (i, row) in data[..6].iter().enumerate() {
@@ -401,7 +442,7 @@ fn postgres_two_servers_sharing_a_database_keep_one_sequence_of_rounds() {
     };
     let a = start(&url);
     let ca = analyst(&a.url());
-    let config = ca.create_collection(&request(Some(spec(2, None)))).unwrap().config;
+    let config = ca.create_collection(&request(spec(2, None))).unwrap().config;
     // B loads the collection at round 1 with no gradient.
     let b = start(&url);
     let cb = analyst(&b.url());
@@ -411,7 +452,7 @@ fn postgres_two_servers_sharing_a_database_keep_one_sequence_of_rounds() {
     // B catches up with the stored round.
     let m = cb.model(&config.id).unwrap();
     assert_eq!((m.round, m.received), (1, 0));
-    let report = harmony_core::wire::encode(&randomize_gradient(&config, &m, &data[1], &mut fast_rng(71)).unwrap());
+    let report = harmony_core::wire::encode(&gradient(&config, &m, &data[1], 71));
     let post = GradientPost { device_id: "s1".into(), round: 1, report: to_hex(&report) };
     assert_eq!(status(cb.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
     assert_eq!(cb.model(&config.id).unwrap(), ca.model(&config.id).unwrap());
@@ -422,14 +463,14 @@ fn postgres_two_servers_sharing_a_database_keep_one_sequence_of_rounds() {
     // A is behind (round 1); a device that fetched round 2 from B posts to A: A catches up first.
     let m = cb.model(&config.id).unwrap();
     assert_eq!((m.round, m.received), (2, 0));
-    let report = harmony_core::wire::encode(&randomize_gradient(&config, &m, &data[2], &mut fast_rng(72)).unwrap());
+    let report = harmony_core::wire::encode(&gradient(&config, &m, &data[2], 72));
     let post = GradientPost { device_id: "s2".into(), round: 2, report: to_hex(&report) };
     let ack = ca.post_gradient(&config.id, &post).unwrap();
     assert_eq!((ack.round, ack.advanced), (2, false));
     reports.push(report);
     // Now B is behind within round 2: refused on `round`, then accepted; the round advances.
     let m = cb.model(&config.id).unwrap();
-    let report = harmony_core::wire::encode(&randomize_gradient(&config, &m, &data[3], &mut fast_rng(73)).unwrap());
+    let report = harmony_core::wire::encode(&gradient(&config, &m, &data[3], 73));
     let post = GradientPost { device_id: "s3".into(), round: 2, report: to_hex(&report) };
     assert_eq!(status(cb.post_gradient(&config.id, &post).unwrap_err()), (409, "round".into()));
     let ack = cb.post_gradient(&config.id, &post).unwrap();
@@ -457,7 +498,7 @@ fn postgres_concurrent_gradients_through_two_servers_are_each_stored_once() {
         return;
     };
     let a = start(&url);
-    let config = analyst(&a.url()).create_collection(&request(Some(spec(5, None)))).unwrap().config;
+    let config = analyst(&a.url()).create_collection(&request(spec(5, None))).unwrap().config;
     let b = start(&url);
     let data = rows(40, 13);
     // Four devices at a time, alternating servers; each retries on a 409 `round` with a fresh model.
@@ -471,7 +512,7 @@ fn postgres_concurrent_gradients_through_two_servers_are_each_stored_once() {
                     let client = analyst(&urls[i % 2]);
                     loop {
                         let m = client.model(&config.id).unwrap();
-                        let r = randomize_gradient(config, &m, &data[i], &mut fast_rng(i as u64)).unwrap();
+                        let r = gradient(config, &m, &data[i], i as u64);
                         let post = GradientPost {
                             device_id: format!("c{i}"),
                             round: m.round,
@@ -537,17 +578,18 @@ fn noise_rounds_equal_the_trainer_on(url: &str) {
     let server = start(url);
     let client = analyst(&server.url());
     for (epsilon, g, rounds) in [(8.0, 25u64, 8u64), (0.5, 10, 20)] {
-        let req = CreateCollection { epsilon, ..request(Some(noise_spec(g, rounds))) };
+        let req = CreateCollection { epsilon, ..request(noise_spec(g, rounds)) };
         let config = client.create_collection(&req).unwrap().config;
-        let t = config.train.as_ref().unwrap();
-        assert_eq!(t.spec.schedule.as_deref(), Some("noise"));
-        assert_eq!((t.spec.kappa, t.spec.gradient_scale, t.spec.learning_rate), (Some(NOISE_KAPPA), Some(2.0), None));
-        let step = t.step.expect("a noise collection publishes its step");
+        // The server writes the default schedule and its κ and c into the published spec.
+        let spec = train_spec(&config);
+        assert_eq!(spec.schedule, Some(Schedule::Noise));
+        assert_eq!((spec.kappa, spec.gradient_scale, spec.learning_rate), (Some(NOISE_KAPPA), Some(2.0), None));
+        let step = config.train.as_ref().unwrap().step.expect("a noise collection publishes its step");
         // Logistic (β = ¼) on an intercept and two numeric features (R² = 3).
         let cap = 1.0 / (0.25 * 3.0);
         assert!(if epsilon > 1.0 { step == cap } else { step > 0.0 && step < 0.9 * cap }, "ε = {epsilon}: γ = {step}");
         let m = client.model(&config.id).unwrap();
-        assert_eq!((m.schedule.as_str(), m.step, m.averaged), ("noise", step, 0));
+        assert_eq!((m.schedule, m.step, m.averaged), (Schedule::Noise, step, 0));
         assert_eq!(m.model, m.parameters);
         let n = (g * rounds) as usize;
         let data = rows(n, 21);
@@ -599,7 +641,7 @@ fn postgres_a_restart_rebuilds_the_averaged_model() {
 fn a_restart_rebuilds_the_averaged_model_on(url: &str) {
     let server = start(url);
     let client = analyst(&server.url());
-    let config = client.create_collection(&request(Some(noise_spec(2, 6)))).unwrap().config;
+    let config = client.create_collection(&request(noise_spec(2, 6))).unwrap().config;
     let data = rows(12, 23);
     // 11 devices: rounds 1..=5 done (4 and 5 averaged), one gradient of round 6.
     let (mut seeds, mut reports) = contribute_all(&client, &config, &data[..11], 4000);
@@ -625,7 +667,7 @@ fn a_restart_rebuilds_the_averaged_model_on(url: &str) {
 fn a_decay_collection_stored_before_schedules_is_unchanged() {
     let dir = tmp("old-decay");
     let url = sqlite_url(&dir);
-    let fm = harmony_client::feature_map(&schema(), &spec(4, None)).unwrap();
+    let fm = feature_map(&schema(), &spec(4, None)).unwrap();
     let k = RemoteMechanism::new("hm", 8.0, fm.dimension()).unwrap().sampled();
     let strategy =
         harmony_core::strategy::StrategyOptions::default_for(harmony_core::strategy::StrategyKind::Harmony, 8.0);
@@ -640,7 +682,28 @@ fn a_decay_collection_stored_before_schedules_is_unchanged() {
     let server = start(&url);
     let client = analyst(&server.url());
     let config = client.config("old0").unwrap();
-    assert_eq!(serde_json::to_value(&config).unwrap(), old, "the published config is unchanged");
+    // Published in the current format (version 2 kept): the same spec, with no schedule, scale
+    // or step written in.
+    let want = CollectionConfig {
+        id: "old0".into(),
+        config_version: 2,
+        wire_version: harmony_core::wire::WIRE_VERSION,
+        schema: Some(schema()),
+        epsilon: 8.0,
+        task: TaskSpec::Train(TrainSpec { schedule: None, rounds: Some(3), ..spec(4, None) }),
+        train: Some(TrainPublished {
+            dimension: fm.dimension(),
+            features: fm.names().to_vec(),
+            sampled: k,
+            step: None,
+        }),
+    };
+    assert_eq!(config, want, "the published config is the stored one");
+    let published = serde_json::to_value(&config).unwrap();
+    for field in ["schedule", "gradient_scale", "kappa"] {
+        assert!(published["task"].get(field).is_none(), "{field} written into {published}");
+    }
+    assert!(published["train"].get("step").is_none(), "{published}");
     let data = rows(12, 29);
     let reports: Vec<Vec<u8>> = data
         .iter()
@@ -649,7 +712,7 @@ fn a_decay_collection_stored_before_schedules_is_unchanged() {
         .collect();
     let m = client.model("old0").unwrap();
     let (round, w, _) = replay(&config, &reports);
-    assert_eq!((m.round, m.done, m.schedule.as_str(), m.averaged), (round, true, "decay", 0));
+    assert_eq!((m.round, m.done, m.schedule, m.averaged), (round, true, Schedule::Decay, 0));
     assert_eq!(m.parameters, w, "bit for bit the old update");
     assert_eq!((m.model, m.step), (w, 2.0 / 4f64.sqrt()));
     server.stop();
@@ -661,35 +724,34 @@ fn bad_schedule_specs_are_rejected_naming_the_field() {
     let dir = tmp("bad-spec");
     let server = start(&sqlite_url(&dir));
     let client = analyst(&server.url());
-    let reject = |s: TrainSpec| match client.create_collection(&request(Some(s))).unwrap_err() {
+    let reject = |s: TrainSpec| match client.create_collection(&request(s)).unwrap_err() {
         ClientError::Rejected { status: 400, field, message, .. } => (field, message),
         e => panic!("expected a 400, got {e}"),
     };
+    // An unknown schedule does not parse (the typed spec cannot express it: raw JSON).
+    let mut raw = serde_json::to_value(request(noise_spec(5, 4))).unwrap();
+    raw["task"]["schedule"] = "fast".into();
+    let (code, field, message) = create_raw(&server.url(), &raw);
+    assert_eq!((code, field.as_str()), (400, "body (schema)"), "{message}");
+    for w in ["fast", "noise", "decay"] {
+        assert!(message.contains(w), "{message:?} lacks {w:?}");
+    }
     let cases: Vec<(TrainSpec, &str, &[&str])> = vec![
-        (
-            TrainSpec { schedule: Some("fast".into()), ..noise_spec(5, 4) },
-            "train.schedule",
-            &["\"fast\"", "noise, decay"],
-        ),
-        (TrainSpec { rounds: None, ..noise_spec(5, 4) }, "train.rounds", &["missing", ">= 1"]),
-        (noise_spec(5, 0), "train.rounds", &["rounds is 0", ">= 1"]),
-        (TrainSpec { kappa: Some(-1.0), ..noise_spec(5, 4) }, "train.kappa", &["kappa is -1", "> 0"]),
-        (TrainSpec { gradient_scale: Some(0.5), ..noise_spec(5, 4) }, "train.gradient_scale", &["0.5", ">= 1"]),
+        (TrainSpec { rounds: None, ..noise_spec(5, 4) }, "task.rounds", &["missing", ">= 1"]),
+        (noise_spec(5, 0), "task.rounds", &["rounds is 0", ">= 1"]),
+        (TrainSpec { kappa: Some(-1.0), ..noise_spec(5, 4) }, "task.kappa", &["kappa is -1", "> 0"]),
+        (TrainSpec { gradient_scale: Some(0.5), ..noise_spec(5, 4) }, "task.gradient_scale", &["0.5", ">= 1"]),
         (
             TrainSpec { learning_rate: Some(1.0), ..noise_spec(5, 4) },
-            "train.learning_rate",
+            "task.learning_rate",
             &["learning_rate is 1", "noise"],
         ),
-        (TrainSpec { learning_rate: None, ..spec(5, None) }, "train.learning_rate", &["missing", "> 0"]),
-        (
-            TrainSpec { learning_rate: Some(0.0), ..spec(5, None) },
-            "train.learning_rate",
-            &["learning_rate is 0", "> 0"],
-        ),
-        (TrainSpec { kappa: Some(2.0), ..spec(5, None) }, "train.kappa", &["kappa is 2", "decay"]),
+        (TrainSpec { learning_rate: None, ..spec(5, None) }, "task.learning_rate", &["missing", "> 0"]),
+        (TrainSpec { learning_rate: Some(0.0), ..spec(5, None) }, "task.learning_rate", &["learning_rate is 0", "> 0"]),
+        (TrainSpec { kappa: Some(2.0), ..spec(5, None) }, "task.kappa", &["kappa is 2", "decay"]),
         (
             TrainSpec { gradient_scale: Some(0.0), ..spec(5, None) },
-            "train.gradient_scale",
+            "task.gradient_scale",
             &["gradient_scale is 0", ">= 1"],
         ),
     ];
@@ -702,9 +764,12 @@ fn bad_schedule_specs_are_rejected_naming_the_field() {
     }
     // A decay collection with c = 2: devices scale, the server divides (accepted, published).
     let s = TrainSpec { gradient_scale: Some(2.0), ..spec(5, None) };
-    let config = client.create_collection(&request(Some(s))).unwrap().config;
-    let t = config.train.as_ref().unwrap();
-    assert_eq!((t.spec.scale(), t.step), (2.0, None));
+    let config = client.create_collection(&request(s)).unwrap().config;
+    let spec = train_spec(&config);
+    assert_eq!(
+        (spec.schedule, gradient_scale(spec), config.train.as_ref().unwrap().step),
+        (Some(Schedule::Decay), 2.0, None)
+    );
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,12 +28,16 @@
 //! chunks); with the default schedule at B = 32, k = 20: about n·(4096 + 3·5,120)/4 ≈ 4,900·n.
 
 use super::{HeavyHitter, MAX_BITS, all_ones};
+#[cfg(feature = "parallel")]
 use harmony_core::fast_rng::FastRng;
 use harmony_core::frequency::Olh;
 use harmony_core::frequency::olh::{HashParams, OlhReport};
-use harmony_core::sampling::{fast_rng, stream_seed, uniform_below};
+use harmony_core::sampling::uniform_below;
+#[cfg(feature = "parallel")]
+use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
+#[cfg(feature = "parallel")]
 use rayon::prelude::*;
 
 /// The largest number of candidates a level may have (2^22).
@@ -41,6 +45,7 @@ pub const MAX_CANDIDATES: usize = 1 << 22;
 /// Reports per rayon task in the aggregation.
 const CHUNK: usize = 1 << 14;
 /// Users per rayon task in [`PrefixProtocol::collect_parallel`].
+#[cfg(feature = "parallel")]
 const SIM_CHUNK: usize = 1 << 15;
 
 const LANES: usize = 8;
@@ -293,10 +298,11 @@ impl PrefixProtocol {
     pub fn aggregator(&self) -> HeavyHitterAggregator {
         HeavyHitterAggregator { protocol: self.clone(), reports: vec![Vec::new(); self.levels.len()] }
     }
-    /// Simulation helper: users 0..n, user i holding `code_of(i, rng)` (a code < 2^B, or the
+    /// Simulation helper (feature `parallel`): users 0..n, user i holding `code_of(i, rng)` (a code < 2^B, or the
     /// sampled item of its set), randomized in parallel chunks, each with its own fast RNG
     /// seeded by `stream_seed(seed, chunk)` (deterministic for a given seed). Errors: a code
     /// ≥ 2^B (the user is named).
+    #[cfg(feature = "parallel")]
     pub fn collect_parallel<F>(&self, n: usize, seed: u64, code_of: F) -> Result<HeavyHitterAggregator>
     where
         F: Fn(usize, &mut FastRng) -> u64 + Sync,
@@ -350,13 +356,7 @@ impl HeavyHitterAggregator {
             .get(level)
             .ok_or_else(|| Error::param("level", level, format!("a level in [0, {})", self.reports.len())))?;
         let olh = &self.protocol.olh;
-        let counts = reports.par_chunks(CHUNK).map(|c| olh.support_counts_for(c, prefixes)).try_reduce(
-            || vec![0u64; prefixes.len()],
-            |mut a, b| {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                Ok(a)
-            },
-        )?;
+        let counts = crate::par::sum_chunks(reports, CHUNK, prefixes.len(), |c| olh.support_counts_for(c, prefixes))?;
         Ok(olh.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
     }
     /// Like [`Self::estimate_candidates`] for the candidates starts\[b\] + t, t < len (blocks
@@ -369,20 +369,11 @@ impl HeavyHitterAggregator {
         let olh = &self.protocol.olh;
         let g = olh.g();
         let total = starts.len() * len;
-        let counts = reports
-            .par_chunks(CHUNK)
-            .map(|c| {
-                let mut t = vec![0u32; total];
-                count_blocks(g, c, starts, len, &mut t);
-                t
-            })
-            .reduce(
-                || vec![0u32; total],
-                |mut a, b| {
-                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
-                    a
-                },
-            );
+        let counts = crate::par::sum_chunks(reports, CHUNK, total, |c| {
+            let mut t = vec![0u32; total];
+            count_blocks(g, c, starts, len, &mut t);
+            Ok::<_, Error>(t)
+        })?;
         Ok(olh.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
     }
     /// The standard error of a zero frequency at a level with `n` users: √(Var*/n).

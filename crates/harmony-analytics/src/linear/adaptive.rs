@@ -15,11 +15,25 @@
 //! factor is below 1/m, so Var is largest at a = b²: the reported standard error is
 //! √((r²C² − b̂²)/m) (b̂ clamped to \[−r, r\]), exact when q_t is constant on the users' values and
 //! otherwise conservative by at most (a − b²)/n. About r²C²·d/n per query.
+//!
+//! # Groups chosen by devices
+//! [`AdaptiveWorkload`] is the servable form of a whole workload known in advance: each device
+//! draws its query t uniformly from its own RNG, independently of its value, and sends
+//! [`QueryBitReport`] (t and its bit; wire kind 23, 4–7 bytes). The server counts each query's
+//! reports, the realized group sizes m_t. Conditional on those counts, every assignment of the n
+//! devices to queries with these counts is equally likely, so the groups are a uniformly random
+//! partition with sizes m_t and the variance above holds with the realized m_t. A query with no
+//! report yet has no estimate. (Queries chosen after earlier answers need rounds, as `train`
+//! runs; [`partition`] and `simulate::adaptive` split users into balanced groups in process.)
 
+use super::{Workload, WorkloadEstimate};
 use harmony_core::numeric::duchi::Duchi;
 use harmony_core::sampling::{bernoulli, uniform_below};
-use harmony_core::{Epsilon, Error, Estimate, Result};
+use harmony_core::wire::{WireKind, WireReport};
+use harmony_core::{Aggregator, Epsilon, Error, Estimate, Randomizer, Result};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Duchi 1-D answering one query on its own user group.
 ///
@@ -126,6 +140,166 @@ impl AdaptiveAggregator {
         let b = self.rc * (2.0 * self.positive as f64 / m - 1.0);
         let clamped = b.clamp(-self.rc, self.rc);
         Estimate::from_variance(b, (self.rc * self.rc - clamped * clamped) / m)
+    }
+}
+
+/// A whole workload answered by disjoint groups that devices choose themselves (module docs).
+///
+/// # Example
+/// ```
+/// use harmony_analytics::linear::{AdaptiveWorkload, Domain, Workload};
+/// use harmony_core::{Aggregator, Randomizer};
+/// use std::sync::Arc;
+/// let w = Arc::new(Workload::prefix(&Domain::indices(4).unwrap()).unwrap());
+/// let mech = AdaptiveWorkload::new(1.0, w).unwrap();
+/// let mut rng = harmony_core::sampling::fast_rng(5);
+/// let mut agg = mech.aggregator();
+/// for i in 0..40_000 {
+///     agg.add(&mech.randomize(&(i % 4), &mut rng).unwrap()).unwrap();
+/// }
+/// let est = agg.estimate(); // query 1 = P[v <= 1] = 0.5
+/// assert!((est.answers[1].value - 0.5).abs() < 5.0 * est.answers[1].std_error);
+/// assert_eq!(agg.counts().iter().sum::<u64>(), 40_000);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveWorkload {
+    workload: Arc<Workload>,
+    eps: Epsilon,
+    duchi: Duchi,
+    /// r_t = max_v |a_t\[v\]| per query.
+    r: Vec<f64>,
+}
+
+/// One device's report: the query it drew and its Duchi bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct QueryBitReport {
+    /// The query t < d, drawn by the device.
+    pub query: u32,
+    /// The 1-bit answer (+1 when true).
+    pub positive: bool,
+}
+
+impl WireReport for QueryBitReport {
+    const KIND: WireKind = WireKind { byte: 23, name: "QueryBitReport" };
+}
+
+impl AdaptiveWorkload {
+    /// The mechanism for budget ε on `workload`. Errors: ε not finite and > 0, more than 2^32
+    /// queries.
+    pub fn new(epsilon: f64, workload: Arc<Workload>) -> Result<Self> {
+        let eps = Epsilon::new(epsilon)?;
+        if workload.queries() > u32::MAX as usize {
+            return Err(Error::input("workload", workload.queries(), "at most 2^32 queries"));
+        }
+        let r = (0..workload.queries()).map(|t| workload.row(t).iter().fold(0.0f64, |m, x| m.max(x.abs()))).collect();
+        Ok(AdaptiveWorkload { workload, eps, duchi: Duchi::from_epsilon(eps), r })
+    }
+    /// The workload.
+    pub fn workload(&self) -> &Arc<Workload> {
+        &self.workload
+    }
+    /// Query t as a one-group mechanism (its closed-form variance:
+    /// [`AdaptiveQuery::variance`]).
+    pub fn query(&self, t: usize) -> Result<AdaptiveQuery> {
+        AdaptiveQuery::new(self.eps.value(), self.workload.row(t))
+    }
+    /// The report of a device holding v that drew query t. Errors: v ≥ J, t ≥ d.
+    pub fn randomize_at<R: Rng + ?Sized>(&self, v: usize, t: usize, rng: &mut R) -> Result<QueryBitReport> {
+        let j = self.workload.domain_size();
+        if v >= j {
+            return Err(Error::input("value", v, format!("an index in [0, {j})")));
+        }
+        if t >= self.r.len() {
+            return Err(Error::input("query", t, format!("a query in [0, {})", self.r.len())));
+        }
+        let x = self.workload.column(v)[t];
+        let scaled = if self.r[t] > 0.0 { x / self.r[t] } else { 0.0 };
+        Ok(QueryBitReport { query: t as u32, positive: bernoulli(rng, self.duchi.prob_positive(scaled)) })
+    }
+    /// The largest encoded report (bytes, wire header included): the last query.
+    pub fn max_report_bytes(&self) -> usize {
+        harmony_core::wire::encode(&QueryBitReport { query: (self.r.len() - 1) as u32, positive: true }).len()
+    }
+    /// An empty aggregator (one count pair per query).
+    pub fn aggregator(&self) -> AdaptiveWorkloadAggregator {
+        let c = self.duchi.scale();
+        AdaptiveWorkloadAggregator {
+            groups: self.r.iter().map(|r| AdaptiveAggregator { rc: r * c, positive: 0, n: 0 }).collect(),
+        }
+    }
+}
+
+/// A device: draws its query t uniformly from `rng` (independently of v), then sends Duchi's
+/// bit on a_t\[v\]/r_t. Input: the device's domain index v < J.
+impl Randomizer for AdaptiveWorkload {
+    type Input = usize;
+    type Report = QueryBitReport;
+
+    fn randomize(&self, v: &usize, rng: &mut dyn Rng) -> Result<QueryBitReport> {
+        let j = self.workload.domain_size();
+        if *v >= j {
+            return Err(Error::input("value", v, format!("an index in [0, {j})")));
+        }
+        let t = uniform_below(rng, self.r.len() as u64) as usize;
+        self.randomize_at(*v, t, rng)
+    }
+    fn validate(&self, r: &QueryBitReport) -> Result<()> {
+        check_query(r.query, self.r.len())
+    }
+}
+
+fn check_query(t: u32, d: usize) -> Result<()> {
+    if t as usize >= d {
+        return Err(Error::report("query", t, format!("a query in [0, {d})")));
+    }
+    Ok(())
+}
+
+/// The server side of [`AdaptiveWorkload`]: per query, the reports and the positive bits
+/// (exact integer counts). Mergeable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveWorkloadAggregator {
+    groups: Vec<AdaptiveAggregator>,
+}
+
+impl AdaptiveWorkloadAggregator {
+    /// Reports per query (the realized group sizes m_t).
+    pub fn counts(&self) -> Vec<u64> {
+        self.groups.iter().map(|g| g.n).collect()
+    }
+}
+
+impl Aggregator for AdaptiveWorkloadAggregator {
+    type Report = QueryBitReport;
+    /// One answer per query; a query without reports has value 0 and an infinite standard
+    /// error (no estimate).
+    type Output = WorkloadEstimate;
+
+    fn validate(&self, r: &QueryBitReport) -> Result<()> {
+        check_query(r.query, self.groups.len())
+    }
+    fn add_unchecked(&mut self, r: &QueryBitReport) {
+        self.groups[r.query as usize].add(r.positive);
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        if self.groups.len() != other.groups.len() {
+            return Err(Error::Incompatible(format!(
+                "adaptive workload aggregators of {} and {} queries",
+                self.groups.len(),
+                other.groups.len()
+            )));
+        }
+        // Check every group before changing any (all or nothing).
+        for (a, b) in self.groups.iter().zip(&other.groups) {
+            a.clone().merge(b)?;
+        }
+        self.groups.iter_mut().zip(&other.groups).try_for_each(|(a, b)| a.merge(b))
+    }
+    fn count(&self) -> u64 {
+        self.groups.iter().map(|g| g.n).sum()
+    }
+    fn estimate(&self) -> WorkloadEstimate {
+        WorkloadEstimate { n: self.count(), answers: self.groups.iter().map(AdaptiveAggregator::estimate).collect() }
     }
 }
 

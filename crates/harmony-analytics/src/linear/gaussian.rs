@@ -16,12 +16,19 @@
 //! averaged over a uniform fractional part; ≈ 1.6·10⁻⁷·σ²). In the high-dimensional regime
 //! (n small against d²/log J) projecting ȳ onto K = conv{±a_v} ([`project()`](fn@super::project)) cuts the l2 error
 //! from σ√(d/n) to roughly (σ² log J/n)^(1/4)·r (Bassily), at the price of bias.
+//!
+//! # Reports
+//! [`GaussianReport`] (wire kind 22): the d grid values, each a zigzag varint of 2–3 bytes
+//! (|value| ≲ 1024·(|a_v|/σ + 4)), so about 2 + ⌈log₁₂₈ d⌉ + 2.5·d bytes.
 
 use super::calibrate::analytic_gaussian_sigma;
 use super::{Workload, WorkloadEstimate};
+use harmony_core::aggregate::check_compatible;
 use harmony_core::sampling::{randomized_round_fast, uniform01};
-use harmony_core::{Epsilon, Error, Estimate, Result};
+use harmony_core::wire::{WireKind, WireReport};
+use harmony_core::{Aggregator, Epsilon, Error, Estimate, Randomizer, Result};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Grid step of the reports: σ/2^10.
@@ -32,14 +39,14 @@ const GRID: f64 = 1024.0;
 /// # Example
 /// ```
 /// use harmony_analytics::linear::{Domain, GaussianWorkload, Workload};
+/// use harmony_core::{Aggregator, Randomizer};
 /// use std::sync::Arc;
 /// let w = Arc::new(Workload::prefix(&Domain::indices(8).unwrap()).unwrap());
 /// let g = GaussianWorkload::new(1.0, 1e-6, w).unwrap();
 /// let mut rng = harmony_core::sampling::fast_rng(7);
-/// let (mut agg, mut buf) = (g.aggregator(), vec![0i64; g.queries()]);
+/// let mut agg = g.aggregator();
 /// for i in 0..20_000 {
-///     g.randomize_into(i % 8, &mut rng, &mut buf).unwrap();
-///     agg.add(&buf).unwrap();
+///     agg.add(&g.randomize(&(i % 8), &mut rng).unwrap()).unwrap();
 /// }
 /// let est = agg.estimate();
 /// // Query 3 = P[v <= 3] = 0.5.
@@ -146,6 +153,15 @@ impl GaussianWorkload {
         }
         Ok(())
     }
+    /// The largest |value| of a valid report, in grid steps: (max |a_v| + 40σ)/s.
+    pub fn entry_bound(&self) -> i64 {
+        entry_bound(self)
+    }
+    /// The largest encoded report (bytes, wire header included): every value at the bound
+    /// |a_v| + 40σ the server accepts.
+    pub fn max_report_bytes(&self) -> usize {
+        harmony_core::wire::encode(&GaussianReport { values: vec![entry_bound(self); self.queries()] }).len()
+    }
     /// An empty aggregator.
     pub fn aggregator(&self) -> GaussianAggregator {
         GaussianAggregator { mech: self.clone(), sums: vec![0; self.queries()], n: 0 }
@@ -166,6 +182,33 @@ pub fn normal_pair<R: Rng + ?Sized>(rng: &mut R) -> (f64, f64) {
     }
 }
 
+/// One device's report: its noisy answers to the d queries, in grid units (multiply by the
+/// mechanism's [`step`](GaussianWorkload::step)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GaussianReport {
+    /// The d values.
+    pub values: Vec<i64>,
+}
+
+impl WireReport for GaussianReport {
+    const KIND: WireKind = WireKind { byte: 22, name: "GaussianReport" };
+}
+
+/// A device: its domain index v < J → a_v + N(0, σ²I), on the grid.
+impl Randomizer for GaussianWorkload {
+    type Input = usize;
+    type Report = GaussianReport;
+
+    fn randomize(&self, v: &usize, rng: &mut dyn Rng) -> Result<GaussianReport> {
+        let mut values = vec![0; self.queries()];
+        self.randomize_into(*v, rng, &mut values)?;
+        Ok(GaussianReport { values })
+    }
+    fn validate(&self, r: &GaussianReport) -> Result<()> {
+        check_report(self, &r.values)
+    }
+}
+
 /// Server side: per-query sums of the reports (integers, exact) and their count. Mergeable.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaussianAggregator {
@@ -179,41 +222,55 @@ fn entry_bound(m: &GaussianWorkload) -> i64 {
     ((m.max_entry + 40.0 * m.sigma) / m.step).ceil() as i64
 }
 
+/// Checks a report's length and its entries against |a_v| + 40σ (probability < 10⁻³⁴⁰ for a
+/// genuine report).
+fn check_report(m: &GaussianWorkload, values: &[i64]) -> Result<()> {
+    if values.len() != m.queries() {
+        return Err(Error::report("values", format!("{} values", values.len()), format!("d = {} values", m.queries())));
+    }
+    let bound = entry_bound(m);
+    // unsigned_abs: i64::MIN has no i64 absolute value (and must be refused, not wrap).
+    if let Some(t) = values.iter().position(|x| x.unsigned_abs() > bound as u64) {
+        return Err(Error::report(format!("values[{t}]"), values[t], format!("|value| <= {bound} grid steps")));
+    }
+    Ok(())
+}
+
 impl GaussianAggregator {
-    /// Adds one report (grid units). Errors: wrong length, or an entry beyond |a_v| + 40σ
-    /// (probability < 10⁻³⁴⁰ for a genuine report); the state is unchanged on error.
-    pub fn add(&mut self, report: &[i64]) -> Result<()> {
-        if report.len() != self.sums.len() {
-            return Err(Error::report("length", report.len(), format!("d = {} values", self.sums.len())));
-        }
-        let bound = entry_bound(&self.mech);
-        if let Some(t) = report.iter().position(|x| x.abs() > bound) {
-            return Err(Error::report(format!("value {t}"), report[t], format!("|value| <= {bound} grid steps")));
-        }
-        self.sums.iter_mut().zip(report).for_each(|(s, x)| *s += x);
-        self.n += 1;
-        Ok(())
-    }
-    /// Merges another aggregator of the same mechanism.
-    pub fn merge(&mut self, other: &Self) -> Result<()> {
-        if self.mech != other.mech {
-            return Err(Error::Incompatible("gaussian workload aggregators of different parameters".into()));
-        }
-        self.sums.iter_mut().zip(&other.sums).for_each(|(s, x)| *s += x);
-        self.n += other.n;
-        Ok(())
-    }
-    /// Reports added.
-    pub fn count(&self) -> u64 {
-        self.n
-    }
     /// ȳ: the unbiased answer vector (zeros before any report).
     pub fn mean(&self) -> Vec<f64> {
         let k = if self.n == 0 { 0.0 } else { self.mech.step / self.n as f64 };
         self.sums.iter().map(|&s| s as f64 * k).collect()
     }
+    /// The mechanism.
+    pub fn mechanism(&self) -> &GaussianWorkload {
+        &self.mech
+    }
+}
+
+impl Aggregator for GaussianAggregator {
+    type Report = GaussianReport;
+    type Output = WorkloadEstimate;
+
+    /// Errors: wrong length, or an entry beyond |a_v| + 40σ.
+    fn validate(&self, r: &GaussianReport) -> Result<()> {
+        check_report(&self.mech, &r.values)
+    }
+    fn add_unchecked(&mut self, r: &GaussianReport) {
+        self.sums.iter_mut().zip(&r.values).for_each(|(s, x)| *s += x);
+        self.n += 1;
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("gaussian workload parameters", &self.mech, &other.mech)?;
+        self.sums.iter_mut().zip(&other.sums).for_each(|(s, x)| *s += x);
+        self.n += other.n;
+        Ok(())
+    }
+    fn count(&self) -> u64 {
+        self.n
+    }
     /// The unbiased answers with their closed-form standard errors √((σ² + s²/6)/n).
-    pub fn estimate(&self) -> WorkloadEstimate {
+    fn estimate(&self) -> WorkloadEstimate {
         let var = if self.n == 0 { f64::INFINITY } else { self.mech.answer_variance(self.n) };
         WorkloadEstimate {
             n: self.n,
@@ -239,13 +296,19 @@ mod tests {
         let (mut a, mut b) = (g.aggregator(), g.aggregator());
         for i in 0..100 {
             g.randomize_into(i % 5, &mut rng, &mut buf).unwrap();
-            if i % 2 == 0 { a.add(&buf).unwrap() } else { b.add(&buf).unwrap() }
+            let r = GaussianReport { values: buf.clone() };
+            if i % 2 == 0 { a.add(&r).unwrap() } else { b.add(&r).unwrap() }
         }
         let mut all = a.clone();
         all.merge(&b).unwrap();
         assert_eq!(all.count(), 100);
-        assert!(a.add(&[0; 4]).unwrap_err().to_string().contains("d = 5"));
-        assert!(a.add(&[i64::MAX, 0, 0, 0, 0]).is_err());
+        let e = a.add(&GaussianReport { values: vec![0; 4] }).unwrap_err().to_string();
+        assert!(e.contains("values is \"4 values\"") && e.contains("d = 5"), "{e}");
+        for x in [i64::MAX, i64::MIN] {
+            let e = g.validate(&GaussianReport { values: vec![x, 0, 0, 0, 0] }).unwrap_err().to_string();
+            assert!(e.contains("values[0]") && e.contains("grid steps"), "{e}");
+        }
+        assert_eq!(a.count(), 50);
         let other = GaussianWorkload::new(2.0, 1e-6, w).unwrap().aggregator();
         assert!(a.merge(&other).is_err());
         let e = GaussianWorkload::new(1.0, 1.0, Arc::new(Workload::identity(&Domain::indices(3).unwrap()).unwrap()))

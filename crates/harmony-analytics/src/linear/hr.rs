@@ -16,10 +16,11 @@
 //! p_v]/n`. Standard errors plug in Π(p̂) for p.
 
 use super::{Workload, WorkloadEstimate};
-use harmony_core::frequency::HadamardResponse;
 use harmony_core::frequency::fwht::fwht;
+use harmony_core::frequency::{HadamardResponse, HrReport};
 use harmony_core::postprocess::project_simplex;
-use harmony_core::{Error, Estimate, FrequencyEstimate, FrequencyOracle, Result};
+use harmony_core::{Error, Estimate, FrequencyEstimate, FrequencyOracle, Randomizer, Result};
+use rand::Rng;
 use std::sync::Arc;
 
 /// Hadamard Response over \[J\] answering a workload.
@@ -69,6 +70,10 @@ impl HrWorkload {
     /// aggregator).
     pub fn oracle(&self) -> &HadamardResponse {
         &self.oracle
+    }
+    /// The largest encoded report (bytes, wire header included): the last output.
+    pub fn max_report_bytes(&self) -> usize {
+        harmony_core::wire::encode(&HrReport { y: (self.oracle.outputs() - 1) as u32 }).len()
     }
     /// The workload.
     pub fn workload(&self) -> &Arc<Workload> {
@@ -125,6 +130,20 @@ impl HrWorkload {
         second *= big_d / (e_m1 * e_m1);
         let first: f64 = q.iter().zip(p).map(|(a, b)| a * a * b).sum();
         ((second - first) / n as f64).max(0.0)
+    }
+}
+
+/// A device: its domain index v < J through Hadamard Response (harmony-core's [`HrReport`],
+/// wire kind 6, 3–7 bytes encoded). The server aggregates with the oracle's aggregator.
+impl Randomizer for HrWorkload {
+    type Input = usize;
+    type Report = HrReport;
+
+    fn randomize(&self, v: &usize, rng: &mut dyn Rng) -> Result<HrReport> {
+        self.oracle.randomize(*v, rng)
+    }
+    fn validate(&self, r: &HrReport) -> Result<()> {
+        self.oracle.validate_report(r)
     }
 }
 

@@ -9,23 +9,32 @@
 //! |---|---|---|---|---|
 //! | [`GaussianWorkload`] | (ε, δ) | d reals (fixed point) | (σ² + s²/6)/n, σ ∝ Δ√(ln(1/δ))/ε | [`project()`](fn@project) onto conv{±a_v} |
 //! | [`HrWorkload`] | ε | log₂ K bits | closed form via two FWHTs per block ([`hr`]) | simplex projection of p̂ |
-//! | [`AdaptiveQuery`] | ε | 1 bit, one group per query | ≈ r²C²·d/n ([`adaptive`]) | none |
+//! | [`AdaptiveQuery`] / [`AdaptiveWorkload`] | ε | query index + 1 bit, one group per query | ≈ r²C²·d/n ([`adaptive`]) | none |
 //!
 //! Post-processed answers are biased; their standard errors are not given (the unbiased ones
 //! are a conservative guide). [`simulate`] runs each mechanism over a population of encoded
 //! values with a seeded RNG, in parallel.
+//!
+//! Devices: [`HrWorkload`], [`GaussianWorkload`] and [`AdaptiveWorkload`] implement
+//! [`Randomizer`](harmony_core::Randomizer) over a domain index v < J, with mergeable
+//! [`Aggregator`](harmony_core::Aggregator)s of exact integer state (HR's output histogram, the
+//! Gaussian reports' integer grid sums, the adaptive groups' counts). The adaptive device draws
+//! its own query (see [`adaptive`]).
 
 pub mod adaptive;
 pub mod calibrate;
 pub mod gaussian;
 pub mod hr;
 pub mod project;
+#[cfg(feature = "parallel")]
 pub mod simulate;
 pub mod workload;
 
-pub use adaptive::{AdaptiveAggregator, AdaptiveQuery, partition};
+pub use adaptive::{
+    AdaptiveAggregator, AdaptiveQuery, AdaptiveWorkload, AdaptiveWorkloadAggregator, QueryBitReport, partition,
+};
 pub use calibrate::{analytic_gaussian_sigma, classic_gaussian_sigma};
-pub use gaussian::{GaussianAggregator, GaussianWorkload};
+pub use gaussian::{GaussianAggregator, GaussianReport, GaussianWorkload};
 pub use hr::{HrWorkload, HrWorkloadEstimate};
 pub use project::{Hull, ProjectOptions, Projection, project};
 pub use workload::{Domain, DomainAttribute, Workload};

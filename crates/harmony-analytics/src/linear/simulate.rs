@@ -5,7 +5,10 @@
 //! Users are cut into chunks of [`CHUNK`]; chunk c uses the RNG stream `stream_seed(seed, c)`,
 //! so results do not depend on the thread count.
 
-use super::{AdaptiveQuery, GaussianAggregator, GaussianWorkload, HrWorkload, Workload, WorkloadEstimate, partition};
+use super::{
+    AdaptiveQuery, GaussianAggregator, GaussianReport, GaussianWorkload, HrWorkload, Workload, WorkloadEstimate,
+    partition,
+};
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, FrequencyOracle, Result};
 use rayon::prelude::*;
@@ -21,9 +24,9 @@ pub fn gaussian(mech: &GaussianWorkload, values: &[usize], seed: u64) -> Result<
         .map(|(c, chunk)| {
             let mut rng = fast_rng(stream_seed(seed, c as u64));
             let mut agg = mech.aggregator();
-            let mut buf = vec![0i64; mech.queries()];
+            let mut buf = GaussianReport { values: vec![0i64; mech.queries()] };
             for &v in chunk {
-                mech.randomize_into(v, &mut rng, &mut buf)?;
+                mech.randomize_into(v, &mut rng, &mut buf.values)?;
                 agg.add(&buf)?;
             }
             Ok(agg)

@@ -7,6 +7,7 @@
 //! in release (`cargo test -p harmony-analytics --release -- --ignored`).
 
 use super::*;
+use harmony_core::Aggregator;
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use std::sync::Arc;
 
@@ -215,4 +216,56 @@ fn projection_gain_at_j1000() {
     let (raw, proj) = hr_projection_gain(1000, 5000, 1.0, 5, 52);
     eprintln!("hr J=1000 n=5000 eps=1: l2 raw {raw:.3}, projected {proj:.3}, ratio {:.2}", raw / proj);
     assert!(raw > 2.0 * proj);
+}
+
+/// Devices draw their query ([`AdaptiveWorkload`]): the group sizes vary between runs, and each
+/// answer's error standardized by the exact variance at that run's realized size m_t has mean 0
+/// and mean square 1 (z = 4.42 per query, false-failure rate ≈ 1e-5 per check).
+#[test]
+fn adaptive_devices_choose_their_query_and_realized_sizes_give_the_variance() {
+    use harmony_core::Randomizer;
+    let (j, n, runs, eps) = (10, 600, 2000, 1.0);
+    let values = population(n, j, 41);
+    let w = Arc::new(mixed_workload(j));
+    let p = distribution(&values, j).unwrap();
+    let truth = w.apply(&p);
+    let mech = AdaptiveWorkload::new(eps, w.clone()).unwrap();
+    let queries: Vec<AdaptiveQuery> = (0..w.queries()).map(|t| mech.query(t).unwrap()).collect();
+    let d = w.queries();
+    let (mut z1, mut z2, mut distinct) = (vec![0.0; d], vec![0.0; d], std::collections::HashSet::new());
+    let mut rng = fast_rng(42);
+    for _ in 0..runs {
+        let mut agg = mech.aggregator();
+        for v in &values {
+            agg.add(&mech.randomize(v, &mut rng).unwrap()).unwrap();
+        }
+        let (est, sizes) = (agg.estimate(), agg.counts());
+        distinct.insert(sizes.clone());
+        for t in 0..d {
+            let var = queries[t].variance(&p, n as u64, sizes[t]);
+            let e = est.answers[t].value - truth[t];
+            z1[t] += e / var.sqrt();
+            z2[t] += e * e / var;
+        }
+    }
+    assert!(distinct.len() > runs / 2, "the group sizes should vary: {} distinct", distinct.len());
+    let r = runs as f64;
+    for t in 0..d {
+        let (mean, msq) = (z1[t] / r, z2[t] / r);
+        assert!(mean.abs() < Z / r.sqrt(), "query {t}: mean standardized error {mean}, tolerance {}", Z / r.sqrt());
+        assert!((msq - 1.0).abs() < Z * (2.0 / r).sqrt(), "query {t}: mean squared standardized error {msq}");
+    }
+    // Reports are checked against d; merging two halves equals one pass.
+    let e = mech.validate(&QueryBitReport { query: d as u32, positive: true }).unwrap_err().to_string();
+    assert!(e.contains("query is 6") && e.contains("[0, 6)"), "{e}");
+    assert!(mech.randomize(&j, &mut rng).unwrap_err().to_string().contains("[0, 10)"));
+    let reports: Vec<_> = values.iter().map(|v| mech.randomize(v, &mut rng).unwrap()).collect();
+    let (mut all, mut a, mut b) = (mech.aggregator(), mech.aggregator(), mech.aggregator());
+    all.add_batch(&reports).unwrap();
+    a.add_batch(&reports[..250]).unwrap();
+    b.add_batch(&reports[250..]).unwrap();
+    a.merge(&b).unwrap();
+    assert_eq!(a, all);
+    let other = AdaptiveWorkload::new(2.0, w).unwrap().aggregator();
+    assert!(a.merge(&other).is_err() && a == all, "a failed merge leaves the state unchanged");
 }

@@ -7,10 +7,13 @@
 //! A range sums the bins' estimates. Within one report OUE's bits are independent given x, so the
 //! variance is exactly `Σ_{v∈[a,b)} [q(1−q) + f_v (p(1−p) − q(1−q))] / (n (p − q)²)`: the
 //! `f_v` term included, no sampling error (every user reports the whole domain).
+//!
+//! # Reports
+//! harmony-core's [`UnaryReport`] (wire kind 3): D bits packed in ⌈D/64⌉ words.
 
-use super::{RangeEstimator, VarianceParts, check_values, normalize_plug_in};
+use super::{RangeEstimator, VarianceParts, check_values, mass, normalize_plug_in};
 use harmony_core::frequency::{Oue, PureParams, UnaryAggregator, UnaryEncoding, UnaryReport};
-use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
+use harmony_core::{Aggregator, Error, FrequencyOracle, Randomizer, Result};
 use rand::Rng;
 
 /// The flat OUE collection over `[0, D)`.
@@ -54,6 +57,10 @@ impl FlatOue {
     pub fn randomize<R: Rng + ?Sized>(&self, x: usize, rng: &mut R) -> Result<UnaryReport> {
         self.oracle.randomize(x, rng)
     }
+    /// The largest encoded report (bytes, wire header included): every bit set.
+    pub fn max_report_bytes(&self) -> usize {
+        harmony_core::wire::encode(&UnaryReport { bits: vec![u64::MAX; self.domain().div_ceil(64)] }).len()
+    }
     /// An empty, mergeable server-side accumulator (the OUE aggregator).
     pub fn aggregator(&self) -> UnaryAggregator {
         self.oracle.aggregator()
@@ -73,6 +80,22 @@ impl FlatOue {
             )));
         }
         Ok(FlatEstimate::new(est.frequencies, agg.count() as usize, self.oracle.pure_params()))
+    }
+}
+
+/// A device: its bin x < D through OUE.
+impl Randomizer for FlatOue {
+    type Input = usize;
+    type Report = UnaryReport;
+
+    fn randomize(&self, x: &usize, rng: &mut dyn Rng) -> Result<UnaryReport> {
+        if *x >= self.domain() {
+            return Err(Error::input("bin", x, format!("< the number of bins {}", self.domain())));
+        }
+        Ok(self.oracle.randomize_unchecked(*x, rng))
+    }
+    fn validate(&self, r: &UnaryReport) -> Result<()> {
+        self.oracle.validate_report(r)
     }
 }
 
@@ -98,12 +121,12 @@ impl RangeEstimator for FlatEstimate {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.prefix[b] - self.prefix[a]
     }
-    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
-        let mass: f64 = freqs[a..b].iter().sum();
+    fn range_variance_cum(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts {
+        let m = mass(cum, a, b);
         let k = (b - a) as f64;
         let pq = &self.params;
         let (v0, v1) = (pq.report_variance(false), pq.report_variance(true));
-        VarianceParts { noise: (k * v0 + mass * (v1 - v0)) / self.n, split: 0.0 }
+        VarianceParts { noise: (k * v0 + m * (v1 - v0)) / self.n, split: 0.0 }
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         normalize_plug_in(self.freqs.clone())

@@ -8,7 +8,8 @@
 //! mass(right half of v).
 //!
 //! # Privacy
-//! The user randomizes its position with the 1-bit Hadamard oracle at the full ε and multiplies
+//! The device draws its level uniformly and independently of x ([`Randomizer`] impl), so the
+//! level costs no privacy. It randomizes its position with the 1-bit Hadamard oracle at the full ε and multiplies
 //! the sent sign by its own sign. For every input (position, sign) the report is distributed as
 //! the oracle's report for the position with the bit relabelled, so each output's probability is
 //! `e^ε/((e^ε+1)K)` or `1/((e^ε+1)K)`: the ratio between any two inputs is at most `e^ε`.
@@ -19,14 +20,24 @@
 //! `Σ_v α_v Ĉ_l[v]` of at most two coefficients. The oracle's per-report estimates of distinct
 //! positions are uncorrelated, so its noise is exactly `Σ_v α_v² (c² − μ_v)/n_l` (μ_v the mass of
 //! node v, c = (e^ε+1)/(e^ε−1)), plus the sampling error of the split
-//! ([`split_variance`](super::split_variance)).
+//! ([`split_variance_levels`](super::split_variance_levels), with `σ_ll` from the coefficients'
+//! nodes: O(h) per range).
+//!
+//! # Reports
+//! [`HaarReport`]: the level (1 byte), the Hadamard row j and the sign; wire kind 21, 4–7 bytes
+//! encoded whatever D.
 
 use super::{
-    RangeEstimator, VarianceParts, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance,
+    RangeEstimator, VarianceParts, assign_groups, check_values, mass, normalize_plug_in, split_sizes,
+    split_variance_levels,
 };
+use harmony_core::aggregate::check_compatible;
 use harmony_core::frequency::{Hadamard, HadamardAggregator, HadamardReport};
-use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
+use harmony_core::sampling::uniform_below;
+use harmony_core::wire::{self, WireKind, WireReport};
+use harmony_core::{Aggregator, Error, FrequencyOracle, Randomizer, Result};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 /// The Haar collection over `[0, D)` (padded to a power of two).
 #[derive(Debug, Clone, PartialEq)]
@@ -67,16 +78,16 @@ impl Haar {
     pub fn levels(&self) -> usize {
         self.h
     }
-    /// One user's report at level `l ∈ 1..=h` (the level may come from public randomness).
-    /// Errors: x ≥ D, l outside 1..=h.
-    pub fn randomize<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> Result<HadamardReport> {
+    /// One user's report at level `l ∈ 1..=h` (devices draw l themselves:
+    /// [`Randomizer::randomize`]). Errors: x ≥ D, l outside 1..=h.
+    pub fn randomize_at<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> Result<HaarReport> {
         if x >= self.d {
             return Err(Error::input("x", x, format!("< the domain size {}", self.d)));
         }
         if l == 0 || l > self.h {
             return Err(Error::input("level", l, format!("in 1..={}", self.h)));
         }
-        Ok(self.randomize_unchecked(x, l, rng))
+        Ok(HaarReport { level: l as u8, report: self.randomize_unchecked(x, l, rng) })
     }
     #[inline]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> HadamardReport {
@@ -103,13 +114,61 @@ impl Haar {
         debug_assert_eq!(agg.counts(), split_sizes(values.len(), self.h).iter().map(|&s| s as u64).collect::<Vec<_>>());
         agg.estimate()
     }
+    /// The largest encoded report (bytes, wire header included): the deepest level's last row.
+    pub fn max_report_bytes(&self) -> usize {
+        let j = (self.levels[self.h - 1].rows() - 1) as u32;
+        wire::encode(&HaarReport { level: self.h as u8, report: HadamardReport { j, bit: true } }).len()
+    }
     /// An empty, mergeable server-side accumulator.
     pub fn aggregator(&self) -> HaarAggregator {
         HaarAggregator { haar: self.clone(), levels: self.levels.iter().map(|o| o.aggregator()).collect() }
     }
 }
 
-/// The server side of a Haar collection: one 1-bit Hadamard aggregator per level. Mergeable.
+/// One device's report: its level and its signed position through the level's 1-bit Hadamard
+/// oracle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HaarReport {
+    /// The level l ∈ 1..=h, drawn by the device.
+    pub level: u8,
+    /// The level oracle's report (row j < K_l, sign bit).
+    pub report: HadamardReport,
+}
+
+impl WireReport for HaarReport {
+    const KIND: WireKind = WireKind { byte: 21, name: "HaarReport" };
+}
+
+/// Checks a report's level against h; the error names the field.
+fn check_level(level: u8, h: usize) -> Result<usize> {
+    let l = level as usize;
+    if l == 0 || l > h {
+        return Err(Error::report("level", level, format!("a level in 1..={h}")));
+    }
+    Ok(l)
+}
+
+/// A device: draws its level l uniformly from `rng` (independently of x), then sends its
+/// signed level-l position. Input: the device's bin x < D.
+impl Randomizer for Haar {
+    type Input = usize;
+    type Report = HaarReport;
+
+    fn randomize(&self, x: &usize, rng: &mut dyn Rng) -> Result<HaarReport> {
+        if *x >= self.d {
+            return Err(Error::input("bin", x, format!("< the number of bins {}", self.d)));
+        }
+        let l = 1 + uniform_below(rng, self.h as u64) as usize;
+        Ok(HaarReport { level: l as u8, report: self.randomize_unchecked(*x, l, rng) })
+    }
+    fn validate(&self, r: &HaarReport) -> Result<()> {
+        let l = check_level(r.level, self.h)?;
+        self.levels[l - 1].validate_report(&r.report)
+    }
+}
+
+/// The server side of a Haar collection: one 1-bit Hadamard aggregator per level (exact integer
+/// sums). Mergeable.
 #[derive(Debug, Clone)]
 pub struct HaarAggregator {
     haar: Haar,
@@ -117,27 +176,33 @@ pub struct HaarAggregator {
 }
 
 impl HaarAggregator {
-    /// Adds a report of level `l ∈ 1..=h`. Errors: a bad level, a row index out of range.
-    pub fn add(&mut self, l: usize, report: &HadamardReport) -> Result<()> {
-        if l == 0 || l > self.levels.len() {
-            return Err(Error::report("level", l, format!("in 1..={}", self.levels.len())));
-        }
-        self.levels[l - 1].add(report)
-    }
-    /// Combines another aggregator of the same collection. Errors: a different collection.
-    pub fn merge(&mut self, other: &Self) -> Result<()> {
-        if self.haar != other.haar {
-            return Err(Error::Incompatible("Haar aggregators of different collections".into()));
-        }
-        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
-    }
-    /// Reports per level.
+    /// Reports per level (the realized group sizes).
     pub fn counts(&self) -> Vec<u64> {
         self.levels.iter().map(|a| a.count()).collect()
     }
-    /// The estimate. Errors: a level without reports. The closed-form variance assumes the users
-    /// were split at random into groups of these sizes.
-    pub fn estimate(&self) -> Result<HaarEstimate> {
+}
+
+impl Aggregator for HaarAggregator {
+    type Report = HaarReport;
+    /// The estimate, or an error while a level has no report.
+    type Output = Result<HaarEstimate>;
+
+    fn validate(&self, r: &HaarReport) -> Result<()> {
+        let l = check_level(r.level, self.levels.len())?;
+        self.levels[l - 1].validate(&r.report)
+    }
+    fn add_unchecked(&mut self, r: &HaarReport) {
+        self.levels[r.level as usize - 1].add_unchecked(&r.report);
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("Haar collections", &self.haar, &other.haar)?;
+        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
+    }
+    fn count(&self) -> u64 {
+        self.levels.iter().map(|a| a.count()).sum()
+    }
+    /// The estimate with the realized level sizes. Errors: a level without reports.
+    fn estimate(&self) -> Result<HaarEstimate> {
         if let Some(l) = self.levels.iter().position(|a| a.count() == 0) {
             return Err(Error::input(format!("level {} reports", l + 1), 0, "at least 1 report per level"));
         }
@@ -192,34 +257,31 @@ impl RangeEstimator for HaarEstimate {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.prefix[b] - self.prefix[a]
     }
-    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
+    /// Per level at most two coefficients: `α_v` of node v (at t = a and t = b), with noise
+    /// `α_v²(c² − μ_v)/n_l` and, for the split term, `E[z_l²] = Σ_v α_v² μ_v`,
+    /// `E[z_l] = Σ_v α_v (μ_left(v) − μ_right(v))`.
+    fn range_variance_cum(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts {
         let mut noise = 0.0;
-        let mut z = vec![vec![0.0; self.d]; self.h];
+        let mut sigma = Vec::with_capacity(self.h);
         for l in 1..=self.h {
             let size = (1usize << self.h) >> (l - 1);
             let (va, wa) = self.weight(a, l);
             let (vb, wb) = self.weight(b, l);
-            let mut alpha: Vec<(usize, f64)> = Vec::with_capacity(2);
-            if va == vb {
-                alpha.push((va, wb - wa));
-            } else {
-                alpha.push((va, -wa));
-                alpha.push((vb, wb));
-            }
-            for &(v, al) in &alpha {
+            let alpha = if va == vb { [(va, wb - wa), (0, 0.0)] } else { [(va, -wa), (vb, wb)] };
+            let (mut ez2, mut ez) = (0.0, 0.0);
+            for (v, al) in alpha {
                 if al == 0.0 {
                     continue;
                 }
-                let (lo, hi) = ((v * size).min(self.d), ((v + 1) * size).min(self.d));
-                let mu: f64 = freqs[lo..hi].iter().sum();
+                let (lo, mid, hi) = (v * size, v * size + size / 2, (v + 1) * size);
+                let mu = mass(cum, lo, hi);
                 noise += al * al * (self.c2 - mu) / self.sizes[l - 1];
-                let mid = v * size + size / 2;
-                for (x, zx) in z[l - 1].iter_mut().enumerate().take(hi).skip(lo) {
-                    *zx = if x < mid { al } else { -al };
-                }
+                ez2 += al * al * mu;
+                ez += al * (mass(cum, lo, mid) - mass(cum, mid, hi));
             }
+            sigma.push(ez2 - ez * ez);
         }
-        VarianceParts { noise, split: split_variance(&z, freqs, self.n, &self.sizes) }
+        VarianceParts { noise, split: split_variance_levels(&sigma, &self.sizes, self.n, mass(cum, a, b)) }
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         normalize_plug_in((0..self.d).map(|t| self.prefix[t + 1] - self.prefix[t]).collect())

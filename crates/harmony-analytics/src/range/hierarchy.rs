@@ -6,7 +6,12 @@
 //! oracle (GRR when `B^l < 3e^ε + 2`, else OUE) at the full ε. The root (level 0) is known: 1.
 //!
 //! # Privacy
-//! One report per user at the full ε (ε-LDP); the level may come from public randomness.
+//! One report per user at the full ε (ε-LDP). The level is drawn by the device uniformly and
+//! independently of its value ([`Randomizer`] impl), so sending it costs no privacy.
+//!
+//! # Reports
+//! [`HhReport`]: the level (1 byte) and the level oracle's report (a GRR index, or OUE's B^l
+//! bits packed in 64-bit words); wire kind 20.
 //!
 //! # Utility
 //! A range `[a, b)` decomposes B-adically into at most `2(B − 1)` nodes per level; per level the
@@ -24,11 +29,16 @@
 //! measured in docs/ANALYTICS-RANGES.md).
 
 use super::{
-    RangeEstimator, VarianceParts, assign_groups, check_values, normalize_plug_in, split_sizes, split_variance,
+    RangeEstimator, VarianceParts, assign_groups, check_values, mass, normalize_plug_in, split_sizes,
+    split_variance_levels,
 };
-use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, PureParams};
-use harmony_core::{Aggregator, Error, FrequencyOracle, Result};
+use harmony_core::aggregate::check_compatible;
+use harmony_core::frequency::{Adaptive, AdaptiveAggregator, AdaptiveReport, GrrReport, PureParams, UnaryReport};
+use harmony_core::sampling::uniform_below;
+use harmony_core::wire::{self, WireKind, WireReport};
+use harmony_core::{Aggregator, Error, FrequencyOracle, Randomizer, Result};
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 
 /// The hierarchical-histogram collection over `[0, D)`.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,8 +49,22 @@ pub struct Hierarchy {
     levels: Vec<Adaptive>,
 }
 
-/// The server side of a hierarchical collection: one oracle aggregator per level. Mergeable
-/// (shards, parallel folds).
+/// One device's report: its level and its level-l node through the level's oracle.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HhReport {
+    /// The level l ∈ 1..=h, drawn by the device.
+    pub level: u8,
+    /// The level oracle's report (GRR or OUE, as the level's domain B^l decides).
+    pub report: AdaptiveReport,
+}
+
+impl WireReport for HhReport {
+    const KIND: WireKind = WireKind { byte: 20, name: "HhReport" };
+}
+
+/// The server side of a hierarchical collection: one oracle aggregator per level (exact integer
+/// counts, so the state does not depend on the order of adds and merges). Mergeable (shards,
+/// parallel folds).
 #[derive(Debug, Clone)]
 pub struct HhAggregator {
     hierarchy: Hierarchy,
@@ -48,28 +72,47 @@ pub struct HhAggregator {
 }
 
 impl HhAggregator {
-    /// Adds a report of level `l ∈ 1..=h`. Errors: a bad level, a report that does not fit the
-    /// level's oracle (branch, length).
-    pub fn add(&mut self, l: usize, report: &AdaptiveReport) -> Result<()> {
-        if l == 0 || l > self.levels.len() {
-            return Err(Error::report("level", l, format!("in 1..={}", self.levels.len())));
-        }
-        self.levels[l - 1].add(report)
-    }
-    /// Combines another aggregator of the same hierarchy. Errors: a different hierarchy.
-    pub fn merge(&mut self, other: &Self) -> Result<()> {
-        if self.hierarchy != other.hierarchy {
-            return Err(Error::Incompatible("hierarchical aggregators of different hierarchies".into()));
-        }
-        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
-    }
-    /// Reports per level.
+    /// Reports per level (the realized group sizes).
     pub fn counts(&self) -> Vec<u64> {
         self.levels.iter().map(|a| a.count()).collect()
     }
-    /// The estimate (raw and consistent). Errors: a level without reports. The closed-form
-    /// variance assumes the users were split at random into groups of these sizes.
-    pub fn estimate(&self) -> Result<HhEstimate> {
+    /// The hierarchy it aggregates.
+    pub fn hierarchy(&self) -> &Hierarchy {
+        &self.hierarchy
+    }
+}
+
+/// Checks a report's level against h; the error names the field.
+fn check_level(level: u8, h: usize) -> Result<usize> {
+    let l = level as usize;
+    if l == 0 || l > h {
+        return Err(Error::report("level", level, format!("a level in 1..={h}")));
+    }
+    Ok(l)
+}
+
+impl Aggregator for HhAggregator {
+    type Report = HhReport;
+    /// The estimate, or an error while a level has no report.
+    type Output = Result<HhEstimate>;
+
+    fn validate(&self, r: &HhReport) -> Result<()> {
+        let l = check_level(r.level, self.levels.len())?;
+        self.levels[l - 1].validate(&r.report)
+    }
+    fn add_unchecked(&mut self, r: &HhReport) {
+        self.levels[r.level as usize - 1].add_unchecked(&r.report);
+    }
+    fn merge(&mut self, other: &Self) -> Result<()> {
+        check_compatible("hierarchies", &self.hierarchy, &other.hierarchy)?;
+        self.levels.iter_mut().zip(&other.levels).try_for_each(|(a, b)| a.merge(b))
+    }
+    fn count(&self) -> u64 {
+        self.levels.iter().map(|a| a.count()).sum()
+    }
+    /// The estimate (raw and consistent) with the realized level sizes. Errors: a level without
+    /// reports.
+    fn estimate(&self) -> Result<HhEstimate> {
         if let Some(l) = self.levels.iter().position(|a| a.count() == 0) {
             return Err(Error::input(format!("level {} reports", l + 1), 0, "at least 1 report per level"));
         }
@@ -287,16 +330,32 @@ impl Hierarchy {
         agg.estimate()
     }
 
-    /// One user's report at level `l ∈ 1..=h` (its level-l node through the level's oracle; the
-    /// level may come from public randomness). Errors: x ≥ D, l outside 1..=h.
-    pub fn randomize<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> Result<AdaptiveReport> {
+    /// One user's report at level `l ∈ 1..=h` (its level-l node through the level's oracle).
+    /// Devices draw l themselves ([`Randomizer::randomize`]). Errors: x ≥ D, l outside 1..=h.
+    pub fn randomize_at<R: Rng + ?Sized>(&self, x: usize, l: usize, rng: &mut R) -> Result<HhReport> {
         if x >= self.d {
             return Err(Error::input("x", x, format!("< the domain size {}", self.d)));
         }
         if l == 0 || l > self.h {
             return Err(Error::input("level", l, format!("in 1..={}", self.h)));
         }
-        Ok(self.levels[l - 1].randomize_unchecked(x / self.b.pow((self.h - l) as u32), rng))
+        let report = self.levels[l - 1].randomize_unchecked(x / self.b.pow((self.h - l) as u32), rng);
+        Ok(HhReport { level: l as u8, report })
+    }
+
+    /// The largest encoded report (bytes, wire header included): a bound from the deepest
+    /// level's worst report (GRR: the last node; OUE: every bit set).
+    pub fn max_report_bytes(&self) -> usize {
+        let worst = |l: usize, o: &Adaptive| {
+            let report = match o {
+                Adaptive::Grr(g) => AdaptiveReport::Grr(GrrReport { y: (g.domain_size() - 1) as u32 }),
+                Adaptive::Oue(u) => {
+                    AdaptiveReport::Oue(UnaryReport { bits: vec![u64::MAX; u.domain_size().div_ceil(64)] })
+                }
+            };
+            wire::encode(&HhReport { level: l as u8, report }).len()
+        };
+        self.levels.iter().enumerate().map(|(i, o)| worst(i + 1, o)).max().unwrap_or(0)
     }
 
     /// An empty, mergeable server-side accumulator.
@@ -356,6 +415,25 @@ fn consistent_leaves(b: usize, x: &[Vec<f64>], sigma2: &[f64]) -> Vec<f64> {
     parent
 }
 
+/// A device: draws its level l uniformly from `rng` (independently of x), then sends its
+/// level-l node through the level's oracle. Input: the device's bin x < D.
+impl Randomizer for Hierarchy {
+    type Input = usize;
+    type Report = HhReport;
+
+    fn randomize(&self, x: &usize, rng: &mut dyn Rng) -> Result<HhReport> {
+        if *x >= self.d {
+            return Err(Error::input("bin", x, format!("< the number of bins {}", self.d)));
+        }
+        let l = 1 + uniform_below(rng, self.h as u64) as usize;
+        self.randomize_at(*x, l, rng)
+    }
+    fn validate(&self, r: &HhReport) -> Result<()> {
+        let l = check_level(r.level, self.h)?;
+        self.levels[l - 1].validate_report(&r.report)
+    }
+}
+
 impl HhEstimate {
     /// The branching factor B.
     pub fn branching(&self) -> usize {
@@ -379,27 +457,27 @@ impl HhEstimate {
     pub fn raw(&self) -> RawHh<'_> {
         RawHh(self)
     }
-    fn variance_raw(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
+    /// The raw estimator's exact variance from the cumulative fractions: per level the k_l nodes
+    /// of the decomposition and their mass m_l give the noise `set_variance(k_l, m_l)/n_l` and
+    /// the split term's `σ_ll = m_l(1 − m_l)` (the level functions are disjoint indicators).
+    fn variance_raw(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts {
         let mut runs = Vec::with_capacity(2 * self.h);
         decompose(self.b, self.h, a, b, &mut runs);
         let mut k = vec![0usize; self.h + 1];
-        let mut mass = vec![0.0; self.h + 1];
-        let mut z = vec![vec![0.0; self.d]; self.h];
+        let mut masses = vec![0.0; self.h + 1];
         for &(l, lo, hi) in &runs {
-            if l == 0 {
-                continue;
+            if l > 0 {
+                let span = self.b.pow((self.h - l) as u32);
+                k[l] += hi - lo;
+                masses[l] += mass(cum, lo * span, hi * span);
             }
-            let span = self.b.pow((self.h - l) as u32);
-            let (xlo, xhi) = ((lo * span).min(self.d), (hi * span).min(self.d));
-            k[l] += hi - lo;
-            mass[l] += freqs[xlo..xhi].iter().sum::<f64>();
-            z[l - 1][xlo..xhi].iter_mut().for_each(|v| *v = 1.0);
         }
         let noise: f64 = (1..=self.h)
             .filter(|&l| k[l] > 0)
-            .map(|l| self.noise[l - 1].set_variance(k[l], mass[l]) / self.sizes[l - 1])
+            .map(|l| self.noise[l - 1].set_variance(k[l], masses[l]) / self.sizes[l - 1])
             .sum();
-        VarianceParts { noise, split: split_variance(&z, freqs, self.n, &self.sizes) }
+        let sigma: Vec<f64> = masses[1..].iter().map(|m| m * (1.0 - m)).collect();
+        VarianceParts { noise, split: split_variance_levels(&sigma, &self.sizes, self.n, mass(cum, a, b)) }
     }
 }
 
@@ -413,8 +491,8 @@ impl RangeEstimator for HhEstimate {
         self.consistent_prefix[b] - self.consistent_prefix[a]
     }
     /// The raw estimator's exact variance (see the module doc).
-    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
-        self.variance_raw(a, b, freqs)
+    fn range_variance_cum(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts {
+        self.variance_raw(a, b, cum)
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         normalize_plug_in((0..self.d).map(|t| self.consistent_prefix[t + 1] - self.consistent_prefix[t]).collect())
@@ -432,8 +510,8 @@ impl RangeEstimator for RawHh<'_> {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.0.range_raw_unchecked(a, b)
     }
-    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
-        self.0.variance_raw(a, b, freqs)
+    fn range_variance_cum(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts {
+        self.0.variance_raw(a, b, cum)
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         self.0.plug_in_freqs()

@@ -13,10 +13,23 @@
 //! An estimate of `[a, b)` is a sum over groups `l` of group means: `Σ_l (1/n_l) Σ_{i∈G_l}
 //! Y_{l,i}` with `E[Y_{l,i} | x_i] = z_l(x_i)`. Its variance is exact:
 //! `Σ_l E[noise_l] + Var_split`, where the noise term is the oracle's (f-dependent) variance and
-//! `Var_split` the sampling error of splitting users at random into groups of fixed sizes
-//! (finite-population correction, see [`split_variance`]). Methods whose answer depends on
-//! the true frequencies take them as an argument: the truth gives the predicted variance, the
-//! plug-in estimate the reported standard error.
+//! `Var_split` the sampling error of splitting users at random into groups of sizes `n_l`
+//! (finite-population correction, see [`split_variance`]; O(h) per range by
+//! [`split_variance_levels`]). Methods whose answer depends on the true frequencies take them as
+//! an argument: the truth gives the predicted variance, the plug-in estimate the reported
+//! standard error.
+//!
+//! # Groups chosen by devices
+//! A device draws its group (level) uniformly from its own RNG, independently of its value, and
+//! writes it in its report ([`HhReport`], [`HaarReport`] through [`Randomizer`]). The server
+//! counts the reports of each level: the realized sizes `n_l`. Conditional on those counts every
+//! assignment of the n devices to levels with these counts is equally likely (each has
+//! probability `h^−n`), so the groups are a uniformly random partition with sizes `n_l` and the
+//! variance above holds with the realized sizes; the estimate is unbiased given that every level
+//! has a report (until then there is no estimate). `collect` (the in-process simulations) splits
+//! users into groups of fixed, balanced sizes instead, a special case of the same formula.
+//!
+//! [`Randomizer`]: harmony_core::Randomizer
 //!
 //! Answers come from precomputed prefix sums: O(1) per range (O(h) for raw hierarchical
 //! estimates).
@@ -43,8 +56,8 @@ pub mod haar;
 pub mod hierarchy;
 
 pub use flat::{FlatEstimate, FlatOue};
-pub use haar::{Haar, HaarAggregator, HaarEstimate};
-pub use hierarchy::{HhAggregator, HhEstimate, Hierarchy, RawHh, choose_branching, random_range};
+pub use haar::{Haar, HaarAggregator, HaarEstimate, HaarReport};
+pub use hierarchy::{HhAggregator, HhEstimate, HhReport, Hierarchy, RawHh, choose_branching, random_range};
 
 /// z for a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
@@ -104,17 +117,24 @@ pub trait RangeEstimator {
     fn domain(&self) -> usize;
     /// The estimate of the fraction of users in `[a, b)`, without checks (`a ≤ b ≤ D`).
     fn range_unchecked(&self, a: usize, b: usize) -> f64;
+    /// The exact variance of the `[a, b)` estimate, in its two parts, when the population's
+    /// cumulative bin fractions are `cum` (length D + 1: `cum[t] = Σ_{v<t} f_v`, see
+    /// [`cumulative`]). O(h) per range (hh: O(h·B)), so a whole CDF costs O(D·h).
+    fn range_variance_cum(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts;
+    /// A plug-in estimate of the bin fractions (clamped to ≥ 0, normalized), for standard errors.
+    fn plug_in_freqs(&self) -> Vec<f64>;
+
     /// The exact variance of the `[a, b)` estimate when the population's bin fractions are
-    /// `freqs` (length D, summing to 1), in its two parts.
-    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts;
+    /// `freqs` (length D, summing to 1), in its two parts. O(D): prefer
+    /// [`range_variance_cum`](Self::range_variance_cum) for many ranges.
+    fn range_variance_parts(&self, a: usize, b: usize, freqs: &[f64]) -> VarianceParts {
+        self.range_variance_cum(a, b, &cumulative(freqs))
+    }
     /// The exact variance of the `[a, b)` estimate (noise + split sampling).
     fn range_variance(&self, a: usize, b: usize, freqs: &[f64]) -> f64 {
         let p = self.range_variance_parts(a, b, freqs);
         p.noise + p.split
     }
-    /// A plug-in estimate of the bin fractions (clamped to ≥ 0, normalized), for standard errors.
-    fn plug_in_freqs(&self) -> Vec<f64>;
-
     /// The estimate of `[a, b)`; errors name a bad bound.
     fn range(&self, a: usize, b: usize) -> Result<f64> {
         check_range(a, b, self.domain())?;
@@ -123,20 +143,44 @@ pub trait RangeEstimator {
     /// The estimate of `[a, b)` with its plug-in standard error.
     fn range_with_se(&self, a: usize, b: usize) -> Result<RangeAnswer> {
         check_range(a, b, self.domain())?;
-        let f = self.plug_in_freqs();
         Ok(RangeAnswer {
             estimate: self.range_unchecked(a, b),
-            std_error: self.range_variance(a, b, &f).max(0.0).sqrt(),
+            std_error: self.range_variance(a, b, &self.plug_in_freqs()).max(0.0).sqrt(),
         })
     }
-    /// The CDF `F(t) = P[x < t]`, `t = 0..=D`, with plug-in standard errors.
+    /// The CDF `F(t) = P[x < t]`, `t = 0..=D`, with plug-in standard errors. O(D·h).
     fn cdf(&self) -> Cdf {
         let d = self.domain();
-        let f = self.plug_in_freqs();
+        let cum = cumulative(&self.plug_in_freqs());
         let values = (0..=d).map(|t| self.range_unchecked(0, t)).collect();
-        let std_errors = (0..=d).map(|t| self.range_variance(0, t, &f).max(0.0).sqrt()).collect();
+        let std_errors = (0..=d)
+            .map(|t| {
+                let p = self.range_variance_cum(0, t, &cum);
+                (p.noise + p.split).max(0.0).sqrt()
+            })
+            .collect();
         Cdf { values, std_errors }
     }
+}
+
+/// The cumulative sums of bin fractions: `cum[t] = Σ_{v<t} f_v`, `t = 0..=D`.
+pub fn cumulative(freqs: &[f64]) -> Vec<f64> {
+    let mut cum = Vec::with_capacity(freqs.len() + 1);
+    let mut acc = 0.0;
+    cum.push(acc);
+    for f in freqs {
+        acc += f;
+        cum.push(acc);
+    }
+    cum
+}
+
+/// The bin fractions' mass of `[lo, hi)` from their cumulative sums, with both ends clipped to
+/// the domain (padding bins beyond D hold no users).
+#[inline]
+pub(crate) fn mass(cum: &[f64], lo: usize, hi: usize) -> f64 {
+    let d = cum.len() - 1;
+    cum[hi.min(d)] - cum[lo.min(d)]
 }
 
 /// An estimated CDF over bins: `values[t]` estimates `P[x < t]` for `t = 0..=D`.
@@ -238,6 +282,30 @@ pub fn split_variance(z: &[Vec<f64>], freqs: &[f64], n: f64, sizes: &[f64]) -> f
         }
     }
     var
+}
+
+/// [`split_variance`] in O(h) when the level functions add up to the range's indicator plus a
+/// constant (`Σ_l z_l(x) = 1[x ∈ [a, b)] + c`, true of the hierarchical and Haar estimators):
+/// with `Σ_{l,m} σ_lm = Var(Σ_l z_l) = m(1 − m)`, m the range's mass,
+/// `Var_split = n/(n − 1)·Σ_l σ_ll/n_l − m(1 − m)/(n − 1)`. `sigma[l]` is `σ_ll`, the population
+/// variance of `z_l`. Every group must be non-empty (the estimators need a report per level).
+pub fn split_variance_levels(sigma: &[f64], sizes: &[f64], n: f64, mass: f64) -> f64 {
+    if n <= 1.0 {
+        return 0.0;
+    }
+    debug_assert!(sizes.iter().all(|&s| s >= 1.0), "split_variance_levels: an empty group");
+    let diag: f64 = sigma.iter().zip(sizes).map(|(s, m)| s / m).sum();
+    n / (n - 1.0) * diag - mass * (1.0 - mass) / (n - 1.0)
+}
+
+/// The bin of a value mapped to [-1, 1] (as `Schema::encode` maps a numeric attribute's
+/// [min, max]) among `d` equal-width bins: `⌊(t + 1)/2 · d⌋`, the top edge in the last bin.
+/// `None` when t is outside [-1, 1] or not a number.
+pub fn bin_of_unit(t: f64, d: usize) -> Option<usize> {
+    if !(-1.0..=1.0).contains(&t) {
+        return None;
+    }
+    Some((((t + 1.0) / 2.0 * d as f64) as usize).min(d - 1))
 }
 
 /// Clamps estimated fractions to ≥ 0 and normalizes them to sum 1 (uniform if all vanish).

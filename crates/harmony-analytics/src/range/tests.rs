@@ -232,8 +232,8 @@ impl RangeEstimator for RawOwned {
     fn range_unchecked(&self, a: usize, b: usize) -> f64 {
         self.0.raw().range_unchecked(a, b)
     }
-    fn range_variance_parts(&self, a: usize, b: usize, f: &[f64]) -> VarianceParts {
-        self.0.raw().range_variance_parts(a, b, f)
+    fn range_variance_cum(&self, a: usize, b: usize, cum: &[f64]) -> VarianceParts {
+        self.0.raw().range_variance_cum(a, b, cum)
     }
     fn plug_in_freqs(&self) -> Vec<f64> {
         self.0.plug_in_freqs()
@@ -285,8 +285,8 @@ fn per_user_reports_shard_and_merge() {
     for (i, &x) in values.iter().enumerate() {
         let (lh, lw) = (1 + i % hh.levels(), 1 + i % haar.levels());
         let (ah, aw) = if i % 2 == 0 { (&mut h1, &mut w1) } else { (&mut h2, &mut w2) };
-        ah.add(lh, &hh.randomize(x, lh, &mut rng).unwrap()).unwrap();
-        aw.add(lw, &haar.randomize(x, lw, &mut rng).unwrap()).unwrap();
+        ah.add(&hh.randomize_at(x, lh, &mut rng).unwrap()).unwrap();
+        aw.add(&haar.randomize_at(x, lw, &mut rng).unwrap()).unwrap();
     }
     h1.merge(&h2).unwrap();
     w1.merge(&w2).unwrap();
@@ -302,10 +302,11 @@ fn per_user_reports_shard_and_merge() {
         }
     }
     // Bad levels, foreign aggregators, empty levels.
-    assert!(hh.randomize(3, 0, &mut rng).unwrap_err().to_string().contains("level"));
-    assert!(haar.randomize(30, 1, &mut rng).unwrap_err().to_string().contains("domain size 30"));
-    let r = hh.randomize(3, 1, &mut rng).unwrap();
-    assert!(h1.add(9, &r).unwrap_err().to_string().contains("level"));
+    assert!(hh.randomize_at(3, 0, &mut rng).unwrap_err().to_string().contains("level"));
+    assert!(haar.randomize_at(30, 1, &mut rng).unwrap_err().to_string().contains("domain size 30"));
+    let r = HhReport { level: 9, ..hh.randomize_at(3, 1, &mut rng).unwrap() };
+    let e = h1.add(&r).unwrap_err().to_string();
+    assert!(e.contains("level is 9") && e.contains("1..=3"), "{e}");
     assert!(h1.merge(&Hierarchy::new(2.0, 5, 30).unwrap().aggregator()).is_err());
     assert!(w1.merge(&Haar::new(1.0, 64).unwrap().aggregator()).is_err());
     let e = haar.aggregator().estimate().unwrap_err().to_string();
@@ -320,4 +321,130 @@ fn per_user_reports_shard_and_merge() {
     assert!((ans.estimate - f[4..9].iter().sum::<f64>()).abs() < 4.42 * ans.std_error);
     assert!(flat.estimate(&flat.aggregator()).is_err());
     assert!(flat.estimate(&FlatOue::new(1.0, 31).unwrap().aggregator()).is_err());
+}
+
+/// The O(h) split variances equal the O(h²·D) reference ([`split_variance`] over the level
+/// functions z_l) for every range of the domain, with unequal group sizes.
+#[test]
+fn level_split_variance_equals_the_reference() {
+    let (d, n) = (23usize, 1000.0);
+    let f = true_freqs(&population(1000, d), d);
+    let cum = cumulative(&f);
+    let close = |fast: f64, reference: f64, what: &str| {
+        assert!((fast - reference).abs() <= 1e-9 * reference.abs() + 1e-15, "{what}: {fast} vs {reference}");
+    };
+    // hh: B = 3, h = 3 (27 leaves); z_l is the indicator of the level-l nodes of the range.
+    let sizes = vec![300.0, 250.0, 450.0];
+    let levels = (1..=3u32).map(|l| vec![0.0; 3usize.pow(l)]).collect();
+    let hh = Hierarchy::new(1.0, 3, d).unwrap().estimate_from(levels, n, sizes.clone());
+    for a in 0..=d {
+        for b in a..=d {
+            let mut z = vec![vec![0.0; d]; 3];
+            for (l, lo, hi) in decompose_for_test(3, 3, a, b).into_iter().filter(|r| r.0 > 0) {
+                let span = 3usize.pow(3 - l as u32);
+                z[l - 1][(lo * span).min(d)..(hi * span).min(d)].iter_mut().for_each(|x| *x = 1.0);
+            }
+            close(hh.range_variance_cum(a, b, &cum).split, split_variance(&z, &f, n, &sizes), &format!("hh [{a},{b})"));
+        }
+    }
+    // Haar: D' = 32, h = 5; z_l is ±α on the halves of the (at most two) nodes of the range.
+    let sizes = vec![100.0, 150.0, 200.0, 250.0, 300.0];
+    let coefs = (1..=5).map(|l| vec![0.0; 1 << (l - 1)]).collect();
+    let haar = HaarEstimate::new(d, 5, n, sizes.clone(), 2.0, coefs);
+    let weight = |t: usize, size: usize| (t / size, (t % size).min(size - t % size) as f64 / size as f64);
+    for a in 0..=d {
+        for b in a..=d {
+            let mut z = vec![vec![0.0; d]; 5];
+            for l in 1..=5 {
+                let size = 32 >> (l - 1);
+                let ((va, wa), (vb, wb)) = (weight(a, size), weight(b, size));
+                let alpha = if va == vb { vec![(va, wb - wa)] } else { vec![(va, -wa), (vb, wb)] };
+                for (v, al) in alpha {
+                    let (lo, hi, mid) = ((v * size).min(d), ((v + 1) * size).min(d), v * size + size / 2);
+                    for (x, zx) in z[l - 1].iter_mut().enumerate().take(hi).skip(lo) {
+                        *zx = if x < mid { al } else { -al };
+                    }
+                }
+            }
+            close(
+                haar.range_variance_cum(a, b, &cum).split,
+                split_variance(&z, &f, n, &sizes),
+                &format!("haar [{a},{b})"),
+            );
+        }
+    }
+}
+
+/// Devices draw their levels: over runs whose level sizes vary, each error standardized by the
+/// closed-form variance at that run's realized sizes has mean 0 and mean square 1 (conditional
+/// on the sizes the levels are a uniformly random partition). Checked at z = 4.42 per range
+/// (false-failure rate ≈ 1e-5 per check).
+fn check_device_levels<R, A, E>(name: &str, device: &R, empty: &A, answer: impl Fn(&A) -> E, d: usize, seed: u64)
+where
+    R: harmony_core::Randomizer<Input = usize, Report = A::Report>,
+    A: Aggregator,
+    E: RangeEstimator,
+{
+    const Z: f64 = 4.42;
+    let (n, runs) = (1500, 600);
+    let values = population(n, d);
+    let f = true_freqs(&values, d);
+    let ranges = [(0, d), (0, d / 2), (1, d - 1), (2, 3), (d / 3, d / 3 + 4)];
+    let (mut z1, mut z2) = (vec![0.0; ranges.len()], vec![0.0; ranges.len()]);
+    let mut sizes_seen = std::collections::HashSet::new();
+    let mut rng = fast_rng(seed);
+    for _ in 0..runs {
+        let mut agg = empty.clone();
+        for x in &values {
+            agg.add(&device.randomize(x, &mut rng).unwrap()).unwrap();
+        }
+        let est = answer(&agg);
+        sizes_seen.insert(est.range_variance(0, 1, &f).to_bits());
+        for (i, &(a, b)) in ranges.iter().enumerate() {
+            let e = est.range(a, b).unwrap() - f[a..b].iter().sum::<f64>();
+            let pv = est.range_variance(a, b, &f);
+            z1[i] += e / pv.sqrt();
+            z2[i] += e * e / pv;
+        }
+    }
+    assert!(sizes_seen.len() > 20, "{name}: the level sizes should vary between runs");
+    let r = runs as f64;
+    for (i, &(a, b)) in ranges.iter().enumerate() {
+        let (mean, msq) = (z1[i] / r, z2[i] / r);
+        assert!(mean.abs() < Z / r.sqrt(), "{name} [{a},{b}): mean standardized error {mean}");
+        assert!((msq - 1.0).abs() < Z * (2.0 / r).sqrt(), "{name} [{a},{b}): mean squared standardized error {msq}");
+    }
+}
+
+#[test]
+fn device_chosen_levels_match_the_closed_form_at_realized_sizes() {
+    let hh = Hierarchy::new(2.0, 5, 23).unwrap();
+    check_device_levels("hh-raw", &hh, &hh.aggregator(), |a| RawOwned(a.estimate().unwrap()), 23, 51);
+    let haar = Haar::new(1.0, 13).unwrap();
+    check_device_levels("haar", &haar, &haar.aggregator(), |a| a.estimate().unwrap(), 13, 52);
+}
+
+/// Device reports are validated against the public constants; the error names the field.
+#[test]
+fn device_reports_are_validated() {
+    use harmony_core::Randomizer;
+    let mut rng = fast_rng(53);
+    let hh = Hierarchy::new(1.0, 4, 16).unwrap();
+    let r = hh.randomize(&5, &mut rng).unwrap();
+    assert!((1..=2).contains(&r.level) && hh.validate(&r).is_ok());
+    let e = hh.validate(&HhReport { level: 3, ..r.clone() }).unwrap_err().to_string();
+    assert!(e.contains("level is 3") && e.contains("1..=2"), "{e}");
+    let e = hh.randomize(&16, &mut rng).unwrap_err().to_string();
+    assert!(e.contains("bin is 16") && e.contains("16"), "{e}");
+    let haar = Haar::new(1.0, 16).unwrap();
+    let r = haar.randomize(&5, &mut rng).unwrap();
+    let e =
+        haar.validate(&HaarReport { level: 4, report: harmony_core::frequency::HadamardReport { j: 8, bit: true } });
+    assert!(e.unwrap_err().to_string().contains("j is 8"), "{r:?}");
+    assert!(haar.validate(&HaarReport { level: 0, ..r }).unwrap_err().to_string().contains("level is 0"));
+    let flat = FlatOue::new(1.0, 16).unwrap();
+    let r = Randomizer::randomize(&flat, &3, &mut rng).unwrap();
+    assert!(flat.validate(&r).is_ok());
+    let e = flat.validate(&harmony_core::frequency::UnaryReport { bits: vec![0, 0] }).unwrap_err().to_string();
+    assert!(e.contains("bits"), "{e}");
 }

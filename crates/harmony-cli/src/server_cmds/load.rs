@@ -3,14 +3,15 @@
 //! throughput and per-batch latency (p50/p99). Without `--server` it starts an embedded server
 //! (SQLite in a temporary directory) in the same process.
 
-use super::{create_request, quantile};
-use crate::data;
+use super::quantile;
+use crate::data::{self, SchemaFile};
+use crate::simulate_tasks::{Task, TaskArgs};
+use crate::specs::MeansArgs;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use harmony_client::Client;
-use harmony_client::protocol::{ReportBatch, ReportItem, to_hex};
-use harmony_core::sampling::{fast_rng, stream_seed};
-use harmony_core::strategy::RecordReport;
+use harmony_protocol::estimates::Query;
+use harmony_protocol::{CreateCollection, ReportBatch, ReportItem, to_hex};
 use rayon::prelude::*;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,10 +41,101 @@ pub struct LoadArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// ε of the collection.
+    #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
+    pub epsilon: f64,
+    /// The record strategy (default sample-k) and mechanisms.
+    #[command(flatten)]
+    pub means: MeansArgs,
+    /// The task (default means) and its options, on Adult's rows (as `harmony demo`).
+    #[command(flatten)]
+    pub task: TaskArgs,
+}
+
+/// Pre-built request bodies of one collection.
+struct Prepared {
+    id: String,
+    task: &'static str,
+    bodies: Vec<Vec<u8>>,
+    /// Mean encoded report size (bytes, before hex).
+    report_bytes: f64,
+}
+
+/// Creates the collection and pre-builds `a.reports` reports of simulated devices (Adult's rows
+/// in turn) in batches with distinct ids.
+fn prepare(a: &mut LoadArgs, client: &Client) -> Result<Prepared> {
+    if a.task.task == Task::Train {
+        bail!(
+            "--task train: `harmony load` measures report ingest; model rounds post one gradient per device (see `harmony submit`)"
+        );
+    }
+    if a.means.strategy.is_none() {
+        a.means.strategy = Some(vec!["sample-k".into()]);
+    }
+    let file = SchemaFile::load(&data::bundled("examples/adult.toml"))?;
+    let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
+    let created = client.create_collection(&CreateCollection { schema, epsilon: a.epsilon, task })?;
+    let config = &created.config;
+    let pop = super::submit::population(config, &data::bundled("data/adult.csv"))?;
+    let inputs = pop.inputs();
+    let task = harmony_tasks::build(config)?;
+    let batch = a.batch.clamp(1, harmony_protocol::MAX_BATCH);
+    let (seed, reports) = (a.seed, a.reports);
+    let encoded = AtomicUsize::new(0);
+    let bodies: Vec<Vec<u8>> = (0..reports.div_ceil(batch))
+        .into_par_iter()
+        .map(|b| {
+            let rows = b * batch..((b + 1) * batch).min(reports);
+            let mut items = Vec::with_capacity(rows.len());
+            let mut buf = Vec::new();
+            for i in rows {
+                let mut rng = harmony_tasks::simulate::device_rng(seed, i as u64);
+                task.randomize(&inputs[i % inputs.len()], &mut rng, &mut buf)?;
+                encoded.fetch_add(buf.len(), Ordering::Relaxed);
+                items.push(ReportItem { id: format!("{seed:016x}{i:08x}"), report: to_hex(&buf) });
+            }
+            let body =
+                ReportBatch { collection: created.id.clone(), config_version: config.config_version, reports: items };
+            Ok(serde_json::to_vec(&body)?)
+        })
+        .collect::<Result<_>>()?;
+    let report_bytes = encoded.into_inner() as f64 / reports.max(1) as f64;
+    Ok(Prepared { id: created.id.clone(), task: config.task.kind().name(), bodies, report_bytes })
+}
+
+/// Posts every body over `concurrency` connections: (seconds, sorted latencies, accepted).
+fn send(client: &Client, p: &Prepared, concurrency: usize) -> Result<(f64, Vec<f64>, u64)> {
+    let next = AtomicUsize::new(0);
+    let lat = Mutex::new(Vec::with_capacity(p.bodies.len()));
+    let accepted = std::sync::atomic::AtomicU64::new(0);
+    let t0 = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let worker = || -> Result<()> {
+            loop {
+                let b = next.fetch_add(1, Ordering::Relaxed);
+                if b >= p.bodies.len() {
+                    return Ok(());
+                }
+                let t = Instant::now();
+                let ack = client.submit_raw(&p.id, &p.bodies[b])?;
+                lat.lock().unwrap_or_else(|e| e.into_inner()).push(t.elapsed().as_secs_f64());
+                accepted.fetch_add(ack.accepted, Ordering::Relaxed);
+            }
+        };
+        let hs: Vec<_> = (0..concurrency.max(1)).map(|_| s.spawn(worker)).collect();
+        for h in hs {
+            h.join().map_err(|_| anyhow!("a load thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    let mut lat = lat.into_inner().unwrap_or_else(|e| e.into_inner());
+    lat.sort_by(f64::total_cmp);
+    Ok((secs, lat, accepted.into_inner()))
 }
 
 /// Runs `harmony load`.
-pub fn run(a: LoadArgs) -> Result<()> {
+pub fn run(mut a: LoadArgs) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("harmony-load-{}", std::process::id()));
     let token = a.token.clone().unwrap_or_else(|| "load-token".into());
     let embedded = match &a.server {
@@ -57,80 +149,30 @@ pub fn run(a: LoadArgs) -> Result<()> {
     };
     let url = a.server.clone().unwrap_or_else(|| embedded.as_ref().map(|s| s.url()).unwrap_or_default());
     let client = Client::new(&url).with_token(&token);
-    let created = client.create_collection(&create_request(&data::bundled("examples/adult.toml"), 2.0, "sample-k")?)?;
-    let mech = harmony_client::mechanism(&created.config)?;
-    let table = data::read_csv(&data::bundled("data/adult.csv"))?;
-    let enc = data::encode(&table, mech.schema(), data::InvalidPolicy::Error)?;
-    let d = mech.schema().len();
-    let batch = a.batch.clamp(1, harmony_client::protocol::MAX_BATCH);
-    let nb = a.reports.div_ceil(batch);
     let t_prep = Instant::now();
-    let bodies: Vec<Vec<u8>> = (0..nb)
-        .into_par_iter()
-        .map(|b| {
-            let mut rng = fast_rng(stream_seed(a.seed, b as u64));
-            let (mut report, mut scratch, mut buf) = (RecordReport::default(), Vec::new(), Vec::new());
-            let rows = b * batch..((b + 1) * batch).min(a.reports);
-            let mut items = Vec::with_capacity(rows.len());
-            for i in rows {
-                let r = i % enc.n;
-                mech.randomize_into(&enc.values[r * d..(r + 1) * d], &mut rng, &mut report, &mut scratch)?;
-                buf.clear();
-                harmony_core::wire::encode_into(&report, &mut buf);
-                items.push(ReportItem { id: format!("{:016x}{:08x}", a.seed, i), report: to_hex(&buf) });
-            }
-            let body = ReportBatch { collection: created.id.clone(), config_version: 1, reports: items };
-            Ok(serde_json::to_vec(&body)?)
-        })
-        .collect::<Result<_>>()?;
-    let bytes: usize = bodies.iter().map(Vec::len).sum();
-    eprintln!("prepared {} batches ({:.1} MB) in {:.1} s", nb, bytes as f64 / 1e6, t_prep.elapsed().as_secs_f64());
-    let next = AtomicUsize::new(0);
-    let lat = Mutex::new(Vec::with_capacity(nb));
-    let accepted = std::sync::atomic::AtomicU64::new(0);
-    let t0 = Instant::now();
-    std::thread::scope(|s| -> Result<()> {
-        let hs: Vec<_> = (0..a.concurrency.max(1))
-            .map(|_| {
-                s.spawn(|| -> Result<()> {
-                    loop {
-                        let b = next.fetch_add(1, Ordering::Relaxed);
-                        if b >= nb {
-                            return Ok(());
-                        }
-                        let t = Instant::now();
-                        let ack = client.submit_raw(&created.id, &bodies[b])?;
-                        lat.lock().expect("lock").push(t.elapsed().as_secs_f64());
-                        accepted.fetch_add(ack.accepted, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
-        for h in hs {
-            h.join().map_err(|_| anyhow!("a load thread panicked"))??;
-        }
-        Ok(())
-    })?;
-    let secs = t0.elapsed().as_secs_f64();
-    let mut lat = lat.into_inner().expect("lock");
-    lat.sort_by(f64::total_cmp);
-    let est = client.estimates(&created.id)?;
+    let p = prepare(&mut a, &client)?;
+    let bytes: usize = p.bodies.iter().map(Vec::len).sum();
+    let nb = p.bodies.len();
+    eprintln!("prepared {nb} batches ({:.1} MB) in {:.1} s", bytes as f64 / 1e6, t_prep.elapsed().as_secs_f64());
+    let (secs, lat, accepted) = send(&client, &p, a.concurrency)?;
+    let est = client.estimates(&p.id, &Query::default())?;
     if est.reports != a.reports as u64 {
         bail!("the server counts {} reports, sent {}", est.reports, a.reports);
     }
     let rate = a.reports as f64 / secs;
     let (p50, p99) = (1e3 * quantile(&lat, 0.5), 1e3 * quantile(&lat, 0.99));
+    let batch = a.batch.clamp(1, harmony_protocol::MAX_BATCH);
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"reports": a.reports, "batch": batch, "concurrency": a.concurrency, "seconds": secs,
-                "reports_per_second": rate, "batch_p50_ms": p50, "batch_p99_ms": p99,
-                "accepted": accepted.load(Ordering::Relaxed)})
+            serde_json::json!({"task": p.task, "report_bytes": p.report_bytes, "reports": a.reports, "batch": batch,
+                "concurrency": a.concurrency, "seconds": secs, "reports_per_second": rate, "batch_p50_ms": p50,
+                "batch_p99_ms": p99, "accepted": accepted})
         );
     } else {
         println!(
-            "{} reports in {} batches of {} over {} connections: {:.2} s, {:.0} reports/s; batch latency p50 {:.1} ms, p99 {:.1} ms",
-            a.reports, nb, batch, a.concurrency, secs, rate, p50, p99
+            "{} reports of task {} ({:.1} bytes each) in {nb} batches of {batch} over {} connections: {secs:.2} s, {rate:.0} reports/s; batch latency p50 {p50:.1} ms, p99 {p99:.1} ms",
+            a.reports, p.task, p.report_bytes, a.concurrency
         );
     }
     drop(embedded);

@@ -3,17 +3,20 @@
 //! `harmony submit` runs a CSV's rows as devices through the rounds (each one randomized
 //! gradient, once) and `harmony query` prints the model and scores it on a CSV.
 
-use super::{QueryArgs, create_request};
+use super::QueryArgs;
 use crate::data;
 use crate::output::{Format, progress};
+use crate::population::Population;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use harmony_client::protocol::{CollectionConfig, CreateCollection, GradientPost, ModelState, TrainSpec, to_hex};
-use harmony_client::{Client, ClientError, feature_map, randomize_gradient, report_id};
-use harmony_core::sampling::{fast_rng, secure_rng, stream_seed};
-use harmony_core::schema::Value;
+use harmony_client::{Client, ClientError, DeviceTask, SimulatedDevices};
+use harmony_core::schema::{Schema, Value};
 use harmony_learn::cv::Experiment;
-use harmony_learn::features::Task;
+use harmony_protocol::estimates::{EstimateDocument, TrainEstimate};
+use harmony_protocol::spec::{GradientMechanism, Model, Schedule, TaskSpec, TrainSpec};
+use harmony_protocol::{CollectionConfig, GradientPost, ModelState};
+use harmony_tasks::Input;
+use harmony_tasks::train::feature_map;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
@@ -65,9 +68,6 @@ pub struct TrainOptions {
     pub lambda: Option<f64>,
 }
 
-/// λ of a spec without `--lambda` (the server's default).
-const DEFAULT_LAMBDA: f64 = 1e-4;
-
 impl TrainOptions {
     /// The options given, as `--name`s.
     fn given(&self) -> Vec<&'static str> {
@@ -106,7 +106,7 @@ fn plural(n: usize) -> &'static str {
 
 /// The option of a train-spec field (`batch_size` → `--batch-size`, `task` → `--model`).
 fn option_name(field: &str) -> String {
-    match field.trim_start_matches("train.") {
+    match field.trim_start_matches("task.") {
         "task" => "--model".into(),
         f => format!("--{}", f.replace('_', "-")),
     }
@@ -126,12 +126,15 @@ fn core_option_error(e: harmony_core::Error) -> anyhow::Error {
 /// the valid range); other errors unchanged.
 pub fn option_error(e: ClientError) -> anyhow::Error {
     match e {
-        ClientError::Rejected { status, field, message } if field.starts_with("train.") || field == "epsilon" => {
+        ClientError::Rejected { status, field, message } if field.starts_with("task.") || field == "epsilon" => {
             anyhow!("invalid option: {}: {message} (server: HTTP {status} on {field})", option_name(&field))
         }
         other => anyhow!(other),
     }
 }
+
+/// λ of a spec without `--lambda` (the server's default).
+const DEFAULT_LAMBDA: f64 = 1e-4;
 
 /// `--threshold`: a number (the mean of the data is not known before collecting).
 fn parse_threshold(v: &str) -> Result<f64> {
@@ -143,37 +146,49 @@ fn parse_threshold(v: &str) -> Result<f64> {
     }
 }
 
-/// The `POST /v1/collections` body of a training collection: the schema file's attributes, ε,
-/// and the train spec from the options. The features are checked here with the function the
-/// server and the devices use (`harmony_client::feature_map`, the feature map of `harmony train`
-/// with the zero-one encoding); every other field is validated by the server.
-pub fn train_request(schema: &Path, epsilon: f64, strategy: &str, o: &TrainOptions) -> Result<CreateCollection> {
+/// A kebab-case name of a spec enum, or an option error listing the valid names.
+fn parse_name<T: serde::de::DeserializeOwned>(option: &str, v: &str, valid: &str) -> Result<T> {
+    serde_json::from_value(serde_json::Value::String(v.to_string()))
+        .map_err(|_| anyhow!("invalid option: {option} is \"{v}\", expected one of {valid}"))
+}
+
+/// The train spec of `--task train`'s options on a schema. The features are checked here with
+/// the function the server and the devices use (harmony-tasks' feature map); every other field
+/// is validated by the server (`harmony_tasks::train::resolve`).
+pub fn train_spec(schema: &Schema, epsilon: f64, o: &TrainOptions) -> Result<TrainSpec> {
     let model = o
         .model
-        .clone()
+        .as_deref()
         .ok_or_else(|| anyhow!("invalid option: --task train needs --model, expected one of linear, logistic, svm"))?;
+    let task: Model = parse_name("--model", model, "linear, logistic, svm")?;
     let target = o.target.clone().ok_or_else(|| anyhow!("invalid option: --task train needs --target COLUMN"))?;
     if let (Some(t), Some(n)) = (o.rounds, o.users) {
         bail!("invalid option: --rounds {t} and --users {n} both given, expected one (--users N plans ⌊N/g⌋ rounds)");
     }
     harmony_core::Epsilon::new(epsilon).map_err(core_option_error)?;
-    let mut req = create_request(schema, epsilon, strategy)?;
-    req.tasks = vec!["train".into()];
+    let mechanism: GradientMechanism = match &o.mechanism {
+        Some(m) => parse_name("--mechanism", m, "hm, pm")?,
+        None => GradientMechanism::Hm,
+    };
+    let schedule: Schedule = match &o.schedule {
+        Some(s) => parse_name("--schedule", s, "noise, decay")?,
+        None => Schedule::Noise,
+    };
     let mut spec = TrainSpec {
-        task: model,
+        task,
         target,
         positive: o.positive.clone(),
         threshold: o.threshold.as_deref().map(parse_threshold).transpose()?,
-        mechanism: o.mechanism.clone().unwrap_or_else(|| "hm".into()),
+        mechanism,
         batch_size: 0,
-        schedule: Some(o.schedule.clone().unwrap_or_else(|| "noise".into())),
+        schedule: Some(schedule),
         learning_rate: o.learning_rate,
         kappa: o.kappa,
         gradient_scale: o.gradient_scale,
         lambda: o.lambda.unwrap_or(DEFAULT_LAMBDA),
         rounds: o.rounds,
     };
-    let fm = feature_map(&req.schema, &spec).map_err(core_option_error)?;
+    let fm = feature_map(schema, &spec).map_err(core_option_error)?;
     spec.batch_size = match (o.batch_size, o.users) {
         (Some(0), _) => bail!("invalid option: --batch-size is 0, expected an integer >= 1 (devices per round)"),
         (Some(g), _) => g,
@@ -191,8 +206,15 @@ pub fn train_request(schema: &Path, epsilon: f64, strategy: &str, o: &TrainOptio
         }
         spec.rounds = Some(n / g);
     }
-    req.train = Some(spec);
-    Ok(req)
+    Ok(spec)
+}
+
+/// The training spec and features of a config, or an error naming the collection.
+fn train_of(config: &CollectionConfig) -> Result<(&TrainSpec, &[String])> {
+    match (&config.task, &config.train) {
+        (TaskSpec::Train(s), Some(p)) => Ok((s, &p.features)),
+        _ => bail!("collection {} has no training task", config.id),
+    }
 }
 
 /// What `submit` did to a training collection.
@@ -205,7 +227,7 @@ pub struct RoundStats {
     /// Devices whose round had moved on when they posted (another submitter filled it): their
     /// one report was not stored and they are not asked again (that would spend ε twice).
     pub late: usize,
-    /// Devices the server already had (a repeated run with the same `--seed`: same device ids).
+    /// Devices the server already had (a repeated run: a device resends its ledger entry).
     pub already: usize,
     /// Rows left unused because training was done.
     pub unused: usize,
@@ -217,59 +239,56 @@ pub struct RoundStats {
     pub seconds: f64,
 }
 
-/// Device `rng`'s gradient post at `model`: its id (128 bits from its RNG, drawn first, so a
-/// seeded device keeps its id whatever the round), then its row's clipped, scaled gradient
-/// randomized by `harmony_client::randomize_gradient` (the SDK's device code path).
-pub fn device_post<R: rand::Rng + ?Sized>(
-    config: &CollectionConfig,
+/// Device `i`'s gradient post at `model` through the SDK: a simulated device of `seed` (ids from
+/// the OS CSPRNG, so a repeated run is new devices), or a real one (OS CSPRNG).
+fn device_post(
+    task: &DeviceTask,
     model: &ModelState,
-    row: &[Value],
-    rng: &mut R,
+    record: &[Value],
+    i: usize,
+    sim: &mut Option<SimulatedDevices>,
 ) -> Result<GradientPost> {
-    let device_id = report_id(rng);
-    let report = randomize_gradient(config, model, row, rng)?;
-    Ok(GradientPost { device_id, round: model.round, report: to_hex(&harmony_core::wire::encode(&report)) })
+    let input = Input::Gradient { record, model };
+    let item = match sim {
+        Some(s) => s.item(task, i as u64, &input)?,
+        None => {
+            let mut rng = harmony_core::sampling::secure_rng();
+            task.item(&input, &mut rng, &mut harmony_core::sampling::secure_rng())?
+        }
+    };
+    Ok(GradientPost { device_id: item.id, round: model.round, report: item.report })
 }
 
-/// Rows `values.chunks(d)` are devices, in order: each joins the current round once, computes
-/// and randomizes its gradient at the round's model (device i: stream i of `seed`, or an
-/// OS-seeded ChaCha20 without a seed) and posts it; stops when training is done.
+/// Rows are devices, in order: each joins the current round once, computes and randomizes its
+/// gradient at the round's model and posts it; stops when training is done. With `seed`,
+/// device i is the simulated device i of `harmony simulate --task train --seed`.
 pub fn contribute_rows(
     client: &Client,
     config: &CollectionConfig,
-    values: &[Value],
+    population: &Population,
     seed: Option<u64>,
 ) -> Result<RoundStats> {
-    let d = config.schema.len();
-    let n = values.len() / d;
+    let task = DeviceTask::new(config.clone())?;
+    let mut sim = seed.map(SimulatedDevices::new);
+    let inputs = population.inputs();
+    let n = inputs.len();
     let t0 = Instant::now();
     let mut model = client.model(&config.id)?;
-    let mut st = RoundStats {
-        devices: 0,
-        stored: 0,
-        late: 0,
-        already: 0,
-        unused: 0,
-        first_round: model.round,
-        model: model.clone(),
-        seconds: 0.0,
-    };
+    let first_round = model.round;
+    let (mut devices, mut late, mut already) = (0, 0, 0);
     let pb = progress(n as u64, "training rounds", Format::Table);
-    for (i, row) in values.chunks_exact(d).enumerate() {
+    for (i, input) in inputs.iter().enumerate() {
         if model.done {
             break;
         }
-        let post = match seed {
-            Some(s) => device_post(config, &model, row, &mut fast_rng(stream_seed(s, i as u64)))?,
-            None => device_post(config, &model, row, &mut secure_rng())?,
-        };
-        st.devices += 1;
+        let post = device_post(&task, &model, input.record("train")?, i, &mut sim)?;
+        devices += 1;
         match client.post_gradient(&config.id, &post) {
             Ok(ack) if ack.advanced => model = client.model(&config.id)?,
             Ok(_) => model.received += 1,
-            Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => st.already += 1,
+            Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => already += 1,
             Err(ClientError::Rejected { status: 409, field, .. }) if field == "round" => {
-                st.late += 1;
+                late += 1;
                 model = client.model(&config.id)?;
             }
             Err(e) => return Err(anyhow!(e).context(format!("device {} (row {})", i + 1, i + 2))),
@@ -277,19 +296,21 @@ pub fn contribute_rows(
         pb.inc(1);
     }
     pb.finish_and_clear();
-    st.stored = st.devices - st.late - st.already;
-    st.unused = n - st.devices;
-    st.model = client.model(&config.id)?;
-    st.seconds = t0.elapsed().as_secs_f64();
-    Ok(st)
+    Ok(RoundStats {
+        devices,
+        stored: devices - late - already,
+        late,
+        already,
+        unused: n - devices,
+        first_round,
+        model: client.model(&config.id)?,
+        seconds: t0.elapsed().as_secs_f64(),
+    })
 }
 
 /// `harmony submit` to a training collection.
-pub fn submit(client: &Client, config: &CollectionConfig, path: &Path, seed: Option<u64>) -> Result<()> {
-    let table = data::read_csv(path)?;
-    let enc = data::encode(&table, &config.schema, data::InvalidPolicy::Error)
-        .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
-    let st = contribute_rows(client, config, &enc.values, seed)?;
+pub fn submit(client: &Client, config: &CollectionConfig, population: &Population, seed: Option<u64>) -> Result<()> {
+    let st = contribute_rows(client, config, population, seed)?;
     let m = &st.model;
     if st.devices == 0 && m.done {
         eprintln!("collection {}: training was already done (round {}); no device was asked", config.id, m.round);
@@ -330,7 +351,7 @@ pub struct Score {
 /// Scores `w` on the CSV at `path` with the metric of `harmony train`
 /// (`harmony_learn::cv::Experiment::score`).
 pub fn score(config: &CollectionConfig, w: &[f64], path: &Path, target: Option<&str>) -> Result<Score> {
-    let spec = &config.train.as_ref().ok_or_else(|| anyhow!("collection {} has no training task", config.id))?.spec;
+    let (spec, _) = train_of(config)?;
     if let Some(t) = target
         && t != spec.target
     {
@@ -340,15 +361,16 @@ pub fn score(config: &CollectionConfig, w: &[f64], path: &Path, target: Option<&
             config.id
         );
     }
-    let fm = feature_map(&config.schema, spec)?;
+    let schema = config.schema()?;
+    let fm = feature_map(schema, spec)?;
     let table = data::read_csv(path)?;
-    let enc = data::encode(&table, &config.schema, data::InvalidPolicy::Error)
+    let enc = data::encode(&table, schema, data::InvalidPolicy::Error)
         .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
     if enc.n == 0 {
         bail!("--data {} has no rows", path.display());
     }
-    let dataset = fm.dataset(&enc.values, config.schema.len())?;
-    let task = Task::parse(&spec.task)?;
+    let dataset = fm.dataset(&enc.values, schema.len())?;
+    let task = fm.task();
     let blocks = fm.block_lengths();
     let exp = Experiment {
         blocks: &blocks,
@@ -373,47 +395,80 @@ pub fn score(config: &CollectionConfig, w: &[f64], path: &Path, target: Option<&
     Ok(Score { data: path.display().to_string(), n: dataset.len(), metric, value, baseline, baseline_value })
 }
 
-/// `harmony query` on a training collection: JSON output.
-#[derive(Debug, Serialize)]
+/// `harmony query` on a training collection: what its table shows.
 struct ModelReport<'a> {
     collection: &'a str,
     epsilon: f64,
     spec: &'a TrainSpec,
-    features: &'a [String],
     state: &'a ModelState,
     /// `model` by feature name.
     coefficients: Vec<(&'a str, f64)>,
     score: Option<Score>,
 }
 
+/// The JSON of `harmony query` on a training collection: the estimate document (the model, as
+/// `harmony simulate --task train` prints it) and, with `--data`, the model's score.
+#[derive(Debug, Serialize)]
+struct Scored<'a> {
+    #[serde(flatten)]
+    doc: &'a EstimateDocument,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<Score>,
+}
+
 /// `harmony query` on a training collection: the model state, the model's coefficients by
 /// feature name and, with `--data`, its score.
 pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
-    let t = config.train.as_ref().ok_or_else(|| anyhow!("collection {} has no training task", config.id))?;
-    let m = Client::new(&a.server).model(&config.id)?;
+    let (spec, features) = train_of(config)?;
+    let doc = Client::new(&a.server).with_token(&a.token).estimates(&config.id, &Default::default())?;
+    let harmony_protocol::estimates::TaskEstimate::Train(t) = &doc.result else {
+        bail!("collection {}: the server's estimates are not a model", config.id)
+    };
+    let m = &t.state;
     let score = match &a.data {
         Some(p) => Some(score(config, &m.model, p, a.target.as_deref())?),
         None if a.target.is_some() => bail!("invalid option: --target needs --data (the CSV to score the model on)"),
         None => None,
     };
-    let coefficients = t.features.iter().map(String::as_str).zip(m.model.iter().copied()).collect();
-    let report = ModelReport {
-        collection: &config.id,
-        epsilon: config.strategy.epsilon,
-        spec: &t.spec,
-        features: &t.features,
-        state: &m,
-        coefficients,
-        score,
-    };
     match a.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => print_model(&report, t.spec.rounds),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&Scored { doc: &doc, score })?),
+        Format::Table => {
+            let coefficients = features.iter().map(String::as_str).zip(m.model.iter().copied()).collect();
+            let state = m;
+            print_model(&ModelReport {
+                collection: &config.id,
+                epsilon: config.epsilon,
+                spec,
+                state,
+                coefficients,
+                score,
+            });
+        }
     }
     Ok(())
 }
 
-fn print_model(r: &ModelReport, rounds: Option<u64>) {
+/// Prints a training collection's estimate document (the model) as a table.
+pub fn print_model_doc(doc: &EstimateDocument, t: &TrainEstimate) {
+    let m = &t.state;
+    println!(
+        "collection {}: round {}{}, {} of {} gradients in the round, {} in all, ε = {}",
+        doc.collection,
+        m.round,
+        if m.done { " (training done)" } else { "" },
+        m.received,
+        m.batch_size,
+        doc.reports,
+        doc.epsilon
+    );
+    println!("{:<40} {:>12}", "feature", "coefficient");
+    for (f, w) in t.features.iter().zip(&m.model) {
+        let f: String = f.chars().take(40).collect();
+        println!("{f:<40} {w:>12.6}");
+    }
+}
+
+fn print_model(r: &ModelReport) {
     let (s, m) = (r.spec, r.state);
     let target = match (&s.positive, s.threshold) {
         (Some(p), _) => format!("{} = {p}", s.target),
@@ -422,16 +477,21 @@ fn print_model(r: &ModelReport, rounds: Option<u64>) {
     };
     println!(
         "collection {}: {} of {target}, {} gradients at ε = {}, {} devices per round, λ = {}",
-        r.collection, s.task, s.mechanism, r.epsilon, m.batch_size, s.lambda
+        r.collection,
+        s.task.name(),
+        s.mechanism.name(),
+        r.epsilon,
+        m.batch_size,
+        s.lambda
     );
-    let planned = rounds.map_or("unbounded".to_string(), |t| format!("{t} planned"));
+    let planned = s.rounds.map_or("unbounded".to_string(), |t| format!("{t} planned"));
+    let schedule = if m.schedule == Schedule::Noise { "noise" } else { "decay" };
     println!(
-        "round {} ({planned}){}: {} of {} gradients received; schedule {}, step γ = {:.6}",
+        "round {} ({planned}){}: {} of {} gradients received; schedule {schedule}, step γ = {:.6}",
         m.round,
         if m.done { ", training done" } else { "" },
         m.received,
         m.batch_size,
-        m.schedule,
         m.step
     );
     if m.averaged > 0 {
@@ -456,10 +516,11 @@ fn print_model(r: &ModelReport, rounds: Option<u64>) {
 mod tests {
     use super::*;
     use crate::server_cmds::{CreateArgs, SubmitArgs, create};
-    use harmony_core::sampling::uniform01;
+    use harmony_core::sampling::{fast_rng, uniform01};
     use harmony_learn::mechanism::GradientRandomizer;
     use harmony_learn::remote::RemoteMechanism;
-    use harmony_learn::trainer::{Schedule, TrainConfig, train};
+    use harmony_learn::trainer::{TrainConfig, train};
+    use harmony_tasks::simulate::device_rng;
     use std::path::PathBuf;
 
     const SCHEMA: &str = "[[attributes]]\nname = \"x1\"\nkind = \"numeric\"\nmin = -1\nmax = 1\n\n\
@@ -507,8 +568,8 @@ mod tests {
         create_args(&v)
     }
 
-    /// Device i of `contribute_rows(.., Some(seed))` inside the trainer: its id, then its
-    /// report, from stream i of the seed.
+    /// Device i of `contribute_rows(.., Some(seed))` inside the trainer: its report from
+    /// `device_rng(seed, i)`.
     struct SeededDevices {
         mech: RemoteMechanism,
         seed: u64,
@@ -526,9 +587,8 @@ mod tests {
             self.mech.variance()
         }
         fn randomize_add<R: rand::Rng + ?Sized>(&mut self, g: &[f64], _rng: &mut R, acc: &mut [f64]) {
-            let mut rng = fast_rng(stream_seed(self.seed, self.next));
+            let mut rng = device_rng(self.seed, self.next);
             self.next += 1;
-            report_id(&mut rng);
             self.mech.add(&self.mech.randomize(g, &mut rng), acc);
         }
     }
@@ -536,20 +596,21 @@ mod tests {
     /// `harmony_learn::trainer::train` (the `noise` schedule of the collection's spec) on the
     /// CSV's first `n` rows in order (T = ⌊n/g⌋ rounds), with the devices' seeded streams.
     fn trainer_model(config: &CollectionConfig, csv: &Path, n: usize, seed: u64) -> Vec<f64> {
-        let t = config.train.as_ref().unwrap();
-        let fm = feature_map(&config.schema, &t.spec).unwrap();
-        let enc = data::encode(&data::read_csv(csv).unwrap(), &config.schema, data::InvalidPolicy::Error).unwrap();
-        let dataset = fm.dataset(&enc.values, config.schema.len()).unwrap();
+        let (spec, _) = train_of(config).unwrap();
+        let schema = config.schema().unwrap();
+        let fm = feature_map(schema, spec).unwrap();
+        let enc = data::encode(&data::read_csv(csv).unwrap(), schema, data::InvalidPolicy::Error).unwrap();
+        let dataset = fm.dataset(&enc.values, schema.len()).unwrap();
         let users: Vec<u32> = (0..n as u32).collect();
-        let mut cfg = TrainConfig::noise(harmony_client::train_loss(&t.spec).unwrap(), fm.max_l1());
-        cfg.schedule = Schedule::Noise(t.spec.kappa.unwrap());
-        cfg.gradient_scale = t.spec.gradient_scale.unwrap();
-        cfg.lambda = t.spec.lambda;
-        cfg.batch_size = Some(t.spec.batch_size as usize);
-        let mech = RemoteMechanism::new(&t.spec.mechanism, config.strategy.epsilon, fm.dimension()).unwrap();
+        let mut cfg = TrainConfig::noise(harmony_learn::loss::Loss::for_task(fm.task()), fm.max_l1());
+        cfg.schedule = harmony_learn::trainer::Schedule::Noise(spec.kappa.unwrap());
+        cfg.gradient_scale = spec.gradient_scale.unwrap();
+        cfg.lambda = spec.lambda;
+        cfg.batch_size = Some(spec.batch_size as usize);
+        let mech = RemoteMechanism::new(spec.mechanism.name(), config.epsilon, fm.dimension()).unwrap();
         let mut devices = SeededDevices { mech, seed, next: 0 };
-        let m = train(&dataset, &users, &mut devices, Some(config.strategy.epsilon), &cfg, &mut fast_rng(0)).unwrap();
-        assert_eq!(m.step, t.step.unwrap(), "the trainer's step is the published one");
+        let m = train(&dataset, &users, &mut devices, Some(config.epsilon), &cfg, &mut fast_rng(0)).unwrap();
+        assert_eq!(m.step, config.train.as_ref().unwrap().step.unwrap(), "the trainer's step is the published one");
         m.w
     }
 
@@ -560,14 +621,16 @@ mod tests {
             data: data.to_path_buf(),
             concurrency: 1,
             batch: 1,
+            simulate_devices: true,
             seed: Some(seed),
         }
     }
 
-    /// `collection create --task train` → `submit` (seeded devices, in two runs: the second
-    /// repeats the first run's devices, which the server refuses, then adds the rest) → the
-    /// server's model equals the trainer's on the same device streams to 1e-12; at ε = 8 it
-    /// beats the majority class on the rows; `--users` plans ⌊N/g⌋ rounds.
+    /// `collection create --task train` → `submit --simulate-devices` → the server's model
+    /// equals the trainer's on the same device streams to 1e-12 and `harmony simulate --task
+    /// train`'s (the same task objects in process); a repeated `harmony submit` after the last
+    /// round changes nothing; at ε = 8 it beats the majority class on the rows; `--users` plans
+    /// ⌊N/g⌋ rounds.
     #[test]
     fn create_submit_query_equals_the_trainer() {
         let (dir, schema, csv) = fixture("e2e", 200);
@@ -575,31 +638,36 @@ mod tests {
         let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
         let url = server.url();
         let client = Client::new(&url);
-        let half = dir.join("half.csv");
-        let text = std::fs::read_to_string(&csv).unwrap();
-        std::fs::write(&half, text.lines().take(101).collect::<Vec<_>>().join("\n") + "\n").unwrap();
         for (extra, rounds) in [
             (vec!["--epsilon", "8", "--model", "logistic", "--batch-size", "25", "--users", "200"], 8u64),
             (vec!["--epsilon", "1", "--model", "svm", "--mechanism", "pm", "--batch-size", "20", "--rounds", "9"], 9),
         ] {
             let created = create(&train_args(&url, &schema, &extra)).unwrap();
             let config = client.config(&created.id).unwrap();
-            assert_eq!(config.train.as_ref().unwrap().spec.rounds, Some(rounds));
-            // The first 100 devices, then all 200 with the same seed: the first 100 are known.
+            assert_eq!(train_of(&config).unwrap().0.rounds, Some(rounds));
             let seed = 7;
-            super::super::submit(submit_args(&url, &created.id, &half, seed)).unwrap();
-            let enc = data::encode(&data::read_csv(&csv).unwrap(), &config.schema, data::InvalidPolicy::Error).unwrap();
-            let st = contribute_rows(&client, &config, &enc.values, Some(seed)).unwrap();
+            let population = super::super::submit::population(&config, &csv).unwrap();
+            let st = contribute_rows(&client, &config, &population, Some(seed)).unwrap();
             // g·T devices are used, the rest of the 200 rows are not asked.
             let used = if rounds == 8 { 200 } else { 180 };
-            assert_eq!((st.already, st.late, st.stored, st.unused), (100, 0, used - 100, 200 - used), "{extra:?}");
+            assert_eq!((st.already, st.late, st.stored, st.unused), (0, 0, used, 200 - used), "{extra:?}");
+            // `harmony simulate --task train`: the same task in process, the same devices.
+            let task = harmony_tasks::build(&config).unwrap();
+            let sim = harmony_tasks::simulate::run(task.as_ref(), &population.inputs(), seed).unwrap();
+            let doc = task.estimate(sim.as_ref(), &Default::default()).unwrap();
+            let harmony_protocol::estimates::TaskEstimate::Train(sim) = doc else { panic!("{doc:?}") };
             let m = client.model(&created.id).unwrap();
             assert_eq!((m.round, m.received, m.done), (rounds + 1, 0, true));
             let want = trainer_model(&config, &csv, used, seed);
             assert_eq!(m.model.len(), want.len());
-            for (a, b) in m.model.iter().zip(&want) {
+            for ((a, b), c) in m.model.iter().zip(&want).zip(&sim.state.model) {
                 assert!((a - b).abs() <= 1e-12, "{extra:?}: server {:?} vs trainer {want:?}", m.model);
+                assert!((a - c).abs() <= 1e-12, "{extra:?}: server {:?} vs simulate {:?}", m.model, sim.state.model);
             }
+            // `harmony submit --simulate-devices --seed 7` again: its devices are new ones (report
+            // ids from the OS CSPRNG), but training is done, so none is asked and the model stays.
+            super::super::submit(submit_args(&url, &created.id, &csv, seed)).unwrap();
+            assert_eq!(client.model(&created.id).unwrap(), m, "{extra:?}: a run after the last round");
             let sc = score(&config, &m.model, &csv, Some("label")).unwrap();
             assert_eq!((sc.metric, sc.n), ("misclassification", 200));
             if extra[1] == "8" {
@@ -615,6 +683,8 @@ mod tests {
                     format,
                     data: Some(csv.clone()),
                     target: None,
+                    ranges: None,
+                    quantiles: None,
                 };
                 super::super::query(q).unwrap();
             }
@@ -636,18 +706,24 @@ mod tests {
             (&["--rounds", "5", "--model", "ridge"], &["--model is \"ridge\"", "linear, logistic, svm"]),
             (&["--rounds", "5", "--target", "nope"], &["--target is \"nope\"", "x1, x2, label"]),
             (&["--rounds", "5", "--batch-size", "0"], &["--batch-size is 0", ">= 1"]),
-            (&["--rounds", "0"], &["--rounds: rounds is 0", ">= 1"]),
-            (&[], &["--rounds: rounds is missing"]),
-            (&["--rounds", "5", "--schedule", "fast"], &["--schedule: schedule is \"fast\"", "noise, decay"]),
-            (&["--rounds", "5", "--kappa", "-1"], &["--kappa: kappa is -1", "> 0"]),
-            (&["--rounds", "5", "--gradient-scale", "0.5"], &["--gradient-scale: gradient_scale is 0.5", ">= 1"]),
-            (&["--rounds", "5", "--learning-rate", "0.3"], &["--learning-rate: learning_rate is 0.3"]),
-            (&["--schedule", "decay"], &["--learning-rate: learning_rate is missing"]),
+            (&["--rounds", "0"], &["--rounds: invalid parameter: task.rounds is 0", ">= 1"]),
+            (&[], &["--rounds: invalid parameter: task.rounds is \"missing\""]),
+            (&["--rounds", "5", "--schedule", "fast"], &["--schedule is \"fast\"", "noise, decay"]),
+            (&["--rounds", "5", "--kappa", "-1"], &["--kappa: invalid parameter: task.kappa is -1", "> 0"]),
+            (
+                &["--rounds", "5", "--gradient-scale", "0.5"],
+                &["--gradient-scale: invalid parameter: task.gradient_scale is 0.5", ">= 1"],
+            ),
+            (
+                &["--rounds", "5", "--learning-rate", "0.3"],
+                &["--learning-rate: invalid parameter: task.learning_rate is 0.3"],
+            ),
+            (&["--schedule", "decay"], &["--learning-rate: invalid parameter: task.learning_rate is \"missing\""]),
             (&["--rounds", "5", "--mechanism", "laplace"], &["--mechanism", "laplace", "hm, pm"]),
-            (&["--rounds", "5", "--lambda", "-1"], &["--lambda: lambda is -1", ">= 0"]),
+            (&["--rounds", "5", "--lambda", "-1"], &["--lambda: invalid parameter: task.lambda is -1", ">= 0"]),
             (&["--rounds", "5", "--users", "100"], &["--rounds 5 and --users 100"]),
             (&["--users", "9"], &["--users is 9", "--batch-size = 10"]),
-            (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", "> 0"]),
+            (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", ">= 0.002"]),
             (&["--rounds", "5", "--target", "x1"], &["--target is \"x1\"", "--threshold"]),
             (
                 &["--rounds", "5", "--target", "x1", "--threshold", "mean"],
@@ -669,13 +745,15 @@ mod tests {
                 assert!(e.contains(w), "{extra:?}: {e}");
             }
         }
+        // A train option without --task train (the schema file is read first: it must exist).
+        let schema_s = schema.display().to_string();
         let a = create_args(&[
             "--server",
             &url,
             "--token",
             "tok",
             "--schema",
-            "x.toml",
+            &schema_s,
             "--epsilon",
             "1",
             "--model",
@@ -683,18 +761,14 @@ mod tests {
         ]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("--model is for --task train"), "{e}");
-        let schema_s = schema.display().to_string();
-        let a =
-            create_args(&["--server", &url, "--token", "tok", "--schema", &schema_s, "--epsilon", "1", "--task", "ml"]);
-        let e = format!("{:#}", create(&a).unwrap_err());
-        assert!(e.contains("--task is \"ml\", expected means or train"), "{e}");
         let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("needs --model"), "{e}");
         // --users without --batch-size: the papers' g = max(2·d·ln d/ε², N/1000) (d = 3, ε = 1:
         // ⌈6.59⌉ = 7 > 5) and T = ⌊N/g⌋.
         let a = train_args(&url, &schema, &["--epsilon", "1", "--model", "logistic", "--users", "5000"]);
-        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        let config = create(&a).unwrap().config;
+        let spec = train_of(&config).unwrap().0;
         assert_eq!((spec.batch_size, spec.rounds), (7, Some(714)));
         // A record collection: --data is for training collections.
         let a = create_args(&["--server", &url, "--token", "tok", "--schema", &schema_s, "--epsilon", "1"]);
@@ -704,11 +778,13 @@ mod tests {
             token: "tok".into(),
             collection: id,
             format: Format::Table,
-            data: Some(dir.join("rows.csv")),
-            target: None,
+            data: None,
+            target: Some("label".into()),
+            ranges: None,
+            quantiles: None,
         };
         let e = format!("{:#}", super::super::query(q).unwrap_err());
-        assert!(e.contains("--data and --target score a training collection's model"), "{e}");
+        assert!(e.contains("--target scores a training collection's model"), "{e}");
         // A numeric target with a threshold, and a linear model: accepted as given.
         let a = train_args(
             &url,
@@ -728,7 +804,8 @@ mod tests {
                 "2",
             ],
         );
-        let spec = create(&a).unwrap().config.train.unwrap().spec;
+        let config = create(&a).unwrap().config;
+        let spec = train_of(&config).unwrap().0;
         assert_eq!((spec.target.as_str(), spec.threshold, spec.rounds), ("x1", Some(-0.2), Some(3)));
         let a = train_args(
             &url,
@@ -748,8 +825,9 @@ mod tests {
                 "4",
             ],
         );
-        let spec = create(&a).unwrap().config.train.unwrap().spec;
-        assert_eq!((spec.schedule.as_deref(), spec.learning_rate, spec.rounds), (Some("decay"), Some(0.5), None));
+        let config = create(&a).unwrap().config;
+        let spec = train_of(&config).unwrap().0;
+        assert_eq!((spec.schedule, spec.learning_rate, spec.rounds), (Some(Schedule::Decay), Some(0.5), None));
         server.stop();
         let _ = std::fs::remove_dir_all(&dir);
     }

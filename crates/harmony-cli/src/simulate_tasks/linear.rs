@@ -12,6 +12,7 @@ use harmony_analytics::linear::{
     self, Domain, DomainAttribute, GaussianWorkload, HrWorkload, Hull, ProjectOptions, Workload, WorkloadEstimate,
     simulate,
 };
+use harmony_core::Aggregator;
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use harmony_core::schema::{Attribute, Value};
 use serde::Serialize;

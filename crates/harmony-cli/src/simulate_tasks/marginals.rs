@@ -174,7 +174,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
             bail!("--method {m:?} is not a marginals method, expected one of: {}", METHODS.join(", "));
         }
     }
-    let ks = orders(&args.k)?;
+    let ks = orders(&args.means.k)?;
     let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
     let ds = dataset(&file, &table, &t.attributes)?;
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or_else(|| vec![0.5, 1.0, 2.0, 4.0]);

@@ -4,17 +4,20 @@
 //! - `range`, `quantiles`: [`range`] (harmony_analytics::range);
 //! - `heavy-hitters`: [`heavy`] (harmony_analytics::heavy);
 //! - `marginals`: [`marginals`] (harmony_analytics::marginals);
-//! - `linear-queries`: [`linear`] (harmony_analytics::linear).
+//! - `linear-queries`: [`linear`] (harmony_analytics::linear);
+//! - `frequency`: [`frequency`], `train`: [`train`] (through harmony-tasks, as a server runs them).
 
 use crate::simulate::SimulateArgs;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 
+mod frequency;
 mod heavy;
 mod linear;
 mod marginals;
 mod range;
+mod train;
 
 /// What `harmony simulate` estimates.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -22,6 +25,8 @@ pub enum Task {
     /// Per-attribute means and frequencies under one record-level ε (the default).
     #[default]
     Means,
+    /// Frequencies of one categorical attribute (--column) with any oracle.
+    Frequency,
     /// Range queries [a, b) over one ordered column.
     Range,
     /// Quantiles (median, p10, p90, …) of one ordered column.
@@ -32,6 +37,24 @@ pub enum Task {
     Marginals,
     /// A workload of linear queries over a categorical domain.
     LinearQueries,
+    /// A linear model by private gradient descent in rounds (--target, --model, --batch-size).
+    Train,
+}
+
+impl Task {
+    /// The task's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Means => "means",
+            Task::Frequency => "frequency",
+            Task::Range => "range",
+            Task::Quantiles => "quantiles",
+            Task::HeavyHitters => "heavy-hitters",
+            Task::Marginals => "marginals",
+            Task::LinearQueries => "linear-queries",
+            Task::Train => "train",
+        }
+    }
 }
 
 /// Options of the analysis tasks (flattened into `harmony simulate`). Each task documents which
@@ -42,8 +65,8 @@ pub struct TaskArgs {
     #[arg(long, value_enum, default_value_t = Task::Means)]
     pub task: Task,
 
-    // ---- range, quantiles, heavy-hitters ----
-    /// range/quantiles/heavy-hitters: the column to analyse.
+    // ---- frequency, range, quantiles, heavy-hitters ----
+    /// frequency/range/quantiles/heavy-hitters: the column to analyse.
     #[arg(long)]
     pub column: Option<String>,
     /// range/quantiles: discretize the column to this many equal-width bins over [min, max]
@@ -110,12 +133,19 @@ pub struct TaskArgs {
     /// total SSE; l < k reconstructs the k-way marginals by maximum entropy).
     #[arg(long)]
     pub calm_l: Option<usize>,
+
+    // ---- train ----
+    /// train: the model and its rounds.
+    #[command(flatten)]
+    pub train: crate::server_cmds::rounds::TrainOptions,
 }
 
 /// Runs a non-default task. `args.task.task` is never `Task::Means` here.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     match args.task.task {
         Task::Means => unreachable!("simulate::run handles --task means"),
+        Task::Frequency => frequency::run(args),
+        Task::Train => train::run(args),
         Task::Range | Task::Quantiles => range::run(args),
         Task::HeavyHitters => heavy::run(args),
         Task::Marginals => marginals::run(args),

@@ -9,7 +9,7 @@ use crate::aggregate::Aggregator;
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::Epsilon;
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -56,7 +56,7 @@ pub enum AdaptiveReport {
 }
 
 impl WireReport for AdaptiveReport {
-    const KIND: ReportKind = ReportKind::Adaptive;
+    const KIND: WireKind = ReportKind::Adaptive.wire();
 }
 
 impl Adaptive {
@@ -112,6 +112,14 @@ impl FrequencyOracle for Adaptive {
         match self {
             Adaptive::Grr(o) => AdaptiveReport::Grr(o.randomize_unchecked(v, rng)),
             Adaptive::Oue(o) => AdaptiveReport::Oue(o.randomize_unchecked(v, rng)),
+        }
+    }
+    fn validate_report(&self, r: &AdaptiveReport) -> Result<()> {
+        match (self, r) {
+            (Adaptive::Grr(o), AdaptiveReport::Grr(r)) => o.validate_report(r),
+            (Adaptive::Oue(o), AdaptiveReport::Oue(r)) => o.validate_report(r),
+            (Adaptive::Grr(_), AdaptiveReport::Oue(_)) => Err(wrong_branch("oue", "grr")),
+            (Adaptive::Oue(_), AdaptiveReport::Grr(_)) => Err(wrong_branch("grr", "oue")),
         }
     }
     fn aggregator(&self) -> AdaptiveAggregator {

@@ -12,6 +12,7 @@ use super::{
 use crate::aggregate::{Aggregator, at_index};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
+use crate::kinds::OracleKind;
 use crate::params::Epsilon;
 use crate::wire::{self, ReportKind, WIRE_VERSION};
 use rand::Rng;
@@ -146,23 +147,33 @@ impl AnyOracle {
     /// Builds the oracle called `name` (one of [`FREQUENCY_NAMES`]) with budget `epsilon` over
     /// [0, d). Errors: an unknown name, or the oracle's own parameter errors.
     pub fn by_name(name: &str, epsilon: f64, d: usize) -> Result<AnyOracle> {
-        Ok(match name {
-            "grr" => AnyOracle::Grr(Grr::new(epsilon, d)?),
-            "sue" => AnyOracle::Sue(Sue::new(epsilon, d)?),
-            "oue" => AnyOracle::Oue(Oue::new(epsilon, d)?),
-            "olh" => AnyOracle::Olh(Olh::new(epsilon, d)?),
-            "hadamard" => AnyOracle::Hadamard(Hadamard::new(epsilon, d)?),
-            "hr" => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
-            "bassily-smith" => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
-            "adaptive" => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
-            _ => {
-                return Err(Error::param(
-                    "mechanism",
-                    name,
-                    "one of grr, sue, oue, olh, hadamard, hr, bassily-smith, adaptive",
-                ));
-            }
+        Self::new(OracleKind::parse(name)?, epsilon, d)
+    }
+    /// Builds the oracle `kind` with budget `epsilon` over [0, d).
+    pub fn new(kind: OracleKind, epsilon: f64, d: usize) -> Result<AnyOracle> {
+        Ok(match kind {
+            OracleKind::Grr => AnyOracle::Grr(Grr::new(epsilon, d)?),
+            OracleKind::Sue => AnyOracle::Sue(Sue::new(epsilon, d)?),
+            OracleKind::Oue => AnyOracle::Oue(Oue::new(epsilon, d)?),
+            OracleKind::Olh => AnyOracle::Olh(Olh::new(epsilon, d)?),
+            OracleKind::Hadamard => AnyOracle::Hadamard(Hadamard::new(epsilon, d)?),
+            OracleKind::Hr => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
+            OracleKind::BassilySmith => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
+            OracleKind::Adaptive => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
         })
+    }
+    /// Which oracle this is.
+    pub fn oracle_kind(&self) -> OracleKind {
+        match self {
+            AnyOracle::Grr(_) => OracleKind::Grr,
+            AnyOracle::Sue(_) => OracleKind::Sue,
+            AnyOracle::Oue(_) => OracleKind::Oue,
+            AnyOracle::Olh(_) => OracleKind::Olh,
+            AnyOracle::Hadamard(_) => OracleKind::Hadamard,
+            AnyOracle::Hr(_) => OracleKind::Hr,
+            AnyOracle::BassilySmith(_) => OracleKind::BassilySmith,
+            AnyOracle::Adaptive(_) => OracleKind::Adaptive,
+        }
     }
     /// The wire kind of this oracle's reports.
     pub fn report_kind(&self) -> ReportKind {
@@ -332,6 +343,13 @@ impl FrequencyOracle for AnyOracle {
             AnyOracle::BassilySmith(o) => wrap_batch(o, vs, rng, out, AnyReport::BassilySmith),
             AnyOracle::Adaptive(o) => wrap_batch(o, vs, rng, out, AnyReport::Adaptive),
         }
+    }
+    fn validate_report(&self, r: &AnyReport) -> Result<()> {
+        paired!(self, r, o, r => o.validate_report(r), _ => Err(Error::report(
+            "kind",
+            format!("a {:?} report", r.kind()),
+            format!("a {:?} report", self.report_kind()),
+        )))
     }
     fn aggregator(&self) -> AnyAggregator {
         match self {

@@ -17,7 +17,7 @@ use crate::estimate::FrequencyEstimate;
 use crate::frequency::SignedRowSums;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, padding_mask, splitmix64, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, OnceLock};
@@ -104,7 +104,7 @@ pub struct BassilySmithReport {
 }
 
 impl WireReport for BassilySmithReport {
-    const KIND: ReportKind = ReportKind::BassilySmith;
+    const KIND: WireKind = ReportKind::BassilySmith.wire();
 }
 
 impl BassilySmith {
@@ -219,6 +219,12 @@ impl FrequencyOracle for BassilySmith {
         let j = uniform_below(rng, self.m as u64) as usize;
         let keep = self.keep.sample(rng);
         BassilySmithReport { j: j as u32, bit: self.sign(j, v) == keep }
+    }
+    fn validate_report(&self, r: &BassilySmithReport) -> Result<()> {
+        if r.j as usize >= self.m {
+            return Err(Error::report("j", r.j, format!("a row index in [0, {})", self.m)));
+        }
+        Ok(())
     }
     fn aggregator(&self) -> BassilySmithAggregator {
         BassilySmithAggregator { oracle: self.clone(), state: SignedRowSums::new(self.m) }

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, dispatch_avx2, fill_words, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -66,7 +66,7 @@ pub struct GrrReport {
 }
 
 impl WireReport for GrrReport {
-    const KIND: ReportKind = ReportKind::Grr;
+    const KIND: WireKind = ReportKind::Grr.wire();
 }
 
 impl Grr {
@@ -215,6 +215,12 @@ impl FrequencyOracle for Grr {
         if !ok {
             out.truncate(start);
             check_batch(vs, self.d)?;
+        }
+        Ok(())
+    }
+    fn validate_report(&self, r: &GrrReport) -> Result<()> {
+        if r.y as usize >= self.d {
+            return Err(Error::report("y", r.y, format!("a category in [0, {})", self.d)));
         }
         Ok(())
     }

@@ -15,7 +15,7 @@ use crate::estimate::FrequencyEstimate;
 use crate::frequency::SignedRowSums;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +65,7 @@ pub struct HadamardReport {
 }
 
 impl WireReport for HadamardReport {
-    const KIND: ReportKind = ReportKind::Hadamard;
+    const KIND: WireKind = ReportKind::Hadamard.wire();
 }
 
 impl Hadamard {
@@ -114,6 +114,12 @@ impl FrequencyOracle for Hadamard {
         let j = uniform_below(rng, self.k as u64);
         let keep = self.keep.sample(rng);
         HadamardReport { j: j as u32, bit: hadamard_positive(j, v as u64) == keep }
+    }
+    fn validate_report(&self, r: &HadamardReport) -> Result<()> {
+        if r.j as usize >= self.k {
+            return Err(crate::error::Error::report("j", r.j, format!("a row index in [0, {})", self.k)));
+        }
+        Ok(())
     }
     fn aggregator(&self) -> HadamardAggregator {
         HadamardAggregator { oracle: self.clone(), state: SignedRowSums::new(self.k) }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, uniform_below, uniform_below_from};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -76,7 +76,7 @@ pub struct HrReport {
 }
 
 impl WireReport for HrReport {
-    const KIND: ReportKind = ReportKind::HadamardResponse;
+    const KIND: WireKind = ReportKind::HadamardResponse.wire();
 }
 
 impl HadamardResponse {
@@ -197,6 +197,12 @@ impl FrequencyOracle for HadamardResponse {
                 out.push(HrReport { y: if pick & 1 == 1 { any } else { own } as u32 });
                 pick >>= 1;
             }
+        }
+        Ok(())
+    }
+    fn validate_report(&self, r: &HrReport) -> Result<()> {
+        if r.y as usize >= self.k {
+            return Err(Error::report("y", r.y, format!("an output in [0, {})", self.k)));
         }
         Ok(())
     }

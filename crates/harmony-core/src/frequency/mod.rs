@@ -60,6 +60,9 @@ pub trait FrequencyOracle: std::fmt::Debug + Clone + PartialEq + Send + Sync {
     fn domain_size(&self) -> usize;
     /// Randomizes category v (checked by the caller to be < d).
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> Self::Report;
+    /// Checks a report against the oracle's constants (index ranges, lengths, branch) without
+    /// an aggregator; the aggregator's `validate` checks the same.
+    fn validate_report(&self, report: &Self::Report) -> Result<()>;
     /// An empty aggregator.
     fn aggregator(&self) -> Self::Aggregator;
     /// Variance of one report's unbiased estimate of f_v when the user holds x.

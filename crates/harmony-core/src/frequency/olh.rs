@@ -51,7 +51,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, dispatch_avx2, fill_words, splitmix64, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -109,7 +109,7 @@ pub struct OlhReport {
 }
 
 impl WireReport for OlhReport {
-    const KIND: ReportKind = ReportKind::Olh;
+    const KIND: WireKind = ReportKind::Olh.wire();
 }
 
 /// The exact variance-minimising integer g for budget ε (MECHANISMS.md §A4), in [2, MAX_G].
@@ -482,6 +482,9 @@ impl FrequencyOracle for Olh {
             crate::frequency::check_batch(vs, self.d)?;
         }
         Ok(())
+    }
+    fn validate_report(&self, r: &OlhReport) -> Result<()> {
+        self.check_report(r)
     }
     fn aggregator(&self) -> OlhAggregator {
         OlhAggregator { oracle: self.clone(), counts: vec![0; self.d], pending: Vec::new(), n: 0 }

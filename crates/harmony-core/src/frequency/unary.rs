@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::{Epsilon, check_domain};
 use crate::sampling::{Bernoulli, BernoulliWords, padding_mask};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -183,7 +183,7 @@ impl UnaryEncoding {
 }
 
 impl WireReport for UnaryReport {
-    const KIND: ReportKind = ReportKind::Unary;
+    const KIND: WireKind = ReportKind::Unary.wire();
 }
 
 impl UnaryEncoding {
@@ -372,6 +372,9 @@ impl FrequencyOracle for UnaryEncoding {
         let mut report = UnaryReport { bits: Vec::with_capacity(self.words) };
         self.randomize_reusing(v, rng, &mut report);
         report
+    }
+    fn validate_report(&self, r: &UnaryReport) -> Result<()> {
+        validate_bits(&r.bits, self.params.d)
     }
     fn aggregator(&self) -> UnaryAggregator {
         UnaryAggregator { params: self.params.clone(), n: 0, counts: BitSlicedCounts::new(self.words) }

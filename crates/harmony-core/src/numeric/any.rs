@@ -1,7 +1,8 @@
 //! [`AnyNumeric`]: a 1-D mechanism chosen by name at run time (CLI, config files).
 
 use super::{Duchi, Hybrid, Laplace, NumericMechanism, NumericReport, Piecewise, Scdf, Staircase};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::kinds::NumericKind;
 use crate::params::Epsilon;
 use rand::Rng;
 
@@ -56,15 +57,29 @@ pub enum AnyNumeric {
 impl AnyNumeric {
     /// The mechanism called `name` (one of [`NUMERIC_NAMES`]) with budget ε.
     pub fn by_name(name: &str, epsilon: f64) -> Result<Self> {
-        Ok(match name {
-            "laplace" => AnyNumeric::Laplace(Laplace::new(epsilon)?),
-            "duchi" => AnyNumeric::Duchi(Duchi::new(epsilon)?),
-            "pm" => AnyNumeric::Piecewise(Piecewise::new(epsilon)?),
-            "hm" => AnyNumeric::Hybrid(Hybrid::new(epsilon)?),
-            "scdf" => AnyNumeric::Scdf(Scdf::new(epsilon)?),
-            "staircase" => AnyNumeric::Staircase(Staircase::new(epsilon)?),
-            _ => return Err(Error::param("mechanism", name, "one of laplace, duchi, pm, hm, scdf, staircase")),
+        Self::new(NumericKind::parse(name)?, epsilon)
+    }
+    /// The mechanism `kind` with budget ε.
+    pub fn new(kind: NumericKind, epsilon: f64) -> Result<Self> {
+        Ok(match kind {
+            NumericKind::Laplace => AnyNumeric::Laplace(Laplace::new(epsilon)?),
+            NumericKind::Duchi => AnyNumeric::Duchi(Duchi::new(epsilon)?),
+            NumericKind::Pm => AnyNumeric::Piecewise(Piecewise::new(epsilon)?),
+            NumericKind::Hm => AnyNumeric::Hybrid(Hybrid::new(epsilon)?),
+            NumericKind::Scdf => AnyNumeric::Scdf(Scdf::new(epsilon)?),
+            NumericKind::Staircase => AnyNumeric::Staircase(Staircase::new(epsilon)?),
         })
+    }
+    /// Which mechanism this is.
+    pub fn kind(&self) -> NumericKind {
+        match self {
+            AnyNumeric::Laplace(_) => NumericKind::Laplace,
+            AnyNumeric::Duchi(_) => NumericKind::Duchi,
+            AnyNumeric::Piecewise(_) => NumericKind::Pm,
+            AnyNumeric::Hybrid(_) => NumericKind::Hm,
+            AnyNumeric::Scdf(_) => NumericKind::Scdf,
+            AnyNumeric::Staircase(_) => NumericKind::Staircase,
+        }
     }
 }
 
@@ -108,6 +123,7 @@ impl NumericMechanism for AnyNumeric {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn names_round_trip_and_unknown_names_fail() {
@@ -118,7 +134,7 @@ mod tests {
         }
         let e = AnyNumeric::by_name("gauss", 1.0).unwrap_err();
         assert!(matches!(e, Error::InvalidParameter { name: "mechanism", .. }));
-        assert!(e.to_string().contains("\"gauss\"") && e.to_string().contains("one of laplace"), "{e}");
+        assert!(e.to_string().contains("\"gauss\"") && e.to_string().contains("laplace, duchi"), "{e}");
         assert!(matches!(AnyNumeric::by_name("pm", f64::NAN), Err(Error::InvalidParameter { name: "epsilon", .. })));
         let hm = AnyNumeric::by_name("hm", 1.0).unwrap();
         assert_eq!(hm.variance_coefficients(), Hybrid::new(1.0).unwrap().variance_coefficients());

@@ -28,7 +28,7 @@ use super::VectorMechanism;
 use crate::error::{Error, Result};
 use crate::params::{Epsilon, check_dimension};
 use crate::sampling::{bernoulli, bernoulli_fast, fill_bits, padding_mask};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -42,7 +42,7 @@ pub struct DuchiMultiReport {
 }
 
 impl WireReport for DuchiMultiReport {
-    const KIND: ReportKind = ReportKind::DuchiMulti;
+    const KIND: WireKind = ReportKind::DuchiMulti.wire();
 }
 
 impl DuchiMultiReport {
@@ -248,6 +248,18 @@ impl VectorMechanism for DuchiMulti {
     }
     fn variance_coefficients(&self) -> (f64, f64) {
         (-1.0, self.b * self.b)
+    }
+    /// ±1 per coordinate (units of B): integer sums, exact whatever the order.
+    fn accumulate_units(&self, report: &DuchiMultiReport, sum: &mut [f64], sum_sq: &mut [f64]) {
+        for (chunk, (s, s2)) in report.bits.iter().zip(sum.chunks_mut(64).zip(sum_sq.chunks_mut(64))) {
+            for (i, (x, x2)) in s.iter_mut().zip(s2.iter_mut()).enumerate() {
+                *x += if (chunk >> i) & 1 == 1 { 1.0 } else { -1.0 };
+                *x2 += 1.0;
+            }
+        }
+    }
+    fn unit(&self) -> f64 {
+        self.b
     }
 }
 

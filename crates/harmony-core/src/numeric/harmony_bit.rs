@@ -11,7 +11,7 @@ use super::VectorMechanism;
 use crate::error::{Error, Result};
 use crate::params::{Epsilon, check_dimension};
 use crate::sampling::{bernoulli_fast, uniform_below};
-use crate::wire::{ReportKind, WireReport};
+use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +25,7 @@ pub struct HarmonyBitReport {
 }
 
 impl WireReport for HarmonyBitReport {
-    const KIND: ReportKind = ReportKind::HarmonyBit;
+    const KIND: WireKind = ReportKind::HarmonyBit.wire();
 }
 
 /// Harmony's 1-bit mechanism for t ∈ [-1, 1]^d: one uniformly sampled coordinate, randomized
@@ -123,6 +123,15 @@ impl VectorMechanism for HarmonyBit {
     }
     fn variance_coefficients(&self) -> (f64, f64) {
         (-1.0, self.d as f64 * self.c * self.c)
+    }
+    /// ±1 on the sampled coordinate (units of the scale): integer sums, exact whatever the order.
+    fn accumulate_units(&self, report: &HarmonyBitReport, sum: &mut [f64], sum_sq: &mut [f64]) {
+        let j = report.j as usize;
+        sum[j] += if report.positive { 1.0 } else { -1.0 };
+        sum_sq[j] += 1.0;
+    }
+    fn unit(&self) -> f64 {
+        self.scale()
     }
 }
 

@@ -36,6 +36,16 @@ pub trait VectorMechanism: std::fmt::Debug + Clone + PartialEq + Send + Sync {
     fn accumulate(&self, report: &Self::Report, sum: &mut [f64], sum_sq: &mut [f64]);
     /// (a, b) with Var(coordinate j of one report | t) = a·t_j² + b.
     fn variance_coefficients(&self) -> (f64, f64);
+    /// Like [`accumulate`](Self::accumulate), in units of [`unit`](Self::unit): y/u and (y/u)².
+    /// A mechanism whose coordinates are ±u overrides both so the sums are integers (exact in
+    /// f64 up to 2^53 reports, hence independent of the order reports are added and merged).
+    fn accumulate_units(&self, report: &Self::Report, sum: &mut [f64], sum_sq: &mut [f64]) {
+        self.accumulate(report, sum, sum_sq)
+    }
+    /// The value of one unit of [`accumulate_units`](Self::accumulate_units).
+    fn unit(&self) -> f64 {
+        1.0
+    }
 
     /// Checks t: length d and every coordinate in [-1, 1] (the error names the coordinate).
     fn check_input(&self, t: &[f64]) -> Result<()> {
@@ -106,7 +116,8 @@ fn check_vector(t: &[f64], d: usize, prefix: &str) -> Result<()> {
     Ok(())
 }
 
-/// Mean aggregator for any [`VectorMechanism`]: count and, per coordinate, Σy and Σy².
+/// Mean aggregator for any [`VectorMechanism`]: count and, per coordinate, Σy and Σy² (in the
+/// mechanism's units, see [`VectorMechanism::accumulate_units`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VectorMeanAggregator<M> {
     mechanism: M,
@@ -136,7 +147,7 @@ impl<M: VectorMechanism> Aggregator for VectorMeanAggregator<M> {
     }
     fn add_unchecked(&mut self, report: &M::Report) {
         self.n += 1;
-        self.mechanism.accumulate(report, &mut self.sum, &mut self.sum_sq);
+        self.mechanism.accumulate_units(report, &mut self.sum, &mut self.sum_sq);
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
         check_compatible("vector mechanism", &self.mechanism, &other.mechanism)?;
@@ -151,10 +162,12 @@ impl<M: VectorMechanism> Aggregator for VectorMeanAggregator<M> {
     fn estimate(&self) -> Vec<Estimate> {
         let n = self.n as f64;
         let (a, b) = self.mechanism.variance_coefficients();
+        let u = self.mechanism.unit();
         self.sum
             .iter()
             .zip(&self.sum_sq)
             .map(|(&s, &s2)| {
+                let (s, s2) = (s * u, s2 * u * u);
                 let mean = if self.n == 0 { 0.0 } else { s / n };
                 Estimate::from_variance(mean, plug_in_mean_variance(n, s, s2, a, b))
             })

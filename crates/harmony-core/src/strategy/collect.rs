@@ -844,8 +844,8 @@ mod tests {
         let opts = StrategyOptions {
             kind,
             epsilon: eps,
-            numeric_mechanism: "pm".into(),
-            categorical_mechanism: oracle.into(),
+            numeric_mechanism: crate::RecordNumeric::Pm,
+            categorical_mechanism: oracle.parse().unwrap(),
             k: KChoice::Fixed(k),
         };
         let mech = RecordMechanism::new(schema.clone(), opts).unwrap();
@@ -934,8 +934,8 @@ mod tests {
             let opts = StrategyOptions {
                 kind: StrategyKind::Split,
                 epsilon: eps,
-                numeric_mechanism: "pm".into(),
-                categorical_mechanism: name.into(),
+                numeric_mechanism: crate::RecordNumeric::Pm,
+                categorical_mechanism: name.parse().unwrap(),
                 k: KChoice::Optimal,
             };
             let mech = RecordMechanism::new(schema, opts).unwrap();

@@ -1,0 +1,116 @@
+//! `harmony submit` for tasks without rounds: rows as devices, each randomizing its own input
+//! through the client SDK ([`DeviceTask`]) — with the OS CSPRNG, or as the simulated devices of
+//! a seed — in batches over concurrent connections.
+
+use crate::data;
+use crate::output::{Format, progress};
+use crate::population::Population;
+use anyhow::{Context, Result, anyhow};
+use harmony_client::{Client, DeviceTask, SimulatedDevices};
+use harmony_protocol::{CollectionConfig, MAX_BATCH, ReportItem};
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// What a submission did.
+#[derive(Debug, Default, Clone)]
+pub struct SubmitStats {
+    /// Reports stored by the server.
+    pub accepted: u64,
+    /// Reports the server had already stored (retries).
+    pub duplicates: u64,
+    /// Seconds per batch (submission round trip).
+    pub latencies: Vec<f64>,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// The devices of a CSV for a collection: its rows encoded by the collection's schema.
+pub fn population(config: &CollectionConfig, path: &Path) -> Result<Population> {
+    let schema = config.schema()?;
+    let table = data::read_csv(path)?;
+    let enc = data::encode(&table, schema, data::InvalidPolicy::Error)
+        .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
+    Ok(Population::records(schema, enc.values))
+}
+
+/// The batch items of devices `rows` (device i: the simulated device i of `seed`, or a real
+/// device with the OS CSPRNG).
+fn items(
+    task: &DeviceTask,
+    population: &Population,
+    rows: std::ops::Range<usize>,
+    seed: Option<u64>,
+) -> Result<Vec<ReportItem>> {
+    let inputs = population.inputs();
+    let mut out = Vec::with_capacity(rows.len());
+    match seed {
+        Some(s) => {
+            let mut sim = SimulatedDevices::new(s);
+            for i in rows {
+                out.push(sim.item(task, i as u64, &inputs[i])?);
+            }
+        }
+        None => {
+            // One OS-seeded ChaCha20 per batch: each device's draws come from the CSPRNG.
+            let mut rng = harmony_core::sampling::secure_rng();
+            let mut ids = harmony_core::sampling::secure_rng();
+            for i in rows {
+                out.push(
+                    task.item(&inputs[i], &mut rng, &mut ids).with_context(|| format!("device {i} (row {})", i + 2))?,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every device of `population` randomizes its input and the reports go to the server in
+/// batches over `concurrency` connections.
+pub fn submit(
+    client: &Client,
+    config: &CollectionConfig,
+    population: &Population,
+    concurrency: usize,
+    batch: usize,
+    seed: Option<u64>,
+) -> Result<SubmitStats> {
+    let task = DeviceTask::new(config.clone())?;
+    let n = population.len();
+    let batch = batch.clamp(1, MAX_BATCH);
+    let batches = n.div_ceil(batch);
+    let next = AtomicUsize::new(0);
+    let stats = Mutex::new(SubmitStats::default());
+    let pb = progress(n as u64, "submitting", Format::Table);
+    let t0 = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let worker = || -> Result<()> {
+            loop {
+                let b = next.fetch_add(1, Ordering::Relaxed);
+                if b >= batches {
+                    return Ok(());
+                }
+                let rows = b * batch..((b + 1) * batch).min(n);
+                let len = rows.len() as u64;
+                let items = items(&task, population, rows, seed)?;
+                let t = Instant::now();
+                let ack = client.submit(config, items)?;
+                let mut st = stats.lock().unwrap_or_else(|p| p.into_inner());
+                st.accepted += ack.accepted;
+                st.duplicates += ack.duplicates;
+                st.latencies.push(t.elapsed().as_secs_f64());
+                pb.inc(len);
+            }
+        };
+        let handles: Vec<_> = (0..concurrency.max(1)).map(|_| s.spawn(worker)).collect();
+        for h in handles {
+            h.join().map_err(|_| anyhow!("a submitting thread panicked"))??;
+        }
+        Ok(())
+    })?;
+    pb.finish_and_clear();
+    let mut st = stats.into_inner().unwrap_or_else(|p| p.into_inner());
+    st.seconds = t0.elapsed().as_secs_f64();
+    Ok(st)
+}

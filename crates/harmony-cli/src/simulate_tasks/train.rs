@@ -1,0 +1,76 @@
+//! `harmony simulate --task train`: the rows as devices of a training collection, in order,
+//! round by round, through the `train` task a server runs (harmony-tasks' rounds, device i with
+//! `device_rng(seed, i)`); prints the model of each ε and scores it on the rows. `harmony submit
+//! --simulate-devices --seed S` into a collection created with the same options gives the same
+//! model (to floating-point summation order).
+
+use crate::data;
+use crate::output::{Format, progress};
+use crate::simulate::{SimulateArgs, load_inputs};
+use anyhow::{Context, Result};
+use harmony_protocol::CreateCollection;
+use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::spec::TaskSpec;
+use harmony_tasks::train::TrainTask;
+use harmony_tasks::{Input, Task};
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct CellResult {
+    epsilon: f64,
+    /// The model after the rounds (the estimate document `harmony query` prints).
+    estimates: EstimateDocument,
+    /// The model scored on the rows it was trained on.
+    score: crate::server_cmds::rounds::Score,
+    seconds: f64,
+}
+
+/// Runs `harmony simulate --task train`.
+pub fn run(args: &SimulateArgs) -> Result<()> {
+    let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let schema = file.schema()?;
+    let enc = data::encode(&table, &schema, file.invalid)?;
+    let inputs: Vec<Input> = enc.values.chunks_exact(schema.len()).map(Input::Record).collect();
+    let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![1.0, 4.0]);
+    let path = args.data.clone().unwrap_or_else(|| data::bundled("data/adult.csv"));
+    let pb = progress(epsilons.len() as u64, "simulate", args.format);
+    let mut results = Vec::new();
+    for &eps in &epsilons {
+        let spec = crate::server_cmds::rounds::train_spec(&schema, eps, &args.task.train)?;
+        let req = CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: TaskSpec::Train(spec) };
+        let config =
+            harmony_tasks::resolve(&req, "simulation").with_context(|| format!("--task train at epsilon {eps}"))?;
+        let task = TrainTask::new(config.clone())?;
+        let start = std::time::Instant::now();
+        let agg = harmony_tasks::simulate::run(&task, &inputs, args.seed)?;
+        let result = task.estimate(agg.as_ref(), &Query::default())?;
+        let harmony_protocol::estimates::TaskEstimate::Train(t) = &result else { unreachable!("a train task") };
+        let score = crate::server_cmds::rounds::score(&config, &t.state.model, &path, None)?;
+        let estimates =
+            EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: eps, result };
+        results.push(CellResult { epsilon: eps, estimates, score, seconds: start.elapsed().as_secs_f64() });
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    match args.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"data": data_name, "n": enc.n, "seed": args.seed, "results": results})
+            )?
+        ),
+        Format::Table => {
+            println!("harmony simulate --task train: {data_name} — n = {} devices, seed {}", enc.n, args.seed);
+            for r in &results {
+                println!();
+                crate::render::print(&r.estimates, None);
+                let s = &r.score;
+                println!(
+                    "on the rows: {} {:.4} ({} predictor: {:.4}); {:.2} s",
+                    s.metric, s.value, s.baseline, s.baseline_value, r.seconds
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! Devices: a collection's randomizer ([`DeviceTask`]), a real device with its OS-seeded
+//! generator and ledger ([`Device`]), and seeded devices for simulations ([`SimulatedDevices`]).
+
+use crate::ledger::{Ledger, LedgerEntry};
+use crate::{ClientError, Result};
+use harmony_core::schema::Value;
+use harmony_protocol::{CollectionConfig, ModelState, ReportItem, TaskKind, to_hex};
+use harmony_tasks::{Input, Task};
+use rand::Rng;
+use rand::rngs::ChaCha20Rng;
+
+/// A fresh random report id (128 bits from `rng`, hex).
+pub fn report_id(rng: &mut dyn Rng) -> String {
+    let mut b = [0u8; 16];
+    rng.fill_bytes(&mut b);
+    to_hex(&b)
+}
+
+/// A collection as a device sees it: the published config and the task built from it (the same
+/// task object the server and `harmony simulate` build).
+pub struct DeviceTask {
+    config: CollectionConfig,
+    task: Box<dyn Task>,
+}
+
+impl std::fmt::Debug for DeviceTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTask").field("config", &self.config).finish()
+    }
+}
+
+impl DeviceTask {
+    /// Builds the task a config describes; an error names what does not build.
+    pub fn new(config: CollectionConfig) -> Result<Self> {
+        let task = harmony_tasks::build(&config)?;
+        Ok(DeviceTask { config, task })
+    }
+    /// The config.
+    pub fn config(&self) -> &CollectionConfig {
+        &self.config
+    }
+    /// The task.
+    pub fn task(&self) -> &dyn Task {
+        self.task.as_ref()
+    }
+    /// Randomizes `input` with `rng` into a batch item whose id comes from `ids`.
+    pub fn item(&self, input: &Input<'_>, rng: &mut dyn Rng, ids: &mut dyn Rng) -> Result<ReportItem> {
+        let mut buf = Vec::new();
+        self.task.randomize(input, rng, &mut buf)?;
+        Ok(ReportItem { id: report_id(ids), report: to_hex(&buf) })
+    }
+    fn expect(&self, kind: TaskKind, rounds: bool) -> Result<()> {
+        let task = self.config.task.kind();
+        if task.has_rounds() != rounds {
+            return Err(ClientError::WrongTask {
+                id: self.config.id.clone(),
+                task: task.name().into(),
+                expected: if rounds { kind.name().into() } else { "a task without rounds".into() },
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller) and a ledger.
+pub struct Device<L: Ledger> {
+    rng: ChaCha20Rng,
+    ledger: L,
+}
+
+impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the generator's state.
+        f.debug_struct("Device").field("ledger", &self.ledger).finish_non_exhaustive()
+    }
+}
+
+impl<L: Ledger> Device<L> {
+    /// A device with an OS-seeded generator.
+    pub fn new(ledger: L) -> Self {
+        Device { rng: harmony_core::sampling::secure_rng(), ledger }
+    }
+    /// The ledger.
+    pub fn ledger(&self) -> &L {
+        &self.ledger
+    }
+
+    /// The report this device sends to a collection: randomized once and recorded in the ledger
+    /// before it is sent; later calls return the same entry (a retry resends the same bytes). An
+    /// acknowledged entry is [`ClientError::AlreadyReported`].
+    pub fn prepare(&mut self, task: &DeviceTask, input: &Input<'_>) -> Result<LedgerEntry> {
+        task.expect(TaskKind::Train, false)?;
+        let id = &task.config.id;
+        match self.ledger.get(id) {
+            Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
+            Some(e) => Ok(e),
+            None => {
+                let mut ids = harmony_core::sampling::secure_rng();
+                let item = task.item(input, &mut self.rng, &mut ids)?;
+                let e = LedgerEntry { item, acknowledged: false, round: None };
+                self.ledger.put(id, e.clone())?;
+                Ok(e)
+            }
+        }
+    }
+    /// Records that the server acknowledged the collection's entry.
+    pub fn acknowledge(&mut self, collection: &str) -> Result<()> {
+        match self.ledger.get(collection) {
+            Some(e) => self.ledger.put(collection, LedgerEntry { acknowledged: true, ..e }),
+            None => Ok(()),
+        }
+    }
+    /// The gradient this device sends in a training round, randomized once at `model` and
+    /// recorded before it is sent (as [`Device::prepare`]).
+    pub fn prepare_gradient(&mut self, task: &DeviceTask, record: &[Value], model: &ModelState) -> Result<LedgerEntry> {
+        task.expect(TaskKind::Train, true)?;
+        let id = &task.config.id;
+        match self.ledger.get(id) {
+            Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
+            Some(e) => Ok(e),
+            None => {
+                let mut ids = harmony_core::sampling::secure_rng();
+                let item = task.item(&Input::Gradient { record, model }, &mut self.rng, &mut ids)?;
+                let e = LedgerEntry { item, acknowledged: false, round: Some(model.round) };
+                self.ledger.put(id, e.clone())?;
+                Ok(e)
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl<L: Ledger> Device<L> {
+    /// Reports `input` to the collection once (see [`Device::prepare`]) and records the
+    /// acknowledgement.
+    pub fn report(
+        &mut self,
+        client: &crate::Client,
+        task: &DeviceTask,
+        input: &Input<'_>,
+    ) -> Result<harmony_protocol::BatchAck> {
+        let entry = self.prepare(task, input)?;
+        let ack = client.submit(&task.config, vec![entry.item])?;
+        self.acknowledge(&task.config.id)?;
+        Ok(ack)
+    }
+
+    /// Contributes one gradient to a training collection, once per device: fetches the model,
+    /// randomizes the clipped gradient of `record` at it, records it and posts it. A later call
+    /// after a failure resends the same gradient (same device id and round); after an
+    /// acknowledgement (or the server saying this device id already contributed) it returns
+    /// [`ClientError::AlreadyReported`]. Raw features never leave the device.
+    pub fn contribute_gradient(
+        &mut self,
+        client: &crate::Client,
+        task: &DeviceTask,
+        record: &[Value],
+    ) -> Result<harmony_protocol::GradientAck> {
+        let id = task.config.id.clone();
+        let entry = match self.ledger.get(&id) {
+            Some(e) => e,
+            None => {
+                let model = client.model(&id)?;
+                self.prepare_gradient(task, record, &model)?
+            }
+        };
+        if entry.acknowledged {
+            return Err(ClientError::AlreadyReported(id));
+        }
+        let post = harmony_protocol::GradientPost {
+            device_id: entry.item.id.clone(),
+            round: entry.round.unwrap_or(0),
+            report: entry.item.report.clone(),
+        };
+        match client.post_gradient(&id, &post) {
+            Ok(ack) => {
+                self.acknowledge(&id)?;
+                Ok(ack)
+            }
+            // A retry of a gradient the server stored (its ack was lost).
+            Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => {
+                self.acknowledge(&id)?;
+                Err(ClientError::AlreadyReported(id))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Seeded devices, for simulations and tests only: device i randomizes with
+/// [`harmony_tasks::simulate::device_rng`]`(seed, i)`, exactly as `harmony simulate` does, so a
+/// server fed by them estimates what the simulation estimates. Report ids still come from the
+/// OS CSPRNG, so the seed never shows on the wire. Real devices use [`Device`].
+pub struct SimulatedDevices {
+    seed: u64,
+    ids: ChaCha20Rng,
+}
+
+impl std::fmt::Debug for SimulatedDevices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SimulatedDevices { .. }")
+    }
+}
+
+impl SimulatedDevices {
+    /// Simulated devices of a run seeded `seed`.
+    pub fn new(seed: u64) -> Self {
+        SimulatedDevices { seed, ids: harmony_core::sampling::secure_rng() }
+    }
+    /// Device `device`'s batch item for `input`.
+    pub fn item(&mut self, task: &DeviceTask, device: u64, input: &Input<'_>) -> Result<ReportItem> {
+        let mut rng = harmony_tasks::simulate::device_rng(self.seed, device);
+        task.item(input, &mut rng, &mut self.ids).map_err(|e| match e {
+            ClientError::Core(e) => ClientError::Core(harmony_tasks::simulate::at_device(e, device)),
+            other => other,
+        })
+    }
+}

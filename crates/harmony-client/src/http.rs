@@ -1,0 +1,189 @@
+//! The blocking HTTP transport (native targets): retries with exponential backoff and full
+//! jitter on transport errors, 5xx and 429; a 4xx fails at once with the server's field and
+//! message.
+
+use crate::{ClientError, Result};
+use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::{
+    BatchAck, CollectionConfig, CreateCollection, Created, ErrorBody, GradientAck, GradientPost, ModelState,
+    ReportBatch, ReportItem,
+};
+use rand::RngExt;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Retry schedule: exponential backoff with full jitter.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Attempts in total (≥ 1).
+    pub attempts: u32,
+    /// First backoff.
+    pub base: Duration,
+    /// Largest backoff.
+    pub max: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { attempts: 8, base: Duration::from_millis(50), max: Duration::from_secs(5) }
+    }
+}
+
+/// A blocking HTTP client for one server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    token: Option<String>,
+    agent: ureq::Agent,
+    retry: RetryPolicy,
+}
+
+impl Client {
+    /// A client for `base` (e.g. `http://127.0.0.1:8080`).
+    pub fn new(base: &str) -> Self {
+        let config = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build();
+        Client {
+            base: base.trim_end_matches('/').to_string(),
+            token: None,
+            agent: config.into(),
+            retry: RetryPolicy::default(),
+        }
+    }
+    /// Sets the analyst bearer token.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_string());
+        self
+    }
+    /// Sets the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+    /// The base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn send(&self, method: &str, url: &str, body: Option<&[u8]>) -> std::result::Result<(u16, Vec<u8>), String> {
+        let resp = match (method, body) {
+            ("GET", _) => {
+                let mut r = self.agent.get(url);
+                if let Some(t) = &self.token {
+                    r = r.header("authorization", &format!("Bearer {t}"));
+                }
+                r.call()
+            }
+            (_, b) => {
+                let mut r = self.agent.post(url).content_type("application/json");
+                if let Some(t) = &self.token {
+                    r = r.header("authorization", &format!("Bearer {t}"));
+                }
+                r.send(b.unwrap_or(&[]))
+            }
+        };
+        let mut resp = resp.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let bytes = resp.body_mut().with_config().limit(64 << 20).read_to_vec().map_err(|e| e.to_string())?;
+        Ok((status, bytes))
+    }
+
+    /// Sends a request with retries on transport errors, 5xx and 429; 4xx fail at once.
+    fn request(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Vec<u8>> {
+        let url = format!("{}{}", self.base, path);
+        let attempts = self.retry.attempts.max(1);
+        let mut last = String::new();
+        // Jitter only: not privacy-relevant, but no reason to seed it predictably.
+        let mut rng = harmony_core::sampling::secure_rng();
+        for attempt in 0..attempts {
+            if attempt > 0 {
+                let cap = self.retry.base.saturating_mul(1 << attempt.min(16)).min(self.retry.max);
+                std::thread::sleep(cap.mul_f64(rng.random::<f64>()));
+            }
+            let (status, bytes) = match self.send(method, &url, body) {
+                Ok(r) => r,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            if (200..300).contains(&status) {
+                return Ok(bytes);
+            }
+            if status == 429 || status >= 500 {
+                last = format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes));
+                continue;
+            }
+            let (field, message) = match serde_json::from_slice::<ErrorBody>(&bytes) {
+                Ok(b) => (b.error.field, b.error.message),
+                Err(_) => ("body".to_string(), String::from_utf8_lossy(&bytes).into_owned()),
+            };
+            return Err(ClientError::Rejected { status, field, message });
+        }
+        Err(ClientError::Unavailable { url, attempts, last })
+    }
+
+    fn parse<T: for<'de> Deserialize<'de>>(&self, path: &str, bytes: &[u8]) -> Result<T> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| ClientError::Protocol { url: format!("{}{}", self.base, path), message: e.to_string() })
+    }
+
+    /// Creates a collection (analyst token required); returns its id and config.
+    pub fn create_collection(&self, req: &CreateCollection) -> Result<Created> {
+        let body = serde_json::to_vec(req).expect("JSON of a request");
+        let bytes = self.request("POST", "/v1/collections", Some(&body))?;
+        self.parse("/v1/collections", &bytes)
+    }
+    /// Fetches a collection's public client configuration; a config for another collection than
+    /// the one asked for is refused (a device's ledger is keyed by the id it asked for).
+    pub fn config(&self, collection: &str) -> Result<CollectionConfig> {
+        let path = format!("/v1/collections/{collection}/config");
+        let bytes = self.request("GET", &path, None)?;
+        let config: CollectionConfig = self.parse(&path, &bytes)?;
+        if config.id != collection {
+            return Err(ClientError::Protocol {
+                url: format!("{}{path}", self.base),
+                message: format!("the config is for collection {:?}, asked for {collection:?}", config.id),
+            });
+        }
+        Ok(config)
+    }
+    /// Submits a batch of encoded reports (retried with backoff; idempotent by report id).
+    pub fn submit(&self, config: &CollectionConfig, reports: Vec<ReportItem>) -> Result<BatchAck> {
+        let batch = ReportBatch { collection: config.id.clone(), config_version: config.config_version, reports };
+        let body = serde_json::to_vec(&batch).expect("JSON of a batch");
+        self.submit_raw(&config.id, &body)
+    }
+    /// Submits an already serialized body (for tests and load generators).
+    pub fn submit_raw(&self, collection: &str, body: &[u8]) -> Result<BatchAck> {
+        let path = format!("/v1/collections/{collection}/reports");
+        let bytes = self.request("POST", &path, Some(body))?;
+        self.parse(&path, &bytes)
+    }
+    /// The current model round of a training collection.
+    pub fn model(&self, collection: &str) -> Result<ModelState> {
+        let path = format!("/v1/collections/{collection}/model");
+        let bytes = self.request("GET", &path, None)?;
+        self.parse(&path, &bytes)
+    }
+    /// Posts one randomized gradient.
+    pub fn post_gradient(&self, collection: &str, post: &GradientPost) -> Result<GradientAck> {
+        let path = format!("/v1/collections/{collection}/gradients");
+        let body = serde_json::to_vec(post).expect("JSON of a gradient");
+        let bytes = self.request("POST", &path, Some(&body))?;
+        self.parse(&path, &bytes)
+    }
+    /// Current estimates (analyst token required), with `query`'s ranges and quantiles.
+    pub fn estimates(&self, collection: &str, query: &Query) -> Result<EstimateDocument> {
+        let q = query.to_query_string();
+        let path = if q.is_empty() {
+            format!("/v1/collections/{collection}/estimates")
+        } else {
+            format!("/v1/collections/{collection}/estimates?{q}")
+        };
+        let bytes = self.request("GET", &path, None)?;
+        self.parse(&path, &bytes)
+    }
+}

@@ -1,0 +1,95 @@
+//! Request and response bodies besides specs, configs and estimates.
+
+use serde::{Deserialize, Serialize};
+
+/// One report in a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportItem {
+    /// Device-chosen id (1..=64 of `[A-Za-z0-9_-]`), unique per collection.
+    pub id: String,
+    /// Hex of the binary wire encoding.
+    pub report: String,
+}
+
+/// `POST /v1/collections/{id}/reports` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportBatch {
+    /// The collection these reports were randomized for (must equal the path's id).
+    pub collection: String,
+    /// The config version the client randomized under.
+    pub config_version: u32,
+    /// The reports.
+    pub reports: Vec<ReportItem>,
+}
+
+/// The acknowledgement of a durably written batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchAck {
+    /// Reports stored by this request.
+    pub accepted: u64,
+    /// Reports whose id was already stored with the same bytes (a retry): counted once.
+    pub duplicates: u64,
+}
+
+/// `GET /v1/collections/{id}/model`: the public state of a training collection's round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelState {
+    /// The current round t (1-based).
+    pub round: u64,
+    /// The last iterate w_t (length d): devices compute their gradient here.
+    pub parameters: Vec<f64>,
+    /// Devices per round.
+    pub batch_size: u64,
+    /// Gradients received in this round.
+    pub received: u64,
+    /// Whether the configured number of rounds has been run.
+    pub done: bool,
+    /// `noise` or `decay` (the collection's schedule).
+    pub schedule: crate::spec::Schedule,
+    /// The step γ_t of round `round` (constant with `noise`, γ₀/√t with `decay`).
+    pub step: f64,
+    /// The model to use: the mean of the tail-averaged iterates once there is one (`noise`,
+    /// after round ⌊T/2⌋), else the last iterate (= `parameters`).
+    pub model: Vec<f64>,
+    /// How many iterates `model` averages (0: it is the last iterate).
+    pub averaged: u64,
+}
+
+/// `POST /v1/collections/{id}/gradients` body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GradientPost {
+    /// Device-chosen id (1..=64 of `[A-Za-z0-9_-]`); one gradient per device per collection.
+    pub device_id: String,
+    /// The round whose parameters the gradient was computed at.
+    pub round: u64,
+    /// Hex of the wire encoding of the randomized gradient.
+    pub report: String,
+}
+
+/// The acknowledgement of a stored gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GradientAck {
+    /// The round the gradient was counted in.
+    pub round: u64,
+    /// Whether it completed the batch (the model advanced).
+    pub advanced: bool,
+}
+
+/// A 4xx/5xx body: `{"error": {...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// The offending field (e.g. `reports[3].report: attributes[0].index`).
+    pub field: String,
+    /// A human-readable message naming the value and what was expected.
+    pub message: String,
+}

@@ -1,0 +1,441 @@
+//! The estimate document of every task: `GET /v1/collections/{id}/estimates`, `harmony query`
+//! and `harmony simulate --format json` (its `estimates` key) print the same JSON.
+//!
+//! Every number carries its standard error and 95% CI ([`Est`]); each is `null` when it does
+//! not exist: no report yet (a collection with 0 reports has no estimate, not a midpoint), a
+//! standard error that is infinite, or an answer that was post-processed (biased; its raw
+//! standard error is given where it is a useful guide, and says so).
+//!
+//! ```json
+//! {"collection": "…", "reports": 48842, "epsilon": 1.0, "task": "range", "attribute": "age", …}
+//! ```
+
+use harmony_core::estimate::Estimate;
+use serde::{Deserialize, Serialize};
+
+/// A number with its uncertainty; `null` fields when undefined (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Est {
+    /// The point estimate.
+    pub estimate: Option<f64>,
+    /// Its standard error.
+    pub std_error: Option<f64>,
+    /// Its 95% confidence interval.
+    pub ci95: Option<[f64; 2]>,
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
+impl Est {
+    /// No estimate.
+    pub const NONE: Est = Est { estimate: None, std_error: None, ci95: None };
+
+    /// From a core estimate; non-finite parts become `null`.
+    pub fn from_core(e: &Estimate) -> Self {
+        let se = finite(e.std_error);
+        Est {
+            estimate: finite(e.value),
+            std_error: se,
+            ci95: match (finite(e.ci95[0]), finite(e.ci95[1]), se) {
+                (Some(a), Some(b), Some(_)) => Some([a, b]),
+                _ => None,
+            },
+        }
+    }
+    /// A value with a standard error (95% CI from the normal approximation).
+    pub fn new(value: f64, std_error: f64) -> Self {
+        Self::from_core(&Estimate::new(value, std_error))
+    }
+    /// A post-processed value: no standard error, no interval.
+    pub fn point(value: f64) -> Self {
+        Est { estimate: finite(value), std_error: None, ci95: None }
+    }
+    /// The estimate, or NaN.
+    pub fn value(&self) -> f64 {
+        self.estimate.unwrap_or(f64::NAN)
+    }
+    /// The standard error, or NaN.
+    pub fn se(&self) -> f64 {
+        self.std_error.unwrap_or(f64::NAN)
+    }
+}
+
+/// `GET /v1/collections/{id}/estimates`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EstimateDocument {
+    /// The collection id (`simulation` in `harmony simulate`).
+    pub collection: String,
+    /// Reports (or gradients) aggregated.
+    pub reports: u64,
+    /// ε of one report.
+    pub epsilon: f64,
+    /// The task's estimates.
+    #[serde(flatten)]
+    pub result: TaskEstimate,
+}
+
+/// The estimates of one task (`"task"` names it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "task", rename_all = "kebab-case")]
+pub enum TaskEstimate {
+    /// Per-attribute means and frequencies.
+    Means(MeansEstimate),
+    /// One attribute's frequencies.
+    Frequency(FrequencyEstimate),
+    /// CDF, ranges and quantiles.
+    Range(RangeEstimate),
+    /// Heavy hitters.
+    HeavyHitters(HeavyHittersEstimate),
+    /// Marginals.
+    Marginals(MarginalsEstimate),
+    /// Linear queries.
+    LinearQueries(LinearEstimate),
+    /// The model of a training collection.
+    Train(TrainEstimate),
+}
+
+/// `means`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeansEstimate {
+    /// The strategy (`split`, `harmony`, `sample-k`).
+    pub strategy: String,
+    /// One entry per attribute, in schema order.
+    pub attributes: Vec<AttributeResult>,
+}
+
+/// One attribute's estimate, in the original units (numeric) or as frequencies (categorical).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum AttributeResult {
+    /// A mean.
+    Numeric {
+        /// Attribute name.
+        name: String,
+        /// The mean in the attribute's units.
+        #[serde(flatten)]
+        mean: Est,
+        /// The same on the randomizers' [-1, 1] scale.
+        unit: Est,
+    },
+    /// Frequencies.
+    Categorical {
+        /// Attribute name.
+        name: String,
+        /// One per label.
+        categories: Vec<CategoryResult>,
+    },
+}
+
+/// One category's frequency estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategoryResult {
+    /// The label.
+    pub label: String,
+    /// Its frequency (a fraction of the devices).
+    #[serde(flatten)]
+    pub frequency: Est,
+}
+
+/// `frequency`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrequencyEstimate {
+    /// The attribute.
+    pub attribute: String,
+    /// The oracle.
+    pub mechanism: String,
+    /// One per label.
+    pub categories: Vec<CategoryResult>,
+}
+
+/// `range`: the CDF, the ranges and the quantiles asked (default: none and 0.1, 0.5, 0.9), in
+/// the attribute's units and in bins.
+///
+/// Methods: `flat` and `haar` answer with their unbiased estimators and exact standard errors.
+/// `hh` answers with the consistent estimate (Hay et al.'s constrained inference: unbiased, its
+/// weights being public constants); its `std_error` and `ci95` are the raw hierarchical
+/// estimator's, whose variance is exact and which the consistent one beats in practice (a
+/// conservative guide). Standard errors plug in the estimated bin fractions; the split of devices
+/// across levels uses the realized level sizes `level_reports`. Until every level has a report
+/// every number is `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeEstimate {
+    /// The attribute.
+    pub attribute: String,
+    /// `hh`, `haar` or `flat`.
+    pub method: String,
+    /// Number of bins D.
+    pub bins: usize,
+    /// The attribute's [min, max]: bin t covers [min + t·w, min + (t+1)·w), w = (max − min)/D
+    /// (the last bin includes max).
+    pub bounds: [f64; 2],
+    /// Reports per level of the collection (one entry for `flat`).
+    pub level_reports: Vec<u64>,
+    /// P[x < edge] at every bin edge (D + 1 points) when D ≤ 1024, else at every ⌈D/1024⌉-th
+    /// edge and at D.
+    pub cdf: Vec<CdfPoint>,
+    /// The ranges asked.
+    pub ranges: Vec<RangeResult>,
+    /// The quantiles asked.
+    pub quantiles: Vec<QuantileResult>,
+}
+
+/// One point of the CDF.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CdfPoint {
+    /// The bin edge t (0..=D).
+    pub bin: usize,
+    /// The edge in the attribute's units.
+    pub x: f64,
+    /// P[x < edge].
+    #[serde(flatten)]
+    pub value: Est,
+}
+
+/// One range's share of the devices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeResult {
+    /// The range asked, in the attribute's units ([lo, hi)).
+    pub range: [f64; 2],
+    /// The bins it was rounded to ([a, b): each end to the nearest bin edge, within [0, D]).
+    pub bins: [usize; 2],
+    /// The share of devices in [a, b).
+    #[serde(flatten)]
+    pub share: Est,
+}
+
+/// One quantile: a bin and an interval from inverting the CDF's pointwise 95% band; every field
+/// but `q` is `null` until there is an estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuantileResult {
+    /// The level q in (0, 1).
+    pub q: f64,
+    /// The estimated bin: the first t with F̂(t + 1) ≥ q.
+    pub bin: Option<usize>,
+    /// The bin's interval in units [lo, hi).
+    pub value: Option<[f64; 2]>,
+    /// The 95% interval in bins [lower, upper]: the first t with F̂(t + 1) + 1.96·se ≥ q and the
+    /// first with F̂(t + 1) − 1.96·se ≥ q (D − 1 when none).
+    pub interval_bins: Option<[usize; 2]>,
+    /// The same in units (lower bin's start, upper bin's end).
+    pub interval: Option<[f64; 2]>,
+}
+
+/// `heavy-hitters`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeavyHittersEstimate {
+    /// `pem` or `treehist`.
+    pub method: String,
+    /// Code length B.
+    pub bits: u32,
+    /// The top items, by estimate.
+    pub items: Vec<HeavyHitterResult>,
+    /// Per level: prefix bits, reports, candidates, kept.
+    pub levels: Vec<HeavyLevel>,
+}
+
+/// One heavy hitter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeavyHitterResult {
+    /// Its code (hex of the B-bit code).
+    pub code: String,
+    /// Its name, when a public candidate maps to the code.
+    pub item: Option<String>,
+    /// The share of devices holding it.
+    #[serde(flatten)]
+    pub frequency: Est,
+}
+
+/// One level of the prefix search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeavyLevel {
+    /// Prefix length.
+    pub prefix_bits: u32,
+    /// Reports of this level.
+    pub reports: u64,
+    /// Candidates estimated.
+    pub candidates: usize,
+    /// Candidates kept.
+    pub kept: usize,
+}
+
+/// `marginals`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarginalsEstimate {
+    /// `calm`, `direct` or `fourier`.
+    pub method: String,
+    /// The post-processing applied (`joint`, `family`, `gls`, `local`, `raw`, or `none`).
+    pub post: String,
+    /// The materialized attribute sets (one device group each; CALM and direct).
+    pub sets: Vec<Vec<String>>,
+    /// Reports per group.
+    pub group_reports: Vec<u64>,
+    /// One per query.
+    pub marginals: Vec<MarginalResult>,
+}
+
+/// One marginal: its cells in row-major order (the last attribute fastest).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MarginalResult {
+    /// The attributes.
+    pub attributes: Vec<String>,
+    /// The labels of each attribute (bins as `[lo, hi)` for numeric ones).
+    pub labels: Vec<Vec<String>>,
+    /// The cells' shares. Post-processed cells (all methods but `raw`, `direct` and `fourier`)
+    /// have no standard error of their own; `std_error` is then that of the unbiased answer
+    /// they start from, a conservative guide.
+    pub cells: Vec<Est>,
+    /// The predicted total squared error of the cells (closed form; `null` when none exists).
+    pub predicted_sse: Option<f64>,
+}
+
+/// `linear-queries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearEstimate {
+    /// `hr`, `gaussian` or `adaptive`.
+    pub mechanism: String,
+    /// J: the size of the domain the queries are over.
+    pub domain_size: usize,
+    /// `gaussian`: σ of each report's noise (in the queries' units).
+    pub sigma: Option<f64>,
+    /// `adaptive`: reports per query (the realized group sizes; empty for the others).
+    pub group_reports: Vec<u64>,
+    /// One per query: the unbiased answer with its standard error and CI.
+    pub queries: Vec<LinearResult>,
+    /// `gaussian`: a certified bound on the L2 distance between the projected answers and the
+    /// exact projection (the projection's iterations are capped; `null` otherwise).
+    pub projection_bound: Option<f64>,
+}
+
+/// One query's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearResult {
+    /// The query's name.
+    pub name: String,
+    /// The unbiased answer (`null` until the query has a report).
+    #[serde(flatten)]
+    pub answer: Est,
+    /// The projected answer (post-processed: biased, no standard error, lower L2 error in high
+    /// dimensions): `gaussian` onto the workload's hull (`hull`), `hr` from the distribution
+    /// projected onto the simplex; `null` for `adaptive` and without reports.
+    pub projected: Option<f64>,
+}
+
+/// `train`: the model and its round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainEstimate {
+    /// The feature names (intercept first).
+    pub features: Vec<String>,
+    /// The public round state, with the model to use.
+    pub state: crate::bodies::ModelState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_round_trip_and_non_finite_numbers_are_null() {
+        let doc = EstimateDocument {
+            collection: "c".into(),
+            reports: 0,
+            epsilon: 1.0,
+            result: TaskEstimate::Means(MeansEstimate {
+                strategy: "harmony".into(),
+                attributes: vec![AttributeResult::Numeric {
+                    name: "age".into(),
+                    mean: Est::from_core(&Estimate::new(0.0, f64::INFINITY)),
+                    unit: Est::NONE,
+                }],
+            }),
+        };
+        let text = serde_json::to_string(&doc).unwrap();
+        assert!(text.contains("\"task\":\"means\"") && text.contains("\"std_error\":null"), "{text}");
+        assert_eq!(serde_json::from_str::<EstimateDocument>(&text).unwrap(), doc);
+        assert_eq!(Est::new(1.0, 0.5).ci95.unwrap()[1], 1.0 + 1.959_963_984_540_054 * 0.5);
+    }
+}
+
+/// What an analyst asks of a collection's estimates at query time:
+/// `GET …/estimates?ranges=20:30,40:65&quantiles=0.5,0.9`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Query {
+    /// `range`: ranges [lo, hi) in the attribute's units.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<[f64; 2]>,
+    /// `range`: quantile levels in (0, 1) (default 0.1, 0.5, 0.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantiles: Option<Vec<f64>>,
+}
+
+impl Query {
+    /// Parses a URL query string (`ranges=LO:HI,…&quantiles=Q,…`; empty → the defaults). The
+    /// error is `(field, message)`.
+    pub fn parse(query: &str) -> Result<Self, (String, String)> {
+        let mut q = Query::default();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let bad = |what: &str| (key.to_string(), format!("{key} is {value:?}, expected {what}"));
+            match key {
+                "ranges" => {
+                    for r in value.split(',').filter(|r| !r.is_empty()) {
+                        let (lo, hi) = r.split_once(':').ok_or_else(|| bad("LO:HI pairs separated by commas"))?;
+                        let (lo, hi) = (lo.parse::<f64>(), hi.parse::<f64>());
+                        match (lo, hi) {
+                            (Ok(lo), Ok(hi)) if lo.is_finite() && hi.is_finite() && lo <= hi => q.ranges.push([lo, hi]),
+                            _ => return Err(bad("LO:HI pairs of finite numbers with LO <= HI")),
+                        }
+                    }
+                }
+                "quantiles" => {
+                    let mut levels = Vec::new();
+                    for v in value.split(',').filter(|v| !v.is_empty()) {
+                        match v.parse::<f64>() {
+                            Ok(x) if x > 0.0 && x < 1.0 => levels.push(x),
+                            _ => return Err(bad("levels in (0, 1) separated by commas")),
+                        }
+                    }
+                    q.quantiles = Some(levels);
+                }
+                _ => {
+                    return Err((
+                        key.to_string(),
+                        format!("unknown query parameter {key:?}, expected ranges or quantiles"),
+                    ));
+                }
+            }
+        }
+        Ok(q)
+    }
+    /// The query string [`Self::parse`] reads (empty for the defaults).
+    pub fn to_query_string(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.ranges.is_empty() {
+            let r: Vec<String> = self.ranges.iter().map(|[a, b]| format!("{a}:{b}")).collect();
+            parts.push(format!("ranges={}", r.join(",")));
+        }
+        if let Some(q) = &self.quantiles {
+            let q: Vec<String> = q.iter().map(|x| x.to_string()).collect();
+            parts.push(format!("quantiles={}", q.join(",")));
+        }
+        parts.join("&")
+    }
+}
+
+#[cfg(test)]
+mod query_tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_round_trip_and_name_bad_parameters() {
+        let q = Query::parse("ranges=20:30,40.5:65&quantiles=0.5,0.9").unwrap();
+        assert_eq!(q.ranges, vec![[20.0, 30.0], [40.5, 65.0]]);
+        assert_eq!(Query::parse(&q.to_query_string()).unwrap(), q);
+        assert_eq!(Query::parse("").unwrap(), Query::default());
+        assert_eq!(Query::parse("ranges=3:1").unwrap_err().0, "ranges");
+        assert_eq!(Query::parse("quantiles=1.5").unwrap_err().0, "quantiles");
+        assert_eq!(Query::parse("top=3").unwrap_err().0, "top");
+    }
+}

@@ -1,0 +1,552 @@
+//! What an analyst asks for: `POST /v1/collections` with a schema, ε and one task.
+//!
+//! ```json
+//! {"schema": [{"kind": "numeric", "name": "age", "min": 0, "max": 100}],
+//!  "epsilon": 1.0,
+//!  "task": {"kind": "range", "attribute": "age", "bins": 100, "method": "hh"}}
+//! ```
+//!
+//! Every option left out gets a default that the server writes out in the published
+//! [`CollectionConfig`](crate::CollectionConfig), so a device randomizes with exactly the
+//! choices the analyst sees. Unknown fields are refused everywhere (a typo is an error, not an
+//! option silently dropped). Each collection runs one task: a device contributes one report
+//! (or, for `train`, one gradient) per collection, at the collection's ε.
+
+use harmony_core::kinds::{OracleKind, RecordNumeric};
+use harmony_core::schema::Schema;
+use harmony_core::strategy::{KChoice, StrategyKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `POST /v1/collections`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateCollection {
+    /// The attributes a device holds (numeric with public bounds, or categorical with labels).
+    /// Optional for `heavy-hitters`, whose devices hold sets of strings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Schema>,
+    /// The privacy budget of one device's report (a whole record, a set of items, a gradient).
+    pub epsilon: f64,
+    /// The analysis.
+    pub task: TaskSpec,
+}
+
+/// The analyses a collection can run, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskKind {
+    /// Per-attribute means and frequencies of a whole record.
+    Means,
+    /// Frequencies of one categorical attribute.
+    Frequency,
+    /// Range queries, the CDF and quantiles of one numeric attribute.
+    Range,
+    /// The most frequent items of sets of strings.
+    HeavyHitters,
+    /// k-way marginals over categorical (and binned numeric) attributes.
+    Marginals,
+    /// A workload of linear queries over a categorical domain.
+    LinearQueries,
+    /// A linear model by private gradient descent, in rounds.
+    Train,
+}
+
+impl TaskKind {
+    /// Every task.
+    pub const ALL: &'static [TaskKind] = &[
+        TaskKind::Means,
+        TaskKind::Frequency,
+        TaskKind::Range,
+        TaskKind::HeavyHitters,
+        TaskKind::Marginals,
+        TaskKind::LinearQueries,
+        TaskKind::Train,
+    ];
+    /// The task's name (`heavy-hitters`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskKind::Means => "means",
+            TaskKind::Frequency => "frequency",
+            TaskKind::Range => "range",
+            TaskKind::HeavyHitters => "heavy-hitters",
+            TaskKind::Marginals => "marginals",
+            TaskKind::LinearQueries => "linear-queries",
+            TaskKind::Train => "train",
+        }
+    }
+    /// Whether devices report in rounds against public state the server updates (a model).
+    pub fn has_rounds(self) -> bool {
+        matches!(self, TaskKind::Train)
+    }
+}
+
+impl std::fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One task with its options (`"kind"` names it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TaskSpec {
+    /// Per-attribute means and frequencies.
+    Means(MeansSpec),
+    /// Frequencies of one categorical attribute.
+    Frequency(FrequencySpec),
+    /// Ranges, CDF and quantiles of one numeric attribute.
+    Range(RangeSpec),
+    /// Heavy hitters.
+    HeavyHitters(HeavyHittersSpec),
+    /// k-way marginals.
+    Marginals(MarginalsSpec),
+    /// Linear queries.
+    LinearQueries(LinearQueriesSpec),
+    /// Model rounds.
+    Train(TrainSpec),
+}
+
+impl TaskSpec {
+    /// Which task this is.
+    pub fn kind(&self) -> TaskKind {
+        match self {
+            TaskSpec::Means(_) => TaskKind::Means,
+            TaskSpec::Frequency(_) => TaskKind::Frequency,
+            TaskSpec::Range(_) => TaskKind::Range,
+            TaskSpec::HeavyHitters(_) => TaskKind::HeavyHitters,
+            TaskSpec::Marginals(_) => TaskKind::Marginals,
+            TaskSpec::LinearQueries(_) => TaskKind::LinearQueries,
+            TaskSpec::Train(_) => TaskKind::Train,
+        }
+    }
+}
+
+/// `means`: a device randomizes its whole record under one multi-attribute strategy.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeansSpec {
+    /// `split`, `harmony` (default) or `sample-k`.
+    #[serde(default)]
+    pub strategy: StrategyKind,
+    /// Numeric mechanism (default: the strategy's: split duchi-multi, sample-k hm, harmony duchi).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numeric_mechanism: Option<RecordNumeric>,
+    /// Categorical oracle (default: the strategy's: oue, or hadamard for harmony).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub categorical_mechanism: Option<OracleKind>,
+    /// sample-k: `"optimal"` (default), `"paper"` or a number of attributes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<KChoice>,
+}
+
+/// `frequency`: one categorical attribute through one frequency oracle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrequencySpec {
+    /// The categorical attribute.
+    pub attribute: String,
+    /// The oracle (default: GRR when d < 3e^ε + 2, else OLH — the least variance with a
+    /// report of a few bytes whatever d).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mechanism: Option<OracleKind>,
+}
+
+/// How `range` collects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RangeMethod {
+    /// Hierarchical histograms with consistency (the default).
+    #[default]
+    Hh,
+    /// Haar wavelets over the 1-bit Hadamard mechanism.
+    Haar,
+    /// Flat OUE over the bins (the baseline).
+    Flat,
+}
+
+impl RangeMethod {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RangeMethod::Hh => "hh",
+            RangeMethod::Haar => "haar",
+            RangeMethod::Flat => "flat",
+        }
+    }
+}
+
+/// `range`: one numeric attribute, discretized to `bins` equal-width bins over [min, max];
+/// ranges and quantiles are asked at query time.
+///
+/// A device maps its value to [-1, 1] with the schema (`t`) and reports bin
+/// `min(⌊(t + 1)/2 · bins⌋, bins − 1)`. For one bin per integer of an integer attribute in
+/// [a, b], declare max = b + 1 and bins = b + 1 − a. The published spec writes out `bins` and,
+/// for `hh`, `branching`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeSpec {
+    /// The numeric attribute.
+    pub attribute: String,
+    /// Number of equal-width bins over the attribute's [min, max] (default 64; at least 2, at
+    /// most 65,536, and few enough that a report fits in 4,096 bytes: about 26,000 for `flat` and
+    /// `hh`, whose reports carry one bit per bin or node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bins: Option<usize>,
+    /// `hh` (default), `haar` or `flat`.
+    #[serde(default)]
+    pub method: RangeMethod,
+    /// The hierarchy's branching B ≥ 2 for `hh` (default: the B in 2..=16 of least closed-form
+    /// variance over all ranges); refused with `haar` and `flat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branching: Option<usize>,
+}
+
+/// How `heavy-hitters` walks the prefix tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeavyMethod {
+    /// PEM: few wide levels, the best 2k kept per level (the default).
+    #[default]
+    Pem,
+    /// TreeHist: one bit per level, threshold pruning.
+    Treehist,
+}
+
+impl HeavyMethod {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            HeavyMethod::Pem => "pem",
+            HeavyMethod::Treehist => "treehist",
+        }
+    }
+}
+
+/// How items become codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ItemEncoding {
+    /// Strings hashed to `bits` bits (the default).
+    #[default]
+    Hash,
+    /// Unsigned integer ids below 2^bits − 1.
+    Id,
+}
+
+/// `heavy-hitters`: each device holds a set of strings (one item, or a set padded to
+/// `pad_length` and sampled) and reports one prefix of one item's code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeavyHittersSpec {
+    /// `pem` (default) or `treehist`.
+    #[serde(default)]
+    pub method: HeavyMethod,
+    /// How many heavy hitters to find (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top: Option<usize>,
+    /// Code length B in bits, 2..=64 (default 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bits: Option<u32>,
+    /// `hash` (default) or `id`.
+    #[serde(default)]
+    pub items: ItemEncoding,
+    /// Sets are padded to L items before one is sampled (default 1: one item per device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pad_length: Option<usize>,
+    /// The prefix length of each level (default: the method's schedule for `bits` and `top`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Vec<u32>>,
+    /// Public candidate names, to label the codes found (never sent to devices' reports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<String>,
+}
+
+/// How `marginals` collects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum MarginalsMethod {
+    /// CALM: materialize m marginals of l attributes, one user group each (the default).
+    #[default]
+    Calm,
+    /// One user group per query, its full cross-product.
+    Direct,
+    /// The Fourier (InpHT) method over binary-encoded attributes.
+    Fourier,
+}
+
+impl MarginalsMethod {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MarginalsMethod::Calm => "calm",
+            MarginalsMethod::Direct => "direct",
+            MarginalsMethod::Fourier => "fourier",
+        }
+    }
+}
+
+/// CALM's post-processing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum MarginalsPost {
+    /// One non-negative joint table fitted to all marginals (the default; `family` when the
+    /// table is too large).
+    #[default]
+    Joint,
+    /// A consistent non-negative family.
+    Family,
+    /// The GLS consistency pass only (unbiased, may be negative).
+    Gls,
+    /// The exact projection onto the consistent non-negative families.
+    Local,
+    /// None: each query from its covering marginals (unbiased).
+    Raw,
+}
+
+/// `marginals`: all k-way marginals over some attributes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MarginalsSpec {
+    /// The attributes (default: every categorical attribute and every numeric one in `bins`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<Vec<String>>,
+    /// Equal-width bins of numeric attributes, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bins: BTreeMap<String, usize>,
+    /// The marginal sizes asked (default [2, 3]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ways: Option<Vec<usize>>,
+    /// `calm` (default), `direct` or `fourier`.
+    #[serde(default)]
+    pub method: MarginalsMethod,
+    /// CALM's post-processing (default `joint`).
+    #[serde(default)]
+    pub post: MarginalsPost,
+    /// CALM: force the marginal size l (default: chosen by the predicted error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l: Option<usize>,
+    /// The number of devices expected (CALM's choice of l and m depends on it; default 100,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub users: Option<u64>,
+    /// CALM: the materialized attribute sets (written out by the server; one device group each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sets: Option<Vec<Vec<String>>>,
+}
+
+/// How `linear-queries` collects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinearMechanism {
+    /// Hadamard Response over the domain, then A·p̂ (ε-LDP; the default).
+    #[default]
+    Hr,
+    /// The Gaussian mechanism on the workload's columns ((ε, δ)-LDP).
+    Gaussian,
+    /// One device group per query, drawn by the device; 1 bit each (ε-LDP).
+    Adaptive,
+}
+
+impl LinearMechanism {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinearMechanism::Hr => "hr",
+            LinearMechanism::Gaussian => "gaussian",
+            LinearMechanism::Adaptive => "adaptive",
+        }
+    }
+}
+
+/// Where projected Gaussian answers go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Hull {
+    /// conv{±a_v} (Bassily's K; the default).
+    #[default]
+    Symmetric,
+    /// conv{a_v}: the answers of distributions.
+    Simplex,
+}
+
+/// `linear-queries`: a workload A over the domain of some attributes; the answers A·p.
+///
+/// The domain is the cross-product of `attributes` (row-major, the last fastest); a numeric
+/// attribute counts through its equal-width `bins` (a device maps its value to [-1, 1] with the
+/// schema and takes bin `min(⌊(t + 1)/2 · k⌋, k − 1)`; labels `[lo, hi)`). The published spec
+/// writes out `delta` for `gaussian`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearQueriesSpec {
+    /// The attributes whose cross-product is the domain (categorical, or numeric in `bins`).
+    pub attributes: Vec<String>,
+    /// Equal-width bins of numeric attributes, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bins: BTreeMap<String, usize>,
+    /// The workload: `"identity"`, `"prefix"`, a list of queries `{"queries": [{"range": [a,
+    /// b]} | {"in": [labels]} | {"weights": [..]} | {"and": [..]}, …]}`, a matrix
+    /// `{"matrix": [[..], ..], "names": [..]}` or `[[..], ..]`, or CSV text (one query per line,
+    /// J numbers after an optional name): the formats of `harmony simulate --queries`.
+    pub workload: serde_json::Value,
+    /// `hr` (default), `gaussian` or `adaptive`.
+    #[serde(default)]
+    pub mechanism: LinearMechanism,
+    /// δ of the Gaussian mechanism, in (0, 1) (default 1e-6); refused with `hr` and `adaptive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// Where the Gaussian answers are projected (default `symmetric`; `gaussian` only).
+    #[serde(default)]
+    pub hull: Hull,
+}
+
+/// The model a `train` collection fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Model {
+    /// Logistic regression (misclassification rate).
+    Logistic,
+    /// Least squares (mean squared error).
+    Linear,
+    /// Linear SVM, hinge loss.
+    Svm,
+}
+
+impl Model {
+    /// Its name (`logistic`, `linear`, `svm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::Logistic => "logistic",
+            Model::Linear => "linear",
+            Model::Svm => "svm",
+        }
+    }
+}
+
+/// The gradient randomizer of a `train` collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradientMechanism {
+    /// Hybrid with k-of-d sampling (the default).
+    #[default]
+    Hm,
+    /// Piecewise with k-of-d sampling.
+    Pm,
+}
+
+impl GradientMechanism {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GradientMechanism::Hm => "hm",
+            GradientMechanism::Pm => "pm",
+        }
+    }
+}
+
+/// Step sizes of model rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// A constant step computed from public quantities, tail-averaged iterates (the default).
+    Noise,
+    /// γ_t = γ₀/√t, the last iterate (the papers').
+    Decay,
+}
+
+/// `train`: devices post one randomized gradient each, round by round.
+///
+/// The published spec is the request with the server's choices written out: `schedule`
+/// always, and for `noise` also `kappa` and `gradient_scale`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    /// `logistic`, `linear` or `svm`.
+    pub task: Model,
+    /// The target column (left out of the features).
+    pub target: String,
+    /// Classification on a categorical target: the +1 label (default: the second of two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positive: Option<String>,
+    /// Classification on a numeric target: +1 above this value (attribute units).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<f64>,
+    /// The gradient randomizer: `hm` (default) or `pm`.
+    #[serde(default)]
+    pub mechanism: GradientMechanism,
+    /// Devices per round g (≥ 1).
+    pub batch_size: u64,
+    /// `noise` (default) or `decay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Schedule>,
+    /// γ₀ of γ_t = γ₀/√t (> 0; `decay` only, where it is required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_rate: Option<f64>,
+    /// κ of the `noise` step (> 0; default harmony-learn's `NOISE_KAPPA`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kappa: Option<f64>,
+    /// c ≥ 1: devices multiply ℓ'·x by c before clipping and the server divides the mean
+    /// decoded gradient by c (default harmony-learn's `GRADIENT_SCALE` with `noise`, 1 with
+    /// `decay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_scale: Option<f64>,
+    /// L2 regularisation λ (≥ 0, default 1e-4).
+    #[serde(default = "default_lambda")]
+    pub lambda: f64,
+    /// Number of rounds T after which training stops: required with `noise` (the step depends
+    /// on it), optional with `decay` (default unbounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds: Option<u64>,
+}
+
+impl TrainSpec {
+    /// The schedule (a spec without one is `decay`: stored before schedules existed).
+    pub fn schedule(&self) -> Schedule {
+        self.schedule.unwrap_or(Schedule::Decay)
+    }
+    /// Whether the spec uses the `noise` schedule.
+    pub fn is_noise(&self) -> bool {
+        self.schedule() == Schedule::Noise
+    }
+}
+
+fn default_lambda() -> f64 {
+    1e-4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_defaults_and_refuse_unknown_fields() {
+        let req: CreateCollection = serde_json::from_str(
+            r#"{"schema": [{"kind": "numeric", "name": "age", "min": 0, "max": 100}], "epsilon": 1,
+                "task": {"kind": "range", "attribute": "age", "bins": 100}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            req.task,
+            TaskSpec::Range(RangeSpec {
+                attribute: "age".into(),
+                bins: Some(100),
+                method: RangeMethod::Hh,
+                branching: None
+            })
+        );
+        let back: CreateCollection = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        assert_eq!(back, req);
+        for bad in [
+            r#"{"epsilon": 1, "task": {"kind": "range", "attribute": "a", "bogus": 1}}"#,
+            r#"{"epsilon": 1, "task": {"kind": "nope"}}"#,
+            r#"{"epsilon": 1, "task": {"kind": "means", "numeric_mechanism": "bogus"}}"#,
+            r#"{"epsilon": 1, "task": {"kind": "means"}, "extra": 2}"#,
+        ] {
+            assert!(serde_json::from_str::<CreateCollection>(bad).is_err(), "{bad}");
+        }
+        let means: CreateCollection =
+            serde_json::from_str(r#"{"epsilon": 1, "task": {"kind": "means", "k": 3}}"#).unwrap();
+        assert_eq!(means.task.kind(), TaskKind::Means);
+        let TaskSpec::Means(m) = means.task else { unreachable!() };
+        assert_eq!((m.strategy, m.k), (StrategyKind::Harmony, Some(KChoice::Fixed(3))));
+    }
+}

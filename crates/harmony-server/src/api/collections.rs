@@ -1,0 +1,124 @@
+//! `POST /v1/collections` (analyst), `GET …/config` (public), `GET …/estimates` (analyst).
+
+use super::{Body, blocking, body_bytes};
+use crate::error::{ApiError, parse_json};
+use crate::state::{AppState, Cached, Collection};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate, TrainEstimate};
+use harmony_protocol::{CreateCollection, Created, to_hex};
+use rand::Rng;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Cached estimate documents per collection (by query string).
+const CACHED: usize = 8;
+
+/// `POST /v1/collections`: resolves the request (every choice written out), stores the config and
+/// serves it — all on a blocking thread that finishes even if the client goes away, so a stored
+/// collection is always served.
+pub async fn create(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    let body = body_bytes(body)?;
+    let st2 = st.clone();
+    let created = blocking(move || {
+        let req: CreateCollection = parse_json(&body)?;
+        let id = {
+            let mut b = [0u8; 12];
+            harmony_core::sampling::secure_rng().fill_bytes(&mut b);
+            to_hex(&b)
+        };
+        let config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
+        if config.task.kind().has_rounds() && !st2.inner.store.supports_training() {
+            let msg = "model rounds (\"train\") are not implemented by this store";
+            return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "task", msg));
+        }
+        let col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
+        let text = serde_json::to_string(&config).expect("JSON of a config");
+        let key = st2.inner.store.create_collection(&id, &text).map_err(ApiError::store)?;
+        st2.insert(id.clone(), Collection { key, ..col });
+        Ok(Created { id, config })
+    })
+    .await?;
+    let c = &created.config;
+    tracing::info!(collection = %created.id, task = c.task.kind().name(), epsilon = c.epsilon, "collection created");
+    Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+}
+
+/// `GET /v1/collections/{id}/config`.
+pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let c = st.collection(&id)?;
+    Ok(axum::Json(c.config.clone()).into_response())
+}
+
+/// `GET /v1/collections/{id}/estimates[?ranges=…&quantiles=…]`: the task's estimate document.
+///
+/// Computed from a snapshot of the accumulator, off the async workers. The last documents are
+/// kept per query: reused while no report arrived; for a task whose estimate is expensive
+/// ([`harmony_tasks::Task::refresh_seconds`] > 0: heavy hitters' level search, CALM's fit) the
+/// last document is served while a recomputation runs in the background, at most once per that
+/// many seconds, so a query never waits for one but the first.
+pub async fn estimates(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    let c = st.collection(&id)?;
+    let raw = raw.unwrap_or_default();
+    let query = Query::parse(&raw).map_err(|(field, message)| ApiError::bad(field, message))?;
+    let doc = blocking(move || estimate(&c, &raw, &query)).await?;
+    Ok(axum::Json(doc.as_ref()).into_response())
+}
+
+fn train_document(c: &Collection, t: &crate::rounds::Training) -> EstimateDocument {
+    let state = t.model();
+    let reports = t.task.received_total(&state);
+    let result = TaskEstimate::Train(TrainEstimate { features: t.task.features().to_vec(), state });
+    EstimateDocument { collection: c.config.id.clone(), reports, epsilon: c.config.epsilon, result }
+}
+
+/// Computes a document from a fresh snapshot and caches it.
+fn compute(c: &Collection, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
+    let snapshot = c.agg().clone_box();
+    let n = snapshot.count();
+    let result = c.task.estimate(snapshot.as_ref(), query).map_err(|e| ApiError::from_core("query: ", e))?;
+    let doc =
+        Arc::new(EstimateDocument { collection: c.config.id.clone(), reports: n, epsilon: c.config.epsilon, result });
+    let mut cache = c.cache.lock().unwrap_or_else(|p| p.into_inner());
+    cache.retain(|k| k.query != raw);
+    cache.truncate(CACHED - 1);
+    cache.insert(0, Cached { query: raw.to_string(), count: n, at: Instant::now(), doc: doc.clone() });
+    Ok(doc)
+}
+
+fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
+    if let Some(t) = &c.train {
+        return Ok(Arc::new(train_document(c, t)));
+    }
+    let n = c.agg().count();
+    let refresh = c.task.refresh_seconds();
+    let cached = {
+        let cache = c.cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.iter().find(|k| k.query == raw).map(|k| (k.count, k.at, k.doc.clone()))
+    };
+    match cached {
+        Some((count, _, doc)) if count == n => Ok(doc),
+        Some((_, at, doc)) if refresh > 0.0 => {
+            if at.elapsed().as_secs_f64() >= refresh && !c.refreshing.swap(true, Ordering::AcqRel) {
+                let (c, raw, query) = (c.clone(), raw.to_string(), query.clone());
+                std::thread::spawn(move || {
+                    if let Err(e) = compute(&c, &raw, &query) {
+                        tracing::warn!(collection = %c.config.id, field = %e.field, "background estimate failed");
+                    }
+                    c.refreshing.store(false, Ordering::Release);
+                });
+            }
+            Ok(doc)
+        }
+        _ => compute(c, raw, query),
+    }
+}

@@ -1,0 +1,27 @@
+//! The HTTP endpoints, by resource.
+
+pub mod collections;
+pub mod reports;
+pub mod rounds;
+
+use crate::error::ApiError;
+use axum::body::Bytes;
+
+/// Largest request body (bytes).
+pub const MAX_BODY: usize = 32 << 20;
+
+/// A request body, or why it was refused (over [`MAX_BODY`], unreadable).
+pub type Body = Result<Bytes, axum::extract::rejection::BytesRejection>;
+
+/// The body's bytes; a refused body becomes the usual JSON error (413 for one over [`MAX_BODY`]).
+pub fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
+    body.map_err(|r| ApiError::new(r.status(), "body", format!("{} (the limit is {MAX_BODY} bytes)", r.body_text())))
+}
+
+/// Runs blocking work (parsing, validation, storage, estimation) off the async workers; it runs
+/// to completion even if the client goes away, so what it commits is also applied in memory.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|_| ApiError::stopped())?
+}

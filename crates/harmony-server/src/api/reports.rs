@@ -1,0 +1,115 @@
+//! `POST /v1/collections/{id}/reports`: a batch of encoded reports with device-chosen ids.
+//!
+//! Every report is decoded and validated before anything is stored; one bad report rejects the
+//! batch with a 4xx naming it. The batch is acknowledged after its transaction commits; a
+//! retried id is stored and counted once. Parsing, validation, the commit and the accumulator
+//! update run on one blocking thread that finishes even if the client goes away: the live
+//! accumulator is always exactly the committed reports.
+
+use super::{Body, blocking, body_bytes};
+use crate::error::{ApiError, parse_json};
+use crate::state::{AppState, Collection};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use harmony_protocol::{BatchAck, MAX_BATCH, MAX_REPORT_BYTES, ReportBatch, from_hex_into, valid_report_id};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// `POST /v1/collections/{id}/reports`.
+pub async fn post(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let result = match (body_bytes(body), st.collection(&id)) {
+        (Ok(body), Ok(c)) => {
+            let st2 = st.clone();
+            blocking(move || ingest(&st2, &c, &body)).await
+        }
+        (Err(e), _) | (_, Err(e)) => Err(e),
+    };
+    let m = &st.inner.metrics;
+    match &result {
+        Ok(ack) => {
+            m.batches.fetch_add(1, Ordering::Relaxed);
+            m.accepted.fetch_add(ack.accepted, Ordering::Relaxed);
+            m.duplicates.fetch_add(ack.duplicates, Ordering::Relaxed);
+            m.commit_micros.fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+            tracing::debug!(collection = %id, accepted = ack.accepted, duplicates = ack.duplicates, micros = t0.elapsed().as_micros() as u64, "batch stored");
+        }
+        Err(e) => {
+            m.rejected_batches.fetch_add(1, Ordering::Relaxed);
+            // The field names the problem; report contents are never logged.
+            tracing::info!(collection = %id, status = e.status.as_u16(), field = %e.field, "batch rejected");
+        }
+    }
+    result.map(|ack| axum::Json(ack).into_response())
+}
+
+/// Checks the batch's envelope against the collection.
+fn check_envelope(c: &Collection, batch: &ReportBatch) -> Result<(), ApiError> {
+    let id = &c.config.id;
+    if batch.collection != *id {
+        let msg = format!("the batch is for collection {:?}, posted to {id:?}", batch.collection);
+        return Err(ApiError::bad("collection", msg));
+    }
+    if batch.config_version != c.config.config_version {
+        let msg = format!("config_version is {}, expected {}", batch.config_version, c.config.config_version);
+        return Err(ApiError::bad("config_version", msg));
+    }
+    let n = batch.reports.len();
+    if n == 0 || n > MAX_BATCH {
+        let status = if n == 0 { StatusCode::BAD_REQUEST } else { StatusCode::PAYLOAD_TOO_LARGE };
+        return Err(ApiError::new(status, "reports", format!("{n} reports, expected 1 to {MAX_BATCH}")));
+    }
+    Ok(())
+}
+
+/// Decodes and validates every report of a batch: `(id, bytes)` rows, all or nothing.
+fn decode_batch(c: &Collection, batch: ReportBatch) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+    let mut rows = Vec::with_capacity(batch.reports.len());
+    let mut seen = std::collections::HashSet::with_capacity(batch.reports.len());
+    for (i, item) in batch.reports.into_iter().enumerate() {
+        if !valid_report_id(&item.id) {
+            let msg = format!("report id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", item.id.len());
+            return Err(ApiError::bad(format!("reports[{i}].id"), msg));
+        }
+        if item.report.len() > 2 * MAX_REPORT_BYTES {
+            let msg = format!("{} hex characters, expected at most {}", item.report.len(), 2 * MAX_REPORT_BYTES);
+            return Err(ApiError::bad(format!("reports[{i}].report"), msg));
+        }
+        let mut buf = Vec::with_capacity(item.report.len() / 2);
+        if from_hex_into(&item.report, &mut buf).is_none() {
+            let msg = "not hex: expected an even number of [0-9a-f]";
+            return Err(ApiError::bad(format!("reports[{i}].report"), msg));
+        }
+        c.task.validate(&buf).map_err(|e| ApiError::from_core(&format!("reports[{i}].report: "), e))?;
+        if !seen.insert(item.id.clone()) {
+            return Err(ApiError::bad(format!("reports[{i}].id"), format!("id {:?} twice in one batch", item.id)));
+        }
+        rows.push((item.id, buf));
+    }
+    Ok(rows)
+}
+
+/// Parses, validates, commits and aggregates one batch (blocking).
+fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiError> {
+    if c.train.is_some() {
+        let id = &c.config.id;
+        let msg = format!("collection {id:?} trains a model: post gradients to /v1/collections/{id}/gradients");
+        return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
+    }
+    let batch: ReportBatch = parse_json(body)?;
+    check_envelope(c, &batch)?;
+    let rows = decode_batch(c, batch)?;
+    let bodies: Vec<Vec<u8>> = rows.iter().map(|(_, b)| b.clone()).collect();
+    let flags = st.inner.store.insert_reports(c.key, rows).map_err(ApiError::store)?;
+    let mut accepted = 0;
+    let mut agg = c.agg();
+    for (b, new) in bodies.iter().zip(&flags) {
+        if *new {
+            // Validated above: `add` decodes what `validate` accepted.
+            agg.add(b).map_err(|e| ApiError::from_core("reports: ", e))?;
+            accepted += 1;
+        }
+    }
+    Ok(BatchAck { accepted, duplicates: flags.len() as u64 - accepted })
+}

@@ -1,0 +1,70 @@
+//! `GET …/model` and `POST …/gradients` of training collections.
+
+use super::{Body, blocking, body_bytes};
+use crate::error::{ApiError, parse_json};
+use crate::state::{AppState, Collection};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use harmony_protocol::{GradientPost, MAX_REPORT_BYTES, from_hex_into, valid_report_id};
+use std::sync::Arc;
+
+fn training(c: &Collection, id: &str) -> Result<(), ApiError> {
+    match &c.train {
+        Some(_) => Ok(()),
+        None => {
+            Err(ApiError::new(StatusCode::NOT_FOUND, "collection", format!("collection {id:?} has no \"train\" task")))
+        }
+    }
+}
+
+/// `GET /v1/collections/{id}/model`.
+pub async fn model(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let c = st.collection(&id)?;
+    training(&c, &id)?;
+    let out = c.train.as_ref().map(|t| t.model());
+    Ok(axum::Json(out).into_response())
+}
+
+/// Checks a gradient post's id and report and decodes it.
+fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_learn::remote::GradientReport, Vec<u8>), ApiError> {
+    if !valid_report_id(&post.device_id) {
+        let msg = format!("device id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", post.device_id.len());
+        return Err(ApiError::bad("device_id", msg));
+    }
+    if post.report.len() > 2 * MAX_REPORT_BYTES {
+        let msg = format!("{} hex characters, expected at most {}", post.report.len(), 2 * MAX_REPORT_BYTES);
+        return Err(ApiError::bad("report", msg));
+    }
+    let mut buf = Vec::new();
+    if from_hex_into(&post.report, &mut buf).is_none() {
+        return Err(ApiError::bad("report", "not hex: expected an even number of [0-9a-f]"));
+    }
+    let t = c.train.as_ref().expect("checked by `training`");
+    let report = t.task.decode(&buf).map_err(|e| ApiError::from_core("report: ", e))?;
+    Ok((report, buf))
+}
+
+/// `POST /v1/collections/{id}/gradients`: one device's gradient for the current round.
+pub async fn post_gradient(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = body_bytes(body)?;
+    let c: Arc<Collection> = st.collection(&id)?;
+    training(&c, &id)?;
+    let store = st.inner.store.clone();
+    let result = blocking(move || {
+        let post: GradientPost = parse_json(&body)?;
+        let (report, bytes) = decode(&c, &post)?;
+        let t = c.train.as_ref().expect("checked by `training`");
+        t.post(store.as_ref(), c.key, &post, &report, &bytes)
+    })
+    .await;
+    match &result {
+        Ok(ack) => tracing::debug!(collection = %id, round = ack.round, advanced = ack.advanced, "gradient stored"),
+        Err(e) => tracing::info!(collection = %id, status = e.status.as_u16(), field = %e.field, "gradient rejected"),
+    }
+    result.map(|ack| axum::Json(ack).into_response())
+}

@@ -1,0 +1,125 @@
+//! The server's one error type: a status and `{"error": {"field", "message"}}`.
+
+use crate::store::StoreError;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use harmony_protocol::{ErrorBody, ErrorDetail};
+
+/// An HTTP error: a status, the field it is about and a message naming the value and what was
+/// expected.
+#[derive(Debug)]
+pub struct ApiError {
+    /// The status.
+    pub status: StatusCode,
+    /// The offending field.
+    pub field: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of any status.
+    pub fn new(status: StatusCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError { status, field: field.into(), message: message.into() }
+    }
+    /// A 400.
+    pub fn bad(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, field, message)
+    }
+    /// A 404 for a collection id.
+    pub fn no_collection(id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "collection", format!("no collection {id:?}"))
+    }
+    /// A 400 from a harmony-core error, its field prefixed by `prefix`.
+    pub fn from_core(prefix: &str, e: harmony_core::Error) -> Self {
+        let field = match &e {
+            harmony_core::Error::InvalidReport { field, .. }
+            | harmony_core::Error::InvalidInput { name: field, .. } => {
+                format!("{prefix}{field}")
+            }
+            harmony_core::Error::InvalidParameter { name, .. } => format!("{prefix}{name}"),
+            harmony_core::Error::Incompatible(_) => prefix.trim_end_matches(": ").to_string(),
+        };
+        Self::bad(field, e.to_string())
+    }
+    /// A store failure: 501 for what the store does not implement, else 503 (retry).
+    pub fn store(e: StoreError) -> Self {
+        if let StoreError::Unsupported(what) = e {
+            return Self::new(
+                StatusCode::NOT_IMPLEMENTED,
+                "store",
+                format!("{what} are not implemented by this store"),
+            );
+        }
+        tracing::error!(error = %e, "store failure");
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", "storage unavailable; retry the request")
+    }
+    /// A blocking task that did not finish (the runtime is shutting down).
+    pub fn stopped() -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "server", "the server is shutting down; retry the request")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody { error: ErrorDetail { field: self.field, message: self.message } };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// Parses a JSON body; a 400 names `body (JSON syntax)` or `body (schema)`.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let field = if e.is_data() { "body (schema)" } else { "body (JSON syntax)" };
+        ApiError::bad(field, format!("the request body does not parse: {e}"))
+    })
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The store did not open (the URL is shown without its password).
+    #[error("--db {url}: {source}")]
+    Store {
+        /// The store URL, redacted.
+        url: String,
+        /// Why.
+        source: StoreError,
+    },
+    /// The store did not list its collections.
+    #[error("loading the collections: {0}")]
+    Load(StoreError),
+    /// The address could not be bound.
+    #[error("--listen {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime or its thread did not start, or serving failed.
+    #[error("server runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A store URL with its password (if any) replaced by `***`: `postgres://user:***@host/db`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_string() };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_lose_their_passwords() {
+        assert_eq!(redact("postgres://bob:s3cret@db:5432/h"), "postgres://bob:***@db:5432/h");
+        assert_eq!(redact("postgres://bob@db/h"), "postgres://bob@db/h");
+        assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+    }
+}

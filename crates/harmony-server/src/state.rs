@@ -1,0 +1,192 @@
+//! The server's state: every collection's task and live accumulator, rebuilt from the store on
+//! start. A collection whose stored config or reports do not load is quarantined (served as
+//! 503 naming the reason), never the whole server.
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::rounds::Training;
+use crate::store::{Store, StoredCollection};
+use axum::http::{HeaderMap, StatusCode, header};
+use harmony_protocol::CollectionConfig;
+use harmony_protocol::estimates::EstimateDocument;
+use harmony_tasks::{Task, TaskAggregator};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
+
+/// One collection in memory.
+pub struct Collection {
+    /// The store's key.
+    pub key: i64,
+    /// The published config.
+    pub config: CollectionConfig,
+    /// The task built from it (validates reports, estimates).
+    pub task: Box<dyn Task>,
+    /// The live accumulator: exactly the committed reports.
+    pub agg: Mutex<Box<dyn TaskAggregator>>,
+    /// Model rounds (`train`).
+    pub train: Option<Training>,
+    /// The last estimate documents (see [`crate::api::collections`]).
+    pub cache: Mutex<Vec<Cached>>,
+    /// Whether a background recomputation is running.
+    pub refreshing: std::sync::atomic::AtomicBool,
+}
+
+/// An estimate document computed for a query at a report count.
+pub struct Cached {
+    /// The raw query string.
+    pub query: String,
+    /// Reports it was computed from.
+    pub count: u64,
+    /// When.
+    pub at: Instant,
+    /// The document.
+    pub doc: Arc<EstimateDocument>,
+}
+
+impl Collection {
+    /// Builds a collection from its config (no reports yet).
+    pub fn new(key: i64, config: CollectionConfig) -> Result<Self, String> {
+        let task = harmony_tasks::build(&config).map_err(|e| e.to_string())?;
+        let train = match config.task.kind() {
+            harmony_protocol::TaskKind::Train => Some(Training::new(&config).map_err(|e| e.to_string())?),
+            _ => None,
+        };
+        let agg = Mutex::new(task.aggregator());
+        Ok(Collection {
+            key,
+            config,
+            task,
+            agg,
+            train,
+            cache: Mutex::new(Vec::new()),
+            refreshing: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+    /// The accumulator, locked (a poisoned lock is recovered: the accumulator is only mutated
+    /// by `add` of validated reports, which does not panic).
+    pub fn agg(&self) -> MutexGuard<'_, Box<dyn TaskAggregator>> {
+        self.agg.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A collection that did not load.
+pub struct Quarantined {
+    /// Why.
+    pub reason: String,
+}
+
+/// Shared server state.
+#[derive(Clone)]
+pub struct AppState {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub store: Arc<dyn Store>,
+    pub token: String,
+    pub collections: RwLock<HashMap<String, Arc<Collection>>>,
+    pub quarantined: RwLock<HashMap<String, Quarantined>>,
+    pub metrics: Metrics,
+}
+
+/// Loads one stored collection and replays its reports (or its round) into the accumulator.
+fn load(store: &dyn Store, c: &StoredCollection) -> Result<Collection, String> {
+    let config = CollectionConfig::from_json(&c.config)?;
+    let col = Collection::new(c.key, config)?;
+    if let Some(t) = &col.train {
+        t.load(store, c.key)?;
+        return Ok(col);
+    }
+    let (mut bad, t) = (0u64, Instant::now());
+    {
+        let mut agg = col.agg();
+        store
+            .for_each_report(c.key, &mut |b| match col.task.validate(b) {
+                Ok(()) if agg.add(b).is_ok() => {}
+                _ => bad += 1,
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    if bad > 0 {
+        return Err(format!("{bad} stored reports do not decode"));
+    }
+    let n = col.agg().count();
+    tracing::info!(collection = %c.id, reports = n, seconds = t.elapsed().as_secs_f64(), "rebuilt accumulator");
+    Ok(col)
+}
+
+impl AppState {
+    /// Loads every collection from `store` and rebuilds its accumulator from the stored reports;
+    /// a collection that fails to load is quarantined and logged.
+    pub fn new(store: Arc<dyn Store>, token: &str) -> Result<Self, crate::error::ServerError> {
+        let (mut map, mut quarantined) = (HashMap::new(), HashMap::new());
+        for c in store.collections().map_err(crate::error::ServerError::Load)? {
+            match load(store.as_ref(), &c) {
+                Ok(col) => {
+                    map.insert(c.id.clone(), Arc::new(col));
+                }
+                Err(reason) => {
+                    tracing::error!(collection = %c.id, %reason, "collection quarantined");
+                    quarantined.insert(c.id.clone(), Quarantined { reason });
+                }
+            }
+        }
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                store,
+                token: token.to_string(),
+                collections: RwLock::new(map),
+                quarantined: RwLock::new(quarantined),
+                metrics: Metrics::default(),
+            }),
+        })
+    }
+
+    /// A collection by id: 404 when unknown, 503 naming the reason when quarantined.
+    pub fn collection(&self, id: &str) -> Result<Arc<Collection>, ApiError> {
+        if let Some(c) = self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).get(id) {
+            return Ok(c.clone());
+        }
+        if let Some(q) = self.inner.quarantined.read().unwrap_or_else(|p| p.into_inner()).get(id) {
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "collection",
+                format!("collection {id:?} is quarantined: {}", q.reason),
+            ));
+        }
+        Err(ApiError::no_collection(id))
+    }
+
+    /// Adds a new collection.
+    pub fn insert(&self, id: String, c: Collection) {
+        self.inner.collections.write().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::new(c));
+    }
+
+    /// Number of collections served.
+    pub fn count(&self) -> u64 {
+        self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
+    /// Checks the analyst's bearer token (constant time).
+    pub fn check_token(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let got =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        match got {
+            Some(t) if constant_time_eq(t.as_bytes(), self.inner.token.as_bytes()) => Ok(()),
+            Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "authorization", "wrong analyst token")),
+            None => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "authorization",
+                "missing analyst token, expected `Authorization: Bearer TOKEN`",
+            )),
+        }
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

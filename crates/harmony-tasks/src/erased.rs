@@ -1,0 +1,135 @@
+//! The one shape of every analysis: [`Task`] (built from a config; randomizes on devices,
+//! validates on the server, estimates) and [`TaskAggregator`] (a mergeable accumulator of
+//! encoded reports). Both are object-safe, so a server holds `Box<dyn Task>` per collection
+//! whatever its analysis.
+//!
+//! [`Typed`] adapts any harmony-core [`Aggregator`] whose reports travel on the wire
+//! ([`WireReport`]) into a [`TaskAggregator`]: the analyses implement the typed traits
+//! (`Randomizer`, `Aggregator`) in their own crates and the task modules wrap them.
+
+use harmony_core::aggregate::Aggregator;
+use harmony_core::error::{Error, Result};
+use harmony_core::wire::{self, WireReport};
+use harmony_protocol::estimates::{Query, TaskEstimate};
+use harmony_protocol::{CollectionConfig, TaskKind};
+use rand::Rng;
+use std::any::Any;
+
+use crate::Input;
+
+/// A collection's analysis, built from its config by [`crate::build`].
+pub trait Task: Send + Sync {
+    /// The config it was built from.
+    fn config(&self) -> &CollectionConfig;
+    /// Which task it is.
+    fn kind(&self) -> TaskKind {
+        self.config().task.kind()
+    }
+    /// A device's randomizer: `input` → one encoded report, appended to `out` (cleared first).
+    /// Only the report leaves the device; an error names the input that is outside the domain.
+    fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()>;
+    /// Decodes and checks one encoded report against the public constants (the server, before
+    /// storing). The error names the field, the value and what a valid report holds.
+    fn validate(&self, report: &[u8]) -> Result<()>;
+    /// An empty accumulator.
+    fn aggregator(&self) -> Box<dyn TaskAggregator>;
+    /// The estimate document of an accumulator of this task (with `query`'s ranges/quantiles).
+    fn estimate(&self, agg: &dyn TaskAggregator, query: &Query) -> Result<TaskEstimate>;
+    /// Whether accumulators merge (everything but model rounds, whose order matters).
+    fn mergeable(&self) -> bool {
+        true
+    }
+    /// How stale a served estimate may be, in seconds, when computing one is expensive (a
+    /// search over stored reports, an iterative fit): a server answers from its last document
+    /// and recomputes in the background at most this often. 0 (the default): estimates are
+    /// cheap and always current.
+    fn refresh_seconds(&self) -> f64 {
+        0.0
+    }
+    /// Simulated devices `first..first + inputs.len()`, device i randomizing with
+    /// [`crate::simulate::device_rng`]`(seed, i)`: the accumulator of their reports. The default
+    /// runs each through [`Task::randomize`], [`Task::validate`] and [`TaskAggregator::add`]; a
+    /// task may take a faster path with the same draws (tested against this one).
+    fn simulate(&self, inputs: &[Input<'_>], seed: u64, first: u64) -> Result<Box<dyn TaskAggregator>> {
+        crate::simulate::sequential(self, inputs, seed, first)
+    }
+}
+
+/// A mergeable accumulator of one task's reports.
+pub trait TaskAggregator: Send + Sync {
+    /// Adds an encoded report that passed [`Task::validate`] (decoded again here).
+    fn add(&mut self, report: &[u8]) -> Result<()>;
+    /// Folds in another accumulator of the same task (an error if it is not one).
+    fn merge(&mut self, other: &dyn TaskAggregator) -> Result<()>;
+    /// Reports added.
+    fn count(&self) -> u64;
+    /// A copy.
+    fn clone_box(&self) -> Box<dyn TaskAggregator>;
+    /// For downcasting to the typed accumulator.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl Clone for Box<dyn TaskAggregator> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+/// Any typed [`Aggregator`] as a [`TaskAggregator`], with the decoder of its reports.
+pub struct Typed<A: Aggregator> {
+    /// The typed accumulator.
+    pub agg: A,
+    decode: fn(&[u8]) -> Result<A::Report>,
+}
+
+impl<A: Aggregator> Clone for Typed<A> {
+    fn clone(&self) -> Self {
+        Typed { agg: self.agg.clone(), decode: self.decode }
+    }
+}
+
+impl<A: Aggregator + 'static> Typed<A> {
+    /// Wraps `agg`, whose reports decode with `decode`.
+    pub fn new(agg: A, decode: fn(&[u8]) -> Result<A::Report>) -> Self {
+        Typed { agg, decode }
+    }
+    /// Wraps `agg`, whose reports are one [`WireReport`] type.
+    pub fn wire(agg: A) -> Self
+    where
+        A::Report: WireReport,
+    {
+        Self::new(agg, wire::decode::<A::Report>)
+    }
+    /// The typed accumulator behind `agg` (an error when it is another task's).
+    pub fn of(agg: &dyn TaskAggregator) -> Result<&A> {
+        agg.as_any().downcast_ref::<Typed<A>>().map(|t| &t.agg).ok_or_else(|| {
+            Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
+        })
+    }
+}
+
+impl<A: Aggregator + 'static> TaskAggregator for Typed<A> {
+    fn add(&mut self, report: &[u8]) -> Result<()> {
+        let r = (self.decode)(report)?;
+        self.agg.add_unchecked(&r);
+        Ok(())
+    }
+    fn merge(&mut self, other: &dyn TaskAggregator) -> Result<()> {
+        self.agg.merge(Typed::<A>::of(other)?)
+    }
+    fn count(&self) -> u64 {
+        self.agg.count()
+    }
+    fn clone_box(&self) -> Box<dyn TaskAggregator> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Encodes a report into `out` (cleared first).
+pub fn encode_to<R: WireReport>(report: &R, out: &mut Vec<u8>) {
+    out.clear();
+    wire::encode_into(report, out);
+}

@@ -1,0 +1,182 @@
+//! `means`: a device randomizes its whole record under one multi-attribute strategy
+//! (harmony-core's [`RecordMechanism`]); the server estimates every attribute's mean (numeric,
+//! in its units) or frequencies (categorical).
+
+use crate::erased::{Task, TaskAggregator, Typed, encode_to};
+use crate::input::Input;
+use harmony_core::aggregate::Aggregator;
+use harmony_core::error::{Error, Result};
+use harmony_core::randomizer::Randomizer;
+use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_core::strategy::{
+    AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyOptions,
+};
+use harmony_core::wire;
+use harmony_protocol::CollectionConfig;
+use harmony_protocol::estimates::{AttributeResult, CategoryResult, Est, MeansEstimate, Query, TaskEstimate};
+use harmony_protocol::spec::{MeansSpec, TaskSpec};
+use rand::Rng;
+
+/// The strategy options a resolved spec describes (defaults filled in).
+pub fn options(spec: &MeansSpec, epsilon: f64) -> StrategyOptions {
+    let d = StrategyOptions::default_for(spec.strategy, epsilon);
+    StrategyOptions {
+        numeric_mechanism: spec.numeric_mechanism.unwrap_or(d.numeric_mechanism),
+        categorical_mechanism: spec.categorical_mechanism.unwrap_or(d.categorical_mechanism),
+        k: spec.k.unwrap_or(KChoice::Optimal),
+        ..d
+    }
+}
+
+/// Writes out every choice of a means spec (and checks it builds on the schema).
+pub fn resolve(spec: &MeansSpec, schema: &Schema, epsilon: f64) -> Result<MeansSpec> {
+    let o = options(spec, epsilon);
+    let mech = RecordMechanism::new(schema.clone(), o.clone())?;
+    let (num, cat) = (Some(o.numeric_mechanism), Some(o.categorical_mechanism));
+    // sample-k publishes the k it chose, so devices never re-derive it.
+    let k = Some(match o.kind {
+        harmony_core::strategy::StrategyKind::SampleK => KChoice::Fixed(mech.k()),
+        _ => o.k,
+    });
+    Ok(MeansSpec { strategy: o.kind, numeric_mechanism: num, categorical_mechanism: cat, k })
+}
+
+/// The `means` task.
+#[derive(Debug)]
+pub struct MeansTask {
+    config: CollectionConfig,
+    mech: RecordMechanism,
+}
+
+impl MeansTask {
+    /// Builds the record mechanism of a means config.
+    pub fn new(config: CollectionConfig) -> Result<Self> {
+        let TaskSpec::Means(spec) = &config.task else {
+            return Err(Error::param("task", config.task.kind().name(), "means"));
+        };
+        let mech = RecordMechanism::new(config.schema()?.clone(), options(spec, config.epsilon))?;
+        Ok(MeansTask { config, mech })
+    }
+    /// The record mechanism.
+    pub fn mechanism(&self) -> &RecordMechanism {
+        &self.mech
+    }
+    /// The estimates of a record accumulator as the document's attributes.
+    pub fn document(&self, agg: &RecordAggregator) -> MeansEstimate {
+        let empty = agg.count() == 0;
+        let attributes = self
+            .mech
+            .schema()
+            .attributes()
+            .iter()
+            .zip(agg.estimates())
+            .map(|(a, e)| attribute_result(a, &e, empty))
+            .collect();
+        MeansEstimate { strategy: self.mech.options().kind.name().to_string(), attributes }
+    }
+}
+
+fn attribute_result(a: &Attribute, e: &AttributeEstimate, empty: bool) -> AttributeResult {
+    match (a, e) {
+        (Attribute::Numeric { name, min, max }, AttributeEstimate::Numeric(e)) => {
+            let units = e.affine(0.5 * (max - min), 0.5 * (max + min));
+            let (mean, unit) = if empty { (Est::NONE, Est::NONE) } else { (Est::from_core(&units), Est::from_core(e)) };
+            AttributeResult::Numeric { name: name.clone(), mean, unit }
+        }
+        (Attribute::Categorical { name, categories }, AttributeEstimate::Categorical(fe)) => {
+            let categories = categories
+                .iter()
+                .enumerate()
+                .map(|(v, label)| CategoryResult {
+                    label: label.clone(),
+                    frequency: if empty { Est::NONE } else { Est::from_core(&fe.get(v)) },
+                })
+                .collect();
+            AttributeResult::Categorical { name: name.clone(), categories }
+        }
+        // The aggregator's estimates follow the schema's kinds (RecordAggregator::estimates).
+        (a, _) => AttributeResult::Categorical { name: a.name().to_string(), categories: Vec::new() },
+    }
+}
+
+impl Task for MeansTask {
+    fn config(&self) -> &CollectionConfig {
+        &self.config
+    }
+    fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()> {
+        let report = Randomizer::randomize(&self.mech, input.record("means")?, rng)?;
+        encode_to(&report, out);
+        Ok(())
+    }
+    fn validate(&self, report: &[u8]) -> Result<()> {
+        self.mech.validate_report(&wire::decode::<RecordReport>(report)?)
+    }
+    fn aggregator(&self) -> Box<dyn TaskAggregator> {
+        Box::new(Typed::wire(self.mech.aggregator()))
+    }
+    fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
+        Ok(TaskEstimate::Means(self.document(Typed::<RecordAggregator>::of(agg)?)))
+    }
+    fn simulate(&self, inputs: &[Input<'_>], seed: u64, first: u64) -> Result<Box<dyn TaskAggregator>> {
+        let records = inputs.iter().map(|i| i.record("means")).collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(Typed::wire(simulate(self, &records, seed, first)?)))
+    }
+}
+
+/// Simulated devices of a means collection, fast: the record mechanism's own loop
+/// (`randomize_into`, buffers reused, no encoding) with each device's RNG — the same draws as
+/// [`Task::randomize`] (`tests::fast_path_equals_devices`).
+pub fn simulate(task: &MeansTask, records: &[&[Value]], seed: u64, first: u64) -> Result<RecordAggregator> {
+    let mut agg = task.mech.aggregator();
+    let (mut report, mut scratch) = (RecordReport::default(), Vec::new());
+    for (i, record) in records.iter().enumerate() {
+        let mut rng = crate::simulate::device_rng(seed, first + i as u64);
+        task.mech
+            .randomize_into(record, &mut rng, &mut report, &mut scratch)
+            .map_err(|e| crate::simulate::at_device(e, first + i as u64))?;
+        agg.add_unchecked(&report);
+    }
+    Ok(agg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate;
+    use harmony_core::schema::Attribute;
+    use harmony_core::strategy::StrategyKind;
+    use harmony_protocol::CreateCollection;
+
+    fn schema() -> Schema {
+        Schema::new(vec![
+            Attribute::Numeric { name: "x".into(), min: 0.0, max: 10.0 },
+            Attribute::Categorical { name: "c".into(), categories: (0..5).map(|i| format!("c{i}")).collect() },
+            Attribute::Numeric { name: "y".into(), min: -1.0, max: 1.0 },
+        ])
+        .unwrap()
+    }
+
+    /// The fast simulation path draws exactly what devices draw: the same accumulator, hence
+    /// bit-identical estimates, for every strategy.
+    #[test]
+    fn fast_path_equals_devices() {
+        let rows: Vec<Vec<Value>> = (0..3000)
+            .map(|i| vec![Value::Unit((i % 21) as f64 / 10.0 - 1.0), Value::Category(i % 5), Value::Unit(0.5)])
+            .collect();
+        let inputs: Vec<Input> = rows.iter().map(|r| Input::Record(r)).collect();
+        for strategy in [StrategyKind::Split, StrategyKind::Harmony, StrategyKind::SampleK] {
+            let spec = MeansSpec { strategy, ..Default::default() };
+            let req = CreateCollection { schema: Some(schema()), epsilon: 2.0, task: TaskSpec::Means(spec) };
+            let config = crate::resolve(&req, "t").unwrap();
+            let task = crate::build(&config).unwrap();
+            let fast = task.simulate(&inputs, 9, 100).unwrap();
+            let slow = simulate::sequential(task.as_ref(), &inputs, 9, 100).unwrap();
+            let (a, b) = (
+                task.estimate(fast.as_ref(), &Query::default()).unwrap(),
+                task.estimate(slow.as_ref(), &Query::default()).unwrap(),
+            );
+            assert_eq!(a, b, "{strategy:?}");
+            assert_eq!(fast.count(), 3000);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! The task registry: an analyst's request → the published config ([`resolve`]), and a config
+//! → its [`Task`] ([`build`]), for every task.
+
+use crate::erased::Task;
+use crate::{frequency, linear, means, range, train};
+use harmony_core::error::{Error, Result};
+use harmony_core::params::Epsilon;
+use harmony_core::schema::Schema;
+use harmony_protocol::spec::TaskSpec;
+use harmony_protocol::{CONFIG_VERSION, CollectionConfig, CreateCollection, TaskKind};
+
+/// The schema, or an error naming the task that needs one.
+fn schema_for(schema: &Option<Schema>, task: TaskKind) -> Result<&Schema> {
+    schema.as_ref().ok_or_else(|| Error::param("schema", "none", format!("a schema (task {task} reads a record)")))
+}
+
+/// Validates a request and writes out every choice (defaults, plans, a model's setup): the
+/// config a collection `id` publishes. Errors name the field (`epsilon`, `task.attribute`, …),
+/// the value and what was expected.
+pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
+    let eps = Epsilon::new(req.epsilon)?.value();
+    let kind = req.task.kind();
+    let mut train = None;
+    let task = match &req.task {
+        TaskSpec::Means(s) => TaskSpec::Means(means::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Frequency(s) => TaskSpec::Frequency(frequency::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Range(s) => TaskSpec::Range(range::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::LinearQueries(s) => TaskSpec::LinearQueries(linear::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Train(s) => {
+            let (spec, published) = train::resolve(s, schema_for(&req.schema, kind)?, eps)?;
+            train = Some(published);
+            TaskSpec::Train(spec)
+        }
+        other => return Err(Error::param("task.kind", other.kind().name(), "a task this build serves")),
+    };
+    let config = CollectionConfig {
+        id: id.to_string(),
+        config_version: CONFIG_VERSION,
+        wire_version: harmony_core::wire::WIRE_VERSION,
+        schema: req.schema.clone(),
+        epsilon: eps,
+        task,
+        train,
+    };
+    build(&config)?;
+    Ok(config)
+}
+
+/// The task a config describes (on the server and on every device alike).
+pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
+    let c = config.clone();
+    Ok(match config.task.kind() {
+        TaskKind::Means => Box::new(means::MeansTask::new(c)?),
+        TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
+        TaskKind::Range => Box::new(range::RangeTask::new(c)?),
+        TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
+        TaskKind::Train => Box::new(train::TrainTask::new(c)?),
+        other => return Err(Error::param("task.kind", other.name(), "a task this build serves")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use harmony_core::wire::{ReportKind, WireKind, WireReport};
+
+    /// Every report type that travels on the wire, by owner.
+    fn all_kinds() -> Vec<WireKind> {
+        use ReportKind::*;
+        let core = [
+            Numeric,
+            Grr,
+            Unary,
+            Olh,
+            Hadamard,
+            HadamardResponse,
+            BassilySmith,
+            Adaptive,
+            HarmonyBit,
+            DuchiMulti,
+            Record,
+        ];
+        let mut kinds: Vec<WireKind> = core.iter().map(|k| k.wire()).collect();
+        kinds.push(harmony_learn::remote::GradientReport::KIND);
+        // harmony-analytics, 20–29: ranges and linear queries.
+        kinds.extend([
+            harmony_analytics::range::HhReport::KIND,
+            harmony_analytics::range::HaarReport::KIND,
+            harmony_analytics::linear::GaussianReport::KIND,
+            harmony_analytics::linear::QueryBitReport::KIND,
+        ]);
+        kinds
+    }
+
+    /// No two report types share a kind byte or a name, each crate stays in its bytes, and
+    /// every task's reports are registered kinds.
+    #[test]
+    fn report_kinds_are_unique_and_registered() {
+        let kinds = all_kinds();
+        for (i, a) in kinds.iter().enumerate() {
+            for b in &kinds[i + 1..] {
+                assert!(a.byte != b.byte && a.name != b.name, "{a:?} and {b:?} collide");
+            }
+        }
+        for k in &kinds[12..16] {
+            assert!((20..=29).contains(&k.byte), "{k:?}: ranges and linear queries own bytes 20–29");
+        }
+        for k in crate::range::REPORT_KINDS.iter().chain(&crate::linear::REPORT_KINDS) {
+            assert!(kinds.contains(k), "{k:?} is not a registered kind");
+        }
+    }
+}
