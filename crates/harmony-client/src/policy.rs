@@ -73,8 +73,8 @@ impl Policy {
     /// Checks a fetched config: its ε, its task and every mechanism it names.
     pub fn check(&self, config: &CollectionConfig) -> Result<()> {
         self.check_self()?;
-        // `!(a <= b)` also refuses NaN.
-        if !(config.epsilon <= self.max_epsilon) {
+        // NaN is refused too (it is not <= any limit).
+        if config.epsilon.is_nan() || config.epsilon > self.max_epsilon {
             return Err(refuse("max_epsilon", config.epsilon, self.max_epsilon));
         }
         let kind = config.task.kind();
