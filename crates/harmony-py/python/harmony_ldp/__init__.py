@@ -1,0 +1,48 @@
+"""Harmony for Python: local differential privacy on numpy arrays and pandas frames.
+
+Mechanisms by name (``FrequencyOracle``, ``NumericMechanism``) randomize numpy arrays in Rust
+and estimate with standard errors and 95% CIs; ``Schema`` and ``simulate`` run the CLI's
+multi-attribute collection on a DataFrame; ``simulate_task`` runs any task of the protocol (a
+``CreateCollection`` request) through the registry a server runs, its ``Estimates`` as
+tables; ``Analyst`` creates collections on a server and reads their estimates. Every error is
+a ``HarmonyError`` (a ``ValueError``).
+
+>>> import numpy as np
+>>> import harmony_ldp as hl
+>>> oracle = hl.FrequencyOracle("grr", epsilon=2.0, d=3)
+>>> est = oracle.estimate(oracle.randomize(np.array([0, 0, 1, 2] * 5000), seed=7), as_frame=False)
+>>> bool(abs(est["estimate"][0] - 0.5) < 4.42 * est["std_error"][0])
+True
+"""
+
+from ._analyst import Analyst
+from ._errors import HarmonyError
+from ._mechanisms import FREQUENCY_NAMES, NUMERIC_NAMES, FrequencyOracle, NumericMechanism, unpack_bits
+from ._records import STRATEGY_NAMES, Schema, simulate
+from ._tasks import Estimates, simulate_task
+
+# Shown as harmony_ldp.HarmonyError in tracebacks (the class lives in harmony_ldp._errors, where
+# the native module imports it from).
+HarmonyError.__module__ = "harmony_ldp"
+
+__all__ = [
+    "Analyst",
+    "FREQUENCY_NAMES",
+    "NUMERIC_NAMES",
+    "STRATEGY_NAMES",
+    "Estimates",
+    "FrequencyOracle",
+    "HarmonyError",
+    "NumericMechanism",
+    "Schema",
+    "simulate",
+    "simulate_task",
+    "unpack_bits",
+]
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("harmony-ldp")
+except Exception:  # not installed as a distribution (a source checkout on sys.path)
+    __version__ = "0+unknown"

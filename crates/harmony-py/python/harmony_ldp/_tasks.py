@@ -1,0 +1,235 @@
+"""Tasks from Python: any analysis of the protocol (the JSON of ``harmony_protocol``'s
+``CreateCollection``: a schema, ε and one task) simulated on a frame through the task registry
+— ``harmony simulate``'s code path — and its estimate document as tables."""
+
+import json
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from . import _checks as check
+from . import _native
+from ._errors import _error
+
+__all__ = ["Estimates", "simulate_task"]
+
+#: The columns every table of estimates has.
+EST_COLUMNS = ("estimate", "std_error", "ci_low", "ci_high")
+
+
+def _num(x: Optional[float]) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _est(row: Dict[str, List[Any]], e: Mapping[str, Any]) -> None:
+    """Appends an estimate's four numbers (``null`` → NaN: no estimate, or post-processed)."""
+    ci = e.get("ci95") or (None, None)
+    for col, v in zip(EST_COLUMNS, (e.get("estimate"), e.get("std_error"), ci[0], ci[1])):
+        row.setdefault(col, []).append(_num(v))
+
+
+def _add(row: Dict[str, List[Any]], **cells: Any) -> None:
+    for k, v in cells.items():
+        row.setdefault(k, []).append(v)
+
+
+def _tables(doc: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:
+    """The estimate document's tables, column by column (see ``Estimates``)."""
+    task = doc.get("task")
+    t: Dict[str, Dict[str, List[Any]]] = {}
+    if task == "means":
+        means: Dict[str, List[Any]] = {}
+        freqs: Dict[str, List[Any]] = {}
+        for a in doc["attributes"]:
+            if a["kind"] == "numeric":
+                _add(means, attribute=a["name"])
+                _est(means, a)
+            else:
+                for c in a["categories"]:
+                    _add(freqs, attribute=a["name"], category=c["label"])
+                    _est(freqs, c)
+        t["means"], t["frequencies"] = means, freqs
+    elif task == "frequency":
+        t["frequencies"] = {}
+        for c in doc["categories"]:
+            _add(t["frequencies"], category=c["label"])
+            _est(t["frequencies"], c)
+    elif task == "range":
+        cdf: Dict[str, List[Any]] = {}
+        for p in doc["cdf"]:
+            _add(cdf, bin=p["bin"], x=p["x"])
+            _est(cdf, p)
+        ranges: Dict[str, List[Any]] = {}
+        for r in doc["ranges"]:
+            _add(ranges, low=r["range"][0], high=r["range"][1], bin_low=r["bins"][0], bin_high=r["bins"][1])
+            _est(ranges, r)
+        quantiles: Dict[str, List[Any]] = {}
+        for q in doc["quantiles"]:
+            v, iv = q.get("value") or (None, None), q.get("interval") or (None, None)
+            _add(quantiles, q=q["q"], bin=q.get("bin"), value_low=_num(v[0]), value_high=_num(v[1]),
+                 ci_low=_num(iv[0]), ci_high=_num(iv[1]))
+        t["cdf"], t["ranges"], t["quantiles"] = cdf, ranges, quantiles
+    elif task == "linear-queries":
+        t["queries"] = {}
+        for q in doc["queries"]:
+            _add(t["queries"], query=q["name"])
+            _est(t["queries"], q)
+            _add(t["queries"], projected=_num(q.get("projected")))
+    elif task == "heavy-hitters":
+        t["items"] = {}
+        for h in doc["items"]:
+            _add(t["items"], code=h["code"], item=h.get("item"))
+            _est(t["items"], h)
+    elif task == "marginals":
+        t["cells"] = {}
+        for m, marginal in enumerate(doc["marginals"]):
+            labels = marginal["labels"]
+            for i, e in enumerate(marginal["cells"]):
+                # Row-major cells, the last attribute fastest.
+                idx, cell = i, []
+                for ls in reversed(labels):
+                    idx, r = divmod(idx, len(ls))
+                    cell.append(ls[r])
+                _add(t["cells"], marginal=m, attributes=",".join(marginal["attributes"]), cell=tuple(reversed(cell)))
+                _est(t["cells"], e)
+    return t
+
+
+class Estimates:
+    """A collection's estimate document (``harmony query``'s JSON, the ``estimates`` of
+    ``harmony simulate --format json``) with its tables: every table has the columns
+    ``estimate, std_error, ci_low, ci_high`` (NaN where the document has ``null``: no estimate
+    yet, or a post-processed number without a standard error of its own).
+
+    Tables by task: ``means`` → ``means`` (one row per numeric attribute, in its units) and
+    ``frequencies`` (attribute, category); ``frequency`` → ``frequencies``; ``range`` → ``cdf``,
+    ``ranges`` and ``quantiles`` (the bin interval ``value_low, value_high`` and the 95%
+    interval ``ci_low, ci_high``, in the attribute's units); ``linear-queries`` → ``queries``
+    (with ``projected``); ``heavy-hitters`` → ``items``; ``marginals`` → ``cells``. A table is
+    a pandas DataFrame when pandas is importable (or ``as_frame=True``), else a dict of arrays.
+
+    >>> import harmony_ldp as hl
+    >>> doc = {"collection": "c", "reports": 10, "epsilon": 1.0, "task": "frequency", "attribute": "sex",
+    ...        "mechanism": "grr", "categories": [{"label": "F", "estimate": 0.4, "std_error": 0.1, "ci95": [0.2, 0.6]},
+    ...                                          {"label": "M", "estimate": 0.6, "std_error": 0.1, "ci95": [0.4, 0.8]}]}
+    >>> e = hl.Estimates(doc, as_frame=False)
+    >>> e.task, e.reports, e.names, e["frequencies"]["estimate"].tolist()
+    ('frequency', 10, ['frequencies'], [0.4, 0.6])
+    """
+
+    def __init__(self, document: Mapping[str, Any], as_frame: Optional[bool] = None) -> None:
+        if not isinstance(document, Mapping) or "task" not in document:
+            raise _error("invalid input", "document", type(document).__name__, "an estimate document (a dict with 'task')")
+        #: The document as the server or the CLI prints it.
+        self.document: Dict[str, Any] = dict(document)
+        cols = _tables(self.document)
+        self._tables = {name: self._convert(c, as_frame) for name, c in cols.items()}
+
+    @staticmethod
+    def _convert(columns: Dict[str, List[Any]], as_frame: Optional[bool]) -> Any:
+        arrays = {k: (np.asarray(v, dtype=np.float64) if k in EST_COLUMNS else v) for k, v in columns.items()}
+        if as_frame is False:
+            return arrays
+        try:
+            import pandas as pd
+        except ImportError:
+            if as_frame:
+                raise
+            return arrays
+        return pd.DataFrame(arrays)
+
+    @property
+    def task(self) -> str:
+        """The task's name (``means``, ``frequency``, ``range``, …)."""
+        return str(self.document["task"])
+
+    @property
+    def reports(self) -> int:
+        """Reports aggregated."""
+        return int(self.document["reports"])
+
+    @property
+    def epsilon(self) -> float:
+        """ε of one report."""
+        return float(self.document["epsilon"])
+
+    @property
+    def names(self) -> List[str]:
+        """The names of the tables."""
+        return list(self._tables)
+
+    def table(self, name: str) -> Any:
+        """One table by name (also ``estimates[name]``).
+
+        >>> import harmony_ldp as hl
+        >>> e = hl.Estimates({"collection": "c", "reports": 0, "epsilon": 1.0, "task": "linear-queries",
+        ...     "mechanism": "hr", "domain_size": 4, "sigma": None, "group_reports": [], "projection_bound": None,
+        ...     "queries": [{"name": "q0", "estimate": None, "std_error": None, "ci95": None, "projected": None}]},
+        ...     as_frame=False)
+        >>> e.table("queries")["query"], e.table("queries")["estimate"].tolist()
+        (['q0'], [nan])
+        """
+        if name not in self._tables:
+            raise _error("invalid parameter", "table", repr(name), "one of " + ", ".join(self._tables))
+        return self._tables[name]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.table(name)
+
+    def __repr__(self) -> str:
+        return f"Estimates(task={self.task!r}, reports={self.reports}, tables={self.names})"
+
+
+def simulate_task(
+    spec: Mapping[str, Any],
+    frame: Any,
+    seed: int = 1,
+    *,
+    query: Optional[Mapping[str, Any]] = None,
+    as_frame: Optional[bool] = None,
+) -> Estimates:
+    """Simulates one collection of any task on a frame: ``spec`` is what an analyst sends to
+    create it (the JSON of ``harmony_protocol::CreateCollection``: ``schema``, ``epsilon`` and
+    ``task`` with its ``kind`` and options); every row of ``frame`` is a device that
+    randomizes its record with the task's randomizer (device i with the generator of
+    ``harmony simulate --seed SEED``'s device i), the reports are aggregated and estimated
+    through the same registry a server runs. ``query`` asks a range task for ``ranges``
+    (``[[lo, hi], …]``) and ``quantiles``. The schema may also be a ``Schema``, or left out to
+    be inferred from the frame. Same seed, same numbers as the CLI and as the same devices
+    sent to a server. Tasks whose devices hold one record: ``means``, ``frequency``,
+    ``range``, ``linear-queries`` (``train`` reports in rounds, ``heavy-hitters`` reads sets).
+    ``hl.simulate(spec, frame, seed=S)`` is the same call.
+
+    >>> import numpy as np
+    >>> import harmony_ldp as hl
+    >>> rng = np.random.default_rng(1)
+    >>> frame = {"age": rng.integers(17, 91, 20_000), "sex": rng.choice(["F", "M"], 20_000)}
+    >>> spec = {"schema": [{"kind": "numeric", "name": "age", "min": 17, "max": 91},
+    ...                    {"kind": "categorical", "name": "sex", "categories": ["F", "M"]}],
+    ...         "epsilon": 1.0, "task": {"kind": "range", "attribute": "age", "bins": 74}}
+    >>> est = hl.simulate_task(spec, frame, seed=3, query={"ranges": [[17, 54]], "quantiles": [0.5]})
+    >>> est
+    Estimates(task='range', reports=20000, tables=['cdf', 'ranges', 'quantiles'])
+    >>> r = est["ranges"].iloc[0]
+    >>> bool(abs(r.estimate - np.mean(frame["age"] < 54)) < 4.42 * r.std_error)
+    True
+    """
+    from ._records import Schema
+
+    if not isinstance(spec, Mapping):
+        raise _error("invalid parameter", "spec", type(spec).__name__, "a dict (a CreateCollection request)")
+    request = dict(spec)
+    schema = request.get("schema")
+    if schema is None:
+        schema = Schema.infer(frame)
+    elif not isinstance(schema, Schema):
+        schema = Schema({"attributes": list(schema)} if isinstance(schema, Sequence) else schema)
+    request["schema"] = schema.attributes
+    columns, _ = schema.encode(frame)
+    try:
+        text = json.dumps(request)
+        q = json.dumps(dict(query or {}))
+    except (TypeError, ValueError) as e:
+        raise _error("invalid parameter", "spec", f"not JSON ({e})", "a CreateCollection request") from None
+    doc = _native.simulate_task(text, columns, check.integer(seed, "seed"), q)
+    return Estimates(json.loads(doc), as_frame=as_frame)

@@ -1,0 +1,171 @@
+"""Tasks from Python: any CreateCollection request simulated on a frame through the task
+registry (the estimate document of `harmony simulate`, bit for bit, for the same seed), its
+tables, and the analyst client against `harmony serve` fed the same simulated devices."""
+
+import json
+import socket
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import harmony_ldp as hl
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(scope="module")
+def adult(root):
+    return pd.read_csv(root / "data" / "adult.csv")
+
+
+@pytest.fixture(scope="module")
+def adult_schema(root):
+    return hl.Schema.from_toml(root / "examples" / "adult.toml")
+
+
+def strip(doc):
+    """The document without the collection id (`simulation` in process, an id on a server)."""
+    return {k: v for k, v in doc.items() if k != "collection"}
+
+
+def test_means_document_is_the_clis(root, adult, adult_schema, harmony_bin):
+    """`harmony simulate --runs 1 --seed 7 --format json`'s estimate document of each strategy
+    at ε = 1 and hl.simulate(spec, frame, seed=7) are equal, every number bit for bit."""
+    out = subprocess.run(
+        [harmony_bin, "simulate", "--data", str(root / "data" / "adult.csv"), "--schema",
+         str(root / "examples" / "adult.toml"), "--runs", "1", "--seed", "7", "--epsilon", "1",
+         "--format", "json"], check=True, capture_output=True, text=True)
+    results = json.loads(out.stdout)["results"]
+    assert [r["strategy"] for r in results] == ["split", "harmony", "sample-k"]
+    for r in results:
+        spec = {"schema": adult_schema.attributes, "epsilon": 1.0,
+                "task": {"kind": "means", "strategy": r["strategy"]}}
+        est = hl.simulate(spec, adult, seed=7)
+        assert strip(est.document) == strip(r["estimates"]), r["strategy"]
+        assert est.reports == 48842 and est.task == "means" and est.names == ["means", "frequencies"]
+        means = est["means"]
+        age = next(a for a in r["estimates"]["attributes"] if a["name"] == "age")
+        row = means[means.attribute == "age"].iloc[0]
+        assert (row.estimate, row.std_error, row.ci_low, row.ci_high) == (age["estimate"], age["std_error"], *age["ci95"])
+        assert len(est["frequencies"]) == 104 and list(est["frequencies"].columns) == [
+            "attribute", "category", "estimate", "std_error", "ci_low", "ci_high"]
+
+
+def test_frequency_range_and_linear_tasks(adult, adult_schema):
+    """Every record task runs; each estimate with a standard error is within z = 4.42 of the
+    truth (false-failure rate about 1e-5 per number)."""
+    schema = adult_schema.attributes
+    f = hl.simulate_task({"schema": schema, "epsilon": 2.0, "task": {"kind": "frequency", "attribute": "sex"}},
+                         adult, seed=3)
+    truth = adult.sex.str.strip().value_counts(normalize=True)
+    t = f["frequencies"]
+    assert t.category.tolist() == ["Female", "Male"] and f.document["mechanism"] == "grr"
+    assert (np.abs(t.estimate.to_numpy() - truth[t.category].to_numpy()) < 4.42 * t.std_error.to_numpy()).all()
+
+    r = hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "range", "attribute": "age",
+                          "bins": 73, "method": "flat"}}, adult, seed=4,
+                         query={"ranges": [[17, 40], [40, 90]], "quantiles": [0.25, 0.5]})
+    assert r.names == ["cdf", "ranges", "quantiles"] and len(r["cdf"]) == 74
+    rg = r["ranges"]
+    # Bins of 1 year over [17, 90]: [17, 40) is ages 17..39 exactly.
+    share = np.array([(adult.age < 40).mean(), (adult.age >= 40).mean()])
+    assert rg[["low", "high"]].to_numpy().tolist() == [[17, 40], [40, 90]]
+    assert (np.abs(rg.estimate.to_numpy() - share) < 4.42 * rg.std_error.to_numpy()).all()
+    q = r["quantiles"]
+    assert (q.ci_low <= q.value_low).all() and (q.value_high <= q.ci_high).all()
+
+    labels = next(a for a in schema if a["name"] == "race")["categories"]
+    spec = {"schema": schema, "epsilon": 1.0, "task": {"kind": "linear-queries", "attributes": ["race"],
+            "workload": {"queries": [{"in": labels[:2]}, {"in": labels[2:]}]}, "mechanism": "hr"}}
+    lq = hl.simulate_task(spec, adult, seed=5)
+    assert lq.names == ["queries"] and lq.document["domain_size"] == len(labels)
+    race = adult.race.str.strip()
+    share = np.array([race.isin(labels[:2]).mean(), race.isin(labels[2:]).mean()])
+    t = lq["queries"]
+    assert len(t) == 2 and (np.abs(t.estimate.to_numpy() - share) < 4.42 * t.std_error.to_numpy()).all()
+
+
+def test_same_seed_same_document_other_seed_other(adult, adult_schema):
+    spec = {"schema": adult_schema, "epsilon": 1.0, "task": {"kind": "frequency", "attribute": "race",
+                                                              "mechanism": "olh"}}
+    a, b, c = (hl.simulate_task(spec, adult.head(5000), seed=s).document for s in (1, 1, 2))
+    assert a == b and a != c
+
+
+def test_task_errors_name_the_field(adult, adult_schema):
+    schema = adult_schema.attributes
+    with pytest.raises(hl.HarmonyError, match="train"):
+        hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "train", "task": "logistic", "target": "income",
+                                                                   "batch_size": 1000}}, adult)
+    # A spec that does not parse names the field's path, as the server's 400 does.
+    with pytest.raises(hl.HarmonyError, match="does not parse") as e:
+        hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "means", "strategy": "nope"}}, adult)
+    assert e.value.field == "task"
+    with pytest.raises(hl.HarmonyError, match="does not parse") as e:
+        hl.simulate_task({"schema": schema, "epsilon": "one", "task": {"kind": "means"}}, adult)
+    assert e.value.field == "epsilon"
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.simulate_task({"schema": schema, "epsilon": -1.0, "task": {"kind": "means"}}, adult)
+    assert e.value.field == "epsilon"
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "frequency", "attribute": "age"}}, adult)
+    assert e.value.field == "task.attribute" and "age" in str(e.value)
+    with pytest.raises(hl.HarmonyError, match="without column"):
+        hl.simulate_task({"schema": schema, "epsilon": 1.0, "task": {"kind": "means"}}, adult[["age"]])
+    with pytest.raises(hl.HarmonyError):
+        hl.simulate_task([1, 2], adult)
+    with pytest.raises(hl.HarmonyError):
+        hl.Estimates({"no": "task"})
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path, harmony_bin):
+    port = free_port()
+    proc = subprocess.Popen([harmony_bin, "serve", "--db", f"sqlite://{tmp_path / 'h.db'}", "--listen",
+                             f"127.0.0.1:{port}", "--analyst-token", "tok", "--log-level", "warn"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "harmony serve did not start"
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_analyst_reads_what_a_simulation_predicts(root, adult, adult_schema, harmony_bin, server):
+    """A means collection created by the analyst client and fed `harmony submit
+    --simulate-devices --seed 11` gives hl.simulate_task(spec, adult, seed=11)'s document."""
+    analyst = hl.Analyst(server, "tok")
+    spec = {"schema": adult_schema, "epsilon": 2.0, "task": {"kind": "means", "strategy": "harmony"}}
+    cid, config = analyst.create(spec)
+    assert config["task"]["kind"] == "means" and analyst.config(cid) == config
+    empty = analyst.estimates(cid)
+    assert empty.reports == 0 and np.isnan(empty["means"].estimate).all()
+    subprocess.run([harmony_bin, "submit", "--server", server, "--collection", cid, "--data",
+                    str(root / "data" / "adult.csv"), "--simulate-devices", "--seed", "11"],
+                   check=True, capture_output=True)
+    served = analyst.estimates(cid)
+    simulated = hl.simulate_task(spec, adult, seed=11)
+    assert served.reports == 48842
+    assert strip(served.document) == strip(simulated.document)
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.Analyst(server, "wrong").estimates(cid)
+    assert e.value.status == 401 and e.value.field == "authorization"
+    with pytest.raises(hl.HarmonyError) as e:
+        analyst.create({"schema": adult_schema, "epsilon": 0.0, "task": {"kind": "means"}})
+    assert e.value.status == 400 and "epsilon" in e.value.field
