@@ -627,7 +627,7 @@ mod tests {
         let e = err(&["--target", "workclass", "--task", "svm"]);
         assert!(e.contains("9 labels") && e.contains("--positive"), "{e}");
         let e = err(&["--target", "income", "--task", "logistic", "--epsilon", "0"]);
-        assert!(e.contains("--epsilon is 0.0") && e.contains("> 0"), "{e}");
+        assert!(e.contains("--epsilon is 0.0") && e.contains(">= 0.002"), "{e}");
         let e = err(&["--target", "income", "--task", "logistic", "--epsilon", "NaN"]);
         assert!(e.contains("--epsilon is NaN"), "{e}");
         let e = err(&["--target", "income", "--task", "logistic", "--mechanism", "gauss"]);

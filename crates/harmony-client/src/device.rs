@@ -2,6 +2,7 @@
 //! generator and ledger ([`Device`]), and seeded devices for simulations ([`SimulatedDevices`]).
 
 use crate::ledger::{Ledger, LedgerEntry};
+use crate::policy::Policy;
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
 use harmony_protocol::{CollectionConfig, ModelState, ReportItem, TaskKind, to_hex};
@@ -16,24 +17,37 @@ pub fn report_id(rng: &mut dyn Rng) -> String {
     to_hex(&b)
 }
 
-/// A collection as a device sees it: the published config and the task built from it (the same
-/// task object the server and `harmony simulate` build).
+/// A collection as a device sees it: the published config, checked against the device's
+/// [`Policy`], and the task built from it (the same task object the server and `harmony
+/// simulate` build).
 pub struct DeviceTask {
     config: CollectionConfig,
     task: Box<dyn Task>,
+    policy: Policy,
 }
 
 impl std::fmt::Debug for DeviceTask {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceTask").field("config", &self.config).finish()
+        f.debug_struct("DeviceTask").field("config", &self.config).field("policy", &self.policy).finish()
     }
 }
 
 impl DeviceTask {
-    /// Builds the task a config describes; an error names what does not build.
+    /// Builds the task a config describes under the [default policy](Policy::default); an
+    /// error names the policy rule refused or what does not build.
     pub fn new(config: CollectionConfig) -> Result<Self> {
+        DeviceTask::with_policy(config, Policy::default())
+    }
+    /// Checks `config` against `policy` ([`ClientError::Policy`] naming the rule, the value and
+    /// the limit), then builds its task: nothing is built or randomized for a refused config.
+    pub fn with_policy(config: CollectionConfig, policy: Policy) -> Result<Self> {
+        policy.check(&config)?;
         let task = harmony_tasks::build(&config)?;
-        Ok(DeviceTask { config, task })
+        Ok(DeviceTask { config, task, policy })
+    }
+    /// The policy the config was checked against.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
     }
     /// The config.
     pub fn config(&self) -> &CollectionConfig {
@@ -43,10 +57,23 @@ impl DeviceTask {
     pub fn task(&self) -> &dyn Task {
         self.task.as_ref()
     }
-    /// Randomizes `input` with `rng` into a batch item whose id comes from `ids`.
+    /// Randomizes `input` with `rng` into a batch item whose id comes from `ids`; numeric
+    /// values out of [-1, 1] are clamped first ([`Policy::clamp`]: never skipped).
     pub fn item(&self, input: &Input<'_>, rng: &mut dyn Rng, ids: &mut dyn Rng) -> Result<ReportItem> {
         let mut buf = Vec::new();
-        self.task.randomize(input, rng, &mut buf)?;
+        let clamped;
+        let input = match *input {
+            Input::Record(r) => {
+                clamped = self.policy.clamp(r);
+                Input::Record(&clamped)
+            }
+            Input::Gradient { record, model } => {
+                clamped = self.policy.clamp(record);
+                Input::Gradient { record: &clamped, model }
+            }
+            Input::Items(items) => Input::Items(items),
+        };
+        self.task.randomize(&input, rng, &mut buf)?;
         Ok(ReportItem { id: report_id(ids), report: to_hex(&buf) })
     }
     fn expect(&self, kind: TaskKind, rounds: bool) -> Result<()> {

@@ -8,6 +8,10 @@
 //!   the one report it made: a retry resends the same bytes under the same report id (the server
 //!   counts it once) and a device never randomizes twice for one collection (which would spend
 //!   its privacy budget again).
+//! * [`Policy`]: what the app (never the server) lets a collection ask of the device: the
+//!   largest ε per collection (default [`policy::DEFAULT_MAX_EPSILON`] = 10), the tasks and
+//!   mechanisms allowed; out-of-range numeric values are clamped on the device, never skipped.
+//!   A [`DeviceTask`] checks its config against it before building any randomizer.
 //! * [`SimulatedDevices`]: seeded devices for simulations and tests only.
 //! * [`Client`] (native targets): the HTTP transport, with retries.
 //!
@@ -18,6 +22,7 @@ mod device;
 #[cfg(not(target_arch = "wasm32"))]
 mod http;
 mod ledger;
+pub mod policy;
 
 pub use device::{Device, DeviceTask, SimulatedDevices, report_id};
 pub use harmony_protocol as protocol;
@@ -25,6 +30,7 @@ pub use harmony_tasks::Input;
 #[cfg(not(target_arch = "wasm32"))]
 pub use http::{Client, RetryPolicy};
 pub use ledger::{FileLedger, Ledger, LedgerEntry, MemoryLedger};
+pub use policy::Policy;
 
 use std::path::PathBuf;
 
@@ -73,6 +79,17 @@ pub enum ClientError {
     /// This device already reported to this collection.
     #[error("this device already reported to collection {0}")]
     AlreadyReported(String),
+    /// The collection asks for more than the device's [`Policy`] allows (checked before any
+    /// randomization).
+    #[error("the device's policy refuses this collection: {rule} is {value}, the limit is {limit}")]
+    Policy {
+        /// The policy rule (`max_epsilon`, `tasks`, `mechanisms`, `policy.max_epsilon`).
+        rule: String,
+        /// The value the collection asks for.
+        value: String,
+        /// What the policy allows.
+        limit: String,
+    },
     /// The collection runs another task than the call expects (e.g. a gradient for `means`).
     #[error("collection {id} runs task {task}, expected {expected}")]
     WrongTask {

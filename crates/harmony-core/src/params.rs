@@ -3,8 +3,21 @@
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-/// A privacy budget ε: finite and > 0. Precomputes e^ε and e^ε − 1 (via `exp_m1`, accurate at
-/// small ε).
+/// A privacy budget ε: finite and in [[`MIN_EPSILON`], [`MAX_EPSILON`]]. Precomputes e^ε and
+/// e^ε − 1 (via `exp_m1`, accurate at small ε).
+///
+/// # The accepted range
+/// Every mechanism of this crate builds its ε through this type, so this is the one range of ε
+/// the library accepts (docs/PRIVACY-SAMPLERS.md). It is where the floating-point samplers are
+/// provably, or by exhaustive enumeration, ε-LDP with a slack below 10⁻⁶·ε in ln-ratio:
+///
+/// * below [`MIN_EPSILON`] the float lattice of the real-valued samplers (PM, HM's PM branch,
+///   Laplace, SCDF, staircase) is no longer fine enough against the 2⁻²⁰ report grid: the slack
+///   grows faster than ε shrinks (Laplace: 2.2·10⁻⁶·ε at ε = 10⁻³; PM: 0.41 in ln-ratio at
+///   ε = 10⁻⁹);
+/// * above [`MAX_EPSILON`] the small output probabilities (e.g. Duchi's 1/(e^ε + 1), GRR's
+///   (d − 1)/(e^ε + d − 1)) are computed with a relative error near e^ε·2⁻⁵³ (10⁻³ at ε = 30),
+///   and from ε ≈ 37 they round to 0: outputs become impossible, an infinite ratio.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "f64", into = "f64")]
 pub struct Epsilon {
@@ -13,14 +26,24 @@ pub struct Epsilon {
     expm1: f64,
 }
 
-/// The largest ε accepted. Above it e^ε overflows f64 and randomization is pointless.
-pub const MAX_EPSILON: f64 = 700.0;
+/// The smallest ε accepted: 0.002 (see [`Epsilon`]).
+pub const MIN_EPSILON: f64 = 2e-3;
+
+/// The largest ε accepted: 20 (see [`Epsilon`]).
+pub const MAX_EPSILON: f64 = 20.0;
 
 impl Epsilon {
-    /// Validates ε: finite, > 0 and ≤ [`MAX_EPSILON`].
+    /// Validates ε: finite and in [[`MIN_EPSILON`], [`MAX_EPSILON`]].
     pub fn new(eps: f64) -> Result<Self> {
-        if !(eps.is_finite() && eps > 0.0 && eps <= MAX_EPSILON) {
-            return Err(Error::param("epsilon", eps, format!("a finite number > 0 and <= {MAX_EPSILON}")));
+        if !(eps.is_finite() && (MIN_EPSILON..=MAX_EPSILON).contains(&eps)) {
+            return Err(Error::param(
+                "epsilon",
+                eps,
+                format!(
+                    "a finite number >= {MIN_EPSILON} and <= {MAX_EPSILON} (the range where every sampler is exactly \
+                     epsilon-LDP in floating point)"
+                ),
+            ));
         }
         Ok(Epsilon { eps, exp: eps.exp(), expm1: eps.exp_m1() })
     }
@@ -152,15 +175,16 @@ mod tests {
 
     #[test]
     fn epsilon_rejects_bad_values_with_names() {
-        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -1.0, 701.0] {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -1.0, 1e-3, 1.99e-3, 20.01, 701.0] {
             let e = Epsilon::new(bad).unwrap_err();
             let msg = e.to_string();
             assert!(matches!(e, Error::InvalidParameter { name: "epsilon", .. }), "{msg}");
-            assert!(msg.contains("epsilon is") && msg.contains("> 0"), "{msg}");
+            assert!(msg.contains("epsilon is") && msg.contains(">= 0.002") && msg.contains("<= 20"), "{msg}");
         }
         let e = Epsilon::new(1.0).unwrap();
         assert!((e.exp() - 1f64.exp()).abs() < 1e-15);
-        assert!((Epsilon::new(1e-12).unwrap().exp_m1() - 1e-12).abs() < 1e-24);
+        assert!((Epsilon::new(2e-3).unwrap().exp_m1() - 2.002_001_334_000_267e-3).abs() < 1e-18);
+        assert!(Epsilon::new(MIN_EPSILON).is_ok() && Epsilon::new(MAX_EPSILON).is_ok());
     }
 
     #[test]

@@ -762,6 +762,16 @@ pub fn laplace_from_ln_uniform(ln_u: f64, w: u64) -> f64 {
     f64::from_bits(ln_u.to_bits() ^ (!w & (1 << 63)))
 }
 
+/// A standard Laplace(0, 1) draw with the full relative precision of [`laplace1_from_word`] at
+/// every depth of the tail: its value for a hot `w`, else [`laplace1_from_word_finish`] (fresh
+/// words of `rng` extend the exponent; probability 2⁻¹¹). The scalar (client) path of the
+/// Laplace mechanism: the batch kernel's distribution, value by value.
+#[inline]
+pub fn laplace1_full<R: Rng + ?Sized>(rng: &mut R, w: u64) -> f64 {
+    let (x, hot) = laplace1_from_word(w);
+    if hot { x } else { laplace1_from_word_finish(rng, w) }
+}
+
 /// Finishes a [`laplace1_from_word`] draw on every path: for a hot `w` its value (no draw);
 /// otherwise ±[`exp1_from_word_finish`] (the exponent extended with fresh words of `rng`),
 /// with the sign of bit 63 of `w`.

@@ -634,13 +634,42 @@ pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: NumericKind, categorica
 /// Per-attribute sums of the decoded numeric reports, kept exactly: fixed-point reports as integer
 /// grid units (Σu, Σu²) and sign reports as counts, so that the sums, and hence the estimates, do
 /// not depend on the order in which reports are added or aggregators merged.
+///
+/// No sum can overflow, for any sequence of reports (accepted or not: a report that does not
+/// decode adds nothing but its count) and any merges, up to n < 2⁶⁴ reports (`n` is a `u64`):
+/// |u| ≤ 2⁶³ so |Σu| < 2⁶³·2⁶⁴ = 2¹²⁷ fits the `i128`; u² < 2¹²⁶ so Σu² < 2¹⁹⁰ fits the 192-bit
+/// [`Wide`]; the sign counts are at most n. (Decoders also bound every accepted report to its
+/// mechanism's support, e.g. ±(3 + 84/ε) for Laplace: |u| < 2³⁷.) An `i128` Σu² overflowed
+/// after eight reports of 2⁶² units (the fuzzer's F1).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct NumSums {
     n: u64,
     units: i128,
-    units_sq: i128,
+    units_sq: Wide,
     positive: u64,
     negative: u64,
+}
+
+/// An unsigned 192-bit sum, `lo` + 2¹²⁸·`hi`: exact and order-independent.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Wide {
+    lo: u128,
+    hi: u64,
+}
+
+impl Wide {
+    fn add(&mut self, x: u128) {
+        let (lo, carry) = self.lo.overflowing_add(x);
+        self.lo = lo;
+        self.hi += carry as u64;
+    }
+    fn merge(&mut self, other: Wide) {
+        self.add(other.lo);
+        self.hi += other.hi;
+    }
+    fn to_f64(self) -> f64 {
+        self.hi as f64 * 2f64.powi(128) + self.lo as f64
+    }
 }
 
 impl NumSums {
@@ -651,7 +680,7 @@ impl NumSums {
             match *x {
                 NumericReport::Fixed(u) => {
                     self.units += u as i128;
-                    self.units_sq += (u as i128) * (u as i128);
+                    self.units_sq.add(u.unsigned_abs() as u128 * u.unsigned_abs() as u128);
                 }
                 NumericReport::Sign(true) => self.positive += 1,
                 NumericReport::Sign(false) => self.negative += 1,
@@ -661,7 +690,7 @@ impl NumSums {
     fn merge(&mut self, other: &NumSums) {
         self.n += other.n;
         self.units += other.units;
-        self.units_sq += other.units_sq;
+        self.units_sq.merge(other.units_sq);
         self.positive += other.positive;
         self.negative += other.negative;
     }
@@ -671,7 +700,7 @@ impl NumSums {
         let c = mech.decode(&NumericReport::Sign(true)).unwrap_or(0.0);
         let signs = self.positive as f64 - self.negative as f64;
         let sum = self.units as f64 * step + signs * c;
-        let sum_sq = self.units_sq as f64 * (step * step) + (self.positive + self.negative) as f64 * c * c;
+        let sum_sq = self.units_sq.to_f64() * (step * step) + (self.positive + self.negative) as f64 * c * c;
         (sum, sum_sq)
     }
 }

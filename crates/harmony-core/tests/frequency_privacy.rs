@@ -151,3 +151,131 @@ fn empirical_epsilon_audit_on_input_pairs() {
         }
     }
 }
+
+/// Maps a report to its category.
+type Categorize<'a> = Box<dyn Fn(&AnyReport) -> usize + 'a>;
+
+/// The exact category probabilities of x's reports for a possibly large oracle, and the
+/// category of a report: unary reports (SUE, OUE, adaptive's OUE) by (bit x, number of other
+/// bits set), which are independent Bernoulli(p) and Binomial(d − 1, q); OLH by the offset
+/// (y − H_s(x)) mod g (p at 0, q elsewhere); every other oracle by its output.
+fn categories(o: &AnyOracle, x: usize) -> (Vec<f64>, Categorize<'_>) {
+    let unary = match o {
+        AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => Some(u),
+        _ => None,
+    };
+    if let Some(u) = unary {
+        let d = u.domain_size();
+        let (p, q) = (u.p(), u.q());
+        let mut probs = Vec::with_capacity(2 * d);
+        for bit in [false, true] {
+            let mut ln_c = 0.0;
+            for j in 0..d {
+                if j > 0 {
+                    ln_c += ((d - j) as f64 / j as f64).ln();
+                }
+                let binom = (ln_c + j as f64 * q.ln() + (d - 1 - j) as f64 * (1.0 - q).ln()).exp();
+                probs.push(if bit { p } else { 1.0 - p } * binom);
+            }
+        }
+        let cat = move |r: &AnyReport| {
+            let bits = match r {
+                AnyReport::Unary(b) | AnyReport::Adaptive(AdaptiveReport::Oue(b)) => &b.bits,
+                _ => panic!("a unary report"),
+            };
+            let set = |i: usize| (bits[i / 64] >> (i % 64)) & 1 == 1;
+            let others = (0..d).filter(|&i| i != x && set(i)).count();
+            set(x) as usize * d + others
+        };
+        return (probs, Box::new(cat));
+    }
+    if let AnyOracle::Olh(h) = o {
+        let g = h.g() as usize;
+        let probs = (0..g).map(|k| if k == 0 { h.p() } else { h.q() }).collect();
+        let cat = move |r: &AnyReport| {
+            let AnyReport::Olh(r) = r else { panic!("an OLH report") };
+            (r.y as usize + g - h.hash(r.seed, x as u64) as usize) % g
+        };
+        return (probs, Box::new(cat));
+    }
+    let outputs = all_outputs(o, 0);
+    let probs = outputs.iter().map(|r| o.output_probability(x, r)).collect();
+    let index: HashMap<AnyReport, usize> = outputs.into_iter().enumerate().map(|(i, r)| (r, i)).collect();
+    (probs, Box::new(move |r: &AnyReport| index[r]))
+}
+
+/// χ² of `reports` of x against the exact category probabilities, cells with an expected count
+/// below 5 pooled (and the pool merged into the largest cell if it is still below 5).
+fn chi_square_of(o: &AnyOracle, x: usize, reports: &[AnyReport]) -> (f64, usize) {
+    let (probs, cat) = categories(o, x);
+    let n = reports.len() as f64;
+    let mut counts = vec![0u64; probs.len()];
+    for r in reports {
+        counts[cat(r)] += 1;
+    }
+    let mut cells: Vec<(f64, u64)> = Vec::new();
+    let mut pool = (0.0, 0u64);
+    for (&p, &c) in probs.iter().zip(&counts) {
+        assert!(p > 0.0 || c == 0, "{}: an output of probability 0 was drawn", o.name());
+        if n * p < 5.0 {
+            pool = (pool.0 + p, pool.1 + c);
+        } else {
+            cells.push((p, c));
+        }
+    }
+    if n * pool.0 >= 5.0 {
+        cells.push(pool);
+    } else if let Some(big) = cells.iter_mut().max_by(|a, b| a.0.total_cmp(&b.0)) {
+        (big.0, big.1) = (big.0 + pool.0, big.1 + pool.1);
+    }
+    let chi2 = cells.iter().map(|&(p, c)| (c as f64 - n * p).powi(2) / (n * p)).sum();
+    (chi2, cells.len() - 1)
+}
+
+/// Every oracle's scalar path (`randomize`) and batch kernel (`randomize_batch`) draw from the
+/// same exact distribution, P[o | x] from the oracle's constants, for larger d and ε than the
+/// enumeration above: both are tested against it (χ², false-failure rate 1e-5 over the test).
+fn scalar_and_batch_match(configs: &[(f64, usize)], n: usize, base: u64) -> Vec<String> {
+    let checks = FREQUENCY_NAMES.len() * configs.len() * 2;
+    let alpha = 1e-5 / checks as f64;
+    let mut failures = Vec::new();
+    for (i, name) in FREQUENCY_NAMES.iter().enumerate() {
+        for (k, &(eps, d)) in configs.iter().enumerate() {
+            let o = AnyOracle::by_name(name, eps, d).unwrap();
+            let x = d / 3;
+            for batch in [false, true] {
+                let mut rng = fast_rng(base + 100 * i as u64 + 10 * k as u64 + batch as u64);
+                let reports: Vec<AnyReport> = if batch {
+                    let mut out = Vec::new();
+                    o.randomize_batch(&vec![x; n], &mut rng, &mut out).unwrap();
+                    out
+                } else {
+                    (0..n).map(|_| o.randomize(x, &mut rng).unwrap()).collect()
+                };
+                let (chi2, dof) = chi_square_of(&o, x, &reports);
+                let crit = chi2_critical(dof.max(1), alpha);
+                if chi2 >= crit {
+                    failures.push(format!(
+                        "{name} eps {eps} d {d} {}: n = {n}, chi2 {chi2:.1} >= {crit:.1} ({dof} dof)",
+                        if batch { "batch" } else { "scalar" }
+                    ));
+                }
+            }
+        }
+    }
+    failures
+}
+
+#[test]
+fn scalar_and_batch_samplers_match_the_probabilities_at_larger_d_and_epsilon() {
+    let failures = scalar_and_batch_match(&[(4.0, 32), (8.0, 64)], 100_000, 3000);
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+#[ignore = "heavy: run in release with --ignored"]
+fn heavy_scalar_and_batch_samplers_match_the_probabilities() {
+    let configs = [(0.5, 100), (2.0, 1000), (4.0, 256), (12.0, 1000), (20.0, 50)];
+    let failures = scalar_and_batch_match(&configs, 1_000_000, 4000);
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}

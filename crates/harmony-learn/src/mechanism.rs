@@ -13,6 +13,7 @@
 //! module only wires them to the gradient and keeps per-user work free of allocation (scratch
 //! buffers live in the randomizer, which each training run owns).
 
+use crate::trainer::clip_coordinate;
 use harmony_core::error::{Error, Result};
 use harmony_core::numeric::{
     AnyNumeric, DuchiMulti, DuchiMultiReport, HarmonyBit, Laplace, NumericMechanism, VectorMechanism,
@@ -162,6 +163,8 @@ impl MechanismKind {
 /// (MECHANISMS.md §B5: the closed-form argmin, not the paper's ⌊ε/2.5⌋). Searched over
 /// 1 ≤ k ≤ min(d, ⌈ε⌉ + 2): the variance grows again once ε/k falls below ~2.
 pub fn optimal_k(name: &str, epsilon: f64, d: usize) -> Result<usize> {
+    // ε validated first (finite, within the global range): ⌈ε⌉ + 2 cannot overflow.
+    let epsilon = Epsilon::new(epsilon)?.value();
     let top = d.min(epsilon.ceil() as usize + 2).max(1);
     let mut best = (f64::INFINITY, 1);
     for k in 1..=top {
@@ -316,27 +319,30 @@ impl GradientRandomizer for GradientMechanism {
     fn variance(&self) -> f64 {
         self.worst_case_variance()
     }
+    /// Every coordinate reaches the mechanism through [`clip_coordinate`] (clipped to [-1, 1],
+    /// 0 if not finite): no NaN reaches an unchecked sampler, whatever `g` holds.
     #[inline]
     fn randomize_add<R: Rng + ?Sized>(&mut self, g: &[f64], rng: &mut R, acc: &mut [f64]) {
         match self {
             GradientMechanism::NonPrivate { .. } => acc.iter_mut().zip(g).for_each(|(a, x)| *a += x),
             GradientMechanism::Laplace { m, .. } => {
                 for (a, &x) in acc.iter_mut().zip(g) {
-                    *a += m.decode(&m.randomize_unchecked(x, rng)).expect("own report");
+                    *a += m.decode(&m.randomize_unchecked(clip_coordinate(x), rng)).expect("own report");
                 }
             }
             GradientMechanism::DuchiMulti { m, report, sq } => {
-                m.randomize_into(g, rng, report);
+                m.randomize_into(&clean(g), rng, report);
                 m.accumulate(report, acc, sq);
             }
             GradientMechanism::HarmonyBit { m, sq } => {
-                let report = m.randomize_unchecked(g, rng);
+                let report = m.randomize_unchecked(&clean(g), rng);
                 m.accumulate(&report, acc, sq);
             }
             GradientMechanism::Sampled { m, d, k, scale, picked, .. } => {
                 sample_k_of_d(rng, *k, *d, picked);
                 for &j in picked.iter() {
-                    acc[j] += *scale * m.decode(&m.randomize_unchecked(g[j], rng)).expect("own report");
+                    acc[j] +=
+                        *scale * m.decode(&m.randomize_unchecked(clip_coordinate(g[j]), rng)).expect("own report");
                 }
             }
             GradientMechanism::Blocks { m, blocks, k, scale, picked, .. } => {
@@ -345,18 +351,29 @@ impl GradientRandomizer for GradientMechanism {
                     let Block { start, len, rows } = blocks[b];
                     let block = &g[start..start + len];
                     if len == 1 {
-                        acc[start] += *scale * m.decode(&m.randomize_unchecked(block[0], rng)).expect("own report");
+                        let y = m.decode(&m.randomize_unchecked(clip_coordinate(block[0]), rng)).expect("own report");
+                        acc[start] += *scale * y;
                         continue;
                     }
                     let j = uniform_below(rng, rows);
-                    let t: f64 = block.iter().enumerate().map(|(c, &v)| hadamard(j, c) * v).sum();
-                    let y = *scale * m.decode(&m.randomize_unchecked(t.clamp(-1.0, 1.0), rng)).expect("own report");
+                    let t: f64 = block.iter().enumerate().map(|(c, &v)| hadamard(j, c) * clip_coordinate(v)).sum();
+                    let y = *scale * m.decode(&m.randomize_unchecked(clip_coordinate(t), rng)).expect("own report");
                     for (c, a) in acc[start..start + len].iter_mut().enumerate() {
                         *a += y * hadamard(j, c);
                     }
                 }
             }
         }
+    }
+}
+
+/// `g` itself when every coordinate is in [-1, 1] (the trainer's clipped gradients: no copy),
+/// else a copy through [`clip_coordinate`].
+fn clean(g: &[f64]) -> std::borrow::Cow<'_, [f64]> {
+    if g.iter().all(|v| (-1.0..=1.0).contains(v)) {
+        std::borrow::Cow::Borrowed(g)
+    } else {
+        std::borrow::Cow::Owned(g.iter().map(|&v| clip_coordinate(v)).collect())
     }
 }
 

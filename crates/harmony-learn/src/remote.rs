@@ -15,7 +15,7 @@
 use crate::loss::Loss;
 use crate::mechanism::{MechanismKind, optimal_k};
 use crate::trainer::{Schedule, TrainConfig, decay_step, tail_start};
-pub use crate::trainer::{clipped_gradient, descend, tail_average};
+pub use crate::trainer::{clip_coordinate, clipped_gradient, descend, device_gradient, tail_average};
 use harmony_core::error::{Error, Result};
 use harmony_core::numeric::{AnyNumeric, NumericMechanism, NumericReport};
 use harmony_core::sampling::sample_k_of_d;
@@ -49,7 +49,9 @@ pub struct RemoteMechanism {
 }
 
 impl RemoteMechanism {
-    /// `mechanism` (`hm` or `pm`) at ε for gradients of dimension d ≥ 1.
+    /// `mechanism` (`hm` or `pm`) at ε for gradients of dimension d ≥ 1. Errors: an unknown
+    /// mechanism, d = 0, or ε outside the global range ([`harmony_core::params::Epsilon`]; a
+    /// huge ε is an error, not an overflow).
     pub fn new(mechanism: &str, epsilon: f64, d: usize) -> Result<Self> {
         let kind = MechanismKind::parse(mechanism)?;
         if !matches!(kind, MechanismKind::Hm | MechanismKind::Pm) {
@@ -77,12 +79,14 @@ impl RemoteMechanism {
         let (a, b) = self.m.variance_coefficients();
         sampled_numeric_worst(a, b, self.scale)
     }
-    /// Randomizes a clipped gradient `g` ∈ [-1, 1]^d (device side; sees nothing but `g`).
+    /// Randomizes a clipped gradient `g` ∈ [-1, 1]^d (device side; sees nothing but `g`). Each
+    /// sampled coordinate goes through [`clip_coordinate`] first (clipped to [-1, 1], 0 if not
+    /// finite), so no NaN reaches the mechanism's unchecked sampler.
     pub fn randomize<R: Rng + ?Sized>(&self, g: &[f64], rng: &mut R) -> GradientReport {
         let mut picked = Vec::with_capacity(self.k);
         sample_k_of_d(rng, self.k, self.d, &mut picked);
         let coords =
-            picked.iter().map(|&j| (j as u32, self.m.randomize_unchecked(g[j].clamp(-1.0, 1.0), rng))).collect();
+            picked.iter().map(|&j| (j as u32, self.m.randomize_unchecked(clip_coordinate(g[j]), rng))).collect();
         GradientReport { coords }
     }
     /// Checks a report: exactly k distinct coordinates below d, each a valid 1-D report.
@@ -210,6 +214,83 @@ mod tests {
         }
         let bad = GradientReport { coords: vec![(9, NumericReport::Sign(true)); m.sampled()] };
         assert!(m.validate(&bad).is_err());
+    }
+
+    /// The audit's test (privacy.md #1): a NaN gradient coordinate through the device path, 1000
+    /// reports. It used to give PM's −C every time (HM's Duchi branch: always −1); now the NaN
+    /// is the value 0 and the reports are PM(0) / Duchi(0): spread over [−C, C], mean 0 within
+    /// z = 4.42 (false failure 1e-5 per check). Fails on the old main (1 distinct report).
+    #[test]
+    fn nan_gradient_gives_a_non_degenerate_report() {
+        use harmony_core::sampling::secure_rng;
+        let n = 1000;
+        let pm = RemoteMechanism::new("pm", 1.0, 1).unwrap();
+        let mut rng = secure_rng();
+        let ys: Vec<f64> = (0..n)
+            .map(|_| {
+                let r = pm.randomize(&[f64::NAN], &mut rng);
+                pm.m.decode(&r.coords[0].1).unwrap()
+            })
+            .collect();
+        let mut distinct = ys.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        assert!(distinct.len() > 900, "{} distinct PM reports of {n}", distinct.len());
+        let mean = ys.iter().sum::<f64>() / n as f64;
+        let sd = (pm.m.variance(0.0) / n as f64).sqrt();
+        assert!(mean.abs() < 4.42 * sd, "PM mean {mean}, sd {sd}");
+        // HM at ε = 0.5 ≤ ε*: the Duchi branch only; P[+] = 1/2 at t = 0.
+        let hm = RemoteMechanism::new("hm", 0.5, 1).unwrap();
+        let plus =
+            (0..n).filter(|_| hm.randomize(&[f64::NAN], &mut rng).coords[0].1 == NumericReport::Sign(true)).count();
+        let z = (plus as f64 - n as f64 / 2.0) / (n as f64 / 4.0).sqrt();
+        assert!(z.abs() < 4.42, "HM: {plus} of {n} positive");
+        // ±∞ too become 0 (a huge gradient is refused upstream by `device_gradient`).
+        for v in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+            assert_eq!(clip_coordinate(v), 0.0);
+        }
+        assert_eq!((clip_coordinate(3.0), clip_coordinate(-0.25)), (1.0, -0.25));
+    }
+
+    /// The device refuses a model or scale that could overflow the gradient, with the field
+    /// named, and never writes a NaN (the server's squared-loss model of the audit: w = 1e300).
+    #[test]
+    fn device_gradient_refuses_hostile_models() {
+        let (x, mut out) = ([0.5, 0.0, -1.0], [9.0; 3]);
+        let ok = device_gradient(Loss::Squared, &[0.1, -0.2, 0.3], &x, 0.5, 2.0, &mut out);
+        assert!(ok.is_ok() && out.iter().all(|v| (-1.0..=1.0).contains(v)));
+        let cases: [(&[f64], f64, &str); 6] = [
+            (&[f64::NAN, 0.0, 0.0], 2.0, "parameters"),
+            (&[1e300, 0.0, 0.0], 2.0, "parameters"),
+            (&[0.0, f64::INFINITY, 0.0], 2.0, "parameters"),
+            (&[0.0; 3], f64::NAN, "gradient_scale"),
+            (&[0.0; 3], 1e300, "gradient_scale"),
+            (&[0.0; 3], -1.0, "gradient_scale"),
+        ];
+        for (w, c, field) in cases {
+            let e = device_gradient(Loss::Squared, w, &x, 0.5, c, &mut out).unwrap_err();
+            assert!(matches!(e, Error::InvalidParameter { name, .. } if name == field), "{e}");
+        }
+        let e = device_gradient(Loss::Logistic, &[0.0; 3], &[f64::NAN, 0.0, 0.0], 1.0, 2.0, &mut out).unwrap_err();
+        assert!(e.to_string().contains("features"), "{e}");
+        assert!(device_gradient(Loss::Logistic, &[0.0; 3], &x, f64::NAN, 2.0, &mut out).is_err());
+        assert!(device_gradient(Loss::Logistic, &[0.0; 2], &x, 1.0, 2.0, &mut out).is_err());
+        // The unchecked form maps the overflow's NaN (∞·0) to 0 instead of passing it on.
+        clipped_gradient(Loss::Squared, &[1e300, 1e300, 1e300], &x, 0.0, 1e300, &mut out);
+        assert!(out.iter().all(|v| v.is_finite()), "{out:?}");
+        assert_eq!(out[1], 0.0);
+    }
+
+    /// fuzz.md F2: ε = 1e20 made `optimal_k` compute usize::MAX + 2 (a panic in debug builds).
+    /// Now an ε error, like every ε outside the global range. Fails on the old main (panic).
+    #[test]
+    fn huge_epsilon_is_an_error_not_an_overflow() {
+        for eps in [1e20, f64::MAX, f64::INFINITY, f64::NAN, 21.0, 0.0] {
+            let e = RemoteMechanism::new("hm", eps, 5).unwrap_err();
+            assert!(matches!(e, Error::InvalidParameter { name: "epsilon", .. }), "{eps}: {e}");
+            assert!(optimal_k("pm", eps, 5).is_err());
+        }
+        assert!(RemoteMechanism::new("pm", 20.0, 5).is_ok());
     }
 
     #[test]

@@ -158,13 +158,66 @@ pub fn tail_start(steps: u64) -> u64 {
 }
 
 /// A user's gradient c·ℓ'(⟨w, x⟩, y)·x at the model `w`, every coordinate clipped to [-1, 1],
-/// written to `out` (what the randomizer sees; c = `gradient_scale`, 1 in the papers).
+/// written to `out` (what the randomizer sees; c = `gradient_scale`, 1 in the papers). A
+/// coordinate that is not finite (NaN from 0·∞ or ∞ − ∞, ±∞ from an overflow) becomes 0
+/// ([`clip_coordinate`]): no NaN ever reaches a mechanism. Devices use [`device_gradient`],
+/// which also refuses the model and scale that could make one.
 #[inline]
 pub fn clipped_gradient(loss: Loss, w: &[f64], x: &[f64], y: f64, gradient_scale: f64, out: &mut [f64]) {
     let s = loss.derivative(dot(w, x), y);
     for (o, &xj) in out.iter_mut().zip(x) {
-        *o = (gradient_scale * s * xj).clamp(-1.0, 1.0);
+        *o = clip_coordinate(gradient_scale * s * xj);
     }
+}
+
+/// A gradient coordinate as a randomizer input: clipped to [-1, 1], and 0 if it is not finite.
+///
+/// A NaN input made the 1-D mechanisms' unchecked samplers deterministic (PM always reported
+/// −C: every comparison with NaN fails and `max(−C)` returns −C; HM's Duchi branch always −1),
+/// so a server that sends a model overflowing the gradient learned which coordinates were 0.
+#[inline(always)]
+pub fn clip_coordinate(v: f64) -> f64 {
+    if v.is_finite() { v.clamp(-1.0, 1.0) } else { 0.0 }
+}
+
+/// The largest |w_j| of a model a device accepts in [`device_gradient`].
+pub const MAX_PARAMETER: f64 = 1e6;
+
+/// The largest gradient scale c a device accepts in [`device_gradient`].
+pub const MAX_GRADIENT_SCALE: f64 = 1e3;
+
+/// A device's [`clipped_gradient`] at a model it received, checked first: every parameter finite
+/// with |w_j| ≤ [`MAX_PARAMETER`], the gradient scale finite in (0, [`MAX_GRADIENT_SCALE`]], the
+/// features and the target finite, and as many features as parameters. Errors
+/// ([`Error::InvalidParameter`], naming `parameters`, `gradient_scale`, `features` or `target`)
+/// instead of a report. Within these bounds no product overflows (|⟨w, x⟩| ≤ 10⁶·Σ|x_j|), and
+/// any non-finite coordinate would still become 0.
+pub fn device_gradient(loss: Loss, w: &[f64], x: &[f64], y: f64, gradient_scale: f64, out: &mut [f64]) -> Result<()> {
+    if let Some((j, &v)) = w.iter().enumerate().find(|(_, v)| !(v.is_finite() && v.abs() <= MAX_PARAMETER)) {
+        return Err(Error::param(
+            "parameters",
+            format!("w[{j}] = {v}"),
+            format!("finite coefficients with |w_j| <= {MAX_PARAMETER}"),
+        ));
+    }
+    if !(gradient_scale.is_finite() && gradient_scale > 0.0 && gradient_scale <= MAX_GRADIENT_SCALE) {
+        return Err(Error::param(
+            "gradient_scale",
+            gradient_scale,
+            format!("a number > 0 and <= {MAX_GRADIENT_SCALE}"),
+        ));
+    }
+    if x.len() != w.len() || out.len() != w.len() {
+        return Err(Error::param("features", x.len(), format!("{} features (the model's dimension)", w.len())));
+    }
+    if let Some((j, &v)) = x.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(Error::param("features", format!("x[{j}] = {v}"), "finite features"));
+    }
+    if !y.is_finite() {
+        return Err(Error::param("target", y, "a finite target"));
+    }
+    clipped_gradient(loss, w, x, y, gradient_scale, out);
+    Ok(())
 }
 
 /// One gradient step: w ← w − γ(acc/(c·size) + λw), `acc` the sum of the `size` decoded reports

@@ -11,9 +11,7 @@ use harmony_core::schema::{Schema, Value};
 use harmony_core::wire;
 use harmony_learn::features::{Encoding, FeatureMap, TargetSpec, Threshold};
 use harmony_learn::loss::Loss;
-use harmony_learn::remote::{
-    GradientReport, RemoteMechanism, RoundRule, RoundSchedule, clipped_gradient, tail_average,
-};
+use harmony_learn::remote::{GradientReport, RemoteMechanism, RoundRule, RoundSchedule, device_gradient, tail_average};
 use harmony_learn::trainer::{GRADIENT_SCALE, NOISE_KAPPA};
 use harmony_protocol::estimates::{Query, TaskEstimate, TrainEstimate};
 use harmony_protocol::spec::{Model, Schedule, TaskSpec, TrainSpec};
@@ -327,7 +325,9 @@ impl TrainTask {
         let mut x = vec![0.0; d];
         s.fm.encode_row(record, &mut x);
         let mut g = vec![0.0; d];
-        clipped_gradient(s.loss, &model.parameters, &x, s.fm.target(record), s.rule.gradient_scale, &mut g);
+        // Refuses non-finite or huge parameters and gradient scales (typed errors naming the
+        // field) before any randomization; non-finite gradient coordinates become 0.
+        device_gradient(s.loss, &model.parameters, &x, s.fm.target(record), s.rule.gradient_scale, &mut g)?;
         Ok(s.mech.randomize(&g, rng))
     }
 }

@@ -48,10 +48,10 @@ use super::{HeavyHitter, MAX_BITS, all_ones};
 #[cfg(feature = "parallel")]
 use harmony_core::fast_rng::FastRng;
 use harmony_core::frequency::Olh;
-use harmony_core::frequency::olh::OlhReport;
+use harmony_core::frequency::olh::{HashParams, OlhReport};
+use harmony_core::sampling::uniform_below;
 #[cfg(feature = "parallel")]
 use harmony_core::sampling::{fast_rng, stream_seed};
-use harmony_core::sampling::{splitmix64, uniform_below};
 use harmony_core::wire::{WireKind, WireReport};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
@@ -67,40 +67,46 @@ const CHUNK: usize = 1 << 14;
 #[cfg(feature = "parallel")]
 const SIM_CHUNK: usize = 1 << 15;
 
-/// OLH hash parameters of a seed, as harmony-core's `Olh::hash` derives them (wire contract;
-/// the test `block_kernel_matches_olh_hash` pins the two together).
-#[inline]
-fn hash_params(seed: u64) -> (u64, u64) {
-    (splitmix64(seed) | 1, splitmix64(seed.wrapping_add(1)))
-}
-
 const LANES: usize = 8;
 
 /// counts[b·len + t] += #{reports supporting key starts[b] + t}, t < len. H_s(v) = y iff the top
-/// 32 bits of x_v = a·v + b lie in [lo, hi) with lo = ⌈y·2^32/g⌉, hi = ⌈(y+1)·2^32/g⌉; walking v
-/// upwards adds a to x_v, so each (report, key) test is an add, a subtract and a compare (8 lanes).
+/// 32 bits of x_v = a₀·lo(v) + a₁·hi(v) + b (harmony-core's [`HashParams`], the wire contract)
+/// lie in [lo, hi) with lo = ⌈y·2^32/g⌉, hi = ⌈(y+1)·2^32/g⌉; walking v upwards within one value
+/// of hi(v) adds a₀ to x_v, so each (report, key) test is an add, a subtract and a compare (8
+/// lanes). A block that crosses a multiple of 2³² is walked in two runs. The test
+/// `block_kernel_matches_olh_hash` pins this to `Olh::support_counts_for`.
 fn count_blocks(g: u32, reports: &[OlhReport], starts: &[u64], len: usize, counts: &mut [u32]) {
     let step = |a: u64| a.wrapping_mul(LANES as u64);
     for r in reports {
-        let (a, b) = hash_params(r.seed);
+        let h = HashParams::of(r.seed);
         let ceil_div = |k: u64| (k << 32).div_ceil(g as u64);
         let lo = ceil_div(r.y as u64) << 32;
         let width = (ceil_div(r.y as u64 + 1) << 32).wrapping_sub(lo);
-        let st = step(a);
+        let st = step(h.a0);
         for (&v0, out) in starts.iter().zip(counts.chunks_exact_mut(len)) {
-            let mut x = [0u64; LANES];
-            for (i, xi) in x.iter_mut().enumerate() {
-                *xi = a.wrapping_mul(v0.wrapping_add(i as u64)).wrapping_add(b).wrapping_sub(lo);
-            }
-            let mut chunks = out.chunks_exact_mut(LANES);
-            for c in &mut chunks {
-                for i in 0..LANES {
-                    c[i] += (x[i] < width) as u32;
-                    x[i] = x[i].wrapping_add(st);
+            // Runs of keys with one high half: [v0, v0 + first) and the rest.
+            let first = (len as u64).min((1u64 << 32) - (v0 & 0xffff_ffff)) as usize;
+            let (a, b) = out.split_at_mut(first);
+            for (start, run) in [(v0, a), (v0.wrapping_add(first as u64), b)] {
+                if run.is_empty() {
+                    continue;
                 }
-            }
-            for (i, c) in chunks.into_remainder().iter_mut().enumerate() {
-                *c += (x[i] < width) as u32;
+                let base = h.offset(start >> 32);
+                let low = start & 0xffff_ffff;
+                let mut x = [0u64; LANES];
+                for (i, xi) in x.iter_mut().enumerate() {
+                    *xi = h.a0.wrapping_mul(low + i as u64).wrapping_add(base).wrapping_sub(lo);
+                }
+                let mut chunks = run.chunks_exact_mut(LANES);
+                for c in &mut chunks {
+                    for i in 0..LANES {
+                        c[i] += (x[i] < width) as u32;
+                        x[i] = x[i].wrapping_add(st);
+                    }
+                }
+                for (i, c) in chunks.into_remainder().iter_mut().enumerate() {
+                    *c += (x[i] < width) as u32;
+                }
             }
         }
     }
@@ -542,9 +548,10 @@ mod tests {
             let r = p.randomize(i * 7919 % (1 << 20), &mut rng).unwrap();
             agg.add(&HeavyHitterReport { level: 0, olh: r.olh }).unwrap();
         }
-        let starts = [0u64, 64, 1000, 4093];
+        // Blocks below 2³², across 2³² and near 2⁶⁴ (the hash's high half in play).
+        let starts = [0u64, 64, 1000, 4093, (1 << 32) - 5, (1 << 63) + 7, u64::MAX - 40];
         for len in [1usize, 3, 8, 19] {
-            let keys: Vec<u64> = starts.iter().flat_map(|&s| s..s + len as u64).collect();
+            let keys: Vec<u64> = starts.iter().flat_map(|&s| (0..len as u64).map(move |t| s.wrapping_add(t))).collect();
             let want = p.olh().support_counts_for(&agg.reports[0], &keys).unwrap();
             let got = agg.estimate_blocks(0, &starts, len).unwrap();
             let direct = agg.estimate_candidates(0, &keys).unwrap();

@@ -11,7 +11,7 @@ use crate::simulate_tasks::{Task, TaskArgs};
 use crate::specs::MeansArgs;
 use anyhow::{Result, anyhow};
 use clap::Args;
-use harmony_client::Client;
+use harmony_client::{Client, Policy};
 use harmony_protocol::CreateCollection;
 use harmony_protocol::estimates::{EstimateDocument, Query};
 use std::path::PathBuf;
@@ -88,9 +88,9 @@ pub fn run(mut a: DemoArgs) -> Result<()> {
     let pop = population(&config, &csv)?;
     let devices = Client::new(&server.url());
     if config.task.kind().has_rounds() {
-        super::rounds::submit(&devices, &config, &pop, a.seed)?;
+        super::rounds::submit(&devices, &config, &pop, a.seed, &Policy::default())?;
     } else {
-        let mut st = submit(&devices, &config, &pop, a.concurrency, 1000, a.seed)?;
+        let mut st = submit(&devices, &config, &pop, a.concurrency, 1000, a.seed, &Policy::default())?;
         st.latencies.sort_by(f64::total_cmp);
         eprintln!(
             "{} devices submitted in {:.2} s ({:.0} reports/s over HTTP, randomizing included); batch p50 {:.1} ms, p99 {:.1} ms",

@@ -13,10 +13,10 @@ use crate::output::Format;
 use crate::render::{self, Truth};
 use crate::simulate_tasks::TaskArgs;
 use crate::specs::MeansArgs;
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use harmony_analytics::heavy::ItemCodec;
-use harmony_client::Client;
+use harmony_client::{Client, Policy};
 use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
 use harmony_protocol::spec::{ItemEncoding, TaskSpec};
 use harmony_protocol::{CollectionConfig, CreateCollection, Created, to_hex};
@@ -93,6 +93,8 @@ pub struct SubmitArgs {
     #[arg(long, requires = "seed")]
     pub simulate_devices: bool,
     /// The seed of `--simulate-devices` (refused without it: a seed never drives real devices).
+    /// Simulated devices only submit to a loopback server (127.0.0.0/8, ::1, localhost): a
+    /// seeded generator never feeds a real collection.
     #[arg(long, requires = "simulate_devices")]
     pub seed: Option<u64>,
     /// Heavy hitters: each device's item is the value of this column of `--data` (`*`: the
@@ -105,6 +107,11 @@ pub struct SubmitArgs {
     /// Heavy hitters: the item separator of a transactions file (default ',').
     #[arg(long)]
     pub separator: Option<char>,
+    /// The devices' policy: the largest ε a collection may ask of one device (default 10,
+    /// `harmony_client::policy::DEFAULT_MAX_EPSILON`); a collection asking more is refused
+    /// before any randomization.
+    #[arg(long)]
+    pub max_epsilon: Option<f64>,
 }
 
 /// `harmony query`.
@@ -192,6 +199,18 @@ pub fn create(a: &CreateArgs) -> Result<Created> {
     client.create_collection(&req).map_err(rounds::option_error)
 }
 
+/// Whether a server URL's host is loopback (`localhost`, 127.0.0.0/8, `::1`).
+pub fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// Quantile of sorted seconds.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -202,8 +221,19 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 
 /// Runs `harmony submit`: every row is a device randomizing through the client SDK.
 pub fn submit(a: SubmitArgs) -> Result<()> {
+    if a.simulate_devices && !is_loopback(&a.server) {
+        bail!(
+            "--simulate-devices is for experiments on a loopback server (127.0.0.1, ::1, localhost), not {}: real devices randomize with the OS CSPRNG",
+            a.server
+        );
+    }
+    let policy = match a.max_epsilon {
+        Some(e) => Policy::with_max_epsilon(e)?,
+        None => Policy::default(),
+    };
     let client = Client::new(&a.server);
     let config = client.config(&a.collection)?;
+    policy.check(&config)?;
     let seed = a.simulate_devices.then_some(a.seed).flatten();
     let items = match (&a.column, a.transactions) {
         (Some(c), _) => Some(crate::items::Source::Column(c.clone())),
@@ -212,9 +242,9 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     };
     let population = submit::population_with(&config, &a.data, items.as_ref())?;
     if config.task.kind().has_rounds() {
-        return rounds::submit(&client, &config, &population, seed);
+        return rounds::submit(&client, &config, &population, seed, &policy);
     }
-    let mut st = submit::submit(&client, &config, &population, a.concurrency, a.batch, seed)?;
+    let mut st = submit::submit(&client, &config, &population, a.concurrency, a.batch, seed, &policy)?;
     st.latencies.sort_by(f64::total_cmp);
     let n = population.len();
     eprintln!(

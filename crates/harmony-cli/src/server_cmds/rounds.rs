@@ -9,7 +9,7 @@ use crate::output::{Format, progress};
 use crate::population::Population;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use harmony_client::{Client, ClientError, DeviceTask, SimulatedDevices};
+use harmony_client::{Client, ClientError, DeviceTask, Policy, SimulatedDevices};
 use harmony_core::schema::{Schema, Value};
 use harmony_learn::cv::Experiment;
 use harmony_protocol::estimates::{EstimateDocument, TrainEstimate};
@@ -268,8 +268,9 @@ pub fn contribute_rows(
     config: &CollectionConfig,
     population: &Population,
     seed: Option<u64>,
+    policy: &Policy,
 ) -> Result<RoundStats> {
-    let task = DeviceTask::new(config.clone())?;
+    let task = DeviceTask::with_policy(config.clone(), policy.clone())?;
     let mut sim = seed.map(SimulatedDevices::new);
     let inputs = population.inputs();
     let n = inputs.len();
@@ -310,8 +311,14 @@ pub fn contribute_rows(
 }
 
 /// `harmony submit` to a training collection.
-pub fn submit(client: &Client, config: &CollectionConfig, population: &Population, seed: Option<u64>) -> Result<()> {
-    let st = contribute_rows(client, config, population, seed)?;
+pub fn submit(
+    client: &Client,
+    config: &CollectionConfig,
+    population: &Population,
+    seed: Option<u64>,
+    policy: &Policy,
+) -> Result<()> {
+    let st = contribute_rows(client, config, population, seed, policy)?;
     let m = &st.model;
     if st.devices == 0 && m.done {
         eprintln!("collection {}: training was already done (round {}); no device was asked", config.id, m.round);
@@ -626,6 +633,7 @@ mod tests {
             column: None,
             transactions: false,
             separator: None,
+            max_epsilon: None,
         }
     }
 
@@ -650,7 +658,7 @@ mod tests {
             assert_eq!(train_of(&config).unwrap().0.rounds, Some(rounds));
             let seed = 7;
             let population = super::super::submit::population(&config, &csv).unwrap();
-            let st = contribute_rows(&client, &config, &population, Some(seed)).unwrap();
+            let st = contribute_rows(&client, &config, &population, Some(seed), &Policy::default()).unwrap();
             // g·T devices are used, the rest of the 200 rows are not asked.
             let used = if rounds == 8 { 200 } else { 180 };
             assert_eq!((st.already, st.late, st.stored, st.unused), (0, 0, used, 200 - used), "{extra:?}");
@@ -697,6 +705,35 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// `harmony submit --max-epsilon 1` to an ε = 8 collection is refused by the device policy
+    /// (naming the rule, the value and the limit) before any gradient is posted; the default
+    /// policy accepts it; `--simulate-devices` to a non-loopback server is refused before any
+    /// request.
+    #[test]
+    fn submit_enforces_the_device_policy() {
+        let (dir, schema, csv) = fixture("policy", 40);
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let url = server.url();
+        let extra = ["--epsilon", "8", "--model", "logistic", "--batch-size", "10", "--rounds", "2"];
+        let created = create(&train_args(&url, &schema, &extra)).unwrap();
+        let strict = SubmitArgs { max_epsilon: Some(1.0), ..submit_args(&url, &created.id, &csv, 7) };
+        let e = format!("{:#}", super::super::submit(strict).unwrap_err());
+        assert!(e.contains("max_epsilon is 8") && e.contains("limit is 1"), "{e}");
+        assert_eq!(Client::new(&url).model(&created.id).unwrap().received, 0, "nothing was posted");
+        super::super::submit(submit_args(&url, &created.id, &csv, 7)).unwrap();
+        assert!(Client::new(&url).model(&created.id).unwrap().round > 1);
+        for remote in ["http://example.com:8080", "http://10.0.0.1", "https://[2001:db8::1]:443/x"] {
+            let e = format!("{:#}", super::super::submit(submit_args(remote, &created.id, &csv, 7)).unwrap_err());
+            assert!(e.contains("--simulate-devices is for experiments on a loopback server"), "{e}");
+        }
+        for local in ["http://127.0.0.1:1", "http://localhost", "http://[::1]:80/", "127.0.0.2:9"] {
+            assert!(super::super::is_loopback(local), "{local}");
+        }
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// Bad options name the option, the value and the valid range, whether the CLI or the
     /// server catches them (the server's JSON message is surfaced).
     #[test]
@@ -727,7 +764,7 @@ mod tests {
             (&["--rounds", "5", "--lambda", "-1"], &["--lambda: invalid parameter: task.lambda is -1", ">= 0"]),
             (&["--rounds", "5", "--users", "100"], &["--rounds 5 and --users 100"]),
             (&["--users", "9"], &["--users is 9", "--batch-size = 10"]),
-            (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", "> 0"]),
+            (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", ">= 0.002"]),
             (&["--rounds", "5", "--target", "x1"], &["--target is \"x1\"", "--threshold"]),
             (
                 &["--rounds", "5", "--target", "x1", "--threshold", "mean"],

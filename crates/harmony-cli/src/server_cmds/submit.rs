@@ -6,7 +6,7 @@ use crate::data;
 use crate::output::{Format, progress};
 use crate::population::Population;
 use anyhow::{Context, Result, anyhow};
-use harmony_client::{Client, DeviceTask, SimulatedDevices};
+use harmony_client::{Client, DeviceTask, Policy, SimulatedDevices};
 use harmony_protocol::{CollectionConfig, MAX_BATCH, ReportItem};
 use std::path::Path;
 use std::sync::Mutex;
@@ -84,8 +84,9 @@ fn items(
     Ok(out)
 }
 
-/// Every device of `population` randomizes its input and the reports go to the server in
-/// batches over `concurrency` connections.
+/// Every device of `population` randomizes its input (under the device `policy`: the config is
+/// refused if the policy refuses it) and the reports go to the server in batches over
+/// `concurrency` connections.
 pub fn submit(
     client: &Client,
     config: &CollectionConfig,
@@ -93,8 +94,9 @@ pub fn submit(
     concurrency: usize,
     batch: usize,
     seed: Option<u64>,
+    policy: &Policy,
 ) -> Result<SubmitStats> {
-    let task = DeviceTask::new(config.clone())?;
+    let task = DeviceTask::with_policy(config.clone(), policy.clone())?;
     let n = population.len();
     let batch = batch.clamp(1, MAX_BATCH);
     let batches = n.div_ceil(batch);

@@ -292,9 +292,29 @@ mod tests {
     use super::*;
     use crate::sampling::fast_rng;
 
+    /// The realised probabilities of GRR's sampler (keep: ⌊p·2⁶⁴⌋/2⁶⁴; each other value: the
+    /// rest over d − 1, Lemire exact) keep the ratio e^ε to 10⁻⁶ relative in ln up to
+    /// [`crate::params::MAX_EPSILON`], for small and large d. Beyond the cap p rounds to 1 (at
+    /// ε ≈ 37 for d = 2): the other values become impossible.
+    #[test]
+    fn realised_ratio_is_e_eps_up_to_max_epsilon() {
+        use crate::sampling::Bernoulli;
+        for eps in [crate::params::MIN_EPSILON, 1.0, 8.0, crate::params::MAX_EPSILON] {
+            for d in [2usize, 3, 100, 1 << 20] {
+                let g = Grr::new(eps, d).unwrap();
+                let keep = Bernoulli::new(g.p()).probability();
+                let other = (1.0 - keep) / (d - 1) as f64;
+                assert!(other > 0.0, "eps {eps} d {d}: the other values are impossible");
+                let ln = (keep / other).ln();
+                assert!((ln / eps - 1.0).abs() <= 1e-6, "eps {eps} d {d}: realised ln-ratio {ln}");
+            }
+        }
+        assert!(Bernoulli::new(1.0 / (1.0 + (-37f64).exp())).probability() == 1.0);
+    }
+
     #[test]
     fn constants_are_stable_at_large_epsilon() {
-        let g = Grr::new(700.0, 1 << 20).unwrap();
+        let g = Grr::new(crate::params::MAX_EPSILON, 1 << 20).unwrap();
         assert!(g.p() > 0.0 && g.p() <= 1.0 && g.q() >= 0.0);
         assert!(g.worst_case_variance().is_finite());
         let g = Grr::new(1.0, 3).unwrap();

@@ -17,8 +17,10 @@ use rand::Rng;
 /// P[+C | t] = 1/2 + t/(2C) ranges over [1/(e^ε + 1), e^ε/(e^ε + 1)] for t ∈ [-1, 1], so the
 /// probability of either output changes by a factor of at most e^ε between two inputs, with
 /// equality at t = ±1: exactly ε-LDP. (Numerically: the coin is drawn against P₊·2⁶³, exact for
-/// P₊ ≥ 2⁻¹¹; for ε ≳ 30, 1 − 1/(e^ε + 1) is no longer representable in f64 and the ratio is only
-/// approximately e^ε — such budgets give no meaningful privacy anyway.)
+/// P₊ ≥ 2⁻¹¹, within 2⁻⁶³ below; the smaller probability 1/(e^ε + 1) is computed with a
+/// relative error near e^ε·2⁻⁵³, which is why ε is capped at [`crate::params::MAX_EPSILON`] = 20:
+/// there the realised ratio is e^ε to 10⁻⁷ relative, tested; at ε ≈ 37 the probability would
+/// round to 0.)
 ///
 /// # Utility
 /// Var = C² − t²; worst case C² at t = 0. `variance_coefficients()` is (−1, C²).
@@ -50,7 +52,7 @@ pub struct Duchi {
 }
 
 impl Duchi {
-    /// Duchi's mechanism with budget ε (finite, > 0, ≤ 700).
+    /// Duchi's mechanism with budget ε (in the global range of [`Epsilon`]).
     pub fn new(epsilon: f64) -> Result<Self> {
         Ok(Self::from_epsilon(Epsilon::new(epsilon)?))
     }
@@ -260,6 +262,36 @@ mod tests {
                 assert!((mean - t).abs() < 1e-12, "eps {eps}, t {t}: mean {mean}");
             }
         }
+    }
+
+    /// The realised probabilities (what the samplers' integer thresholds give) keep the ratio
+    /// e^ε to 10⁻⁶ relative in ln over the whole accepted range, for the scalar coin
+    /// (⌊P₊·2⁶³⌋/2⁶³) and the batch coin (16 bits, then 63 bits of the rest). Beyond the cap the
+    /// constants break: P₊(−1) = 1/2 − 1/(2C) is 31% off at ε = 37 and rounds to 0 at ε = 38 (an
+    /// impossible output).
+    #[test]
+    fn realised_probabilities_keep_the_ratio_up_to_max_epsilon() {
+        let scalar = |p: f64| ((p * 9_223_372_036_854_775_808.0) as i64 as f64) / 9_223_372_036_854_775_808.0;
+        let batch = |p: f64| {
+            let top = (p * 65_536.0).floor();
+            let rest = p * 65_536.0 - top;
+            (top + scalar(rest)) / 65_536.0
+        };
+        for eps in [crate::params::MIN_EPSILON, 0.5, 1.0, 4.0, 10.0, 15.0, crate::params::MAX_EPSILON] {
+            let m = Duchi::new(eps).unwrap();
+            for realise in [&scalar as &dyn Fn(f64) -> f64, &batch] {
+                let (hi, lo) = (realise(m.prob_positive(1.0)), realise(m.prob_positive(-1.0)));
+                assert!(lo > 0.0 && hi < 1.0, "eps {eps}: an output is impossible");
+                let worst = (hi / lo).ln().max(((1.0 - lo) / (1.0 - hi)).ln());
+                assert!(worst <= eps * (1.0 + 1e-6), "eps {eps}: realised ln-ratio {worst}");
+                assert!(worst >= eps * (1.0 - 1e-6), "eps {eps}: realised ln-ratio {worst}");
+            }
+        }
+        // P₊(−1) = 1/2 − 1/(2C) as computed, against 1/(e^ε + 1): 31% off at ε = 37, 0 at 38.
+        let p_minus = |e: f64| 0.5 - 0.5 / ((e.exp() + 1.0) / e.exp_m1());
+        assert!(p_minus(37.0) / (1.0 / (37f64.exp() + 1.0)) > 1.3);
+        assert_eq!(p_minus(38.0), 0.0, "at ε = 38 +C is impossible under t = −1");
+        assert!(Duchi::new(37.0).is_err());
     }
 
     #[test]

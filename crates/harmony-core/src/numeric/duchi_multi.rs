@@ -100,7 +100,7 @@ pub struct DuchiMulti {
 }
 
 impl DuchiMulti {
-    /// The corrected Duchi multidimensional mechanism with budget ε (finite, > 0, ≤ 700) for
+    /// The corrected Duchi multidimensional mechanism with budget ε (in the global range of [`Epsilon`]) for
     /// d ∈ [1, 2²⁴] coordinates.
     pub fn new(epsilon: f64, d: usize) -> Result<Self> {
         let eps = Epsilon::new(epsilon)?;

@@ -68,7 +68,7 @@ pub struct HarmonyBit {
 }
 
 impl HarmonyBit {
-    /// Harmony's 1-bit mechanism with budget ε (finite, > 0, ≤ 700) for d ∈ [1, 2²⁴]
+    /// Harmony's 1-bit mechanism with budget ε (in the global range of [`Epsilon`]) for d ∈ [1, 2²⁴]
     /// coordinates.
     pub fn new(epsilon: f64, d: usize) -> Result<Self> {
         let eps = Epsilon::new(epsilon)?;

@@ -63,7 +63,7 @@ pub struct Hybrid {
 }
 
 impl Hybrid {
-    /// HM with budget ε (finite, > 0, ≤ 700).
+    /// HM with budget ε (in the global range of [`Epsilon`]).
     pub fn new(epsilon: f64) -> Result<Self> {
         let eps = Epsilon::new(epsilon)?;
         let (alpha, pm) = if epsilon > EPSILON_STAR {

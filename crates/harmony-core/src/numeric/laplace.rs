@@ -5,25 +5,28 @@
 //! inequality, |t − t'| ≤ 2), with equality for t = 1, t' = −1 and y ≥ 1. Lap(λ) has variance
 //! 2λ², so one report has variance 8/ε² whatever t.
 //!
-//! Sampling, one report at a time (`randomize`): a fair sign and an Exp(1) draw from one `u64`
-//! by the ziggurat method ([`crate::sampling::standard_laplace`]: no `ln` in ~98% of draws),
-//! then randomized rounding to the grid with one more `u64`. Batches (`randomize_batch`,
-//! [`Laplace::randomize_units`]): one `u64` per value for the noise, −ln U with U's binary
-//! exponent and significand drawn separately ([`crate::sampling::laplace1_from_word`]:
-//! vectorised, no table, an unbounded exact tail), and 32 random bits for the rounding
-//! ([`crate::sampling::randomized_round32_hot`], ties decided by a fresh word).
+//! Sampling. One report (`randomize`, the client path) and batches (`randomize_batch`,
+//! [`Laplace::randomize_units`]) use the same draw: one `u64` for the noise, −ln U with U's binary
+//! exponent and significand drawn separately ([`crate::sampling::laplace1_from_word`]: U has the
+//! full relative precision of an `f64` at every depth, so the tail has no holes — an earlier
+//! scalar path drew its tail through `r + exp1_unbounded`, about 20 significant bits near
+//! U ≈ 2⁻³³, which left grid outputs reachable from one input and not from another), and 32
+//! random bits for the rounding ([`crate::sampling::randomized_round32`], ties decided by a fresh
+//! word). The output is clamped to ±[`noise_bound`]`(ε)` before rounding (post-processing; see
+//! [`noise_bound`] for the probability, < 2⁻⁶⁰, and the bias, < 6·10⁻¹⁶) and decoders refuse
+//! reports beyond it.
 
 use super::{
-    BIG_CHUNK, FIXED_BOUND, GRID_STEP, GRID_VARIANCE, LaneSink, MeanAggregator, NOT_DONE, NumericMechanism,
-    NumericReport, Units, add_units, check_fixed_epsilon, chunk_kernel, decode_fixed_bounded, numeric_batch,
+    BIG_CHUNK, GRID_STEP, GRID_VARIANCE, LaneSink, MeanAggregator, NOT_DONE, NumericMechanism, NumericReport, Units,
+    add_units, check_fixed_epsilon, chunk_kernel, decode_fixed_bounded, noise_bound, numeric_batch,
 };
 use crate::error::Result;
 use crate::params::Epsilon;
 #[cfg(doc)]
 use crate::sampling::laplace1_from_word;
 use crate::sampling::{
-    laplace_from_ln_uniform, laplace1_from_word_finish, laplace1_is_hot, ln_uniform_combine, ln_uniform_poly,
-    ln_uniform_reduce, randomized_round32, randomized_round32_hot, standard_laplace,
+    laplace_from_ln_uniform, laplace1_from_word_finish, laplace1_full, laplace1_is_hot, ln_uniform_combine,
+    ln_uniform_poly, ln_uniform_reduce, randomized_round32, randomized_round32_hot,
 };
 use rand::Rng;
 
@@ -32,12 +35,12 @@ use rand::Rng;
 /// # Privacy
 /// The sensitivity of t ∈ [-1, 1] is 2, and Laplace noise of scale 2/ε makes the output density
 /// ratio of any two inputs at most exp(ε·|t − t'|/2) ≤ e^ε, with equality at t = ±1: exactly
-/// ε-LDP. Rounding to the grid and clamping to ±[`FIXED_BOUND`] are post-processing.
+/// ε-LDP. Rounding to the grid and clamping to ±[`noise_bound`]`(ε)` = ±(3 + 84/ε) are
+/// post-processing (the clamp acts with probability below 2⁻⁶⁰).
 ///
 /// # Utility
 /// Var = 8/ε² (+ the grid's rounding variance ≤ 2⁻⁴²), constant in t: `variance_coefficients()`
-/// is (0, 8/ε² + [`GRID_VARIANCE`]). Outputs are unbounded, so reports are only checked against
-/// the sanity bound ±[`FIXED_BOUND`] = ±2⁴².
+/// is (0, 8/ε² + [`GRID_VARIANCE`]). Reports beyond ±[`noise_bound`]`(ε)` are refused.
 ///
 /// # Example
 /// ```
@@ -61,13 +64,28 @@ use rand::Rng;
 pub struct Laplace {
     eps: Epsilon,
     scale: f64,
+    /// The output bound B = [`noise_bound`]`(ε)`.
+    bound: f64,
 }
 
 impl Laplace {
-    /// A Laplace mechanism with budget ε ≥ [`super::MIN_FIXED_EPSILON`] (finite, ≤ 700).
+    /// A Laplace mechanism with budget ε in the global range ([`Epsilon`]).
     pub fn new(epsilon: f64) -> Result<Self> {
         let eps = check_fixed_epsilon(epsilon, "laplace")?;
-        Ok(Laplace { eps, scale: 2.0 / epsilon })
+        Ok(Laplace { eps, scale: 2.0 / epsilon, bound: noise_bound(epsilon) })
+    }
+
+    /// Laplace with the constants of `e` (any e > 0) under the validated `eps`: the lattice
+    /// tests' table of the slack below the accepted range only.
+    #[cfg(test)]
+    pub(crate) fn with_scale(eps: Epsilon, e: f64) -> Self {
+        Laplace { eps, scale: 2.0 / e, bound: noise_bound(e) }
+    }
+
+    /// The output bound B = 3 + 84/ε: outputs are clamped to [−B, B] (probability < 2⁻⁶⁰) and
+    /// reports beyond it refused ([`noise_bound`]).
+    pub fn bound(&self) -> f64 {
+        self.bound
     }
 
     /// The noise scale λ = 2/ε (density (1/2λ)·exp(−|x|/λ)).
@@ -92,16 +110,17 @@ impl Laplace {
     }
 
     /// Adds grid-unit reports (as written by [`Laplace::randomize_units`]) to `agg`. Errors
-    /// (nothing added): a report beyond ±[`FIXED_BOUND`] (its index is named).
+    /// (nothing added): a report beyond ±[`Laplace::bound`] (its index is named).
     pub fn add_units(&self, agg: &mut MeanAggregator<Laplace>, units: &[i64]) -> Result<()> {
-        add_units(agg, units, FIXED_BOUND, "laplace")
+        add_units(agg, units, self.bound, "laplace")
     }
 }
 
 /// The batch kernel's hot path has |x| < 11·ln 2 ≈ 7.62 (x the standard Laplace draw: a hot
 /// draw has U ≥ 2⁻¹¹), so |t + λx| < 1 + 7.7·λ; its rounding needs that below 2³¹ (|scaled| <
-/// 2⁵¹ grid units), which holds for λ below this bound (ε > 1.5·10⁻⁸), and then no clamping to
-/// ±[`FIXED_BOUND`] is needed either. For a larger λ every value takes the scalar path.
+/// 2⁵¹ grid units), which holds for λ below this bound (ε > 1.5·10⁻⁸: every accepted ε), and
+/// then no clamping to ±[`noise_bound`] is needed either (1 + 7.7λ < 3 + 42λ). For a larger λ
+/// every value would take the scalar path.
 const HOT_MAX_SCALE: f64 = ((1u64 << 30) as f64) / 7.7;
 
 /// Per-value intermediate results of [`laplace_chunk`]'s passes: fdlibm's (f, s, k).
@@ -161,13 +180,18 @@ fn laplace_chunk<S: LaneSink>(
 impl Laplace {
     /// The batch kernel's units for a value that [`laplace_chunk`] left, on every path: the
     /// noise's exponent extended with fresh words if needed ([`laplace1_from_word_finish`]),
-    /// the output clamped to ±[`FIXED_BOUND`], a rounding tie decided by a fresh word
+    /// the output clamped to ±[`Laplace::bound`], a rounding tie decided by a fresh word
     /// ([`randomized_round32`]). For a hot word and bits it is the hot path's value.
     fn batch_fix<R: Rng + ?Sized>(&self, t: f64, w: u64, u: u32, rng: &mut R) -> i64 {
-        let x = laplace1_from_word_finish(rng, w);
-        // The hot path's arithmetic (t·2²⁰ + (λ·2²⁰)·x, one rounding), then the clamp.
+        self.units_from(laplace1_from_word_finish(rng, w), t, u, rng)
+    }
+
+    /// The units of t + λx: the hot path's arithmetic (t·2²⁰ + (λ·2²⁰)·x, one rounding), the
+    /// clamp to ±B, and the rounding from the 32 bits `u` ([`randomized_round32`]).
+    #[inline(always)]
+    pub(crate) fn units_from<R: Rng + ?Sized>(&self, x: f64, t: f64, u: u32, rng: &mut R) -> i64 {
         let scaled = (self.scale / GRID_STEP).mul_add(x, t * (1.0 / GRID_STEP));
-        let bound = FIXED_BOUND / GRID_STEP;
+        let bound = self.bound / GRID_STEP;
         randomized_round32(rng, u, scaled.clamp(-bound, bound))
     }
 
@@ -196,20 +220,25 @@ impl NumericMechanism for Laplace {
     fn epsilon(&self) -> Epsilon {
         self.eps
     }
+    /// One word for the noise ([`laplace1_full`]: the batch kernel's full-precision draw) and
+    /// 32 bits for the rounding: the batch kernel's distribution, value by value.
     #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, t: f64, rng: &mut R) -> NumericReport {
-        let y = (t + self.scale * standard_laplace(rng)).clamp(-FIXED_BOUND, FIXED_BOUND);
-        NumericReport::fixed(rng, y)
+        let w = rng.next_u64();
+        let u = rng.next_u32();
+        let x = laplace1_full(rng, w);
+        NumericReport::Fixed(self.units_from(x, t, u, rng))
     }
     /// Vectorised batch (an AVX2 + FMA build chosen at run time): per value one noise word and
     /// 32 rounding bits drawn in bulk (1.5 words), −ln U in vectorised fdlibm arithmetic; the
     /// 2⁻¹¹ of draws with U < 2⁻¹¹ (and the 2⁻³² rounding ties) finish scalar with fresh words.
-    /// Same distribution as `randomize_unchecked` (not the same stream).
+    /// Same distribution as `randomize_unchecked` (not the same stream: that one draws its two
+    /// words per value in turn).
     fn randomize_batch<R: Rng + ?Sized>(&self, ts: &[f64], rng: &mut R, out: &mut Vec<NumericReport>) -> Result<()> {
         self.batch(ts, rng, out)
     }
     fn decode(&self, report: &NumericReport) -> Result<f64> {
-        decode_fixed_bounded(report, FIXED_BOUND, "laplace")
+        decode_fixed_bounded(report, self.bound, "laplace")
     }
     fn variance_coefficients(&self) -> (f64, f64) {
         (0.0, 2.0 * self.scale * self.scale + GRID_VARIANCE)
@@ -247,22 +276,27 @@ mod tests {
         assert_eq!(m.name(), "laplace");
         assert_eq!(m.scale(), 2.0);
         assert!((m.worst_case_variance() - 8.0).abs() < 1e-12);
-        for bad in [f64::NAN, f64::INFINITY, 0.0, -1.0, 1e-12] {
+        for bad in [f64::NAN, f64::INFINITY, 0.0, -1.0, 1e-4, 21.0] {
             let e = Laplace::new(bad).unwrap_err();
             assert!(matches!(e, Error::InvalidParameter { name: "epsilon", .. }), "{e}");
         }
-        assert!(Laplace::new(1e-12).unwrap_err().to_string().contains(">= 0.000000001"));
+        assert!(Laplace::new(1e-4).unwrap_err().to_string().contains(">= 0.002"));
     }
 
     #[test]
-    fn decode_accepts_huge_but_bounded_values() {
+    fn decode_refuses_reports_beyond_the_noise_bound() {
+        for eps in [2e-3, 1.0, 20.0] {
+            let m = Laplace::new(eps).unwrap();
+            assert_eq!(m.bound(), 3.0 + 84.0 / eps);
+            // One grid unit of slack above ⌈B/step⌉ (the rounding of B itself), none beyond.
+            let units = (m.bound() / GRID_STEP).ceil() as i64 + 1;
+            assert!(m.decode(&NumericReport::Fixed(units)).is_ok() && m.decode(&NumericReport::Fixed(-units)).is_ok());
+            for bad in [units + 1, -units - 1, 1 << 62, i64::MIN, i64::MAX] {
+                let e = m.decode(&NumericReport::Fixed(bad)).unwrap_err();
+                assert!(matches!(e, Error::InvalidReport { .. }) && e.to_string().contains("laplace"), "{e}");
+            }
+        }
         let m = Laplace::new(1.0).unwrap();
-        let units = (FIXED_BOUND / GRID_STEP) as i64;
-        assert_eq!(m.decode(&NumericReport::Fixed(units)).unwrap(), FIXED_BOUND);
-        assert_eq!(m.decode(&NumericReport::Fixed(-units)).unwrap(), -FIXED_BOUND);
-        let e = m.decode(&NumericReport::Fixed(units + 2)).unwrap_err();
-        assert!(matches!(e, Error::InvalidReport { .. }) && e.to_string().contains("laplace"), "{e}");
-        assert!(m.decode(&NumericReport::Fixed(i64::MIN)).is_err());
         assert!(m.decode(&NumericReport::Sign(true)).unwrap_err().to_string().contains("kind"));
     }
 
@@ -326,8 +360,8 @@ mod tests {
         use crate::sampling::{fast_rng, uniform01};
         let mut rng = fast_rng(50);
         let ts: Vec<f64> = (0..20_000).map(|_| 2.0 * uniform01(&mut rng) - 1.0).chain([1.0, -1.0, 0.0, -0.0]).collect();
-        // λ = 2/ε: tiny, typical, large, and beyond HOT_MAX_SCALE (every value scalar).
-        for eps in [700.0, 1.0, 0.01, 1e-8] {
+        // λ = 2/ε: the smallest, typical and the largest accepted.
+        for eps in [20.0, 1.0, 0.01, 2e-3] {
             let m = Laplace::new(eps).unwrap();
             let mut got = Vec::new();
             m.randomize_units(&ts, &mut fast_rng(7), &mut got).unwrap();
@@ -338,12 +372,29 @@ mod tests {
             let cold = ts.len() as f64 * (-11f64).exp2();
             assert!(cold > 5.0);
         }
-        // Values beyond the clamp: with ε = 1e-9, λ = 2·10⁹; outputs stay within ±FIXED_BOUND.
-        let m = Laplace::new(1e-9).unwrap();
-        let mut got = Vec::new();
-        m.randomize_units(&ts[..2000], &mut fast_rng(8), &mut got).unwrap();
-        let limit = (FIXED_BOUND / GRID_STEP) as i64 + 1;
-        assert!(got.iter().all(|u| u.abs() <= limit));
+        // The clamp: values beyond ±B come out at the bound (probability < 2⁻⁶⁰, so forced here
+        // by a word whose uniform is below 2⁻⁶⁰⁰: 55 cold words of zeros, then a hot one).
+        let m = Laplace::new(2e-3).unwrap();
+        let mut zeros = ConstWords(vec![1 << 52; 1].into_iter().chain(std::iter::repeat(0)).take(56).collect());
+        let units = m.units_from(laplace1_from_word_finish(&mut zeros, 0), 0.5, 7, &mut fast_rng(1));
+        let b = (m.bound() / GRID_STEP).floor() as i64;
+        assert!(units == b || units == b + 1, "clamped to +B: {units} units, B = {b} units");
+    }
+
+    /// An RNG that returns the given words (last first), for forcing a path.
+    struct ConstWords(Vec<u64>);
+    impl rand::TryRng for ConstWords {
+        type Error = std::convert::Infallible;
+        fn try_next_u32(&mut self) -> std::result::Result<u32, Self::Error> {
+            Ok(self.0.pop().unwrap_or(0) as u32)
+        }
+        fn try_next_u64(&mut self) -> std::result::Result<u64, Self::Error> {
+            Ok(self.0.pop().unwrap_or(0))
+        }
+        fn try_fill_bytes(&mut self, dst: &mut [u8]) -> std::result::Result<(), Self::Error> {
+            dst.fill(0);
+            Ok(())
+        }
     }
 
     #[test]
@@ -372,7 +423,7 @@ mod tests {
         use crate::estimate::Moments;
         use crate::sampling::fast_rng;
         let n = 1_000_000;
-        for (k, (eps, t)) in [(0.5, -1.0), (1.0, 0.25), (4.0, 1.0), (1e-3, 0.0)].into_iter().enumerate() {
+        for (k, (eps, t)) in [(0.5, -1.0), (1.0, 0.25), (4.0, 1.0), (2e-3, 0.0)].into_iter().enumerate() {
             let m = Laplace::new(eps).unwrap();
             let mut units = Vec::new();
             m.randomize_units(&vec![t; n], &mut fast_rng(60 + k as u64), &mut units).unwrap();
