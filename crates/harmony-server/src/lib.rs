@@ -19,6 +19,7 @@
 pub mod api;
 pub mod error;
 pub mod metrics;
+pub mod openapi;
 pub mod pg;
 pub mod rounds;
 pub mod run;
@@ -29,7 +30,9 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use api::MAX_BODY;
 pub use error::{ApiError, ServerError};
@@ -37,31 +40,46 @@ pub use run::{Running, open_store, serve_forever, spawn};
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};
 
-/// The OpenAPI 3.1 document.
-pub const OPENAPI: &str = include_str!("../../../docs/openapi.json");
-
-async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+/// `GET /openapi.json`: this server's OpenAPI 3.1 document ([`openapi`]).
+#[utoipa::path(get, path = "/openapi.json", operation_id = "getOpenApi", tag = "server",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object)))]
+async fn openapi_json() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], openapi::json()).into_response()
 }
 
+/// `GET /metrics`: Prometheus counters (batches, reports, duplicates, collections).
+#[utoipa::path(get, path = "/metrics", operation_id = "getMetrics", tag = "server",
+    responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
 async fn metrics(State(st): State<AppState>) -> Response {
     let text = st.inner.metrics.render(st.count());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
+/// `GET /healthz`: the process is up.
+#[utoipa::path(get, path = "/healthz", operation_id = "getHealth", tag = "server",
+    responses((status = 200, description = "`ok`", content_type = "text/plain", body = String)))]
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Every endpoint with its OpenAPI annotation: the router and the document come from this one
+/// list, so they cannot disagree.
+pub fn api_router() -> OpenApiRouter<AppState> {
+    use api::{collections, reports, rounds};
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(collections::create))
+        .routes(routes!(collections::config))
+        .routes(routes!(reports::post))
+        .routes(routes!(collections::estimates))
+        .routes(routes!(rounds::model))
+        .routes(routes!(rounds::post_gradient))
+        .routes(routes!(openapi_json))
+        .routes(routes!(metrics))
+        .routes(routes!(healthz))
+}
+
 /// The router with every endpoint.
 pub fn router(state: AppState) -> Router {
-    use api::{collections, reports, rounds};
-    Router::new()
-        .route("/v1/collections", post(collections::create))
-        .route("/v1/collections/{id}/config", get(collections::config))
-        .route("/v1/collections/{id}/reports", post(reports::post))
-        .route("/v1/collections/{id}/estimates", get(collections::estimates))
-        .route("/v1/collections/{id}/model", get(rounds::model))
-        .route("/v1/collections/{id}/gradients", post(rounds::post_gradient))
-        .route("/openapi.json", get(openapi))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(state)
+    let (router, _) = api_router().split_for_parts();
+    router.layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
 }
