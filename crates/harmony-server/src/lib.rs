@@ -36,7 +36,7 @@ use utoipa_axum::routes;
 
 pub use api::MAX_BODY;
 pub use error::{ApiError, ServerError};
-pub use run::{Running, open_store, serve_forever, spawn};
+pub use run::{Running, open_store, serve_forever, spawn, spawn_with};
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};
 
@@ -78,8 +78,22 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(healthz))
 }
 
-/// The router with every endpoint.
+/// The router with every endpoint and every layer.
 pub fn router(state: AppState) -> Router {
+    router_with(state, |r| r)
+}
+
+/// The router with `extend`'s routes added before the layers (body limit, panics → 500 JSON,
+/// JSON 404/405): other crates (a dashboard's static assets) and tests add routes here.
+pub fn router_with(state: AppState, extend: impl FnOnce(Router<AppState>) -> Router<AppState>) -> Router {
     let (router, _) = api_router().split_for_parts();
-    router.layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
+    extend(router)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .with_state(state)
+}
+
+/// A panicking handler (an async one; blocking work is caught in [`api::blocking`]): 500 JSON.
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError::internal("a panic in a handler").into_response()
 }
