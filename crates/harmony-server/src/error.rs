@@ -77,12 +77,24 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Parses a JSON body; a 400 names `body (JSON syntax)` or `body (schema)`.
+/// Parses a JSON body; a 400 names the path of the field that does not fit (`task.bins`,
+/// `reports[3].id`; `task` for an unknown task kind or an unknown option of a task), or
+/// `body (JSON syntax)`.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        let field = if e.is_data() { "body (schema)" } else { "body (JSON syntax)" };
-        ApiError::bad(field, format!("the request body does not parse: {e}"))
-    })
+    let syntax =
+        |e: serde_json::Error| ApiError::bad("body (JSON syntax)", format!("the request body does not parse: {e}"));
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if !inner.is_data() {
+            return syntax(inner);
+        }
+        let field = if path.is_empty() || path == "." { "body".to_string() } else { path };
+        ApiError::bad(field, format!("the request body does not parse: {inner}"))
+    })?;
+    de.end().map_err(syntax)?;
+    Ok(parsed)
 }
 
 /// Why the server could not start.

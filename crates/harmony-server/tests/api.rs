@@ -10,9 +10,12 @@ use harmony_protocol::spec::{MeansSpec, TaskSpec};
 use harmony_protocol::{CollectionConfig, CreateCollection, ReportBatch, ReportItem, from_hex_into, to_hex};
 use harmony_server::{SqliteStore, Store};
 use rand::Rng;
-use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+mod common;
+
+use std::io::{Read, Write};
 
 const TOKEN: &str = "test-token";
 
@@ -84,21 +87,7 @@ fn means(doc: &EstimateDocument) -> &MeansEstimate {
 
 /// Raw HTTP/1.1 POST (bypasses client-side checks); returns (status, body).
 fn raw_post(addr: std::net::SocketAddr, path: &str, body: &[u8], auth: Option<&str>) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let auth = auth.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{auth}connection: close\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
+    common::raw(addr, "POST", path, body, auth)
 }
 
 #[test]

@@ -373,7 +373,7 @@ fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(ur
     let mut s = serde_json::to_value(request(spec(3, None))).unwrap();
     s["task"]["mechanism"] = "laplace".into();
     let (code, field, message) = create_raw(&server.url(), &s);
-    assert_eq!((code, field.as_str()), (400, "body (schema)"), "{message}");
+    assert_eq!((code, field.as_str()), (400, "task"), "{message}");
     assert!(message.contains("laplace") && message.contains("hm") && message.contains("pm"), "{message}");
     let mut s = spec(3, None);
     s.target = "nope".into();
@@ -382,7 +382,7 @@ fn a_device_contributes_once_and_stale_or_malformed_gradients_are_rejected_on(ur
     let mut s = serde_json::to_value(request(spec(3, None))).unwrap();
     s["task"] = serde_json::json!({"kind": "train"});
     let (code, field, message) = create_raw(&server.url(), &s);
-    assert_eq!((code, field.as_str()), (400, "body (schema)"), "{message}");
+    assert_eq!((code, field.as_str()), (400, "task"), "{message}");
     assert!(message.contains("missing field"), "{message}");
     // A training task needs a schema (its features and target).
     let no_schema = CreateCollection { schema: None, ..request(spec(3, None)) };
@@ -732,7 +732,7 @@ fn bad_schedule_specs_are_rejected_naming_the_field() {
     let mut raw = serde_json::to_value(request(noise_spec(5, 4))).unwrap();
     raw["task"]["schedule"] = "fast".into();
     let (code, field, message) = create_raw(&server.url(), &raw);
-    assert_eq!((code, field.as_str()), (400, "body (schema)"), "{message}");
+    assert_eq!((code, field.as_str()), (400, "task"), "{message}");
     for w in ["fast", "noise", "decay"] {
         assert!(message.contains(w), "{message:?} lacks {w:?}");
     }

@@ -41,6 +41,9 @@ pub struct LoadArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// After the ingest, time this many `GET …/estimates` (p50/p99 of the analyst's view).
+    #[arg(long, default_value_t = 20)]
+    pub estimate_queries: usize,
     /// ε of the collection.
     #[arg(long, default_value_t = 2.0, allow_negative_numbers = true)]
     pub epsilon: f64,
@@ -134,6 +137,21 @@ fn send(client: &Client, p: &Prepared, concurrency: usize) -> Result<(f64, Vec<f
     Ok((secs, lat, accepted.into_inner()))
 }
 
+/// Times `n` sequential `GET …/estimates` after the ingest: (p50, p99) in ms (NaN when n = 0).
+fn time_estimates(client: &Client, id: &str, n: usize) -> Result<(f64, f64)> {
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        client.estimates(id, &Query::default())?;
+        lat.push(t.elapsed().as_secs_f64());
+    }
+    lat.sort_by(f64::total_cmp);
+    if lat.is_empty() {
+        return Ok((f64::NAN, f64::NAN));
+    }
+    Ok((1e3 * quantile(&lat, 0.5), 1e3 * quantile(&lat, 0.99)))
+}
+
 /// Runs `harmony load`.
 pub fn run(mut a: LoadArgs) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("harmony-load-{}", std::process::id()));
@@ -159,6 +177,7 @@ pub fn run(mut a: LoadArgs) -> Result<()> {
     if est.reports != a.reports as u64 {
         bail!("the server counts {} reports, sent {}", est.reports, a.reports);
     }
+    let (e50, e99) = time_estimates(&client, &p.id, a.estimate_queries)?;
     let rate = a.reports as f64 / secs;
     let (p50, p99) = (1e3 * quantile(&lat, 0.5), 1e3 * quantile(&lat, 0.99));
     let batch = a.batch.clamp(1, harmony_protocol::MAX_BATCH);
@@ -167,12 +186,17 @@ pub fn run(mut a: LoadArgs) -> Result<()> {
             "{}",
             serde_json::json!({"task": p.task, "report_bytes": p.report_bytes, "reports": a.reports, "batch": batch,
                 "concurrency": a.concurrency, "seconds": secs, "reports_per_second": rate, "batch_p50_ms": p50,
-                "batch_p99_ms": p99, "accepted": accepted})
+                "batch_p99_ms": p99, "accepted": accepted, "estimate_queries": a.estimate_queries,
+                "estimate_p50_ms": e50, "estimate_p99_ms": e99})
         );
     } else {
         println!(
             "{} reports of task {} ({:.1} bytes each) in {nb} batches of {batch} over {} connections: {secs:.2} s, {rate:.0} reports/s; batch latency p50 {p50:.1} ms, p99 {p99:.1} ms",
             a.reports, p.task, p.report_bytes, a.concurrency
+        );
+        println!(
+            "GET estimates at {} reports, {} queries: p50 {e50:.1} ms, p99 {e99:.1} ms",
+            a.reports, a.estimate_queries
         );
     }
     drop(embedded);

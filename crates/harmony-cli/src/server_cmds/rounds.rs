@@ -745,6 +745,18 @@ mod tests {
                 assert!(e.contains(w), "{extra:?}: {e}");
             }
         }
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Train options without `--task train`, `--data`/`--target` on a record collection, and
+    /// the defaults and choices that are accepted as given.
+    #[test]
+    fn train_options_out_of_place_and_defaults() {
+        let (dir, schema, _) = fixture("opts", 0);
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let url = server.url();
         // A train option without --task train (the schema file is read first: it must exist).
         let schema_s = schema.display().to_string();
         let a = create_args(&[

@@ -1,0 +1,23 @@
+//! Helpers shared by the server's integration tests.
+
+use std::io::{Read, Write};
+
+/// One raw HTTP/1.1 request on a fresh connection (bypasses every client-side check): (status,
+/// body). `auth` is a bearer token.
+pub fn raw(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8], auth: Option<&str>) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let auth = auth.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{auth}connection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
+}
