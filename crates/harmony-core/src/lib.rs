@@ -26,6 +26,8 @@ pub mod fast_rng;
 pub mod frequency;
 pub mod kinds;
 pub mod numeric;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod params;
 pub mod postprocess;
 pub mod randomizer;

@@ -37,6 +37,7 @@ pub use collect::RecordColumns;
 
 /// The multi-attribute strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StrategyKind {
     /// ε/d per attribute.

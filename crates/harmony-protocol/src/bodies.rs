@@ -4,28 +4,34 @@ use serde::{Deserialize, Serialize};
 
 /// One report in a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReportItem {
     /// Device-chosen id (1..=64 of `[A-Za-z0-9_-]`), unique per collection.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9_-]{1,64}$"))]
     pub id: String,
-    /// Hex of the binary wire encoding.
+    /// Hex of the binary wire encoding (at most 4,096 bytes).
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^([0-9a-fA-F]{2})+$", max_length = 8192))]
     pub report: String,
 }
 
 /// `POST /v1/collections/{id}/reports` body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReportBatch {
     /// The collection these reports were randomized for (must equal the path's id).
     pub collection: String,
     /// The config version the client randomized under.
     pub config_version: u32,
-    /// The reports.
+    /// The reports (1 to 10,000).
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 10000))]
     pub reports: Vec<ReportItem>,
 }
 
 /// The acknowledgement of a durably written batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BatchAck {
     /// Reports stored by this request.
     pub accepted: u64,
@@ -35,6 +41,7 @@ pub struct BatchAck {
 
 /// `GET /v1/collections/{id}/model`: the public state of a training collection's round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelState {
     /// The current round t (1-based).
     pub round: u64,
@@ -59,18 +66,22 @@ pub struct ModelState {
 
 /// `POST /v1/collections/{id}/gradients` body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GradientPost {
     /// Device-chosen id (1..=64 of `[A-Za-z0-9_-]`); one gradient per device per collection.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9_-]{1,64}$"))]
     pub device_id: String,
     /// The round whose parameters the gradient was computed at.
     pub round: u64,
     /// Hex of the wire encoding of the randomized gradient.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^([0-9a-fA-F]{2})+$", max_length = 8192))]
     pub report: String,
 }
 
 /// The acknowledgement of a stored gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GradientAck {
     /// The round the gradient was counted in.
     pub round: u64,
@@ -80,6 +91,7 @@ pub struct GradientAck {
 
 /// A 4xx/5xx body: `{"error": {...}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// The error.
     pub error: ErrorDetail,
@@ -87,6 +99,7 @@ pub struct ErrorBody {
 
 /// What was wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     /// The offending field (e.g. `reports[3].report: attributes[0].index`).
     pub field: String,

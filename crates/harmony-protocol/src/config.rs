@@ -19,6 +19,7 @@ pub const CONFIG_VERSION: u32 = 3;
 
 /// `GET /v1/collections/{id}/config`: everything a device needs to randomize.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CollectionConfig {
     /// The collection id.
@@ -41,6 +42,7 @@ pub struct CollectionConfig {
 
 /// The published training setup: what the server fixed at creation besides the spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TrainPublished {
     /// Feature dimension d (intercept first).
@@ -56,6 +58,7 @@ pub struct TrainPublished {
 
 /// `POST /v1/collections` response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Created {
     /// The new collection's id.
     pub id: String,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 /// A number with its uncertainty; `null` fields when undefined (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Est {
     /// The point estimate.
     pub estimate: Option<f64>,
@@ -64,6 +65,7 @@ impl Est {
 
 /// `GET /v1/collections/{id}/estimates`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EstimateDocument {
     /// The collection id (`simulation` in `harmony simulate`).
     pub collection: String,
@@ -78,6 +80,7 @@ pub struct EstimateDocument {
 
 /// The estimates of one task (`"task"` names it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "task", rename_all = "kebab-case")]
 pub enum TaskEstimate {
     /// Per-attribute means and frequencies.
@@ -98,6 +101,7 @@ pub enum TaskEstimate {
 
 /// `means`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MeansEstimate {
     /// The strategy (`split`, `harmony`, `sample-k`).
     pub strategy: String,
@@ -107,6 +111,7 @@ pub struct MeansEstimate {
 
 /// One attribute's estimate, in the original units (numeric) or as frequencies (categorical).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum AttributeResult {
     /// A mean.
@@ -130,6 +135,7 @@ pub enum AttributeResult {
 
 /// One category's frequency estimate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CategoryResult {
     /// The label.
     pub label: String,
@@ -140,6 +146,7 @@ pub struct CategoryResult {
 
 /// `frequency`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FrequencyEstimate {
     /// The attribute.
     pub attribute: String,
@@ -160,6 +167,7 @@ pub struct FrequencyEstimate {
 /// across levels uses the realized level sizes `level_reports`. Until every level has a report
 /// every number is `null`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RangeEstimate {
     /// The attribute.
     pub attribute: String,
@@ -183,6 +191,7 @@ pub struct RangeEstimate {
 
 /// One point of the CDF.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CdfPoint {
     /// The bin edge t (0..=D).
     pub bin: usize,
@@ -195,6 +204,7 @@ pub struct CdfPoint {
 
 /// One range's share of the devices.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RangeResult {
     /// The range asked, in the attribute's units ([lo, hi)).
     pub range: [f64; 2],
@@ -208,6 +218,7 @@ pub struct RangeResult {
 /// One quantile: a bin and an interval from inverting the CDF's pointwise 95% band; every field
 /// but `q` is `null` until there is an estimate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QuantileResult {
     /// The level q in (0, 1).
     pub q: f64,
@@ -224,6 +235,7 @@ pub struct QuantileResult {
 
 /// `heavy-hitters`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeavyHittersEstimate {
     /// `pem` or `treehist`.
     pub method: String,
@@ -241,6 +253,7 @@ pub struct HeavyHittersEstimate {
 
 /// One heavy hitter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeavyHitterResult {
     /// Its code (hex of the B-bit code).
     pub code: String,
@@ -256,6 +269,7 @@ pub struct HeavyHitterResult {
 
 /// One level of the prefix search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeavyLevel {
     /// Prefix length.
     pub prefix_bits: u32,
@@ -269,6 +283,7 @@ pub struct HeavyLevel {
 
 /// `marginals`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MarginalsEstimate {
     /// `calm`, `direct` or `fourier`.
     pub method: String,
@@ -286,6 +301,7 @@ pub struct MarginalsEstimate {
 
 /// One marginal: its cells in row-major order (the last attribute fastest).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MarginalResult {
     /// The attributes.
     pub attributes: Vec<String>,
@@ -306,6 +322,7 @@ pub struct MarginalResult {
 
 /// `linear-queries`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LinearEstimate {
     /// `hr`, `gaussian` or `adaptive`.
     pub mechanism: String,
@@ -324,6 +341,7 @@ pub struct LinearEstimate {
 
 /// One query's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LinearResult {
     /// The query's name.
     pub name: String,
@@ -338,6 +356,7 @@ pub struct LinearResult {
 
 /// `train`: the model and its round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TrainEstimate {
     /// The feature names (intercept first).
     pub features: Vec<String>,

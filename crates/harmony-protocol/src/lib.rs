@@ -26,6 +26,8 @@ pub mod bodies;
 pub mod config;
 pub mod encoding;
 pub mod estimates;
+#[cfg(feature = "openapi")]
+mod openapi;
 pub mod spec;
 
 pub use bodies::{BatchAck, ErrorBody, ErrorDetail, GradientAck, GradientPost, ModelState, ReportBatch, ReportItem};

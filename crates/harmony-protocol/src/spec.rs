@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 /// `POST /v1/collections`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateCollection {
     /// The attributes a device holds (numeric with public bounds, or categorical with labels).
@@ -27,6 +28,7 @@ pub struct CreateCollection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Schema>,
     /// The privacy budget of one device's report (a whole record, a set of items, a gradient).
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 700))]
     pub epsilon: f64,
     /// The analysis.
     pub task: TaskSpec,
@@ -34,6 +36,7 @@ pub struct CreateCollection {
 
 /// The analyses a collection can run, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum TaskKind {
     /// Per-attribute means and frequencies of a whole record.
@@ -124,6 +127,7 @@ impl TaskSpec {
 
 /// `means`: a device randomizes its whole record under one multi-attribute strategy.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MeansSpec {
     /// `split`, `harmony` (default) or `sample-k`.
@@ -142,6 +146,7 @@ pub struct MeansSpec {
 
 /// `frequency`: one categorical attribute through one frequency oracle.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FrequencySpec {
     /// The categorical attribute.
@@ -154,6 +159,7 @@ pub struct FrequencySpec {
 
 /// How `range` collects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum RangeMethod {
     /// Hierarchical histograms with consistency (the default).
@@ -184,6 +190,7 @@ impl RangeMethod {
 /// [a, b], declare max = b + 1 and bins = b + 1 − a. The published spec writes out `bins` and,
 /// for `hh`, `branching`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RangeSpec {
     /// The numeric attribute.
@@ -204,6 +211,7 @@ pub struct RangeSpec {
 
 /// How `heavy-hitters` walks the prefix tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum HeavyMethod {
     /// PEM: few wide levels, the best 2k kept per level (the default).
@@ -225,6 +233,7 @@ impl HeavyMethod {
 
 /// How items become codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ItemEncoding {
     /// Strings hashed to `bits` bits (the default).
@@ -237,6 +246,7 @@ pub enum ItemEncoding {
 /// `heavy-hitters`: each device holds a set of strings (one item, or a set padded to
 /// `pad_length` and sampled) and reports one prefix of one item's code.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeavyHittersSpec {
     /// `pem` (default) or `treehist`.
@@ -264,6 +274,7 @@ pub struct HeavyHittersSpec {
 
 /// How `marginals` collects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum MarginalsMethod {
     /// CALM: materialize m marginals of l attributes, one user group each (the default).
@@ -288,6 +299,7 @@ impl MarginalsMethod {
 
 /// CALM's post-processing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum MarginalsPost {
     /// One non-negative joint table fitted to all marginals (the default; `family` when the
@@ -319,6 +331,7 @@ impl MarginalsPost {
 
 /// `marginals`: all k-way marginals over some attributes (k in `ways`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct MarginalsSpec {
     /// The attributes (default: every categorical attribute and every numeric one in `bins`).
@@ -353,6 +366,7 @@ pub struct MarginalsSpec {
 
 /// How `linear-queries` collects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum LinearMechanism {
     /// Hadamard Response over the domain, then A·p̂ (ε-LDP; the default).
@@ -377,6 +391,7 @@ impl LinearMechanism {
 
 /// Where projected Gaussian answers go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Hull {
     /// conv{±a_v} (Bassily's K; the default).
@@ -393,6 +408,7 @@ pub enum Hull {
 /// schema and takes bin `min(⌊(t + 1)/2 · k⌋, k − 1)`; labels `[lo, hi)`). The published spec
 /// writes out `delta` for `gaussian`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LinearQueriesSpec {
     /// The attributes whose cross-product is the domain (categorical, or numeric in `bins`).
@@ -418,6 +434,7 @@ pub struct LinearQueriesSpec {
 
 /// The model a `train` collection fits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Model {
     /// Logistic regression (misclassification rate).
@@ -441,6 +458,7 @@ impl Model {
 
 /// The gradient randomizer of a `train` collection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum GradientMechanism {
     /// Hybrid with k-of-d sampling (the default).
@@ -462,6 +480,7 @@ impl GradientMechanism {
 
 /// Step sizes of model rounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Schedule {
     /// A constant step computed from public quantities, tail-averaged iterates (the default).
@@ -475,6 +494,7 @@ pub enum Schedule {
 /// The published spec is the request with the server's choices written out: `schedule`
 /// always, and for `noise` also `kappa` and `gradient_scale`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
     /// `logistic`, `linear` or `svm`.

@@ -54,6 +54,16 @@ impl ApiError {
         tracing::error!(error = %e, "store failure");
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", "storage unavailable; retry the request")
     }
+    /// A 500 for a request whose handler panicked: the panic is logged, the process and every
+    /// other request go on.
+    pub fn internal(what: &str) -> Self {
+        tracing::error!(what, "handler panicked");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server",
+            format!("internal error ({what}); the request was not completed"),
+        )
+    }
     /// A blocking task that did not finish (the runtime is shutting down).
     pub fn stopped() -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "server", "the server is shutting down; retry the request")

@@ -51,7 +51,19 @@ impl Drop for Running {
 
 /// Starts a server on its own tokio runtime in a background thread.
 pub fn spawn(store: Arc<dyn Store>, token: &str, listen: &str, workers: usize) -> Result<Running, ServerError> {
+    spawn_with(store, token, listen, workers, |r| r)
+}
+
+/// [`spawn`] with extra routes ([`crate::router_with`]).
+pub fn spawn_with(
+    store: Arc<dyn Store>,
+    token: &str,
+    listen: &str,
+    workers: usize,
+    extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
+) -> Result<Running, ServerError> {
     let state = AppState::new(store, token)?;
+    let app = crate::router_with(state, extend);
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     let std_listener = std::net::TcpListener::bind(listen).map_err(listen_err)?;
     std_listener.set_nonblocking(true).map_err(listen_err)?;
@@ -67,7 +79,7 @@ pub fn spawn(store: Arc<dyn Store>, token: &str, listen: &str, workers: usize) -
         .spawn(move || {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
-                let _ = axum::serve(listener, crate::router(state))
+                let _ = axum::serve(listener, app)
                     .with_graceful_shutdown(async move {
                         let _ = rx.await;
                     })

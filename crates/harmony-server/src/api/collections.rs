@@ -19,6 +19,22 @@ const CACHED: usize = 8;
 /// `POST /v1/collections`: resolves the request (every choice written out), stores the config and
 /// serves it — all on a blocking thread that finishes even if the client goes away, so a stored
 /// collection is always served.
+#[utoipa::path(post, path = "/v1/collections", operation_id = "createCollection", tag = "collections",
+    security(("analyst" = [])),
+    request_body(content = harmony_protocol::CreateCollection, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created: the id and the published config", body = harmony_protocol::Created,
+            links(
+                ("config" = (operation_id = "getConfig", parameters(("id" = "$response.body#/id")))),
+                ("reports" = (operation_id = "postReports", parameters(("id" = "$response.body#/id")))),
+                ("estimates" = (operation_id = "getEstimates", parameters(("id" = "$response.body#/id"))))
+            )),
+        (status = 400, description = "Invalid schema, epsilon or task (the field names it)", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = harmony_protocol::ErrorBody),
+        (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
+        (status = 501, description = "The store does not implement this task (model rounds)", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
+    ))]
 pub async fn create(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
     st.check_token(&headers)?;
     let body = body_bytes(body)?;
@@ -48,6 +64,13 @@ pub async fn create(State(st): State<AppState>, headers: HeaderMap, body: Body) 
 }
 
 /// `GET /v1/collections/{id}/config`.
+#[utoipa::path(get, path = "/v1/collections/{id}/config", operation_id = "getConfig", tag = "collections",
+    params(("id" = String, Path, description = "The collection id")),
+    responses(
+        (status = 200, description = "Everything a device needs to randomize", body = harmony_protocol::CollectionConfig),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "The collection is quarantined (the message says why)", body = harmony_protocol::ErrorBody)
+    ))]
 pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let c = st.collection(&id)?;
     Ok(axum::Json(c.config.clone()).into_response())
@@ -60,6 +83,20 @@ pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Resul
 /// ([`harmony_tasks::Task::refresh_seconds`] > 0: heavy hitters' level search, CALM's fit) the
 /// last document is served while a recomputation runs in the background, at most once per that
 /// many seconds, so a query never waits for one but the first.
+#[utoipa::path(get, path = "/v1/collections/{id}/estimates", operation_id = "getEstimates", tag = "collections",
+    security(("analyst" = [])),
+    params(
+        ("id" = String, Path, description = "The collection id"),
+        ("ranges" = Option<String>, Query, description = "`range`: ranges LO:HI in the attribute's units, comma-separated"),
+        ("quantiles" = Option<String>, Query, description = "`range`: quantile levels in (0, 1), comma-separated (default 0.1,0.5,0.9)")
+    ),
+    responses(
+        (status = 200, description = "The task's estimate document: every number with its standard error and 95% CI (null when there is none)", body = harmony_protocol::EstimateDocument),
+        (status = 400, description = "A bad query parameter", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "The collection is quarantined", body = harmony_protocol::ErrorBody)
+    ))]
 pub async fn estimates(
     State(st): State<AppState>,
     headers: HeaderMap,

@@ -19,9 +19,14 @@ pub fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
 }
 
 /// Runs blocking work (parsing, validation, storage, estimation) off the async workers; it runs
-/// to completion even if the client goes away, so what it commits is also applied in memory.
+/// to completion even if the client goes away, so what it commits is also applied in memory. A
+/// panic in it is a 500 JSON for this request only (locks it held are recovered by their users).
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f).await.map_err(|_| ApiError::stopped())?
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => Err(ApiError::internal("a panic in a blocking task")),
+        Err(_) => Err(ApiError::stopped()),
+    }
 }

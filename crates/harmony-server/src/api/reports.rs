@@ -17,6 +17,17 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// `POST /v1/collections/{id}/reports`.
+#[utoipa::path(post, path = "/v1/collections/{id}/reports", operation_id = "postReports", tag = "reports",
+    params(("id" = String, Path, description = "The collection id")),
+    request_body(content = harmony_protocol::ReportBatch, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Stored durably (retried ids count as duplicates)", body = harmony_protocol::BatchAck),
+        (status = 400, description = "A bad envelope or report (the field names it); nothing stored", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 409, description = "The collection trains a model: post gradients", body = harmony_protocol::ErrorBody),
+        (status = 413, description = "Body over the size limit, or more than 10,000 reports", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable or the collection quarantined: retry", body = harmony_protocol::ErrorBody)
+    ))]
 pub async fn post(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
     let t0 = Instant::now();
     let result = match (body_bytes(body), st.collection(&id)) {

@@ -19,6 +19,13 @@ fn training(c: &Collection, id: &str) -> Result<(), ApiError> {
 }
 
 /// `GET /v1/collections/{id}/model`.
+#[utoipa::path(get, path = "/v1/collections/{id}/model", operation_id = "getModel", tag = "rounds",
+    params(("id" = String, Path, description = "The collection id")),
+    responses(
+        (status = 200, description = "The current round and model", body = harmony_protocol::ModelState),
+        (status = 404, description = "No such collection, or it has no train task", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "The collection is quarantined", body = harmony_protocol::ErrorBody)
+    ))]
 pub async fn model(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let c = st.collection(&id)?;
     training(&c, &id)?;
@@ -46,6 +53,17 @@ fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_learn::remote:
 }
 
 /// `POST /v1/collections/{id}/gradients`: one device's gradient for the current round.
+#[utoipa::path(post, path = "/v1/collections/{id}/gradients", operation_id = "postGradient", tag = "rounds",
+    params(("id" = String, Path, description = "The collection id")),
+    request_body(content = harmony_protocol::GradientPost, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Stored and counted in the round", body = harmony_protocol::GradientAck),
+        (status = 400, description = "A bad device id or report", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection, or it has no train task", body = harmony_protocol::ErrorBody),
+        (status = 409, description = "Not the current round, a device's second gradient, or training is done", body = harmony_protocol::ErrorBody),
+        (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable or the collection quarantined: retry", body = harmony_protocol::ErrorBody)
+    ))]
 pub async fn post_gradient(
     State(st): State<AppState>,
     Path(id): Path<String>,
