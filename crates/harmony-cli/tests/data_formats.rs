@@ -27,6 +27,7 @@ fn simulate(data: &Path, args: &[&str]) -> Value {
     let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let o = v.as_object_mut().unwrap();
     o.remove("data");
+    o.remove("title");
     o.remove("parse_seconds");
     for r in o["results"].as_array_mut().unwrap() {
         let r = r.as_object_mut().unwrap();

@@ -235,11 +235,15 @@ fn chi_square_of(o: &AnyOracle, x: usize, reports: &[AnyReport]) -> (f64, usize)
 /// Every oracle's scalar path (`randomize`) and batch kernel (`randomize_batch`) draw from the
 /// same exact distribution, P[o | x] from the oracle's constants, for larger d and ε than the
 /// enumeration above: both are tested against it (χ², false-failure rate 1e-5 over the test).
+/// The sketches (CMS, HCMS, RAPPOR) have outputs too many to bin here: their samplers are
+/// checked against their closed-form output probabilities in their modules' tests (frequency/cms.rs,
+/// hcms.rs, rappor/).
 fn scalar_and_batch_match(configs: &[(f64, usize)], n: usize, base: u64) -> Vec<String> {
-    let checks = FREQUENCY_NAMES.len() * configs.len() * 2;
+    let names: Vec<&str> = FREQUENCY_NAMES.iter().copied().filter(|n| !SKETCH_NAMES.contains(n)).collect();
+    let checks = names.len() * configs.len() * 2;
     let alpha = 1e-5 / checks as f64;
     let mut failures = Vec::new();
-    for (i, name) in FREQUENCY_NAMES.iter().enumerate() {
+    for (i, name) in names.iter().enumerate() {
         for (k, &(eps, d)) in configs.iter().enumerate() {
             let o = AnyOracle::by_name(name, eps, d).unwrap();
             let x = d / 3;

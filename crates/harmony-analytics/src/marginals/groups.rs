@@ -210,23 +210,25 @@ mod tests {
 
     /// Devices draw their group uniformly: counts of 30,000 devices over 3 groups within z = 4.42
     /// binomial standard deviations of n/3 (false failure < 1e-5 per group); the cell reported
-    /// is the device's own cell of its group's set (ε = 30: GRR keeps it w.p. ≈ 1).
+    /// is the device's own cell of its group's set (ε = 20, the largest accepted: GRR keeps it
+    /// w.p. 1 − 11/(e^20 + 11) ≈ 1 − 2.3e-8, so at most 3 of 30,000 differ except w.p. < 1e-12).
     #[test]
     fn groups_are_uniform_and_cells_row_major() {
         let sets = vec![vec![0, 1], vec![1, 2], vec![0, 2]];
-        let dev = GroupRandomizer::new(&names(3), &[2, 3, 4], 30.0, &sets).unwrap();
+        let dev = GroupRandomizer::new(&names(3), &[2, 3, 4], 20.0, &sets).unwrap();
         assert_eq!(dev.cell(&[1, 2, 3], 0), 5);
         assert_eq!(dev.cell(&[1, 2, 3], 1), 11);
         let mut rng = fast_rng(3);
         let mut agg = dev.aggregator();
-        let n = 30_000;
+        let (n, mut flipped) = (30_000, 0);
         for _ in 0..n {
             let r = dev.randomize(&[1, 2, 3], &mut rng).unwrap();
             if let AdaptiveReport::Grr(g) = &r.report {
-                assert_eq!(g.y as usize, dev.cell(&[1, 2, 3], r.group as usize));
+                flipped += usize::from(g.y as usize != dev.cell(&[1, 2, 3], r.group as usize));
             }
             agg.add(&r).unwrap();
         }
+        assert!(flipped <= 3, "{flipped} of {n} reports are not the device's own cell");
         let sd = (n as f64 / 3.0 * (2.0 / 3.0)).sqrt();
         for s in agg.sizes() {
             assert!((s as f64 - n as f64 / 3.0).abs() < 4.42 * sd, "{:?}", agg.sizes());

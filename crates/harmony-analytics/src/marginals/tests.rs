@@ -468,7 +468,7 @@ fn joint_fit_never_increases_the_weighted_error_of_the_gls_estimate() {
 /// one device per coefficient (counts fixed at 1), ε = 50 (no noise, c² − 1 < 1e-20). Over all
 /// 7! assignments of devices to coefficients (each equally likely given the counts) the cells'
 /// mean is the truth and their variance is [`fourier::FourierPlan::cell_variances`] at the true
-/// θ, to 1e-12 — for a 5-category attribute (3 of its 8 bit patterns invalid, so the
+/// θ, to 1e-12 (mean) and 1e-7 (variance: ε = 20 leaves a noise term ≈ 8.2e-9 per coefficient) — for a 5-category attribute (3 of its 8 bit patterns invalid, so the
 /// covariance terms do not cancel) and a 3 × 2 query.
 #[test]
 fn fourier_variance_is_exact_over_all_partitions() {
@@ -480,7 +480,7 @@ fn fourier_variance_is_exact_over_all_partitions() {
     for (cards, records) in cases {
         let names: Vec<String> = (0..cards.len()).map(|j| format!("a{j}")).collect();
         let q: Vec<usize> = (0..cards.len()).collect();
-        let plan = FourierPlan::new(&names, cards, 50.0, std::slice::from_ref(&q)).unwrap();
+        let plan = FourierPlan::new(&names, cards, 20.0, std::slice::from_ref(&q)).unwrap();
         assert_eq!(plan.coefficients(), 7);
         let theta = plan.coefficients_of(records.iter().map(Vec::as_slice));
         // Each device's parity sign for each coefficient.
@@ -511,19 +511,20 @@ fn fourier_variance_is_exact_over_all_partitions() {
             let m = sum[c] / count;
             let v = sumsq[c] / count - m * m;
             assert!((m - truth[c]).abs() < 1e-12, "cards {cards:?} cell {c}: mean {m} truth {}", truth[c]);
-            assert!((v - var[c]).abs() < 1e-12, "cards {cards:?} cell {c}: variance {v} formula {}", var[c]);
+            assert!((v - var[c]).abs() < 1e-7, "cards {cards:?} cell {c}: variance {v} formula {}", var[c]);
         }
     }
 }
 
 /// The published (Horvitz–Thompson) estimator's variance is exact too: 4 devices each drawing one
-/// of 3 coefficients (all 81 assignments equally likely), ε = 50 (no noise).
+/// of 3 coefficients (all 81 assignments equally likely), ε = 20 (the largest accepted; the
+/// formula's noise term, ((e^ε + 1)/(e^ε − 1))² − 1 ≈ 8.2e-9 per coefficient, is the tolerance).
 #[test]
 fn fourier_published_variance_is_exact_over_all_assignments() {
     use super::fourier::{FourierCoefficients, FourierPlan};
     let names = vec!["a".to_string()];
     let records: Vec<Vec<u32>> = vec![vec![0], vec![1], vec![1], vec![2]];
-    let plan = FourierPlan::new(&names, &[3], 50.0, &[vec![0]]).unwrap();
+    let plan = FourierPlan::new(&names, &[3], 20.0, &[vec![0]]).unwrap();
     assert_eq!(plan.coefficients(), 3);
     let theta = plan.coefficients_of(records.iter().map(Vec::as_slice));
     let signs: Vec<Vec<f64>> = records.iter().map(|r| plan.coefficients_of(std::iter::once(r.as_slice()))).collect();
@@ -547,7 +548,7 @@ fn fourier_published_variance_is_exact_over_all_assignments() {
     for c in 0..3 {
         assert!((sum[c] - truth[c]).abs() < 1e-12, "cell {c}: mean {} truth {}", sum[c], truth[c]);
         let v = sumsq[c] - sum[c] * sum[c];
-        assert!((v - var[c]).abs() < 1e-12, "cell {c}: variance {v} formula {}", var[c]);
+        assert!((v - var[c]).abs() < 1e-7, "cell {c}: variance {v} formula {}", var[c]);
     }
 }
 
