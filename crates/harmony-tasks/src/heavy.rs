@@ -209,7 +209,15 @@ impl Task for HeavyHittersTask {
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         Ok(TaskEstimate::HeavyHitters(self.document(Typed::<HeavyHitterAggregator>::of(agg)?)?))
     }
+    /// The level search costs seconds at 10^6 reports (PEM 8.8 s, TreeHist 0.45 s): a server
+    /// serves its last document and recomputes it in the background at most every 10 s.
+    fn refresh_seconds(&self) -> f64 {
+        REFRESH_SECONDS
+    }
 }
+
+/// How often a server recomputes an expensive document in the background (seconds).
+pub const REFRESH_SECONDS: f64 = 10.0;
 
 #[cfg(test)]
 mod tests;

@@ -410,6 +410,18 @@ impl Task for MarginalsTask {
         };
         Ok(TaskEstimate::Marginals(doc))
     }
+    /// CALM's consistency and non-negativity fits (`joint`, `family`, `local`) cost up to seconds
+    /// at 10^6 reports: a server serves its last document and refits in the background at most
+    /// every [`crate::heavy::REFRESH_SECONDS`]; the raw, GLS, direct and Fourier answers are
+    /// cheap and always current.
+    fn refresh_seconds(&self) -> f64 {
+        match &self.method {
+            Method::Grouped { post: Some(Post::Joint | Post::Family | Post::Local), .. } => {
+                crate::heavy::REFRESH_SECONDS
+            }
+            _ => 0.0,
+        }
+    }
 }
 
 #[cfg(test)]
