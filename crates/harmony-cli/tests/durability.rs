@@ -168,7 +168,10 @@ fn run(n: usize, batch: usize, clients: usize, kind: Kind) {
     assert_eq!(rebuilt.reports, n as u64);
     let (a, b) = (serde_json::to_value(&est).unwrap(), serde_json::to_value(&rebuilt).unwrap());
     let d = diff(&a, &b);
-    assert!(d == 0.0, "{kind:?}: the rebuilt estimates are not identical to the live ones (largest difference {d:e})\n{a}\n{b}");
+    assert!(
+        d == 0.0,
+        "{kind:?}: the rebuilt estimates are not identical to the live ones (largest difference {d:e})\n{a}\n{b}"
+    );
     server.kill().unwrap();
     server.wait().unwrap();
     eprintln!(

@@ -79,7 +79,9 @@ fn prepare(a: &mut LoadArgs, client: &Client) -> Result<Prepared> {
     let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
     let created = client.create_collection(&CreateCollection { schema, epsilon: a.epsilon, task })?;
     let config = &created.config;
-    let pop = super::submit::population(config, &data::bundled("data/adult.csv"))?;
+    // Heavy hitters: each device's item is its value of `--column`.
+    let items = a.task.column.clone().map(crate::items::Source::Column);
+    let pop = super::submit::population_with(config, &data::bundled("data/adult.csv"), items.as_ref())?;
     let inputs = pop.inputs();
     let task = harmony_tasks::build(config)?;
     let batch = a.batch.clamp(1, harmony_protocol::MAX_BATCH);
