@@ -34,6 +34,19 @@ pub struct Setting {
     pub spec: TaskSpec,
 }
 
+impl Setting {
+    /// Every (labelled spec, ε) pair, the specs outermost: the settings of most analyses.
+    pub fn grid(specs: impl IntoIterator<Item = (String, TaskSpec)>, epsilons: &[f64]) -> Vec<Setting> {
+        let mut out = Vec::new();
+        for (label, spec) in specs {
+            for &epsilon in epsilons {
+                out.push(Setting { label: label.clone(), epsilon, spec: spec.clone() });
+            }
+        }
+        out
+    }
+}
+
 /// One run's score: named metrics (e.g. `mse`, `predicted_mse`, `f1`).
 pub type Metrics = Vec<(&'static str, f64)>;
 

@@ -35,13 +35,8 @@ impl Analysis for Heavy {
         None
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let mut out = Vec::new();
-        for (label, spec) in &self.specs {
-            for &epsilon in &self.epsilons {
-                out.push(Setting { label: label.clone(), epsilon, spec: TaskSpec::HeavyHitters(spec.clone()) });
-            }
-        }
-        Ok(out)
+        let specs = self.specs.iter().map(|(label, s)| (label.clone(), TaskSpec::HeavyHitters(s.clone())));
+        Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<Input<'_>> {
         self.population.inputs()

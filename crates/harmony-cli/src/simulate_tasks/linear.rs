@@ -50,14 +50,8 @@ impl Analysis for Linear {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let mut out = Vec::new();
-        for spec in &self.specs {
-            for &epsilon in &self.epsilons {
-                let label = spec.mechanism.name().to_string();
-                out.push(Setting { label, epsilon, spec: TaskSpec::LinearQueries(spec.clone()) });
-            }
-        }
-        Ok(out)
+        let specs = self.specs.iter().map(|s| (s.mechanism.name().to_string(), TaskSpec::LinearQueries(s.clone())));
+        Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<Input<'_>> {
         self.population.inputs()

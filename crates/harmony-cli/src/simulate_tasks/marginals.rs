@@ -79,13 +79,8 @@ impl Analysis for Marginals {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let mut out = Vec::new();
-        for (label, spec) in &self.specs {
-            for &epsilon in &self.epsilons {
-                out.push(Setting { label: label.clone(), epsilon, spec: TaskSpec::Marginals(spec.clone()) });
-            }
-        }
-        Ok(out)
+        let specs = self.specs.iter().map(|(label, s)| (label.clone(), TaskSpec::Marginals(s.clone())));
+        Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<Input<'_>> {
         self.values.chunks_exact(self.schema.len()).map(Input::Record).collect()

@@ -53,14 +53,8 @@ impl Analysis for Range {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let mut out = Vec::new();
-        for spec in &self.specs {
-            for &epsilon in &self.epsilons {
-                let label = spec.method.name().to_string();
-                out.push(Setting { label, epsilon, spec: TaskSpec::Range(spec.clone()) });
-            }
-        }
-        Ok(out)
+        let specs = self.specs.iter().map(|s| (s.method.name().to_string(), TaskSpec::Range(s.clone())));
+        Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<harmony_tasks::Input<'_>> {
         self.population.inputs()
