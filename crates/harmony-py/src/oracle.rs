@@ -319,8 +319,9 @@ impl NativeOracle {
     fn new(name: &str, epsilon: f64, d: usize) -> PyResult<Self> {
         let oracle = AnyOracle::by_name(name, epsilon, d).or_py()?;
         if matches!(oracle, AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_)) {
-            let e =
-                harmony_core::Error::param("name", name, "an oracle with an array layout (the sketches are Rust-only)");
+            let expected = "one of the frequency oracles with an array layout: grr, sue, oue, olh, hadamard, hr, \
+                            bassily-smith, adaptive (the sketches cms, hcms and rappor are Rust-only)";
+            let e = harmony_core::Error::param("mechanism", name, expected);
             return Err(e).or_py();
         }
         Ok(NativeOracle { oracle, spare: Spare::default() })

@@ -15,7 +15,7 @@ class HarmonyError(ValueError):
     ...     hl.FrequencyOracle("grr", epsilon=-1.0, d=8)
     ... except hl.HarmonyError as e:
     ...     print(e.field, "|", e.value, "|", e.expected)
-    epsilon | -1.0 | a finite number > 0 and <= 700
+    epsilon | -1.0 | a finite number >= 0.002 and <= 20 (the range where every sampler is exactly epsilon-LDP in floating point)
     """
 
     def __init__(self, message: str, field: str = "", value: str = "", expected: str = "") -> None:
