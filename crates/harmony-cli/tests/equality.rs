@@ -224,6 +224,24 @@ fn census_simulate_equals_serve() {
         exact: true,
         submit: &[],
     });
+    cases.push(Case {
+        name: "train",
+        task: &[
+            "--task",
+            "train",
+            "--target",
+            "income",
+            "--model",
+            "logistic",
+            "--batch-size",
+            "2000",
+            "--rounds",
+            "3",
+        ],
+        epsilon: "4",
+        exact: true,
+        submit: &[],
+    });
     cases.extend(task_cases(
         &["--attributes", "sex,race,citizenship,class_of_worker,tax_filer_stat"],
         "education",

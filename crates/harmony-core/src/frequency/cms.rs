@@ -197,16 +197,16 @@ impl Cms {
     }
     /// γ(x, v): the fraction of the k hash functions under which items x and v collide.
     pub fn collision_fraction(&self, x: u64, v: u64) -> f64 {
-        if x == v { 1.0 } else { self.hashes.collisions(0..self.k, x, v) as f64 / self.k as f64 }
+        self.hashes.collision_fraction(x, v)
     }
     /// E[one report's estimate of f_v | x] for this hash family (1 for x = v, otherwise
     /// m/(m − 1)·(γ(x, v) − 1/m)).
     pub fn report_mean(&self, x: usize, v: usize) -> f64 {
-        if x == v { 1.0 } else { self.scale() * (self.collision_fraction(x as u64, v as u64) - 1.0 / self.m as f64) }
+        self.hashes.report_mean(x, v)
     }
     /// E[f̂(v)] for a population with fractions `freqs` (this hash family).
     pub fn expectation(&self, freqs: &[f64], v: usize) -> f64 {
-        freqs.iter().enumerate().map(|(x, &f)| f * self.report_mean(x, v)).sum()
+        self.hashes.expectation(freqs, v)
     }
     /// The collision bias β_v = E[f̂(v)] − f_v of this hash family (mean 0 over seeds).
     pub fn collision_bias(&self, freqs: &[f64], v: usize) -> f64 {
@@ -215,12 +215,8 @@ impl Cms {
     /// n·Var(f̂(v)) averaged over hash seeds, at fraction f_v (see the module docs).
     pub fn family_variance(&self, f_v: f64) -> f64 {
         let m = self.m as f64;
-        let s = self.scale();
+        let s = self.hashes.debias_scale();
         s * s * (self.sigma2 + (1.0 - f_v) * (1.0 - 1.0 / m) * (1.0 - 1.0 / self.k as f64) / m)
-    }
-    /// m/(m − 1).
-    fn scale(&self) -> f64 {
-        self.m as f64 / (self.m as f64 - 1.0)
     }
     /// P[report | x] from the oracle's constants (0 for a malformed report or x ≥ d). Underflows
     /// to 0 for large m (use [`Cms::log_likelihood_ratio`] to compare inputs).
@@ -322,7 +318,7 @@ impl FrequencyOracle for Cms {
     /// Exact for this hash family: (m/(m − 1))²·(σ² + γ(x, v)(1 − γ(x, v))).
     fn report_variance(&self, x: usize, v: usize) -> f64 {
         let g = if x == v { 1.0 } else { self.collision_fraction(x as u64, v as u64) };
-        let s = self.scale();
+        let s = self.hashes.debias_scale();
         s * s * (self.sigma2 + g * (1.0 - g))
     }
     /// Averaged over hash seeds (x ≠ v): (m/(m − 1))²·(σ² + (1 − 1/m)(1 − 1/k)/m). A pair whose
@@ -334,7 +330,7 @@ impl FrequencyOracle for Cms {
     fn report_estimate(&self, r: &CmsReport, v: usize) -> f64 {
         let b = rows::bit(&r.bits, self.hashes.bucket(r.j as usize, v as u64)) as u8 as f64;
         let x = self.c * b - (self.c - 1.0) / 2.0;
-        self.scale() * (x - 1.0 / self.m as f64)
+        self.hashes.debias_scale() * (x - 1.0 / self.m as f64)
     }
 }
 
@@ -373,7 +369,7 @@ impl CmsAggregator {
             .map(|&item| {
                 let s: u64 = (0..o.k).map(|j| sketch[j * o.m + o.hashes.bucket(j, item)]).sum();
                 let mean_x = (o.c * s as f64 - nf * (o.c - 1.0) / 2.0) / nf;
-                o.scale() * (mean_x - 1.0 / o.m as f64)
+                o.hashes.debias_scale() * (mean_x - 1.0 / o.m as f64)
             })
             .collect();
         let std_errors = frequencies.iter().map(|&f| (o.family_variance(f.clamp(0.0, 1.0)) / nf).sqrt()).collect();

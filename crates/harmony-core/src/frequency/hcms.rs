@@ -162,15 +162,15 @@ impl Hcms {
     }
     /// γ(x, v): the fraction of the k hash functions under which x and v collide.
     pub fn collision_fraction(&self, x: u64, v: u64) -> f64 {
-        if x == v { 1.0 } else { self.hashes.collisions(0..self.k, x, v) as f64 / self.k as f64 }
+        self.hashes.collision_fraction(x, v)
     }
     /// E[one report's estimate of f_v | x] for this hash family.
     pub fn report_mean(&self, x: usize, v: usize) -> f64 {
-        if x == v { 1.0 } else { self.scale() * (self.collision_fraction(x as u64, v as u64) - 1.0 / self.m as f64) }
+        self.hashes.report_mean(x, v)
     }
     /// E[f̂(v)] for a population with fractions `freqs` (this hash family).
     pub fn expectation(&self, freqs: &[f64], v: usize) -> f64 {
-        freqs.iter().enumerate().map(|(x, &f)| f * self.report_mean(x, v)).sum()
+        self.hashes.expectation(freqs, v)
     }
     /// The collision bias E[f̂(v)] − f_v of this hash family (mean 0 over seeds).
     pub fn collision_bias(&self, freqs: &[f64], v: usize) -> f64 {
@@ -179,12 +179,9 @@ impl Hcms {
     /// n·Var(f̂(v)) averaged over hash seeds, at fraction f_v.
     pub fn family_variance(&self, f_v: f64) -> f64 {
         let (m, k) = (self.m as f64, self.k as f64);
-        let s = self.scale();
+        let s = self.hashes.debias_scale();
         let e_gamma2 = 1.0 / (m * m) + (1.0 - 1.0 / m) / (k * m);
         s * s * (self.c * self.c - f_v - (1.0 - f_v) * e_gamma2)
-    }
-    fn scale(&self) -> f64 {
-        self.m as f64 / (self.m as f64 - 1.0)
     }
     /// P[report | x] from the oracle's constants (0 if out of range).
     pub fn output_probability(&self, x: usize, r: &HcmsReport) -> f64 {
@@ -271,7 +268,7 @@ impl FrequencyOracle for Hcms {
     /// Exact for this hash family: (m/(m − 1))²·(c² − γ(x, v)²).
     fn report_variance(&self, x: usize, v: usize) -> f64 {
         let g = if x == v { 1.0 } else { self.collision_fraction(x as u64, v as u64) };
-        let s = self.scale();
+        let s = self.hashes.debias_scale();
         s * s * (self.c * self.c - g * g)
     }
     /// Averaged over hash seeds (x ≠ v): (m/(m − 1))²·(c² − 1/m² − (1 − 1/m)/(km)).
@@ -281,7 +278,7 @@ impl FrequencyOracle for Hcms {
     fn report_estimate(&self, r: &HcmsReport, v: usize) -> f64 {
         let h = self.hashes.bucket(r.j as usize, v as u64) as u64;
         let sign = if r.bit { 1.0 } else { -1.0 };
-        self.scale() * (self.c * sign * hadamard_entry(r.l as u64, h) as f64 - 1.0 / self.m as f64)
+        self.hashes.debias_scale() * (self.c * sign * hadamard_entry(r.l as u64, h) as f64 - 1.0 / self.m as f64)
     }
 }
 
@@ -315,7 +312,7 @@ impl HcmsAggregator {
             .iter()
             .map(|&item| {
                 let s: i64 = (0..o.k).map(|j| t[j * o.m + o.hashes.bucket(j, item)]).sum();
-                o.scale() * (o.c * s as f64 / nf - 1.0 / o.m as f64)
+                o.hashes.debias_scale() * (o.c * s as f64 / nf - 1.0 / o.m as f64)
             })
             .collect();
         let std_errors =

@@ -98,6 +98,33 @@ impl HashFamily {
     pub fn collisions(&self, range: std::ops::Range<usize>, x: u64, x2: u64) -> usize {
         range.filter(|&t| self.bucket(t, x) == self.bucket(t, x2)).count()
     }
+
+    // The collision analysis shared by the count-mean sketches (CMS and HCMS): a report of
+    // item x, debiased for bucket collisions, estimates f_v with mean 1 for x = v and
+    // m/(m − 1)·(γ(x, v) − 1/m) otherwise, γ the fraction of the functions under which x and v
+    // collide (0 on average over seeds, up to 2^-100: see the module docs).
+
+    /// γ(x, v): the fraction of the functions under which items x and v collide (1 for x = v).
+    pub fn collision_fraction(&self, x: u64, v: u64) -> f64 {
+        if x == v { 1.0 } else { self.collisions(0..self.len(), x, v) as f64 / self.len() as f64 }
+    }
+    /// m/(m − 1): the debiasing factor of a count-mean sketch.
+    pub fn debias_scale(&self) -> f64 {
+        self.m as f64 / (self.m as f64 - 1.0)
+    }
+    /// E[one debiased sketch report's estimate of f_v | item x] under this family: 1 for x = v,
+    /// otherwise m/(m − 1)·(γ(x, v) − 1/m).
+    pub fn report_mean(&self, x: usize, v: usize) -> f64 {
+        if x == v {
+            1.0
+        } else {
+            self.debias_scale() * (self.collision_fraction(x as u64, v as u64) - 1.0 / self.m as f64)
+        }
+    }
+    /// E[f̂(v)] for a population with fractions `freqs`, under this family.
+    pub fn expectation(&self, freqs: &[f64], v: usize) -> f64 {
+        freqs.iter().enumerate().map(|(x, &f)| f * self.report_mean(x, v)).sum()
+    }
 }
 
 #[cfg(test)]

@@ -12,9 +12,33 @@ use crate::state::{AppState, Collection};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use harmony_protocol::{BatchAck, MAX_BATCH, MAX_REPORT_BYTES, ReportBatch, from_hex_into, valid_report_id};
+use harmony_protocol::{BatchAck, MAX_BATCH, MAX_REPORT_BYTES, from_hex_into, valid_report_id};
+use serde::Deserialize;
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+/// [`harmony_protocol::ReportBatch`] as the server reads it: the same JSON, with ids and hex
+/// borrowed from the body (no allocation per report until a row is built for the store).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchIn<'a> {
+    #[serde(borrow)]
+    collection: Cow<'a, str>,
+    config_version: u32,
+    #[serde(borrow)]
+    reports: Vec<ItemIn<'a>>,
+}
+
+/// [`harmony_protocol::ReportItem`], borrowed.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ItemIn<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    report: Cow<'a, str>,
+}
 
 /// `POST /v1/collections/{id}/reports`.
 #[utoipa::path(post, path = "/v1/collections/{id}/reports", operation_id = "postReports", tag = "reports",
@@ -56,7 +80,7 @@ pub async fn post(State(st): State<AppState>, Path(id): Path<String>, body: Body
 }
 
 /// Checks the batch's envelope against the collection.
-fn check_envelope(c: &Collection, batch: &ReportBatch) -> Result<(), ApiError> {
+fn check_envelope(c: &Collection, batch: &BatchIn) -> Result<(), ApiError> {
     let id = &c.config.id;
     if batch.collection != *id {
         let msg = format!("the batch is for collection {:?}, posted to {id:?}", batch.collection);
@@ -75,12 +99,13 @@ fn check_envelope(c: &Collection, batch: &ReportBatch) -> Result<(), ApiError> {
 }
 
 /// Decodes and validates every report of a batch: `(id, bytes)` rows, all or nothing.
-fn decode_batch(c: &Collection, batch: ReportBatch) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
+fn decode_batch(c: &Collection, batch: &BatchIn) -> Result<Vec<(String, Vec<u8>)>, ApiError> {
     let mut rows = Vec::with_capacity(batch.reports.len());
     let mut seen = std::collections::HashSet::with_capacity(batch.reports.len());
-    for (i, item) in batch.reports.into_iter().enumerate() {
-        if !valid_report_id(&item.id) {
-            let msg = format!("report id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", item.id.len());
+    for (i, item) in batch.reports.iter().enumerate() {
+        let id: &str = &item.id;
+        if !valid_report_id(id) {
+            let msg = format!("report id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", id.len());
             return Err(ApiError::bad(format!("reports[{i}].id"), msg));
         }
         if item.report.len() > 2 * MAX_REPORT_BYTES {
@@ -93,10 +118,10 @@ fn decode_batch(c: &Collection, batch: ReportBatch) -> Result<Vec<(String, Vec<u
             return Err(ApiError::bad(format!("reports[{i}].report"), msg));
         }
         c.task.validate(&buf).map_err(|e| ApiError::from_core(&format!("reports[{i}].report: "), e))?;
-        if !seen.insert(item.id.clone()) {
-            return Err(ApiError::bad(format!("reports[{i}].id"), format!("id {:?} twice in one batch", item.id)));
+        if !seen.insert(id) {
+            return Err(ApiError::bad(format!("reports[{i}].id"), format!("id {id:?} twice in one batch")));
         }
-        rows.push((item.id, buf));
+        rows.push((id.to_owned(), buf));
     }
     Ok(rows)
 }
@@ -108,9 +133,9 @@ fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiErr
         let msg = format!("collection {id:?} trains a model: post gradients to /v1/collections/{id}/gradients");
         return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
     }
-    let batch: ReportBatch = parse_json(body)?;
+    let batch: BatchIn = parse_json(body)?;
     check_envelope(c, &batch)?;
-    let rows = decode_batch(c, batch)?;
+    let rows = decode_batch(c, &batch)?;
     let bodies: Vec<Vec<u8>> = rows.iter().map(|(_, b)| b.clone()).collect();
     let flags = st.inner.store.insert_reports(c.key, rows).map_err(ApiError::store)?;
     let mut accepted = 0;
