@@ -8,7 +8,6 @@ use crate::rounds::Training;
 use crate::store::{Store, StoredCollection};
 use axum::http::{HeaderMap, StatusCode, header};
 use harmony_protocol::CollectionConfig;
-use harmony_protocol::estimates::EstimateDocument;
 use harmony_tasks::{Task, TaskAggregator};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -40,8 +39,9 @@ pub struct Cached {
     pub count: u64,
     /// When.
     pub at: Instant,
-    /// The document.
-    pub doc: Arc<EstimateDocument>,
+    /// The document, serialized (a cached GET is a copy, however large the document: CALM's
+    /// 3-way marginals over Adult are 14 MB of JSON).
+    pub doc: axum::body::Bytes,
 }
 
 impl Collection {

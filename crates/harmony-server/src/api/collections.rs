@@ -3,6 +3,7 @@
 use super::{Body, blocking, body_bytes};
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Cached, Collection};
+use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -108,7 +109,7 @@ pub async fn estimates(
     let raw = raw.unwrap_or_default();
     let query = Query::parse(&raw).map_err(|(field, message)| ApiError::bad(field, message))?;
     let doc = blocking(move || estimate(&c, &raw, &query)).await?;
-    Ok(axum::Json(doc.as_ref()).into_response())
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], doc).into_response())
 }
 
 fn train_document(c: &Collection, t: &crate::rounds::Training) -> EstimateDocument {
@@ -118,13 +119,25 @@ fn train_document(c: &Collection, t: &crate::rounds::Training) -> EstimateDocume
     EstimateDocument { collection: c.config.id.clone(), reports, epsilon: c.config.epsilon, result }
 }
 
-/// Computes a document from a fresh snapshot and caches it.
-fn compute(c: &Collection, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
+/// A document as the JSON body of a response.
+fn to_body(doc: &EstimateDocument) -> Result<Bytes, ApiError> {
+    match serde_json::to_vec(doc) {
+        Ok(json) => Ok(Bytes::from(json)),
+        Err(e) => {
+            tracing::error!(error = %e, "serializing an estimate document");
+            let msg = "the estimate document did not serialize; the request was not completed";
+            Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server", msg))
+        }
+    }
+}
+
+/// Computes a document from a fresh snapshot and caches it (serialized).
+fn compute(c: &Collection, raw: &str, query: &Query) -> Result<Bytes, ApiError> {
     let snapshot = c.agg().clone_box();
     let n = snapshot.count();
     let result = c.task.estimate(snapshot.as_ref(), query).map_err(|e| ApiError::from_core("query: ", e))?;
     let doc =
-        Arc::new(EstimateDocument { collection: c.config.id.clone(), reports: n, epsilon: c.config.epsilon, result });
+        to_body(&EstimateDocument { collection: c.config.id.clone(), reports: n, epsilon: c.config.epsilon, result })?;
     let mut cache = c.cache.lock().unwrap_or_else(|p| p.into_inner());
     cache.retain(|k| k.query != raw);
     cache.truncate(CACHED - 1);
@@ -132,9 +145,9 @@ fn compute(c: &Collection, raw: &str, query: &Query) -> Result<Arc<EstimateDocum
     Ok(doc)
 }
 
-fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Arc<EstimateDocument>, ApiError> {
+fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Bytes, ApiError> {
     if let Some(t) = &c.train {
-        return Ok(Arc::new(train_document(c, t)));
+        return to_body(&train_document(c, t));
     }
     let n = c.agg().count();
     let refresh = c.task.refresh_seconds();
