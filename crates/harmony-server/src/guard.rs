@@ -87,8 +87,13 @@ fn body_claim(req: &Request) -> usize {
     declared.unwrap_or(crate::MAX_BODY).min(crate::MAX_BODY)
 }
 
-/// The in-flight caps: a permit per request and one per KiB of its body, held until the answer.
+/// The in-flight caps: a permit per request and one per KiB of its body, held until the answer
+/// (`/healthz` is exempt: the process is up even when it is saturated).
 pub async fn caps(State(caps): State<Caps>, req: Request, next: Next) -> Response {
+    // Liveness answers even when the server is saturated.
+    if req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
     let Ok(_request) = caps.requests.clone().try_acquire_owned() else {
         return overloaded("server", "too many requests in flight; retry later".into());
     };
