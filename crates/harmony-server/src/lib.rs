@@ -12,7 +12,7 @@
 //! * `GET /v1/collections/{id}/model`, `POST …/gradients`: model rounds ([`api::rounds`],
 //!   [`rounds`]).
 //! * `GET /openapi.json`, `GET /metrics` (Prometheus text), `GET /healthz` (the process is up),
-//!   `GET /readyz` (the store answers, the state is loaded, no drain started).
+//!   `GET /readyz` (the state is loaded and the store answers).
 //!
 //! Logs (tracing) carry collection ids, counts and latencies, never report contents.
 #![warn(missing_docs)]
@@ -66,18 +66,15 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// `GET /readyz`: ready to serve — the collections are loaded, the store answers and no drain
-/// has started; 503 naming the reason otherwise.
+/// `GET /readyz`: ready to serve — the collections are loaded (the server answers only once
+/// they are) and the store answers; 503 naming the reason otherwise.
 #[utoipa::path(get, path = "/readyz", operation_id = "getReady", tag = "server",
     responses(
         (status = 200, description = "Ready: `{\"status\": \"ready\", \"collections\": N, \"quarantined\": M}`", content_type = "application/json", body = Object),
-        (status = 503, description = "Not ready: the store does not answer, or the server is draining", body = harmony_protocol::ErrorBody)
+        (status = 503, description = "Not ready: the store does not answer (the message says why)", body = harmony_protocol::ErrorBody)
     ))]
 async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
     use axum::http::StatusCode;
-    if st.draining() {
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server", "draining: the server is shutting down"));
-    }
     let store = st.inner.store.clone();
     api::blocking(move || {
         store.ping().map_err(|e| {

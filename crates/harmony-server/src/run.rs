@@ -77,7 +77,7 @@ pub fn spawn_limits(
     extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
 ) -> Result<Running, ServerError> {
     let state = AppState::new(store, token)?;
-    let app = crate::router_with_limits(state.clone(), limits, extend);
+    let app = crate::router_with_limits(state, limits, extend);
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     let std_listener = std::net::TcpListener::bind(listen).map_err(listen_err)?;
     std_listener.set_nonblocking(true).map_err(listen_err)?;
@@ -97,7 +97,7 @@ pub fn spawn_limits(
                 let stop = async move {
                     let _ = rx.await;
                 };
-                let _ = serve(listener, app, state, &limits, stop).await;
+                let _ = serve(listener, app, &limits, stop).await;
             });
         })
         .map_err(ServerError::Runtime)?;
@@ -124,8 +124,8 @@ pub fn serve_forever_with(
         let addr = listener.local_addr().map_err(listen_err)?;
         eprintln!("harmony server listening on http://{addr}");
         tracing::info!(%addr, "listening");
-        let app = crate::router_with_limits(state.clone(), limits, |r| r);
-        serve(listener, app, state, limits, shutdown_signal()).await.map_err(ServerError::Runtime)
+        let app = crate::router_with_limits(state, limits, |r| r);
+        serve(listener, app, limits, shutdown_signal()).await.map_err(ServerError::Runtime)
     })
 }
 
@@ -154,13 +154,11 @@ async fn shutdown_signal() {
 
 /// The accept loop: HTTP/1.1 connections with hyper's header-read timeout (also the idle
 /// timeout of a kept-alive connection), at most `max_connections` open (more are answered 503
-/// and closed). When `stop` completes, the listener closes, `/readyz` answers 503, idle
-/// connections close and in-flight requests are answered (for at most `drain_timeout`): every
+/// and closed). When `stop` completes, the listener closes, idle connections close and in-flight requests are answered (for at most `drain_timeout`): every
 /// acknowledged report is committed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
-    state: AppState,
     limits: &Limits,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -197,7 +195,6 @@ pub async fn serve(
         });
     }
     drop(listener);
-    state.set_draining();
     tracing::info!(connections = graceful.count(), "draining");
     if tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await.is_err() {
         tracing::warn!("drain timed out; closing the remaining connections");

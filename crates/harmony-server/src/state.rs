@@ -88,8 +88,6 @@ pub(crate) struct Inner {
     pub collections: RwLock<HashMap<String, Arc<Collection>>>,
     pub quarantined: RwLock<HashMap<String, Quarantined>>,
     pub metrics: Metrics,
-    /// Set when a drain starts (`/readyz` answers 503 from then on).
-    pub draining: std::sync::atomic::AtomicBool,
 }
 
 /// Loads one stored collection and replays its reports (or its round) into the accumulator.
@@ -141,7 +139,6 @@ impl AppState {
                 collections: RwLock::new(map),
                 quarantined: RwLock::new(quarantined),
                 metrics: Metrics::default(),
-                draining: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -164,16 +161,6 @@ impl AppState {
     /// Adds a new collection.
     pub fn insert(&self, id: String, c: Collection) {
         self.inner.collections.write().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::new(c));
-    }
-
-    /// Marks the server as draining (it stops being ready).
-    pub fn set_draining(&self) {
-        self.inner.draining.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Whether a drain started.
-    pub fn draining(&self) -> bool {
-        self.inner.draining.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Number of quarantined collections.
