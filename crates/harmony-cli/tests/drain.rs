@@ -143,6 +143,6 @@ fn serve_options_out_of_range_are_named() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(opt), "{opt} {value}: {err}");
+        assert!(!out.status.success() && err.contains(&format!("{opt} is")), "{opt} {value}: {err}");
     }
 }

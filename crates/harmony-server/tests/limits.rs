@@ -306,3 +306,67 @@ fn requests_over_the_in_flight_cap_or_the_timeout_get_503() {
     }
     assert_eq!(request(addr, "GET", "/openapi.json", "").0, 200);
 }
+
+/// This process's resident set, in MiB (Linux).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+/// #26b at scale: 300 connections each declare a 32 MiB body; with the default 256 MiB budget
+/// 8 are admitted and send 32 MiB − 100 bytes, then stall; the 292 others are answered 503 at
+/// once. The process's RSS (server and this client, one process) grows by at most 768 MiB (the
+/// documented bound: 3× the budget) while they stall, and the stalled ones are closed by the
+/// body timeout (5 s here).
+#[test]
+fn three_hundred_stalled_32mib_bodies_keep_rss_bounded() {
+    let s = Server::start("rss", short(|l| l.body_timeout = Duration::from_secs(5)));
+    let addr = s.addr();
+    let len = (32 << 20) - 100;
+    let head = format!(
+        "POST /v1/collections/x/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        32 << 20
+    );
+    let before = rss_mib();
+    let chunk = vec![b' '; 1 << 20];
+    let (mut admitted, mut refused) = (Vec::new(), 0);
+    for _ in 0..300 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(head.as_bytes()).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 1024];
+        match c.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                assert!(buf.starts_with(b"HTTP/1.1 503"), "{}", String::from_utf8_lossy(&buf[..n]));
+                refused += 1;
+            }
+            _ => admitted.push(c),
+        }
+    }
+    assert_eq!((admitted.len(), refused), (8, 292), "admitted / refused");
+    let t0 = Instant::now();
+    for c in &mut admitted {
+        let mut sent = 0;
+        while sent < len {
+            let n = chunk.len().min(len - sent);
+            c.write_all(&chunk[..n]).unwrap();
+            sent += n;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let held = rss_mib() - before;
+    eprintln!(
+        "admitted {}, refused {refused}; RSS +{held:.0} MiB while stalled (before {before:.0} MiB)",
+        admitted.len()
+    );
+    assert!(held < 768.0, "RSS grew by {held} MiB");
+    for c in &mut admitted {
+        let left = Duration::from_secs(8).saturating_sub(t0.elapsed());
+        assert!(closed_within(c, left.max(Duration::from_millis(100))), "a stalled body outlived the body timeout");
+    }
+}
