@@ -28,7 +28,7 @@ pub struct CreateCollection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Schema>,
     /// The privacy budget of one device's report (a whole record, a set of items, a gradient).
-    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 700))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.002, maximum = 20))]
     pub epsilon: f64,
     /// The analysis.
     pub task: TaskSpec,

@@ -102,8 +102,19 @@ fn parse_error<'de, T: serde::Deserialize<'de>>(body: &'de [u8]) -> ApiError {
             if !inner.is_data() {
                 return syntax(inner);
             }
-            let field = if path.is_empty() || path == "." { "body".to_string() } else { path };
-            ApiError::bad(field, format!("the request body does not parse: {inner}"))
+            let mut field = if path.is_empty() || path == "." { "body".to_string() } else { path };
+            // An unknown field is named in the path: `task.bogus`, `reports[0].extra`.
+            let text = inner.to_string();
+            if let Some(rest) = text.strip_prefix("unknown field `")
+                && let Some((name, _)) = rest.split_once('`')
+            {
+                if field == "body" {
+                    field = name.to_string();
+                } else if !field.ends_with(&format!(".{name}")) && field != name {
+                    field = format!("{field}.{name}");
+                }
+            }
+            ApiError::bad(field, format!("the request body does not parse: {text}"))
         }
         Ok(_) => match de.end() {
             Err(e) => syntax(e),

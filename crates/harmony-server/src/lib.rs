@@ -11,13 +11,16 @@
 //!   accumulators updated per batch (no rescan), rebuilt from the stored reports on start.
 //! * `GET /v1/collections/{id}/model`, `POST …/gradients`: model rounds ([`api::rounds`],
 //!   [`rounds`]).
-//! * `GET /openapi.json`, `GET /metrics` (Prometheus text), `GET /healthz`.
+//! * `GET /openapi.json`, `GET /metrics` (Prometheus text), `GET /healthz` (the process is up),
+//!   `GET /readyz` (the state is loaded and the store answers).
 //!
 //! Logs (tracing) carry collection ids, counts and latencies, never report contents.
 #![warn(missing_docs)]
 
 pub mod api;
 pub mod error;
+pub mod guard;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod pg;
@@ -36,7 +39,8 @@ use utoipa_axum::routes;
 
 pub use api::MAX_BODY;
 pub use error::{ApiError, ServerError};
-pub use run::{Running, open_store, serve_forever, spawn, spawn_with};
+pub use guard::Limits;
+pub use run::{Running, open_store, serve_forever, serve_forever_with, spawn, spawn_limits, spawn_with};
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};
 
@@ -62,6 +66,27 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+/// `GET /readyz`: ready to serve — the collections are loaded (the server answers only once
+/// they are) and the store answers; 503 naming the reason otherwise.
+#[utoipa::path(get, path = "/readyz", operation_id = "getReady", tag = "server",
+    responses(
+        (status = 200, description = "Ready: `{\"status\": \"ready\", \"collections\": N, \"quarantined\": M}`", content_type = "application/json", body = Object),
+        (status = 503, description = "Not ready: the store does not answer (the message says why)", body = harmony_protocol::ErrorBody)
+    ))]
+async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
+    use axum::http::StatusCode;
+    let store = st.inner.store.clone();
+    api::blocking(move || {
+        store.ping().map_err(|e| {
+            tracing::warn!(error = %e, "readiness: the store does not answer");
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", format!("the store does not answer: {e}"))
+        })
+    })
+    .await?;
+    let body = serde_json::json!({"status": "ready", "collections": st.count(), "quarantined": st.quarantined_count()});
+    Ok(axum::Json(body).into_response())
+}
+
 /// Every endpoint with its OpenAPI annotation: the router and the document come from this one
 /// list, so they cannot disagree.
 pub fn api_router() -> OpenApiRouter<AppState> {
@@ -76,6 +101,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(openapi_json))
         .routes(routes!(metrics))
         .routes(routes!(healthz))
+        .routes(routes!(readyz))
 }
 
 /// The router with every endpoint and every layer.
@@ -86,11 +112,35 @@ pub fn router(state: AppState) -> Router {
 /// The router with `extend`'s routes added before the layers (body limit, panics → 500 JSON,
 /// JSON 404/405): other crates (a dashboard's static assets) and tests add routes here.
 pub fn router_with(state: AppState, extend: impl FnOnce(Router<AppState>) -> Router<AppState>) -> Router {
+    router_with_limits(state, &Limits::default(), extend)
+}
+
+/// [`router_with`] with explicit timeouts and caps ([`Limits`]; the header timeout and the
+/// connection cap are the accept loop's, [`run`]).
+pub fn router_with_limits(
+    state: AppState,
+    limits: &Limits,
+    extend: impl FnOnce(Router<AppState>) -> Router<AppState>,
+) -> Router {
+    use axum::middleware::{from_fn, from_fn_with_state};
+    use tower_http::timeout::{RequestBodyDeadlineLayer, TimeoutLayer};
     let (router, _) = api_router().split_for_parts();
+    let caps = guard::Caps::new(limits);
     extend(router)
+        .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(from_fn(guard::json_bodies))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .layer(RequestBodyDeadlineLayer::new(limits.body_timeout))
+        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout))
+        .layer(from_fn_with_state(caps, guard::caps))
+        .layer(from_fn(guard::json_errors))
         .with_state(state)
+}
+
+/// An unknown route: 404 in the JSON error format.
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(axum::http::StatusCode::NOT_FOUND, "path", format!("no endpoint {:?}", uri.path()))
 }
 
 /// A panicking handler (an async one; blocking work is caught in [`api::blocking`]): 500 JSON.

@@ -74,19 +74,53 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<Vec<bool>>> {
+/// Commits a group of batches in one transaction; each batch in its own savepoint, rolled back
+/// alone when one of its ids is already stored with other bytes.
+fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
     let mut tx = conn.transaction()?;
     let stmt = tx.prepare(INSERT)?;
     let mut out = Vec::with_capacity(group.len());
     for job in group {
+        let mut sp = tx.transaction()?;
         let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
         let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
-        let rows = tx.query(&stmt, &[&job.key, &ids, &bodies])?;
+        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies])?;
         let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
-        out.push(job.reports.iter().map(|(r, _)| new.contains(r)).collect());
+        let flags: Vec<bool> = job.reports.iter().map(|(r, _)| new.contains(r)).collect();
+        match conflict(&mut sp, job, &flags)? {
+            Some(c) => {
+                sp.rollback()?;
+                out.push(Err(c));
+            }
+            None => {
+                sp.commit()?;
+                out.push(Ok(flags));
+            }
+        }
     }
     tx.commit()?;
     Ok(out)
+}
+
+/// The first repeated id of a batch whose stored bytes differ.
+fn conflict(tx: &mut postgres::Transaction<'_>, job: &Job, flags: &[bool]) -> StoreResult<Option<StoreError>> {
+    let repeated: Vec<&str> =
+        job.reports.iter().zip(flags).filter(|(_, new)| !**new).map(|((r, _), _)| r.as_str()).collect();
+    if repeated.is_empty() {
+        return Ok(None);
+    }
+    let rows = tx.query(
+        "SELECT report_id, body FROM harmony_reports WHERE collection = $1 AND report_id = ANY($2)",
+        &[&job.key, &repeated],
+    )?;
+    let stored: std::collections::HashMap<String, Vec<u8>> =
+        rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, Vec<u8>>(1))).collect();
+    for (index, ((rid, body), new)) in job.reports.iter().zip(flags).enumerate() {
+        if !new && stored.get(rid).is_some_and(|b| b != body) {
+            return Ok(Some(StoreError::Conflict { index, id: rid.clone() }));
+        }
+    }
+    Ok(None)
 }
 
 fn writer_loop(mut conn: postgres::Client, jobs: Receiver<Job>) {
@@ -103,9 +137,9 @@ fn writer_loop(mut conn: postgres::Client, jobs: Receiver<Job>) {
             }
         }
         match commit_group(&mut conn, &group) {
-            Ok(flags) => {
-                for (job, f) in group.into_iter().zip(flags) {
-                    let _ = job.reply.send(Ok(f));
+            Ok(results) => {
+                for (job, r) in group.into_iter().zip(results) {
+                    let _ = job.reply.send(r);
                 }
             }
             Err(e) => {
@@ -197,6 +231,13 @@ impl Store for PgStore {
         let c = guard.as_mut().ok_or(StoreError::Closed)?;
         let n: i64 = c.query_one("SELECT COUNT(*) FROM harmony_reports WHERE collection = $1", &[&key])?.get(0);
         Ok(n as u64)
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let c = guard.as_mut().ok_or(StoreError::Closed)?;
+        c.is_valid(std::time::Duration::from_secs(2))?;
+        Ok(())
     }
 
     fn supports_training(&self) -> bool {

@@ -2,9 +2,11 @@
 //! demo`, the current thread for `harmony serve`).
 
 use crate::error::{ServerError, redact};
+use crate::guard::Limits;
 use crate::state::AppState;
 use crate::store::{SqliteStore, Store};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Opens the store a URL names: `sqlite://PATH` (or a bare path) or `postgres://…`.
 pub fn open_store(url: &str) -> Result<Arc<dyn Store>, ServerError> {
@@ -62,8 +64,20 @@ pub fn spawn_with(
     workers: usize,
     extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
 ) -> Result<Running, ServerError> {
+    spawn_limits(store, token, listen, workers, &Limits::default(), extend)
+}
+
+/// [`spawn_with`] with explicit timeouts and caps.
+pub fn spawn_limits(
+    store: Arc<dyn Store>,
+    token: &str,
+    listen: &str,
+    workers: usize,
+    limits: &Limits,
+    extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
+) -> Result<Running, ServerError> {
     let state = AppState::new(store, token)?;
-    let app = crate::router_with(state, extend);
+    let app = crate::router_with_limits(state, limits, extend);
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     let std_listener = std::net::TcpListener::bind(listen).map_err(listen_err)?;
     std_listener.set_nonblocking(true).map_err(listen_err)?;
@@ -74,24 +88,34 @@ pub fn spawn_with(
         .enable_all()
         .build()
         .map_err(ServerError::Runtime)?;
+    let limits = limits.clone();
     let thread = std::thread::Builder::new()
         .name("harmony-server".into())
         .spawn(move || {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.await;
-                    })
-                    .await;
+                let stop = async move {
+                    let _ = rx.await;
+                };
+                let _ = serve(listener, app, &limits, stop).await;
             });
         })
         .map_err(ServerError::Runtime)?;
     Ok(Running { addr, shutdown: Some(tx), thread: Some(thread) })
 }
 
-/// Serves on the current thread until Ctrl-C (SIGINT).
+/// Serves on the current thread until SIGINT or SIGTERM, then drains ([`serve`]).
 pub fn serve_forever(store: Arc<dyn Store>, token: &str, listen: &str) -> Result<(), ServerError> {
+    serve_forever_with(store, token, listen, &Limits::default())
+}
+
+/// [`serve_forever`] with explicit timeouts and caps.
+pub fn serve_forever_with(
+    store: Arc<dyn Store>,
+    token: &str,
+    listen: &str,
+    limits: &Limits,
+) -> Result<(), ServerError> {
     let state = AppState::new(store, token)?;
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServerError::Runtime)?;
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
@@ -100,11 +124,97 @@ pub fn serve_forever(store: Arc<dyn Store>, token: &str, listen: &str) -> Result
         let addr = listener.local_addr().map_err(listen_err)?;
         eprintln!("harmony server listening on http://{addr}");
         tracing::info!(%addr, "listening");
-        axum::serve(listener, crate::router(state))
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .map_err(ServerError::Runtime)
+        let app = crate::router_with_limits(state, limits, |r| r);
+        serve(listener, app, limits, shutdown_signal()).await.map_err(ServerError::Runtime)
     })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: draining"),
+            _ = term.recv() => tracing::info!("SIGTERM: draining"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The accept loop: HTTP/1.1 connections with hyper's header-read timeout (also the idle
+/// timeout of a kept-alive connection), at most `max_connections` open (more are answered 503
+/// and closed). When `stop` completes, the listener closes, idle connections close and in-flight requests are answered (for at most `drain_timeout`): every
+/// acknowledged report is committed.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: &Limits,
+    stop: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let conns = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).keep_alive(true);
+    tokio::pin!(stop);
+    loop {
+        let (stream, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut stop => break,
+        };
+        let Ok(permit) = conns.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(stream));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(TokioIo::new(stream), service);
+        let watched = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = watched.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tracing::info!(connections = graceful.count(), "draining");
+    if tokio::time::timeout(limits.drain_timeout, graceful.shutdown()).await.is_err() {
+        tracing::warn!("drain timed out; closing the remaining connections");
+    }
+    Ok(())
+}
+
+/// Answers a connection over the cap with a 503 and closes it.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let body = r#"{"error":{"field":"server","message":"too many open connections; retry later"}}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        crate::guard::RETRY_AFTER_SECONDS,
+        body.len()
+    );
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }

@@ -163,6 +163,11 @@ impl AppState {
         self.inner.collections.write().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::new(c));
     }
 
+    /// Number of quarantined collections.
+    pub fn quarantined_count(&self) -> u64 {
+        self.inner.quarantined.read().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+
     /// Number of collections served.
     pub fn count(&self) -> u64 {
         self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).len() as u64

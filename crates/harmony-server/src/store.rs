@@ -22,6 +22,15 @@ pub enum StoreError {
     /// The store does not implement this (a custom [`Store`] without model rounds).
     #[error("not supported by this store: {0}")]
     Unsupported(&'static str),
+    /// A report id already stored with other bytes (`index` in the batch): nothing of the
+    /// batch was written.
+    #[error("report {index} ({id:?}) is already stored with other bytes")]
+    Conflict {
+        /// Its position in the batch.
+        index: usize,
+        /// The report id.
+        id: String,
+    },
     /// The stored round is not the one a gradient was computed for: another server sharing the
     /// database advanced it (nothing was written; reload the round from the store).
     #[error("the stored round moved on: {0}")]
@@ -55,13 +64,18 @@ pub trait Store: Send + Sync + 'static {
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64>;
     /// Every collection.
     fn collections(&self) -> StoreResult<Vec<StoredCollection>>;
-    /// Stores reports `(report id, encoded report)` of one collection durably; returns for each
-    /// whether it was new (`false`: the id was already stored, nothing written).
+    /// Stores reports `(report id, encoded report)` of one collection durably, all or nothing;
+    /// returns for each whether it was new (`false`: the id was already stored with the same
+    /// bytes, nothing written). An id stored with other bytes is [`StoreError::Conflict`].
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>>;
     /// Calls `f` on every stored report of a collection.
     fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()>;
     /// Number of stored reports of a collection.
     fn count_reports(&self, key: i64) -> StoreResult<u64>;
+    /// Whether the store answers (a trivial query on each connection): `/readyz`.
+    fn ping(&self) -> StoreResult<()> {
+        Ok(())
+    }
 
     /// Whether the store implements model rounds (the gradient methods below).
     fn supports_training(&self) -> bool {
@@ -179,11 +193,10 @@ fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let result = commit_group(&mut conn, &group);
-        match result {
-            Ok(flags) => {
-                for (job, f) in group.into_iter().zip(flags) {
-                    let _ = job.reply.send(Ok(f));
+        match commit_group(&mut conn, &group) {
+            Ok(results) => {
+                for (job, r) in group.into_iter().zip(results) {
+                    let _ = job.reply.send(r);
                 }
             }
             Err(e) => {
@@ -196,22 +209,46 @@ fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>) {
     }
 }
 
-fn commit_group(conn: &mut rusqlite::Connection, group: &[Job]) -> StoreResult<Vec<Vec<bool>>> {
+/// Commits a group of batches in one transaction; each batch in its own savepoint, rolled back
+/// alone when one of its ids is already stored with other bytes.
+fn commit_group(conn: &mut rusqlite::Connection, group: &[Job]) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
     let tx = conn.transaction()?;
     let mut out = Vec::with_capacity(group.len());
-    {
-        let mut stmt =
-            tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body) VALUES (?1, ?2, ?3)")?;
-        for job in group {
-            let mut flags = Vec::with_capacity(job.reports.len());
-            for (rid, body) in &job.reports {
-                flags.push(stmt.execute(rusqlite::params![job.key, rid, body])? == 1);
-            }
-            out.push(flags);
+    for job in group {
+        tx.execute_batch("SAVEPOINT batch")?;
+        let result = insert_batch(&tx, job);
+        if matches!(result, Err(StoreError::Conflict { .. })) {
+            tx.execute_batch("ROLLBACK TO batch")?;
         }
+        tx.execute_batch("RELEASE batch")?;
+        out.push(match result {
+            Err(StoreError::Db(e)) => return Err(StoreError::Db(e)),
+            r => r,
+        });
     }
     tx.commit()?;
     Ok(out)
+}
+
+/// Inserts one batch; a repeated id is compared byte for byte with the stored report.
+fn insert_batch(tx: &rusqlite::Transaction<'_>, job: &Job) -> StoreResult<Vec<bool>> {
+    let mut insert =
+        tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body) VALUES (?1, ?2, ?3)")?;
+    let mut flags = Vec::with_capacity(job.reports.len());
+    for (index, (rid, body)) in job.reports.iter().enumerate() {
+        let new = insert.execute(rusqlite::params![job.key, rid, body])? == 1;
+        if !new {
+            let mut stored = tx.prepare_cached("SELECT body FROM reports WHERE collection = ?1 AND report_id = ?2")?;
+            let same: bool = stored.query_row(rusqlite::params![job.key, rid], |r| {
+                Ok(r.get_ref(0)?.as_blob().map(|b| b == body.as_slice()).unwrap_or(false))
+            })?;
+            if !same {
+                return Err(StoreError::Conflict { index, id: rid.clone() });
+            }
+        }
+        flags.push(new);
+    }
+    Ok(flags)
 }
 
 impl SqliteStore {
@@ -286,6 +323,13 @@ impl Store for SqliteStore {
         let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
         let n: i64 = conn.query_row("SELECT COUNT(*) FROM reports WHERE collection = ?1", [key], |r| r.get(0))?;
         Ok(n as u64)
+    }
+
+    fn ping(&self) -> StoreResult<()> {
+        self.sender()?;
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
+        Ok(())
     }
 
     fn supports_training(&self) -> bool {
@@ -373,7 +417,10 @@ mod tests {
             assert!(matches!(s.create_collection("c1", "{}"), Err(StoreError::Exists(_))));
             let f = s.insert_reports(k, vec![("a".into(), vec![1]), ("b".into(), vec![2])]).unwrap();
             assert_eq!(f, vec![true, true]);
-            let f = s.insert_reports(k, vec![("b".into(), vec![9]), ("c".into(), vec![3])]).unwrap();
+            // The same id with other bytes: a conflict, and nothing of that batch stored.
+            let e = s.insert_reports(k, vec![("c".into(), vec![3]), ("b".into(), vec![9])]).unwrap_err();
+            assert!(matches!(&e, StoreError::Conflict { index: 1, id } if id == "b"), "{e}");
+            let f = s.insert_reports(k, vec![("b".into(), vec![2]), ("c".into(), vec![3])]).unwrap();
             assert_eq!(f, vec![false, true]);
         }
         let s = SqliteStore::open(&path).unwrap();

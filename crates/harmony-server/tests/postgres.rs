@@ -27,7 +27,10 @@ fn postgres_store_and_server() {
         let k = s.create_collection("c1", "{}").unwrap();
         assert!(matches!(s.create_collection("c1", "{}"), Err(harmony_server::StoreError::Exists(_))));
         assert_eq!(s.insert_reports(k, vec![("a".into(), vec![1]), ("b".into(), vec![2])]).unwrap(), vec![true, true]);
-        assert_eq!(s.insert_reports(k, vec![("b".into(), vec![9]), ("c".into(), vec![3])]).unwrap(), vec![false, true]);
+        // The same id with other bytes: a conflict, and nothing of that batch stored.
+        let e = s.insert_reports(k, vec![("c".into(), vec![3]), ("b".into(), vec![9])]).unwrap_err();
+        assert!(matches!(&e, harmony_server::StoreError::Conflict { index: 1, id } if id == "b"), "{e}");
+        assert_eq!(s.insert_reports(k, vec![("b".into(), vec![2]), ("c".into(), vec![3])]).unwrap(), vec![false, true]);
         let mut bodies = Vec::new();
         s.for_each_report(k, &mut |b| bodies.push(b.to_vec())).unwrap();
         bodies.sort();

@@ -37,6 +37,54 @@ pub struct ServeArgs {
     /// Log level on stderr: error, warn, info or debug (debug logs every batch).
     #[arg(long, default_value = "info")]
     pub log_level: String,
+    /// Seconds a request's headers may take (also the idle time of a kept-alive connection).
+    #[arg(long, default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Seconds a request's body may take (a deadline; 408 after it).
+    #[arg(long, default_value_t = 30.0)]
+    pub body_timeout: f64,
+    /// Seconds a request may take in all (503 after it; started work still finishes).
+    #[arg(long, default_value_t = 60.0)]
+    pub request_timeout: f64,
+    /// Most open connections (more are answered 503 and closed).
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Most requests served at once (more are answered 503 with Retry-After).
+    #[arg(long, default_value_t = 256)]
+    pub max_in_flight: usize,
+    /// Most request-body MiB received or held at once (more are answered 503 with Retry-After).
+    #[arg(long, default_value_t = 256)]
+    pub max_body_mib_in_flight: usize,
+    /// Seconds SIGTERM/SIGINT waits for in-flight requests before exiting.
+    #[arg(long, default_value_t = 30.0)]
+    pub drain_timeout: f64,
+}
+
+impl ServeArgs {
+    /// The server's timeouts and caps; errors name the option.
+    pub fn limits(&self) -> Result<harmony_server::Limits> {
+        let secs = |name: &str, v: f64| -> Result<std::time::Duration> {
+            if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+                bail!("--{name} is {v}, expected seconds in (0, 86400]");
+            }
+            Ok(std::time::Duration::from_secs_f64(v))
+        };
+        let count = |name: &str, v: usize| -> Result<usize> {
+            if v == 0 || v > 1 << 20 {
+                bail!("--{name} is {v}, expected an integer in 1..=1048576");
+            }
+            Ok(v)
+        };
+        Ok(harmony_server::Limits {
+            header_timeout: secs("header-timeout", self.header_timeout)?,
+            body_timeout: secs("body-timeout", self.body_timeout)?,
+            request_timeout: secs("request-timeout", self.request_timeout)?,
+            max_connections: count("max-connections", self.max_connections)?,
+            max_in_flight: count("max-in-flight", self.max_in_flight)?,
+            max_body_bytes_in_flight: count("max-body-mib-in-flight", self.max_body_mib_in_flight)? << 20,
+            drain_timeout: secs("drain-timeout", self.drain_timeout)?,
+        })
+    }
 }
 
 /// `harmony collection …`.
@@ -159,6 +207,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         "debug" => LevelFilter::DEBUG,
         other => anyhow::bail!("--log-level is \"{other}\", expected error, warn, info or debug"),
     };
+    let limits = args.limits()?;
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(false).init();
     let token = match args.analyst_token {
         Some(t) if !t.is_empty() => t,
@@ -169,7 +218,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         }
     };
     let store = harmony_server::open_store(&args.db).map_err(|e| anyhow!("--db {e}"))?;
-    harmony_server::serve_forever(store, &token, &args.listen).map_err(|e| anyhow!(e))
+    harmony_server::serve_forever_with(store, &token, &args.listen, &limits).map_err(|e| anyhow!(e))
 }
 
 /// 128 bits from the OS CSPRNG, hex.

@@ -30,9 +30,10 @@ const CACHED: usize = 8;
                 ("reports" = (operation_id = "postReports", parameters(("id" = "$response.body#/id")))),
                 ("estimates" = (operation_id = "getEstimates", parameters(("id" = "$response.body#/id"))))
             )),
-        (status = 400, description = "Invalid schema, epsilon or task (the field names it)", body = harmony_protocol::ErrorBody),
+        (status = 400, description = "Invalid schema, epsilon or task, an unknown field, a name outside the documented character set or a cost over its limit (the field names it)", body = harmony_protocol::ErrorBody),
         (status = 401, description = "Missing or wrong token", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 501, description = "The store does not implement this task (model rounds)", body = harmony_protocol::ErrorBody),
         (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
     ))]
@@ -42,6 +43,9 @@ pub async fn create(State(st): State<AppState>, headers: HeaderMap, body: Body) 
     let st2 = st.clone();
     let created = blocking(move || {
         let req: CreateCollection = parse_json(&body)?;
+        // The typed parse succeeded, so the JSON does too; it finds unknown attribute fields.
+        let raw: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        crate::limits::check_request(&raw, &req)?;
         let id = {
             let mut b = [0u8; 12];
             harmony_core::sampling::secure_rng().fill_bytes(&mut b);

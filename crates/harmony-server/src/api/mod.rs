@@ -13,9 +13,28 @@ pub const MAX_BODY: usize = 32 << 20;
 /// A request body, or why it was refused (over [`MAX_BODY`], unreadable).
 pub type Body = Result<Bytes, axum::extract::rejection::BytesRejection>;
 
-/// The body's bytes; a refused body becomes the usual JSON error (413 for one over [`MAX_BODY`]).
+/// The body's bytes; a refused body becomes the usual JSON error: 413 for one over
+/// [`MAX_BODY`], 408 for one that did not arrive within the body timeout ([`crate::Limits`]).
 pub fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
-    body.map_err(|r| ApiError::new(r.status(), "body", format!("{} (the limit is {MAX_BODY} bytes)", r.body_text())))
+    body.map_err(|r| {
+        if timed_out(&r) {
+            let msg = "the request body did not arrive within the body timeout";
+            return ApiError::new(axum::http::StatusCode::REQUEST_TIMEOUT, "body", msg);
+        }
+        ApiError::new(r.status(), "body", format!("{} (the limit is {MAX_BODY} bytes)", r.body_text()))
+    })
+}
+
+/// Whether a body error comes from tower-http's body deadline.
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Runs blocking work (parsing, validation, storage, estimation) off the async workers; it runs

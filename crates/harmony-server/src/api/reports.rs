@@ -2,13 +2,15 @@
 //!
 //! Every report is decoded and validated before anything is stored; one bad report rejects the
 //! batch with a 4xx naming it. The batch is acknowledged after its transaction commits; a
-//! retried id is stored and counted once. Parsing, validation, the commit and the accumulator
+//! retried id with the same bytes is stored and counted once; an id already stored with other
+//! bytes is a 409 and nothing of its batch is stored. Parsing, validation, the commit and the accumulator
 //! update run on one blocking thread that finishes even if the client goes away: the live
 //! accumulator is always exactly the committed reports.
 
 use super::{Body, blocking, body_bytes};
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Collection};
+use crate::store::StoreError;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -48,8 +50,9 @@ struct ItemIn<'a> {
         (status = 200, description = "Stored durably (retried ids count as duplicates)", body = harmony_protocol::BatchAck),
         (status = 400, description = "A bad envelope or report (the field names it); nothing stored", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
-        (status = 409, description = "The collection trains a model: post gradients", body = harmony_protocol::ErrorBody),
+        (status = 409, description = "A report id already stored with other bytes (the field names it; nothing of the batch stored), or the collection trains a model: post gradients", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit, or more than 10,000 reports", body = harmony_protocol::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 503, description = "Storage unavailable or the collection quarantined: retry", body = harmony_protocol::ErrorBody)
     ))]
 pub async fn post(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
@@ -137,7 +140,13 @@ fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiErr
     check_envelope(c, &batch)?;
     let rows = decode_batch(c, &batch)?;
     let bodies: Vec<Vec<u8>> = rows.iter().map(|(_, b)| b.clone()).collect();
-    let flags = st.inner.store.insert_reports(c.key, rows).map_err(ApiError::store)?;
+    let flags = st.inner.store.insert_reports(c.key, rows).map_err(|e| match e {
+        StoreError::Conflict { index, id } => {
+            let msg = format!("report id {id:?} is already stored with other bytes; nothing of this batch was stored");
+            ApiError::new(StatusCode::CONFLICT, format!("reports[{index}].id"), msg)
+        }
+        e => ApiError::store(e),
+    })?;
     let mut accepted = 0;
     let mut agg = c.agg();
     for (b, new) in bodies.iter().zip(&flags) {

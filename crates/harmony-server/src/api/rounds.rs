@@ -62,6 +62,7 @@ fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_learn::remote:
         (status = 404, description = "No such collection, or it has no train task", body = harmony_protocol::ErrorBody),
         (status = 409, description = "Not the current round, a device's second gradient, or training is done", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 503, description = "Storage unavailable or the collection quarantined: retry", body = harmony_protocol::ErrorBody)
     ))]
 pub async fn post_gradient(

@@ -1,0 +1,189 @@
+//! What a collection may ask for, checked whole before anything is built or stored: no unknown
+//! fields (the typed parse refuses them in the envelope and the task spec; the schema's
+//! attributes are checked here on the raw JSON), names of a documented character set, and cost
+//! limits so that one create cannot hang or exhaust the server (live-tests #10c, #11, #12, #13).
+//! Every refusal is a 400 naming the field, the value and the limit.
+
+use crate::error::ApiError;
+use harmony_core::kinds::OracleKind;
+use harmony_core::schema::{Attribute, Schema};
+use harmony_protocol::CreateCollection;
+use harmony_protocol::spec::TaskSpec;
+use serde_json::Value;
+
+/// Most attributes in a schema (sample-k's choice of k is quadratic in them: 1,000 take ~0.1 s).
+pub const MAX_ATTRIBUTES: usize = 1000;
+/// Most labels of one categorical attribute (a frequency oracle's domain d).
+pub const MAX_CATEGORIES: usize = 4096;
+/// Most labels over all attributes: bounds the aggregator's counters and the work per report
+/// (OLH decodes a report in O(d) hash evaluations, so a report costs at most this many).
+pub const MAX_LABELS: usize = 16_384;
+/// Most characters in an attribute name.
+pub const MAX_NAME: usize = 128;
+/// Most bytes in a category label.
+pub const MAX_LABEL_BYTES: usize = 256;
+/// Largest |min|, |max| of a numeric attribute: below 2^53 every bound and their difference are
+/// exact doubles, so [min, max] ↔ [-1, 1] stays finite and estimates are numbers, not null.
+pub const MAX_BOUND: f64 = 1e15;
+/// Largest domain (the cross-product of the attributes) of a `linear-queries` collection.
+pub const MAX_DOMAIN: u64 = 1 << 20;
+/// Most memory of Bassily–Smith's projection matrices over a collection (bits: 32 MiB, one
+/// attribute of [`MAX_CATEGORIES`] labels).
+pub const MAX_ORACLE_BITS: u64 = 1 << 28;
+
+/// The fields an attribute of each kind has.
+const NUMERIC_FIELDS: [&str; 4] = ["kind", "name", "min", "max"];
+const CATEGORICAL_FIELDS: [&str; 3] = ["kind", "name", "categories"];
+
+fn too_big(field: impl Into<String>, value: impl std::fmt::Display, limit: impl std::fmt::Display) -> ApiError {
+    ApiError::bad(field, format!("{value}, the limit is {limit}"))
+}
+
+/// Refuses unknown fields inside the schema's attributes (`schema[3].bogus`), which the typed
+/// parse would drop silently.
+pub fn check_raw(raw: &Value) -> Result<(), ApiError> {
+    let Some(attrs) = raw.get("schema").and_then(Value::as_array) else { return Ok(()) };
+    for (i, a) in attrs.iter().enumerate() {
+        let Some(obj) = a.as_object() else { continue };
+        let allowed: &[&str] = match obj.get("kind").and_then(Value::as_str) {
+            Some("numeric") => &NUMERIC_FIELDS,
+            Some("categorical") => &CATEGORICAL_FIELDS,
+            _ => continue,
+        };
+        if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+            let msg = format!("unknown field {k:?}, expected one of {}", allowed.join(", "));
+            return Err(ApiError::bad(format!("schema[{i}].{k}"), msg));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` is a valid attribute name: 1 to [`MAX_NAME`] characters, each a letter or a
+/// digit (any script) or one of `_ - . : / ( ) #` and space; no control, markup or quote
+/// characters (`< > & " ' \``), no leading or trailing space.
+pub fn valid_name(name: &str) -> bool {
+    let n = name.chars().count();
+    (1..=MAX_NAME).contains(&n)
+        && name.trim() == name
+        && name.chars().all(|c| c.is_alphanumeric() || "_-.:/()# ".contains(c))
+}
+
+/// Whether `label` is a valid category label: 1 to [`MAX_LABEL_BYTES`] bytes, no control
+/// characters (labels are data values such as `<=50K`; clients escape them when rendering).
+pub fn valid_label(label: &str) -> bool {
+    (1..=MAX_LABEL_BYTES).contains(&label.len()) && !label.chars().any(char::is_control)
+}
+
+/// Checks the schema's names, sizes and bounds.
+pub fn check_schema(schema: &Schema) -> Result<(), ApiError> {
+    let attrs = schema.attributes();
+    if attrs.len() > MAX_ATTRIBUTES {
+        return Err(too_big("schema", format!("{} attributes", attrs.len()), MAX_ATTRIBUTES));
+    }
+    let mut labels = 0usize;
+    for (i, a) in attrs.iter().enumerate() {
+        if !valid_name(a.name()) {
+            let msg = format!(
+                "name {:?}: expected 1 to {MAX_NAME} letters, digits, spaces or _-.:/()# (no control, markup or \
+                 quote characters, no leading or trailing space)",
+                a.name()
+            );
+            return Err(ApiError::bad(format!("schema[{i}].name"), msg));
+        }
+        match a {
+            Attribute::Numeric { min, max, .. } => {
+                if min.abs() > MAX_BOUND || max.abs() > MAX_BOUND {
+                    return Err(too_big(format!("schema[{i}].min"), format!("bounds [{min}, {max}]"), MAX_BOUND));
+                }
+            }
+            Attribute::Categorical { categories, .. } => {
+                if categories.len() > MAX_CATEGORIES {
+                    let value = format!("{} categories", categories.len());
+                    return Err(too_big(format!("schema[{i}].categories"), value, MAX_CATEGORIES));
+                }
+                if let Some((j, c)) = categories.iter().enumerate().find(|(_, c)| !valid_label(c)) {
+                    let msg = format!("label {c:?}: expected 1 to {MAX_LABEL_BYTES} bytes without control characters");
+                    return Err(ApiError::bad(format!("schema[{i}].categories[{j}]"), msg));
+                }
+                labels += categories.len();
+            }
+        }
+    }
+    if labels > MAX_LABELS {
+        return Err(too_big("schema", format!("{labels} labels over all attributes"), MAX_LABELS));
+    }
+    Ok(())
+}
+
+/// Checks the costs that depend on the task, before anything is built: a linear-queries
+/// domain, the memory of Bassily–Smith's matrices (the only oracle whose memory grows as d·m;
+/// never a default, so only when the request names it).
+pub fn check_task(schema: &Schema, task: &TaskSpec) -> Result<(), ApiError> {
+    let card = |name: &str, bins: Option<&usize>| -> u64 {
+        match (schema.position(name).map(|p| &schema.attributes()[p]), bins) {
+            (Some(Attribute::Categorical { categories, .. }), _) => categories.len() as u64,
+            (_, Some(&k)) => k as u64,
+            _ => 1,
+        }
+    };
+    let bassily = |attrs: &mut dyn Iterator<Item = &Attribute>| -> Result<(), ApiError> {
+        let bits: u64 = attrs
+            .map(|a| match a {
+                Attribute::Categorical { categories, .. } => {
+                    let d = categories.len();
+                    d as u64 * harmony_core::frequency::BassilySmith::default_rows(d) as u64
+                }
+                Attribute::Numeric { .. } => 0,
+            })
+            .sum();
+        if bits > MAX_ORACLE_BITS {
+            let value = format!("bassily-smith matrices of {} MiB", bits >> 23);
+            return Err(too_big("task.categorical_mechanism", value, format!("{} MiB", MAX_ORACLE_BITS >> 23)));
+        }
+        Ok(())
+    };
+    match task {
+        TaskSpec::LinearQueries(s) => {
+            let size = s.attributes.iter().try_fold(1u64, |acc, n| acc.checked_mul(card(n, s.bins.get(n))));
+            match size {
+                Some(j) if j <= MAX_DOMAIN => Ok(()),
+                Some(j) => Err(too_big("task.attributes", format!("a domain of {j} cells"), MAX_DOMAIN)),
+                None => Err(too_big("task.attributes", "a domain over 2^64 cells", MAX_DOMAIN)),
+            }
+        }
+        TaskSpec::Means(s) if s.categorical_mechanism == Some(OracleKind::BassilySmith) => {
+            bassily(&mut schema.attributes().iter())
+        }
+        TaskSpec::Frequency(s) if s.mechanism == Some(OracleKind::BassilySmith) => {
+            bassily(&mut schema.attributes().iter().filter(|a| a.name() == s.attribute))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Everything above, for a create request (`raw` is its JSON).
+pub fn check_request(raw: &Value, req: &CreateCollection) -> Result<(), ApiError> {
+    check_raw(raw)?;
+    if let Some(schema) = &req.schema {
+        check_schema(schema)?;
+        check_task(schema, &req.task)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_labels() {
+        for ok in ["age", "hours_per_week", "Age (years)", "état", "a.b:c/d#1"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        for bad in ["", " a", "a ", "x\u{0}", "a\r\nb", "<script>", "a\"b", "a'b", "a&b", &"x".repeat(129)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+        assert!(valid_label("<=50K") && valid_label("Self-emp-not-inc"));
+        assert!(!valid_label("") && !valid_label("a\u{7}") && !valid_label(&"x".repeat(257)));
+    }
+}

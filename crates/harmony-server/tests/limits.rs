@@ -1,0 +1,382 @@
+//! Issue 17 item 3: timeouts and caps (live-tests #24, #25, #26b), fast tier — loopback only,
+//! short timeouts so each test takes a few seconds. The defaults are in `harmony_server::Limits`
+//! and docs/SERVER.md.
+
+use axum::routing::get;
+use harmony_server::{Limits, SqliteStore, Store};
+use serde_json::Value;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "limits-token";
+
+struct Server {
+    dir: PathBuf,
+    running: Option<harmony_server::Running>,
+}
+
+impl Server {
+    fn start(name: &str, limits: Limits) -> Server {
+        let dir = std::env::temp_dir().join(format!("harmony-limits-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+        let extend = |r: axum::Router<_>| r.route("/test/sleep", get(sleep));
+        let running = harmony_server::spawn_limits(store, TOKEN, "127.0.0.1:0", 2, &limits, extend).unwrap();
+        Server { dir, running: Some(running) }
+    }
+    fn addr(&self) -> SocketAddr {
+        self.running.as_ref().unwrap().addr
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn sleep() -> &'static str {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    "slept"
+}
+
+fn short(f: impl FnOnce(&mut Limits)) -> Limits {
+    let mut l = Limits {
+        header_timeout: Duration::from_secs(1),
+        body_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(5),
+        drain_timeout: Duration::from_secs(5),
+        ..Limits::default()
+    };
+    f(&mut l);
+    l
+}
+
+/// A whole request on a fresh connection: (status, lower-case head, body).
+fn request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nauthorization: Bearer {TOKEN}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    read_answer(&mut s)
+}
+
+fn read_answer(s: &mut TcpStream) -> (u16, String, String) {
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_ascii_lowercase(), body.to_string())
+}
+
+fn field(body: &str) -> String {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body:?}"));
+    v["error"]["field"].as_str().unwrap_or_else(|| panic!("not the error format: {body}")).to_string()
+}
+
+/// Whether the server closed `s` (EOF or reset, after any answer) within `wait`.
+fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// A collection and a valid 100-report batch body for it (seeded simulated devices).
+fn collection_and_batch(addr: SocketAddr) -> (String, Vec<String>) {
+    use harmony_client::{DeviceTask, Input, SimulatedDevices};
+    use harmony_core::schema::Value as Record;
+    let create = r#"{"schema": [{"kind": "numeric", "name": "age", "min": 0, "max": 100}], "epsilon": 2,
+        "task": {"kind": "means", "strategy": "split"}}"#;
+    let (status, _, body) = request(addr, "POST", "/v1/collections", create);
+    assert_eq!(status, 201, "{body}");
+    let created: harmony_protocol::Created = serde_json::from_str(&body).unwrap();
+    let task = DeviceTask::new(created.config).unwrap();
+    let mut devices = SimulatedDevices::new(7);
+    let batches = (0..60)
+        .map(|b| {
+            let items: Vec<String> = (0..100)
+                .map(|i| {
+                    let it = devices.item(&task, b * 100 + i, &Input::Record(&[Record::Unit(0.2)])).unwrap();
+                    format!(r#"{{"id": "{}", "report": "{}"}}"#, it.id, it.report)
+                })
+                .collect();
+            format!(r#"{{"collection": "{}", "config_version": 3, "reports": [{}]}}"#, created.id, items.join(","))
+        })
+        .collect();
+    (created.id, batches)
+}
+
+/// The 99th percentile (nearest rank) of the latencies of posting `batches`, in seconds.
+fn p99(addr: SocketAddr, id: &str, batches: &[String]) -> f64 {
+    let mut t: Vec<f64> = batches
+        .iter()
+        .map(|b| {
+            let t0 = Instant::now();
+            let (status, _, body) = request(addr, "POST", &format!("/v1/collections/{id}/reports"), b);
+            assert_eq!(status, 200, "{body}");
+            t0.elapsed().as_secs_f64()
+        })
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[((t.len() as f64 * 0.99).ceil() as usize).clamp(1, t.len()) - 1]
+}
+
+/// #24 (slowloris headers: 300/300 were still open at 45 s): `n` connections trickle a header
+/// line every 200 ms. Every one must be closed within `header_timeout` + 2 s, and 30 normal
+/// 100-report batches posted meanwhile keep a p99 within 2× the p99 of 30 batches before
+/// (baseline floored at 20 ms so that scheduling noise on a shared 2-core machine is not a
+/// failure; a server the slow connections stall takes seconds).
+fn slowloris(name: &str, n: usize, header_timeout: Duration) {
+    let s = Server::start(name, short(|l| l.header_timeout = header_timeout));
+    let addr = s.addr();
+    let (id, batches) = collection_and_batch(addr);
+    let base = p99(addr, &id, &batches[..30]);
+    let give_up = header_timeout + Duration::from_secs(2);
+    let slow: Vec<_> = (0..n)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                let t0 = Instant::now();
+                let _ = c.write_all(b"POST /x HTTP/1.1\r\nHost: a\r\n");
+                c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+                let mut buf = [0u8; 1024];
+                while t0.elapsed() < give_up {
+                    if c.write_all(b"a: b\r\n").is_err() {
+                        return Some(t0.elapsed());
+                    }
+                    match c.read(&mut buf) {
+                        Ok(_) => return Some(t0.elapsed()),
+                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                        Err(_) => return Some(t0.elapsed()),
+                    }
+                }
+                None
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let attacked = p99(addr, &id, &batches[30..]);
+    let closed: Vec<Option<Duration>> = slow.into_iter().map(|t| t.join().unwrap()).collect();
+    let open = closed.iter().filter(|c| c.is_none()).count();
+    let latest = closed.iter().flatten().max().copied().unwrap_or_default();
+    eprintln!(
+        "p99 baseline {:.1} ms, under {n} slow connections {:.1} ms; slow ones closed by {latest:?}",
+        base * 1e3,
+        attacked * 1e3
+    );
+    assert_eq!(open, 0, "{open} of {n} slow connections still open after {give_up:?}");
+    assert!(attacked <= 2.0 * base.max(0.020), "p99 {attacked} s under attack vs {base} s before");
+}
+
+/// Fast tier: 40 slow connections, 1 s header timeout (~3 s).
+#[test]
+fn slow_headers_are_closed_and_normal_batches_keep_their_p99() {
+    slowloris("slowloris", 40, Duration::from_secs(1));
+}
+
+/// Heavy tier: 300 slow connections against the default 10 s header timeout.
+#[test]
+#[ignore]
+fn heavy_300_slow_headers_are_closed_by_the_default_timeout() {
+    slowloris("slowloris300", 300, Limits::default().header_timeout);
+}
+
+/// #25 (a 32 MiB Content-Length with 1 byte every 5 s stayed open 40 s): the body deadline
+/// answers 408 (JSON, field `body`) and the connection closes.
+#[test]
+fn stalled_bodies_get_408_and_are_closed() {
+    let s = Server::start("body", short(|_| {}));
+    let (id, _) = collection_and_batch(s.addr());
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    let t0 = Instant::now();
+    let head = format!(
+        "POST /v1/collections/{id}/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000000\r\n\r\n{{"
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while t0.elapsed() < Duration::from_secs(4) {
+        let _ = c.write_all(b" ");
+        match c.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let elapsed = t0.elapsed();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(text.starts_with("HTTP/1.1 408"), "after {elapsed:?}: {text:?}");
+    assert_eq!(field(text.split_once("\r\n\r\n").unwrap().1), "body");
+    assert!(closed_within(&mut c, Duration::from_secs(2)), "still open after the 408");
+    assert!(elapsed < Duration::from_secs(3), "closed after {elapsed:?}");
+}
+
+/// #26b (100 stalled 32 MiB bodies took the server from 0.7 to 3.7 GB): bodies in flight are
+/// capped by bytes. With a 64 MiB budget two 32 MiB uploads are admitted; the next ones are
+/// answered 503 with `Retry-After` at once, before their bodies are read; once the stalled ones
+/// time out the budget is free again.
+#[test]
+fn bodies_over_the_in_flight_byte_budget_get_503() {
+    let s = Server::start("bytes", short(|l| l.max_body_bytes_in_flight = 64 << 20));
+    let addr = s.addr();
+    let head = format!(
+        "POST /v1/collections/x/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        (32 << 20) - 100
+    );
+    let mut conns = Vec::new();
+    let mut refused = 0;
+    for _ in 0..10 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(head.as_bytes()).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut buf = [0u8; 4096];
+        match c.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                let text = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+                assert!(text.starts_with("http/1.1 503") && text.contains("retry-after: 1"), "{text}");
+                assert_eq!(field(text.split_once("\r\n\r\n").unwrap().1), "body");
+                refused += 1;
+            }
+            _ => conns.push(c),
+        }
+    }
+    assert_eq!((conns.len(), refused), (2, 8), "admitted / refused");
+    for c in &mut conns {
+        assert!(closed_within(c, Duration::from_secs(3)), "a stalled body outlived the body timeout");
+    }
+    let (status, _, body) = request(addr, "POST", "/v1/collections/x/reports", "{}");
+    assert_eq!((status, field(&body).as_str()), (404, "collection"), "the budget is free again: {body}");
+}
+
+/// Connections over `max_connections` are answered 503 (JSON, `Retry-After`) and closed; the
+/// server keeps answering once they go.
+#[test]
+fn connections_over_the_cap_get_503() {
+    let s = Server::start(
+        "conns",
+        short(|l| {
+            l.max_connections = 8;
+            l.header_timeout = Duration::from_secs(5);
+        }),
+    );
+    let idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(s.addr()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let (status, head, body) = request(s.addr(), "GET", "/healthz", "");
+    assert_eq!((status, field(&body).as_str()), (503, "server"), "{head}");
+    assert!(head.contains("retry-after: 1"), "{head}");
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(request(s.addr(), "GET", "/healthz", "").0, 200);
+}
+
+/// Requests over `max_in_flight` are answered 503 with `Retry-After` (`/healthz` is exempt),
+/// and a request over the whole-request timeout is a 503 in the JSON format.
+#[test]
+fn requests_over_the_in_flight_cap_or_the_timeout_get_503() {
+    let s = Server::start(
+        "inflight",
+        short(|l| {
+            l.max_in_flight = 2;
+            l.request_timeout = Duration::from_secs(1);
+        }),
+    );
+    let addr = s.addr();
+    let sleepers: Vec<_> =
+        (0..2).map(|_| std::thread::spawn(move || request(addr, "GET", "/test/sleep", ""))).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, head, body) = request(addr, "GET", "/openapi.json", "");
+    assert_eq!((status, field(&body).as_str()), (503, "server"), "{body}");
+    assert!(head.contains("retry-after: 1"), "{head}");
+    assert_eq!(request(addr, "GET", "/healthz", "").0, 200, "liveness is exempt");
+    for t in sleepers {
+        let (status, head, body) = t.join().unwrap();
+        assert_eq!((status, field(&body).as_str()), (503, "server"), "{body}");
+        assert!(head.contains("retry-after"), "{head}");
+    }
+    assert_eq!(request(addr, "GET", "/openapi.json", "").0, 200);
+}
+
+/// This process's resident set, in MiB (Linux).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+/// #26b at scale: 300 connections each declare a 32 MiB body; with the default 256 MiB budget
+/// 8 are admitted and send 32 MiB − 100 bytes, then stall; the 292 others are answered 503 at
+/// once. The process's RSS (server and this client, one process) grows by at most 768 MiB (the
+/// documented bound: 3× the budget) while they stall, and the stalled ones are closed by the
+/// body timeout (5 s here).
+#[test]
+fn three_hundred_stalled_32mib_bodies_keep_rss_bounded() {
+    let s = Server::start("rss", short(|l| l.body_timeout = Duration::from_secs(5)));
+    let addr = s.addr();
+    let len = (32 << 20) - 100;
+    let head = format!(
+        "POST /v1/collections/x/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        32 << 20
+    );
+    let before = rss_mib();
+    let chunk = vec![b' '; 1 << 20];
+    let (mut admitted, mut refused) = (Vec::new(), 0);
+    for _ in 0..300 {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(head.as_bytes()).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 1024];
+        match c.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                assert!(buf.starts_with(b"HTTP/1.1 503"), "{}", String::from_utf8_lossy(&buf[..n]));
+                refused += 1;
+            }
+            _ => admitted.push(c),
+        }
+    }
+    assert_eq!((admitted.len(), refused), (8, 292), "admitted / refused");
+    let t0 = Instant::now();
+    for c in &mut admitted {
+        let mut sent = 0;
+        while sent < len {
+            let n = chunk.len().min(len - sent);
+            c.write_all(&chunk[..n]).unwrap();
+            sent += n;
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let held = rss_mib() - before;
+    eprintln!(
+        "admitted {}, refused {refused}; RSS +{held:.0} MiB while stalled (before {before:.0} MiB)",
+        admitted.len()
+    );
+    assert!(held < 768.0, "RSS grew by {held} MiB");
+    for c in &mut admitted {
+        let left = Duration::from_secs(8).saturating_sub(t0.elapsed());
+        assert!(closed_within(c, left.max(Duration::from_millis(100))), "a stalled body outlived the body timeout");
+    }
+}
