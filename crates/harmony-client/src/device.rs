@@ -1,6 +1,7 @@
 //! Devices: a collection's randomizer ([`DeviceTask`]), a real device with its OS-seeded
 //! generator and ledger ([`Device`]), and seeded devices for simulations ([`SimulatedDevices`]).
 
+use crate::budget::{BudgetStore, Clock, Spend};
 use crate::ledger::{Ledger, LedgerEntry};
 use crate::policy::Policy;
 use crate::{ClientError, Result};
@@ -89,10 +90,12 @@ impl DeviceTask {
     }
 }
 
-/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller) and a ledger.
+/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller), a ledger of its
+/// reports and, for a policy with a budget, a budget ledger and a clock.
 pub struct Device<L: Ledger> {
     rng: ChaCha20Rng,
     ledger: L,
+    budget: Option<(Box<dyn BudgetStore>, Box<dyn Clock>)>,
 }
 
 impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
@@ -103,9 +106,44 @@ impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
 }
 
 impl<L: Ledger> Device<L> {
-    /// A device with an OS-seeded generator.
+    /// A device with an OS-seeded generator and no budget ledger: it refuses every collection
+    /// whose policy sets a budget.
     pub fn new(ledger: L) -> Self {
-        Device { rng: harmony_core::sampling::secure_rng(), ledger }
+        Device { rng: harmony_core::sampling::secure_rng(), ledger, budget: None }
+    }
+    /// A device that charges every collection's ε to `store` at `clock`'s time (see
+    /// [`crate::budget`]), refusing what the policy's budget does not allow.
+    pub fn with_budget(ledger: L, store: impl BudgetStore + 'static, clock: impl Clock + 'static) -> Self {
+        Device { rng: harmony_core::sampling::secure_rng(), ledger, budget: Some((Box::new(store), Box::new(clock))) }
+    }
+    /// The budget ledger's spends (empty without one).
+    pub fn spends(&self) -> &[Spend] {
+        self.budget.as_ref().map_or(&[], |(s, _)| s.spends())
+    }
+    /// The spend `task`'s collection would record, refused by its policy's budget (before any
+    /// randomization); `None`: nothing to record.
+    fn admit(&self, task: &DeviceTask) -> Result<Option<Spend>> {
+        let budget = task.policy.budget.as_ref();
+        match (&self.budget, budget) {
+            (None, None) => Ok(None),
+            (None, Some(b)) => Err(crate::policy::refuse("budget", "a device without a budget ledger", b)),
+            (Some((store, clock)), b) => {
+                crate::budget::admit(store.spends(), b, &task.config.id, task.config.epsilon, clock.now())
+            }
+        }
+    }
+    /// Randomizes `input` for `task` under the budget and records it: the spend first, then the
+    /// entry, both before anything is sent.
+    fn record(&mut self, task: &DeviceTask, input: &Input<'_>, round: Option<u64>) -> Result<LedgerEntry> {
+        let spend = self.admit(task)?;
+        let mut ids = harmony_core::sampling::secure_rng();
+        let item = task.item(input, &mut self.rng, &mut ids)?;
+        if let (Some(s), Some((store, _))) = (spend, self.budget.as_mut()) {
+            store.record(s)?;
+        }
+        let e = LedgerEntry { item, acknowledged: false, round };
+        self.ledger.put(&task.config.id, e.clone())?;
+        Ok(e)
     }
     /// The ledger.
     pub fn ledger(&self) -> &L {
@@ -121,13 +159,7 @@ impl<L: Ledger> Device<L> {
         match self.ledger.get(id) {
             Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
             Some(e) => Ok(e),
-            None => {
-                let mut ids = harmony_core::sampling::secure_rng();
-                let item = task.item(input, &mut self.rng, &mut ids)?;
-                let e = LedgerEntry { item, acknowledged: false, round: None };
-                self.ledger.put(id, e.clone())?;
-                Ok(e)
-            }
+            None => self.record(task, input, None),
         }
     }
     /// Records that the server acknowledged the collection's entry.
@@ -145,13 +177,7 @@ impl<L: Ledger> Device<L> {
         match self.ledger.get(id) {
             Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
             Some(e) => Ok(e),
-            None => {
-                let mut ids = harmony_core::sampling::secure_rng();
-                let item = task.item(&Input::Gradient { record, model }, &mut self.rng, &mut ids)?;
-                let e = LedgerEntry { item, acknowledged: false, round: Some(model.round) };
-                self.ledger.put(id, e.clone())?;
-                Ok(e)
-            }
+            None => self.record(task, &Input::Gradient { record, model }, Some(model.round)),
         }
     }
 }

@@ -9,6 +9,11 @@
 //! * `mechanisms`: the mechanism, strategy and method names allowed (`None`: every one, the
 //!   default), matched against the names the config writes out (`strategy`,
 //!   `numeric_mechanism`, `categorical_mechanism`, `mechanism`, `method`).
+//! * `budget`: at most `epsilon` in total over any rolling window of `days` days, across
+//!   collections (sequential composition), charged by the device's budget ledger
+//!   ([`crate::budget`]) keyed by the collection id the device asked for (`None`: no budget,
+//!   the default). Written `"E/DAYS"` (`"2/1"`: ε 2 a day) or as a table
+//!   `{ epsilon = 2, days = 1 }`.
 //! * Out-of-range values: a numeric value outside [-1, 1] is clamped to the nearest end, a
 //!   non-finite one becomes 0 (the middle of the range). The device clamps, never skips: whether
 //!   it reports does not depend on its data (a skipped report would itself tell the server that
@@ -17,7 +22,13 @@
 //!
 //! Every refusal is [`ClientError::Policy`] naming the rule, the value and the limit. The policy
 //! is plain data (no files, no threads): the browser SDK builds one from JSON, the CLI from its
-//! flags.
+//! flags and a TOML file (`harmony submit --policy FILE`).
+//!
+//! # The default policy
+//! `max_epsilon = 10`, every task, every mechanism, no budget. The SDK cannot choose where a
+//! budget ledger persists, so the app sets the budget (e.g. `budget = "10/1"`) together with a
+//! [`BudgetStore`](crate::budget::BudgetStore) (`Device::with_budget`); a policy with a budget
+//! refuses every collection on a device without one.
 
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
@@ -42,15 +53,102 @@ pub struct Policy {
     /// The mechanism, strategy and method names allowed (`None`: every one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mechanisms: Option<Vec<String>>,
+    /// The largest total ε over a rolling window, across collections (`None`: no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// At most `epsilon` in total over any rolling window of `days` days.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "BudgetRepr", into = "BudgetRepr")]
+pub struct Budget {
+    /// The largest total ε in a window.
+    pub epsilon: f64,
+    /// The window, in days (fractions allowed).
+    pub days: f64,
+}
+
+/// `"E/DAYS"` or `{ epsilon, days }`.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum BudgetRepr {
+    Text(String),
+    Table(BudgetTable),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetTable {
+    epsilon: f64,
+    days: f64,
+}
+
+impl TryFrom<BudgetRepr> for Budget {
+    type Error = String;
+    fn try_from(r: BudgetRepr) -> std::result::Result<Self, String> {
+        let b = match r {
+            BudgetRepr::Text(s) => return s.parse::<Budget>().map_err(|e| e.to_string()),
+            BudgetRepr::Table(t) => Budget { epsilon: t.epsilon, days: t.days },
+        };
+        b.check().map_err(|e| e.to_string())?;
+        Ok(b)
+    }
+}
+
+impl From<Budget> for BudgetRepr {
+    fn from(b: Budget) -> Self {
+        BudgetRepr::Table(BudgetTable { epsilon: b.epsilon, days: b.days })
+    }
+}
+
+impl Budget {
+    /// A budget of `epsilon` per `days` days, both finite and > 0.
+    pub fn new(epsilon: f64, days: f64) -> Result<Self> {
+        let b = Budget { epsilon, days };
+        b.check()?;
+        Ok(b)
+    }
+    fn check(&self) -> Result<()> {
+        if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
+            return Err(refuse("policy.budget.epsilon", self.epsilon, "a finite ε > 0"));
+        }
+        if !(self.days.is_finite() && self.days > 0.0 && self.days * crate::budget::DAY as f64 >= 1.0) {
+            return Err(refuse("policy.budget.days", self.days, "a finite number of days ≥ 1 second"));
+        }
+        Ok(())
+    }
+    /// The window in seconds.
+    pub fn window_seconds(&self) -> f64 {
+        self.days * crate::budget::DAY as f64
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = if self.days == 1.0 { "day" } else { "days" };
+        write!(f, "ε {} per {} {unit}", self.epsilon, self.days)
+    }
+}
+
+impl std::str::FromStr for Budget {
+    type Err = ClientError;
+    /// `E/DAYS`, e.g. `2/1` (ε 2 a day) or `8/7`.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || refuse("policy.budget", format!("{s:?}"), "E/DAYS with E and DAYS numbers > 0, e.g. 2/1");
+        let (e, d) = s.split_once('/').ok_or_else(bad)?;
+        let e: f64 = e.trim().parse().map_err(|_| bad())?;
+        let d: f64 = d.trim().parse().map_err(|_| bad())?;
+        Budget::new(e, d)
+    }
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { max_epsilon: DEFAULT_MAX_EPSILON, tasks: None, mechanisms: None }
+        Policy { max_epsilon: DEFAULT_MAX_EPSILON, tasks: None, mechanisms: None, budget: None }
     }
 }
 
-fn refuse(rule: &str, value: impl ToString, limit: impl ToString) -> ClientError {
+pub(crate) fn refuse(rule: &str, value: impl ToString, limit: impl ToString) -> ClientError {
     ClientError::Policy { rule: rule.into(), value: value.to_string(), limit: limit.to_string() }
 }
 
@@ -62,12 +160,16 @@ impl Policy {
         Ok(p)
     }
 
-    /// The policy itself is usable: `max_epsilon` a positive finite number.
+    /// The policy itself is usable: `max_epsilon` a positive finite number, the budget's ε and
+    /// days too.
     pub fn check_self(&self) -> Result<()> {
         if !(self.max_epsilon.is_finite() && self.max_epsilon > 0.0) {
             return Err(refuse("policy.max_epsilon", self.max_epsilon, "a finite number > 0"));
         }
-        Ok(())
+        match &self.budget {
+            Some(b) => b.check(),
+            None => Ok(()),
+        }
     }
 
     /// Checks a fetched config: its ε, its task and every mechanism it names.
