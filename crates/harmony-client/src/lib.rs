@@ -26,6 +26,7 @@ mod device;
 #[cfg(not(target_arch = "wasm32"))]
 mod http;
 mod ledger;
+pub mod memo;
 pub mod policy;
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -37,6 +38,7 @@ pub use harmony_tasks::Input;
 #[cfg(not(target_arch = "wasm32"))]
 pub use http::{Client, RetryPolicy};
 pub use ledger::{FileLedger, Ledger, LedgerEntry, MemoryLedger};
+pub use memo::{MemoStore, MemoryMemo};
 pub use policy::{Budget, Policy};
 
 use std::path::PathBuf;

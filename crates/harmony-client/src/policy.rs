@@ -32,14 +32,12 @@
 
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
+use harmony_protocol::spec::TaskSpec;
 use harmony_protocol::{CollectionConfig, TaskKind};
 use serde::{Deserialize, Serialize};
 
 /// The default largest ε per collection.
 pub const DEFAULT_MAX_EPSILON: f64 = 10.0;
-
-/// The fields of a config's task spec that name a mechanism, a strategy or a method.
-const MECHANISM_FIELDS: [&str; 5] = ["strategy", "numeric_mechanism", "categorical_mechanism", "mechanism", "method"];
 
 /// A device's privacy policy (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -187,8 +185,8 @@ impl Policy {
             return Err(refuse("tasks", kind.name(), names.join(", ")));
         }
         if let Some(allowed) = &self.mechanisms {
-            for name in mechanisms_of(config) {
-                if !allowed.contains(&name) {
+            for name in mechanism_names(&config.task) {
+                if !allowed.iter().any(|a| a == name) {
                     return Err(refuse("mechanisms", name, allowed.join(", ")));
                 }
             }
@@ -213,6 +211,61 @@ impl Policy {
 
 /// The mechanism, strategy and method names a config's task spec writes out.
 pub fn mechanisms_of(config: &CollectionConfig) -> Vec<String> {
-    let spec = serde_json::to_value(&config.task).unwrap_or_default();
-    MECHANISM_FIELDS.iter().filter_map(|f| spec.get(*f).and_then(|v| v.as_str()).map(str::to_string)).collect()
+    mechanism_names(&config.task).map(str::to_string).collect()
+}
+
+/// The names of [`mechanisms_of`], without allocating: the spec's `strategy`,
+/// `numeric_mechanism`, `categorical_mechanism`, `mechanism` and `method` fields, as the config
+/// writes them out (tested against its JSON).
+fn mechanism_names(task: &TaskSpec) -> impl Iterator<Item = &'static str> {
+    let names: [Option<&'static str>; 3] = match task {
+        TaskSpec::Means(s) => {
+            [Some(s.strategy.name()), s.numeric_mechanism.map(|m| m.name()), s.categorical_mechanism.map(|m| m.name())]
+        }
+        TaskSpec::Frequency(s) => [s.mechanism.map(|m| m.name()), None, None],
+        TaskSpec::Range(s) => [Some(s.method.name()), None, None],
+        TaskSpec::HeavyHitters(s) => [Some(s.method.name()), None, None],
+        TaskSpec::Marginals(s) => [Some(s.method.name()), None, None],
+        TaskSpec::LinearQueries(s) => [Some(s.mechanism.name()), None, None],
+        TaskSpec::Train(s) => [Some(s.mechanism.name()), None, None],
+    };
+    names.into_iter().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields of a config's task spec that name a mechanism, a strategy or a method.
+    const FIELDS: [&str; 5] = ["strategy", "numeric_mechanism", "categorical_mechanism", "mechanism", "method"];
+
+    /// The names as the config's JSON writes them.
+    fn from_json(config: &CollectionConfig) -> Vec<String> {
+        let spec = serde_json::to_value(&config.task).unwrap();
+        FIELDS.iter().filter_map(|f| spec.get(*f).and_then(|v| v.as_str()).map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn mechanism_names_are_those_the_config_writes_out() {
+        use harmony_core::schema::{Attribute, Schema};
+        use harmony_protocol::CreateCollection;
+        use harmony_protocol::spec::{FrequencySpec, MeansSpec};
+        let schema = Schema::new(vec![
+            Attribute::Numeric { name: "x".into(), min: 0.0, max: 1.0 },
+            Attribute::Categorical { name: "c".into(), categories: vec!["a".into(), "b".into(), "c".into()] },
+        ])
+        .unwrap();
+        let mut tasks = vec![TaskSpec::Frequency(FrequencySpec { attribute: "c".into(), mechanism: None })];
+        use harmony_core::strategy::StrategyKind;
+        for strategy in [StrategyKind::Split, StrategyKind::Harmony, StrategyKind::SampleK] {
+            tasks.push(TaskSpec::Means(MeansSpec { strategy, ..Default::default() }));
+        }
+        for task in tasks {
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task };
+            let config = harmony_tasks::resolve(&req, "x").unwrap();
+            let names = mechanisms_of(&config);
+            assert!(!names.is_empty());
+            assert_eq!(names, from_json(&config), "{:?}", config.task);
+        }
+    }
 }
