@@ -15,6 +15,8 @@
 //! * [`budget`]: the privacy-budget ledger across collections: a [`Policy`]'s [`Budget`] (at most
 //!   ε per rolling window of days) charged per collection id the device asked for, persisted
 //!   by a [`BudgetStore`] ([`FileBudget`] natively) at a [`Clock`]'s time.
+//! * [`memo`]: memoized (permanent) randomized response for recurring frequency series
+//!   ([`Device::prepare_series`]): a series costs ε once per distinct value.
 //! * [`SimulatedDevices`]: seeded devices for simulations and tests only.
 //! * [`Client`] (native targets): the HTTP transport, with retries.
 //!

@@ -16,8 +16,8 @@
 //! The target of issue 16 is ≤ 1.05 for each ratio (fastest round with / without). Measured on
 //! a shared 2-core machine at load average ≈ 7 (other builds running), the ratios moved between
 //! runs: per report 1.075 to 1.10 (the clamp's scan of the numeric positions, ≈ 25–40 ns of a
-//! ≈ 330–410 ns report), per device 0.93 to 1.13 (noise around the ≈ 3 µs of check + budget in
-//! ≈ 50 µs, mostly the task's build). The assertion is a regression guard at 1.15 until the
+//! ≈ 330–410 ns report), per device 0.93 to 1.13 (noise around the ≈ 1–3 µs of check + budget in
+//! ≈ 43–57 µs, mostly the task's build); the last run, at load ≈ 5, 1.081 and 1.025. The assertion is a regression guard at 1.15 until the
 //! ratios are measured on a quiet machine.
 
 use harmony_client::budget::{DAY, Spend, admit};
