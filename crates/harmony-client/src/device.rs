@@ -1,7 +1,9 @@
 //! Devices: a collection's randomizer ([`DeviceTask`]), a real device with its OS-seeded
 //! generator and ledger ([`Device`]), and seeded devices for simulations ([`SimulatedDevices`]).
 
+use crate::budget::{BudgetStore, Clock, Spend};
 use crate::ledger::{Ledger, LedgerEntry};
+use crate::memo::MemoStore;
 use crate::policy::Policy;
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
@@ -24,6 +26,9 @@ pub struct DeviceTask {
     config: CollectionConfig,
     task: Box<dyn Task>,
     policy: Policy,
+    /// The schema's width and the positions of its numeric attributes (what the clamp scans).
+    width: usize,
+    numeric: Vec<usize>,
 }
 
 impl std::fmt::Debug for DeviceTask {
@@ -43,7 +48,14 @@ impl DeviceTask {
     pub fn with_policy(config: CollectionConfig, policy: Policy) -> Result<Self> {
         policy.check(&config)?;
         let task = harmony_tasks::build(&config)?;
-        Ok(DeviceTask { config, task, policy })
+        let attributes = config.schema.as_ref().map_or(&[][..], |s| s.attributes());
+        let numeric = attributes
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, harmony_core::schema::Attribute::Numeric { .. }))
+            .map(|(j, _)| j)
+            .collect();
+        Ok(DeviceTask { width: attributes.len(), numeric, config, task, policy })
     }
     /// The policy the config was checked against.
     pub fn policy(&self) -> &Policy {
@@ -64,17 +76,29 @@ impl DeviceTask {
         let clamped;
         let input = match *input {
             Input::Record(r) => {
-                clamped = self.policy.clamp(r);
+                clamped = self.clamped(r);
                 Input::Record(&clamped)
             }
             Input::Gradient { record, model } => {
-                clamped = self.policy.clamp(record);
+                clamped = self.clamped(record);
                 Input::Gradient { record: &clamped, model }
             }
             Input::Items(items) => Input::Items(items),
         };
         self.task.randomize(&input, rng, &mut buf)?;
         Ok(ReportItem { id: report_id(ids), report: to_hex(&buf) })
+    }
+    /// [`Policy::clamp`] of a record, without a copy when its numeric values are in range (the
+    /// common case: only the schema's numeric positions are read; a record of another width is
+    /// clamped whole, and the task's own check refuses it).
+    fn clamped<'a>(&self, record: &'a [Value]) -> std::borrow::Cow<'a, [Value]> {
+        // One pass without early exit; NaN is outside.
+        let outside = record.len() != self.width
+            || self
+                .numeric
+                .iter()
+                .fold(false, |acc, &j| acc | matches!(record[j], Value::Unit(t) if t.is_nan() | (t.abs() > 1.0)));
+        if outside { std::borrow::Cow::Owned(self.policy.clamp(record)) } else { std::borrow::Cow::Borrowed(record) }
     }
     fn expect(&self, kind: TaskKind, rounds: bool) -> Result<()> {
         let task = self.config.task.kind();
@@ -89,10 +113,13 @@ impl DeviceTask {
     }
 }
 
-/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller) and a ledger.
+/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller), a ledger of its
+/// reports and, for a policy with a budget, a budget ledger and a clock.
 pub struct Device<L: Ledger> {
     rng: ChaCha20Rng,
     ledger: L,
+    budget: Option<(Box<dyn BudgetStore>, Box<dyn Clock>)>,
+    memo: Option<Box<dyn MemoStore>>,
 }
 
 impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
@@ -103,9 +130,53 @@ impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
 }
 
 impl<L: Ledger> Device<L> {
-    /// A device with an OS-seeded generator.
+    /// A device with an OS-seeded generator and no budget ledger: it refuses every collection
+    /// whose policy sets a budget.
     pub fn new(ledger: L) -> Self {
-        Device { rng: harmony_core::sampling::secure_rng(), ledger }
+        Device { rng: harmony_core::sampling::secure_rng(), ledger, budget: None, memo: None }
+    }
+    /// A device that charges every collection's ε to `store` at `clock`'s time (see
+    /// [`crate::budget`]), refusing what the policy's budget does not allow.
+    pub fn with_budget(ledger: L, store: impl BudgetStore + 'static, clock: impl Clock + 'static) -> Self {
+        Device {
+            rng: harmony_core::sampling::secure_rng(),
+            ledger,
+            budget: Some((Box::new(store), Box::new(clock))),
+            memo: None,
+        }
+    }
+    /// The device keeps permanent reports for recurring series in `store`
+    /// ([`Device::prepare_series`], [`crate::memo`]).
+    pub fn with_memo(mut self, store: impl MemoStore + 'static) -> Self {
+        self.memo = Some(Box::new(store));
+        self
+    }
+    /// The budget ledger's spends (empty without one).
+    pub fn spends(&self) -> &[Spend] {
+        self.budget.as_ref().map_or(&[], |(s, _)| s.spends())
+    }
+    /// The spend `task`'s collection would record, refused by its policy's budget (before any
+    /// randomization); `None`: nothing to record.
+    fn admit(&self, task: &DeviceTask, key: &str) -> Result<Option<Spend>> {
+        let budget = task.policy.budget.as_ref();
+        match (&self.budget, budget) {
+            (None, None) => Ok(None),
+            (None, Some(b)) => Err(crate::policy::refuse("budget", "a device without a budget ledger", b)),
+            (Some((store, clock)), b) => crate::budget::admit(store.spends(), b, key, task.config.epsilon, clock.now()),
+        }
+    }
+    /// Randomizes `input` for `task` under the budget and records it: the spend first, then the
+    /// entry, both before anything is sent.
+    fn record(&mut self, task: &DeviceTask, input: &Input<'_>, round: Option<u64>) -> Result<LedgerEntry> {
+        let spend = self.admit(task, &task.config.id)?;
+        let mut ids = harmony_core::sampling::secure_rng();
+        let item = task.item(input, &mut self.rng, &mut ids)?;
+        if let (Some(s), Some((store, _))) = (spend, self.budget.as_mut()) {
+            store.record(s)?;
+        }
+        let e = LedgerEntry { item, acknowledged: false, round };
+        self.ledger.put(&task.config.id, e.clone())?;
+        Ok(e)
     }
     /// The ledger.
     pub fn ledger(&self) -> &L {
@@ -121,14 +192,42 @@ impl<L: Ledger> Device<L> {
         match self.ledger.get(id) {
             Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
             Some(e) => Ok(e),
-            None => {
-                let mut ids = harmony_core::sampling::secure_rng();
-                let item = task.item(input, &mut self.rng, &mut ids)?;
-                let e = LedgerEntry { item, acknowledged: false, round: None };
-                self.ledger.put(id, e.clone())?;
-                Ok(e)
-            }
+            None => self.record(task, input, None),
         }
+    }
+    /// The report this device sends to a collection of the recurring `series` (frequency
+    /// collections): the series' permanent report for the device's value if it has one (the
+    /// same bytes under a new report id, no new charge), else a new one, charged once for the
+    /// (series, randomizer, value) and kept ([`crate::memo`]). Recorded in the ledger per
+    /// collection as [`Device::prepare`]. Refused (rule `memoization`) for other tasks or a
+    /// device without a memo store.
+    pub fn prepare_series(&mut self, task: &DeviceTask, series: &str, input: &Input<'_>) -> Result<LedgerEntry> {
+        let key = memo_key(task, series, input)?;
+        let id = &task.config.id;
+        match self.ledger.get(id) {
+            Some(e) if e.acknowledged => return Err(ClientError::AlreadyReported(id.clone())),
+            Some(e) => return Ok(e),
+            None => {}
+        }
+        let Some(memo) = self.memo.as_ref() else {
+            return Err(crate::policy::refuse("memoization", "a device without a memo store", "Device::with_memo"));
+        };
+        let kept = memo.get(&key);
+        let spend = self.admit(task, &key)?;
+        let mut ids = harmony_core::sampling::secure_rng();
+        let item = match kept {
+            Some(report) => ReportItem { id: report_id(&mut ids), report },
+            None => task.item(input, &mut self.rng, &mut ids)?,
+        };
+        if let (Some(s), Some((store, _))) = (spend, self.budget.as_mut()) {
+            store.record(s)?;
+        }
+        if let Some(memo) = self.memo.as_mut() {
+            memo.put(&key, &item.report)?;
+        }
+        let e = LedgerEntry { item, acknowledged: false, round: None };
+        self.ledger.put(id, e.clone())?;
+        Ok(e)
     }
     /// Records that the server acknowledged the collection's entry.
     pub fn acknowledge(&mut self, collection: &str) -> Result<()> {
@@ -145,13 +244,7 @@ impl<L: Ledger> Device<L> {
         match self.ledger.get(id) {
             Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
             Some(e) => Ok(e),
-            None => {
-                let mut ids = harmony_core::sampling::secure_rng();
-                let item = task.item(&Input::Gradient { record, model }, &mut self.rng, &mut ids)?;
-                let e = LedgerEntry { item, acknowledged: false, round: Some(model.round) };
-                self.ledger.put(id, e.clone())?;
-                Ok(e)
-            }
+            None => self.record(task, &Input::Gradient { record, model }, Some(model.round)),
         }
     }
 }
@@ -212,6 +305,26 @@ impl<L: Ledger> Device<L> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The memo key of a frequency collection's input: the series, the randomizer's fingerprint
+/// (task spec, schema, ε: what makes two collections' reports interchangeable) and the value.
+fn memo_key(task: &DeviceTask, series: &str, input: &Input<'_>) -> Result<String> {
+    let c = &task.config;
+    let harmony_protocol::spec::TaskSpec::Frequency(spec) = &c.task else {
+        return Err(crate::policy::refuse("memoization", c.task.kind().name(), "frequency"));
+    };
+    let schema = c.schema()?;
+    let j = schema.attributes().iter().position(|a| a.name() == spec.attribute).unwrap_or(usize::MAX);
+    let value = match input {
+        Input::Record(r) => r.get(j).copied(),
+        _ => None,
+    };
+    let Some(Value::Category(v)) = value else {
+        return Err(crate::policy::refuse("memoization", "an input without the attribute's category", "a record"));
+    };
+    let fingerprint = serde_json::to_string(&(&c.task, &c.schema, c.epsilon)).expect("JSON of a config");
+    Ok(format!("series:{series}\u{1f}{fingerprint}\u{1f}{v}"))
 }
 
 /// Seeded devices, for simulations and tests only: device i randomizes with

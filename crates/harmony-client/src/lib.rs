@@ -12,25 +12,36 @@
 //!   largest ε per collection (default [`policy::DEFAULT_MAX_EPSILON`] = 10), the tasks and
 //!   mechanisms allowed; out-of-range numeric values are clamped on the device, never skipped.
 //!   A [`DeviceTask`] checks its config against it before building any randomizer.
+//! * [`budget`]: the privacy-budget ledger across collections: a [`Policy`]'s [`Budget`] (at most
+//!   ε per rolling window of days) charged per collection id the device asked for, persisted
+//!   by a [`BudgetStore`] ([`FileBudget`] natively) at a [`Clock`]'s time.
+//! * [`memo`]: memoized (permanent) randomized response for recurring frequency series
+//!   ([`Device::prepare_series`]): a series costs ε once per distinct value.
 //! * [`SimulatedDevices`]: seeded devices for simulations and tests only.
 //! * [`Client`] (native targets): the HTTP transport, with retries.
 //!
 //! Only randomized reports leave the device, never a raw value.
 #![warn(missing_docs)]
 
+pub mod budget;
 mod device;
 #[cfg(not(target_arch = "wasm32"))]
 mod http;
 mod ledger;
+pub mod memo;
 pub mod policy;
 
+#[cfg(not(target_arch = "wasm32"))]
+pub use budget::SystemClock;
+pub use budget::{BudgetStore, Clock, FileBudget, MemoryBudget};
 pub use device::{Device, DeviceTask, SimulatedDevices, report_id};
 pub use harmony_protocol as protocol;
 pub use harmony_tasks::Input;
 #[cfg(not(target_arch = "wasm32"))]
 pub use http::{Client, RetryPolicy};
 pub use ledger::{FileLedger, Ledger, LedgerEntry, MemoryLedger};
-pub use policy::Policy;
+pub use memo::{MemoStore, MemoryMemo};
+pub use policy::{Budget, Policy};
 
 use std::path::PathBuf;
 
@@ -83,7 +94,8 @@ pub enum ClientError {
     /// randomization).
     #[error("the device's policy refuses this collection: {rule} is {value}, the limit is {limit}")]
     Policy {
-        /// The policy rule (`max_epsilon`, `tasks`, `mechanisms`, `policy.max_epsilon`).
+        /// The policy rule (`max_epsilon`, `tasks`, `mechanisms`, `budget`, or `policy.*` for a
+        /// policy that is itself invalid).
         rule: String,
         /// The value the collection asks for.
         value: String,

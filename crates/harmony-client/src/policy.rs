@@ -9,6 +9,11 @@
 //! * `mechanisms`: the mechanism, strategy and method names allowed (`None`: every one, the
 //!   default), matched against the names the config writes out (`strategy`,
 //!   `numeric_mechanism`, `categorical_mechanism`, `mechanism`, `method`).
+//! * `budget`: at most `epsilon` in total over any rolling window of `days` days, across
+//!   collections (sequential composition), charged by the device's budget ledger
+//!   ([`crate::budget`]) keyed by the collection id the device asked for (`None`: no budget,
+//!   the default). Written `"E/DAYS"` (`"2/1"`: ε 2 a day) or as a table
+//!   `{ epsilon = 2, days = 1 }`.
 //! * Out-of-range values: a numeric value outside [-1, 1] is clamped to the nearest end, a
 //!   non-finite one becomes 0 (the middle of the range). The device clamps, never skips: whether
 //!   it reports does not depend on its data (a skipped report would itself tell the server that
@@ -17,18 +22,22 @@
 //!
 //! Every refusal is [`ClientError::Policy`] naming the rule, the value and the limit. The policy
 //! is plain data (no files, no threads): the browser SDK builds one from JSON, the CLI from its
-//! flags.
+//! flags and a TOML file (`harmony submit --policy FILE`).
+//!
+//! # The default policy
+//! `max_epsilon = 10`, every task, every mechanism, no budget. The SDK cannot choose where a
+//! budget ledger persists, so the app sets the budget (e.g. `budget = "10/1"`) together with a
+//! [`BudgetStore`](crate::budget::BudgetStore) (`Device::with_budget`); a policy with a budget
+//! refuses every collection on a device without one.
 
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
+use harmony_protocol::spec::TaskSpec;
 use harmony_protocol::{CollectionConfig, TaskKind};
 use serde::{Deserialize, Serialize};
 
 /// The default largest ε per collection.
 pub const DEFAULT_MAX_EPSILON: f64 = 10.0;
-
-/// The fields of a config's task spec that name a mechanism, a strategy or a method.
-const MECHANISM_FIELDS: [&str; 5] = ["strategy", "numeric_mechanism", "categorical_mechanism", "mechanism", "method"];
 
 /// A device's privacy policy (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,15 +51,102 @@ pub struct Policy {
     /// The mechanism, strategy and method names allowed (`None`: every one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mechanisms: Option<Vec<String>>,
+    /// The largest total ε over a rolling window, across collections (`None`: no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// At most `epsilon` in total over any rolling window of `days` days.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "BudgetRepr", into = "BudgetRepr")]
+pub struct Budget {
+    /// The largest total ε in a window.
+    pub epsilon: f64,
+    /// The window, in days (fractions allowed).
+    pub days: f64,
+}
+
+/// `"E/DAYS"` or `{ epsilon, days }`.
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum BudgetRepr {
+    Text(String),
+    Table(BudgetTable),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetTable {
+    epsilon: f64,
+    days: f64,
+}
+
+impl TryFrom<BudgetRepr> for Budget {
+    type Error = String;
+    fn try_from(r: BudgetRepr) -> std::result::Result<Self, String> {
+        let b = match r {
+            BudgetRepr::Text(s) => return s.parse::<Budget>().map_err(|e| e.to_string()),
+            BudgetRepr::Table(t) => Budget { epsilon: t.epsilon, days: t.days },
+        };
+        b.check().map_err(|e| e.to_string())?;
+        Ok(b)
+    }
+}
+
+impl From<Budget> for BudgetRepr {
+    fn from(b: Budget) -> Self {
+        BudgetRepr::Table(BudgetTable { epsilon: b.epsilon, days: b.days })
+    }
+}
+
+impl Budget {
+    /// A budget of `epsilon` per `days` days, both finite and > 0.
+    pub fn new(epsilon: f64, days: f64) -> Result<Self> {
+        let b = Budget { epsilon, days };
+        b.check()?;
+        Ok(b)
+    }
+    fn check(&self) -> Result<()> {
+        if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
+            return Err(refuse("policy.budget.epsilon", self.epsilon, "a finite ε > 0"));
+        }
+        if !(self.days.is_finite() && self.days > 0.0 && self.days * crate::budget::DAY as f64 >= 1.0) {
+            return Err(refuse("policy.budget.days", self.days, "a finite number of days ≥ 1 second"));
+        }
+        Ok(())
+    }
+    /// The window in seconds.
+    pub fn window_seconds(&self) -> f64 {
+        self.days * crate::budget::DAY as f64
+    }
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = if self.days == 1.0 { "day" } else { "days" };
+        write!(f, "ε {} per {} {unit}", self.epsilon, self.days)
+    }
+}
+
+impl std::str::FromStr for Budget {
+    type Err = ClientError;
+    /// `E/DAYS`, e.g. `2/1` (ε 2 a day) or `8/7`.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || refuse("policy.budget", format!("{s:?}"), "E/DAYS with E and DAYS numbers > 0, e.g. 2/1");
+        let (e, d) = s.split_once('/').ok_or_else(bad)?;
+        let e: f64 = e.trim().parse().map_err(|_| bad())?;
+        let d: f64 = d.trim().parse().map_err(|_| bad())?;
+        Budget::new(e, d)
+    }
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { max_epsilon: DEFAULT_MAX_EPSILON, tasks: None, mechanisms: None }
+        Policy { max_epsilon: DEFAULT_MAX_EPSILON, tasks: None, mechanisms: None, budget: None }
     }
 }
 
-fn refuse(rule: &str, value: impl ToString, limit: impl ToString) -> ClientError {
+pub(crate) fn refuse(rule: &str, value: impl ToString, limit: impl ToString) -> ClientError {
     ClientError::Policy { rule: rule.into(), value: value.to_string(), limit: limit.to_string() }
 }
 
@@ -62,12 +158,16 @@ impl Policy {
         Ok(p)
     }
 
-    /// The policy itself is usable: `max_epsilon` a positive finite number.
+    /// The policy itself is usable: `max_epsilon` a positive finite number, the budget's ε and
+    /// days too.
     pub fn check_self(&self) -> Result<()> {
         if !(self.max_epsilon.is_finite() && self.max_epsilon > 0.0) {
             return Err(refuse("policy.max_epsilon", self.max_epsilon, "a finite number > 0"));
         }
-        Ok(())
+        match &self.budget {
+            Some(b) => b.check(),
+            None => Ok(()),
+        }
     }
 
     /// Checks a fetched config: its ε, its task and every mechanism it names.
@@ -85,8 +185,8 @@ impl Policy {
             return Err(refuse("tasks", kind.name(), names.join(", ")));
         }
         if let Some(allowed) = &self.mechanisms {
-            for name in mechanisms_of(config) {
-                if !allowed.contains(&name) {
+            for name in mechanism_names(&config.task) {
+                if !allowed.iter().any(|a| a == name) {
                     return Err(refuse("mechanisms", name, allowed.join(", ")));
                 }
             }
@@ -111,6 +211,61 @@ impl Policy {
 
 /// The mechanism, strategy and method names a config's task spec writes out.
 pub fn mechanisms_of(config: &CollectionConfig) -> Vec<String> {
-    let spec = serde_json::to_value(&config.task).unwrap_or_default();
-    MECHANISM_FIELDS.iter().filter_map(|f| spec.get(*f).and_then(|v| v.as_str()).map(str::to_string)).collect()
+    mechanism_names(&config.task).map(str::to_string).collect()
+}
+
+/// The names of [`mechanisms_of`], without allocating: the spec's `strategy`,
+/// `numeric_mechanism`, `categorical_mechanism`, `mechanism` and `method` fields, as the config
+/// writes them out (tested against its JSON).
+fn mechanism_names(task: &TaskSpec) -> impl Iterator<Item = &'static str> {
+    let names: [Option<&'static str>; 3] = match task {
+        TaskSpec::Means(s) => {
+            [Some(s.strategy.name()), s.numeric_mechanism.map(|m| m.name()), s.categorical_mechanism.map(|m| m.name())]
+        }
+        TaskSpec::Frequency(s) => [s.mechanism.map(|m| m.name()), None, None],
+        TaskSpec::Range(s) => [Some(s.method.name()), None, None],
+        TaskSpec::HeavyHitters(s) => [Some(s.method.name()), None, None],
+        TaskSpec::Marginals(s) => [Some(s.method.name()), None, None],
+        TaskSpec::LinearQueries(s) => [Some(s.mechanism.name()), None, None],
+        TaskSpec::Train(s) => [Some(s.mechanism.name()), None, None],
+    };
+    names.into_iter().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fields of a config's task spec that name a mechanism, a strategy or a method.
+    const FIELDS: [&str; 5] = ["strategy", "numeric_mechanism", "categorical_mechanism", "mechanism", "method"];
+
+    /// The names as the config's JSON writes them.
+    fn from_json(config: &CollectionConfig) -> Vec<String> {
+        let spec = serde_json::to_value(&config.task).unwrap();
+        FIELDS.iter().filter_map(|f| spec.get(*f).and_then(|v| v.as_str()).map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn mechanism_names_are_those_the_config_writes_out() {
+        use harmony_core::schema::{Attribute, Schema};
+        use harmony_protocol::CreateCollection;
+        use harmony_protocol::spec::{FrequencySpec, MeansSpec};
+        let schema = Schema::new(vec![
+            Attribute::Numeric { name: "x".into(), min: 0.0, max: 1.0 },
+            Attribute::Categorical { name: "c".into(), categories: vec!["a".into(), "b".into(), "c".into()] },
+        ])
+        .unwrap();
+        let mut tasks = vec![TaskSpec::Frequency(FrequencySpec { attribute: "c".into(), mechanism: None })];
+        use harmony_core::strategy::StrategyKind;
+        for strategy in [StrategyKind::Split, StrategyKind::Harmony, StrategyKind::SampleK] {
+            tasks.push(TaskSpec::Means(MeansSpec { strategy, ..Default::default() }));
+        }
+        for task in tasks {
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task };
+            let config = harmony_tasks::resolve(&req, "x").unwrap();
+            let names = mechanisms_of(&config);
+            assert!(!names.is_empty());
+            assert_eq!(names, from_json(&config), "{:?}", config.task);
+        }
+    }
 }

@@ -175,3 +175,17 @@ fn out_of_range_values_are_clamped_never_skipped() {
     let mut sim = SimulatedDevices::new(7);
     assert!(sim.item(&task, 0, &Input::Record(&[Value::Unit(0.0), Value::Category(9)])).is_err());
 }
+
+#[test]
+fn out_of_range_bounds_are_refused_at_the_fetch() {
+    // Inverted, empty or infinite bounds (∞ cannot travel in JSON: 1e999 is refused by the
+    // parser, the others by the schema's validation).
+    let good = serde_json::to_string(&means("c1")).unwrap();
+    assert!(good.contains(r#""min":-1.0,"max":1.0"#), "{good}");
+    for bounds in [r#""min":1.0,"max":-1.0"#, r#""min":-1e999,"max":1.0"#, r#""min":0.5,"max":0.5"#] {
+        let url = hostile(good.replace(r#""min":-1.0,"max":1.0"#, bounds), 1);
+        let e = client(&url).config("c1").unwrap_err();
+        let named = e.to_string().contains("attribute range") || e.to_string().contains("number out of range");
+        assert!(matches!(e, ClientError::Protocol { .. }) && named, "{bounds}: {e}");
+    }
+}

@@ -16,7 +16,8 @@ use crate::specs::MeansArgs;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use harmony_analytics::heavy::ItemCodec;
-use harmony_client::{Client, Policy};
+use harmony_client::budget::{self, BudgetStore, Clock};
+use harmony_client::{Client, FileBudget, Policy, SystemClock};
 use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
 use harmony_protocol::spec::{ItemEncoding, TaskSpec};
 use harmony_protocol::{CollectionConfig, CreateCollection, Created, to_hex};
@@ -156,10 +157,23 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub separator: Option<char>,
     /// The devices' policy: the largest ε a collection may ask of one device (default 10,
-    /// `harmony_client::policy::DEFAULT_MAX_EPSILON`); a collection asking more is refused
-    /// before any randomization.
+    /// `harmony_client::policy::DEFAULT_MAX_EPSILON`; overrides the policy file's); a
+    /// collection asking more is refused before any randomization.
     #[arg(long)]
     pub max_epsilon: Option<f64>,
+    /// The devices' privacy budget across collections, `E/DAYS`: at most ε E in total over any
+    /// rolling window of DAYS days (overrides the policy file's). Each collection's ε is
+    /// charged, keyed by `--collection`, to `--budget-ledger`; a collection that would exceed
+    /// it, or was already submitted to, is refused before any randomization.
+    #[arg(long)]
+    pub budget: Option<String>,
+    /// The devices' policy file (TOML: `max_epsilon`, `tasks`, `mechanisms`, `budget`; see
+    /// docs/THREAT-MODEL.md); default: ε ≤ 10 per collection, every task and mechanism, no budget.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Where the devices' budget ledger is kept (JSON; used with a budget).
+    #[arg(long, default_value = "harmony-budget.json")]
+    pub budget_ledger: PathBuf,
 }
 
 /// `harmony query`.
@@ -276,13 +290,26 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
             a.server
         );
     }
-    let policy = match a.max_epsilon {
-        Some(e) => Policy::with_max_epsilon(e)?,
-        None => Policy::default(),
-    };
+    let policy = policy_of(a.policy.as_deref(), a.max_epsilon, a.budget.as_deref())?;
     let client = Client::new(&a.server);
     let config = client.config(&a.collection)?;
     policy.check(&config)?;
+    if let Some(b) = &policy.budget {
+        // The devices of this file spend the collection's ε once: charged (keyed by the id
+        // asked for, which `Client::config` verified) before any of them randomizes.
+        // A run re-randomizes every row (new report ids): a second run to a collection would
+        // make each device report twice, so it is refused.
+        let mut store = FileBudget::open(&a.budget_ledger)?;
+        if store.spends().iter().any(|s| s.collection == a.collection) {
+            bail!(
+                "the devices of --budget-ledger {} already reported to collection {}: a second run would randomize every row again",
+                a.budget_ledger.display(),
+                a.collection
+            );
+        }
+        budget::charge(&mut store, Some(b), &a.collection, config.epsilon, SystemClock.now())
+            .with_context(|| format!("--budget-ledger {}", a.budget_ledger.display()))?;
+    }
     let seed = a.simulate_devices.then_some(a.seed).flatten();
     let items = match (&a.column, a.transactions) {
         (Some(c), _) => Some(crate::items::Source::Column(c.clone())),
@@ -306,6 +333,26 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         1e3 * quantile(&st.latencies, 0.99)
     );
     Ok(())
+}
+
+/// The devices' policy: `file` (TOML, else the default policy), then `--max-epsilon` and
+/// `--budget` over it.
+pub fn policy_of(file: Option<&Path>, max_epsilon: Option<f64>, budget: Option<&str>) -> Result<Policy> {
+    let mut policy = match file {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("--policy {}", p.display()))?;
+            toml::from_str::<Policy>(&text).with_context(|| format!("--policy {}", p.display()))?
+        }
+        None => Policy::default(),
+    };
+    if let Some(e) = max_epsilon {
+        policy.max_epsilon = e;
+    }
+    if let Some(b) = budget {
+        policy.budget = Some(b.parse().context("--budget")?);
+    }
+    policy.check_self()?;
+    Ok(policy)
 }
 
 /// The query of `--ranges` and `--quantiles`.

@@ -634,6 +634,9 @@ mod tests {
             transactions: false,
             separator: None,
             max_epsilon: None,
+            budget: None,
+            policy: None,
+            budget_ledger: data.with_file_name("budget.json"),
         }
     }
 

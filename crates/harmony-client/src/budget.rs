@@ -1,0 +1,184 @@
+//! The privacy-budget ledger across collections: every ε a device spends, keyed by the
+//! collection id the device asked for, so the policy's [`Budget`] (at most `epsilon` in any
+//! rolling window of `days` days) bounds what a server learns from many collections together.
+//!
+//! # Privacy
+//! Reports to different collections compose sequentially: k reports at ε₁…ε_k are
+//! (Σ εᵢ)-LDP together (whatever the server does with them). The ledger charges a collection's
+//! ε before its report is recorded or sent, and refuses a collection that would make the ε
+//! spent in the window (`now − days`, `now`] exceed the budget. A collection is charged once:
+//! the device reports to it once ([`Ledger`](crate::Ledger)), and a retry resends the same
+//! bytes, which costs nothing more. The keys are the ids the device asked for
+//! ([`Client::config`](crate::Client::config) refuses a config with another id), so a server
+//! cannot reset the budget by renaming a collection; a server running many collections is
+//! bounded by the budget, not by the per-collection `max_epsilon`.
+//!
+//! The core here is plain data and a trait: [`BudgetStore`] (where spends are kept: memory,
+//! a file, the browser's storage) and [`Clock`] (seconds since the Unix epoch; injected in
+//! tests, `Date.now()` in a browser). [`FileBudget`] is the native file implementation.
+
+use crate::policy::{Budget, refuse};
+use crate::{ClientError, Result};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Seconds in a day.
+pub const DAY: u64 = 86_400;
+
+/// One collection's charge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    /// The collection id the device asked for.
+    pub collection: String,
+    /// The ε charged.
+    pub epsilon: f64,
+    /// When (seconds since the Unix epoch).
+    pub at: u64,
+}
+
+/// Where a device keeps its spends. `record` must be durable before it returns: a report is
+/// sent only after its charge is recorded.
+pub trait BudgetStore {
+    /// Every spend recorded.
+    fn spends(&self) -> &[Spend];
+    /// Records a spend durably.
+    fn record(&mut self, spend: Spend) -> Result<()>;
+}
+
+/// The current time, in seconds since the Unix epoch.
+pub trait Clock {
+    /// Now.
+    fn now(&self) -> u64;
+}
+
+impl<F: Fn() -> u64> Clock for F {
+    fn now(&self) -> u64 {
+        self()
+    }
+}
+
+/// The system clock (native targets; a browser passes `Date.now()` as a closure).
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Clock for SystemClock {
+    fn now(&self) -> u64 {
+        // A clock before 1970 reads as 1970: every spend is then in the window (stricter).
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    }
+}
+
+/// Spends in memory (tests, simulations, an app that persists them itself).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBudget(Vec<Spend>);
+
+impl BudgetStore for MemoryBudget {
+    fn spends(&self) -> &[Spend] {
+        &self.0
+    }
+    fn record(&mut self, spend: Spend) -> Result<()> {
+        self.0.push(spend);
+        Ok(())
+    }
+}
+
+/// Spends in a JSON file, rewritten atomically (temporary file, fsync, rename).
+#[derive(Debug, Clone)]
+pub struct FileBudget {
+    path: PathBuf,
+    spends: Vec<Spend>,
+}
+
+impl FileBudget {
+    /// Opens (or starts) the budget ledger at `path`.
+    pub fn open(path: &Path) -> Result<Self> {
+        let err = |m: String| ClientError::Ledger { path: path.to_path_buf(), message: m };
+        let spends = match std::fs::read(path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| err(e.to_string()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(err(e.to_string())),
+        };
+        Ok(FileBudget { path: path.to_path_buf(), spends })
+    }
+}
+
+impl BudgetStore for FileBudget {
+    fn spends(&self) -> &[Spend] {
+        &self.spends
+    }
+    fn record(&mut self, spend: Spend) -> Result<()> {
+        use std::io::Write;
+        let mut spends = self.spends.clone();
+        spends.push(spend);
+        let err = |m: String| ClientError::Ledger { path: self.path.clone(), message: m };
+        let tmp = self.path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
+        f.write_all(&serde_json::to_vec_pretty(&spends).expect("JSON of spends")).map_err(|e| err(e.to_string()))?;
+        f.sync_all().map_err(|e| err(e.to_string()))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| err(e.to_string()))?;
+        self.spends = spends;
+        Ok(())
+    }
+}
+
+/// The ε spent in the window of `budget` ending at `now`: spends at `at` with
+/// `now − at < days·86400` (a spend exactly `days` old has left the window).
+pub fn spent(spends: &[Spend], budget: &Budget, now: u64) -> f64 {
+    let window = budget.window_seconds();
+    spends.iter().filter(|s| (now.saturating_sub(s.at) as f64) < window).map(|s| s.epsilon).sum()
+}
+
+/// Whether `collection` may spend `epsilon` at `now`: `None` if it was already charged (a
+/// device reports once per collection: a retry costs nothing); else refused as
+/// [`ClientError::Policy`] with rule `budget` (naming the ε already spent in the window, the
+/// request and the limit) when the total would exceed `budget`; else the [`Spend`] to record
+/// once the report is made and before it is sent. With no budget the spend is still returned
+/// (recorded, a later stricter policy counts it).
+pub fn admit(
+    spends: &[Spend],
+    budget: Option<&Budget>,
+    collection: &str,
+    epsilon: f64,
+    now: u64,
+) -> Result<Option<Spend>> {
+    if spends.iter().any(|s| s.collection == collection) {
+        return Ok(None);
+    }
+    if !(epsilon.is_finite() && epsilon > 0.0) {
+        return Err(refuse("budget", format!("a request of ε {epsilon}"), "a finite ε > 0"));
+    }
+    if let Some(b) = budget {
+        let already = spent(spends, b, now);
+        // A relative slack of 1e-12 so that, e.g., ten charges of 0.1 fit a budget of 1.
+        if already + epsilon > b.epsilon * (1.0 + 1e-12) {
+            let value = format!(
+                "ε {} already spent in the window + ε {epsilon} requested by collection {collection}",
+                fmt(already)
+            );
+            return Err(refuse("budget", value, b));
+        }
+    }
+    Ok(Some(Spend { collection: collection.to_string(), epsilon, at: now }))
+}
+
+/// [`admit`], then records the spend in `store` (for callers that randomize nothing between).
+pub fn charge(
+    store: &mut dyn BudgetStore,
+    budget: Option<&Budget>,
+    collection: &str,
+    epsilon: f64,
+    now: u64,
+) -> Result<()> {
+    match admit(store.spends(), budget, collection, epsilon, now)? {
+        Some(s) => store.record(s),
+        None => Ok(()),
+    }
+}
+
+/// A sum of ε printed without float noise (`2`, `0.3`).
+fn fmt(x: f64) -> String {
+    let r = (x * 1e9).round() / 1e9;
+    format!("{r}")
+}
