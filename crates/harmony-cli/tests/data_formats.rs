@@ -4,27 +4,23 @@
 //! and with an inferred one; `harmony submit` and `harmony query --data` read the Parquet copy
 //! and the server's estimates equal the simulation's on the CSV.
 
+mod common;
+
+use common::{harmony, serve_sqlite};
 use harmony_data::fixtures::{Compression, table_batch, write_ipc, write_parquet};
 use harmony_data::{SchemaFile, read_table};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
+    common::root().join(rel)
 }
 
 /// `harmony simulate --format json` with `args`, minus what may differ between inputs: the
 /// data's name and the timings.
 fn simulate(data: &Path, args: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_harmony"))
-        .args(["simulate", "--data", data.to_str().unwrap(), "--format", "json", "--seed", "5"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let base = ["simulate", "--data", data.to_str().unwrap(), "--format", "json", "--seed", "5"];
+    let mut v: Value = serde_json::from_str(&harmony(&[&base[..], args].concat())).unwrap();
     let o = v.as_object_mut().unwrap();
     o.remove("data");
     o.remove("title");
@@ -48,40 +44,6 @@ fn parquet_adult(tag: &str) -> (PathBuf, PathBuf) {
     (dir, parquet)
 }
 
-fn harmony(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_harmony")).args(args).output().unwrap();
-    assert!(out.status.success(), "harmony {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// `harmony serve` on a fresh SQLite file, killed on drop.
-struct Server(Child, String);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &Path) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let db = format!("sqlite://{}", dir.join("db.sqlite").display());
-    let child = Command::new(env!("CARGO_BIN_EXE_harmony"))
-        .args(["serve", "--db", &db, "--listen", &format!("127.0.0.1:{port}"), "--analyst-token", "tok"])
-        .args(["--log-level", "warn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(60), "server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Server(child, format!("http://127.0.0.1:{port}"))
-}
-
 /// `submit --data adult.parquet` (simulated devices, seed 17) into `serve`, then `query --data
 /// adult.parquet`: the estimate document equals `simulate --data adult.csv --runs 1 --seed 17`'s
 /// (integer accumulators: every number equal), for means and frequency; the truth printed beside
@@ -91,18 +53,18 @@ fn submit_and_query_read_a_parquet_copy_of_adult() {
     let (dir, parquet) = parquet_adult("submit");
     let (csv, schema) = (repo("data/adult.csv"), repo("examples/adult.toml"));
     let (csv, schema, pq) = (csv.to_str().unwrap(), schema.to_str().unwrap(), parquet.to_str().unwrap());
-    let server = serve(&dir);
+    let server = serve_sqlite(&dir);
     let cases: [&[&str]; 2] = [&["--strategy", "harmony"], &["--task", "frequency", "--column", "education"]];
     for task in cases {
         let mut sim = vec!["simulate", "--data", csv, "--schema", schema, "--epsilon", "1", "--runs", "1"];
         sim.extend_from_slice(&["--seed", "17", "--format", "json"]);
         sim.extend_from_slice(task);
         let simulated: Value = serde_json::from_str(&harmony(&sim)).unwrap();
-        let mut create = vec!["collection", "create", "--server", &server.1, "--token", "tok", "--schema", schema];
+        let mut create = vec!["collection", "create", "--server", &server.url, "--token", "tok", "--schema", schema];
         create.extend_from_slice(&["--epsilon", "1"]);
         create.extend_from_slice(task);
         let id = harmony(&create).trim().to_string();
-        let url = server.1.as_str();
+        let url = server.url.as_str();
         harmony(&["submit", "--server", url, "--collection", &id, "--data", pq, "--simulate-devices", "--seed", "17"]);
         let query: [&str; 9] = ["query", "--server", url, "--token", "tok", "--collection", &id, "--data", pq];
         let mut served: Value = serde_json::from_str(&harmony(&[&query[..], &["--format", "json"]].concat())).unwrap();

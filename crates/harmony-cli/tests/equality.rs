@@ -5,57 +5,11 @@
 //! `HARMONY_TEST_POSTGRES` is set, over PostgreSQL. Adult in the fast tier; Census-Income
 //! (KDD) in the heavy tier (`--ignored`, release).
 
+mod common;
+
+use common::{harmony, root, serve};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_harmony");
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn harmony(args: &[&str]) -> String {
-    let out = Command::new(BIN).args(args).current_dir(root()).output().expect("run harmony");
-    assert!(
-        out.status.success(),
-        "harmony {}: {}\n{}",
-        args.join(" "),
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve(db: &str) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(BIN)
-        .args(["serve", "--db", db, "--listen", &format!("127.0.0.1:{port}"), "--analyst-token", "tok"])
-        .args(["--log-level", "warn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(60), "server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Server { child, url: format!("http://127.0.0.1:{port}") }
-}
+use std::path::Path;
 
 /// The largest difference between two JSON documents' numbers (∞ when their shapes differ),
 /// ignoring the `collection` id.

@@ -4,56 +4,18 @@
 //! and a second submission to one collection is refused (its rows would report twice);
 //! the same from a `--policy` TOML file; a bad policy file names the field.
 
+mod common;
+
+use common::{Server, fails, harmony, run, serve_sqlite};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
-const BIN: &str = env!("CARGO_BIN_EXE_harmony");
 const SCHEMA: &str = "[[attributes]]\nname = \"x1\"\nkind = \"numeric\"\nmin = -1\nmax = 1\n\n\
     [[attributes]]\nname = \"label\"\nkind = \"categorical\"\ncategories = [\"no\", \"yes\"]\n";
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().expect("run harmony")
-}
-
 fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(out.status.success(), "harmony {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-fn fails(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(!out.status.success(), "harmony {} succeeded", args.join(" "));
-    String::from_utf8(out.stderr).unwrap()
-}
-
-struct Server(Child, String);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn serve(dir: &Path) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let db = format!("sqlite://{}", dir.join("db.sqlite").display());
-    let child = Command::new(BIN)
-        .args(["serve", "--db", &db, "--listen", &format!("127.0.0.1:{port}"), "--analyst-token", "tok"])
-        .args(["--log-level", "warn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(60), "server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Server(child, format!("http://127.0.0.1:{port}"))
+    harmony(args).trim().to_string()
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -71,7 +33,7 @@ fn collections(server: &Server, dir: &Path) -> Vec<String> {
     let schema = dir.join("schema.toml").display().to_string();
     (0..3)
         .map(|_| {
-            let args = ["collection", "create", "--server", &server.1, "--token", "tok", "--schema", &schema];
+            let args = ["collection", "create", "--server", &server.url, "--token", "tok", "--schema", &schema];
             ok(&[&args[..], &["--epsilon", "1", "--task", "means"]].concat())
         })
         .collect()
@@ -79,7 +41,7 @@ fn collections(server: &Server, dir: &Path) -> Vec<String> {
 
 /// Reports the server aggregated for a collection.
 fn reports(server: &Server, id: &str) -> u64 {
-    let doc = ok(&["query", "--server", &server.1, "--token", "tok", "--collection", id, "--format", "json"]);
+    let doc = ok(&["query", "--server", &server.url, "--token", "tok", "--collection", id, "--format", "json"]);
     serde_json::from_str::<Value>(&doc).unwrap()["reports"].as_u64().unwrap()
 }
 
@@ -87,7 +49,7 @@ fn reports(server: &Server, id: &str) -> u64 {
 fn submit(server: &Server, dir: &Path, id: &str, extra: &[&str]) -> Output {
     let data = dir.join("rows.csv").display().to_string();
     let ledger = dir.join("budget.json").display().to_string();
-    let args = ["submit", "--server", &server.1, "--collection", id, "--data", &data, "--budget-ledger", &ledger];
+    let args = ["submit", "--server", &server.url, "--collection", id, "--data", &data, "--budget-ledger", &ledger];
     run(&[&args[..], extra].concat())
 }
 
@@ -117,7 +79,7 @@ fn check_budget(server: &Server, dir: &Path, extra: &[&str]) {
 #[test]
 fn submit_budget_refuses_the_third_collection() {
     let dir = fixture("budget");
-    let server = serve(&dir);
+    let server = serve_sqlite(&dir);
     check_budget(&server, &dir, &["--budget", "2/1"]);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
@@ -126,7 +88,7 @@ fn submit_budget_refuses_the_third_collection() {
 #[test]
 fn submit_policy_file_sets_the_budget_and_bad_files_name_the_field() {
     let dir = fixture("file");
-    let server = serve(&dir);
+    let server = serve_sqlite(&dir);
     let policy = dir.join("policy.toml");
     std::fs::write(&policy, "max_epsilon = 4\ntasks = [\"means\", \"frequency\"]\nbudget = \"2/1\"\n").unwrap();
     let p = policy.display().to_string();
@@ -146,10 +108,10 @@ fn submit_policy_file_sets_the_budget_and_bad_files_name_the_field() {
         ("max_epsilon = -1\n", "policy.max_epsilon"),
     ] {
         std::fs::write(&policy, bad).unwrap();
-        let e = fails(&["submit", "--server", &server.1, "--collection", id, "--data", "x.csv", "--policy", &p]);
+        let e = fails(&["submit", "--server", &server.url, "--collection", id, "--data", "x.csv", "--policy", &p]);
         assert!(e.contains(field), "{bad}: {e}");
     }
-    let e = fails(&["submit", "--server", &server.1, "--collection", id, "--data", "x.csv", "--budget", "2"]);
+    let e = fails(&["submit", "--server", &server.url, "--collection", id, "--data", "x.csv", "--budget", "2"]);
     assert!(e.contains("--budget") && e.contains("E/DAYS"), "{e}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
