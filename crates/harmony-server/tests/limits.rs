@@ -3,43 +3,23 @@
 //! and docs/SERVER.md.
 
 use axum::routing::get;
-use harmony_server::{Limits, SqliteStore, Store};
+use harmony_server::Limits;
 use serde_json::Value;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "limits-token";
 
-struct Server {
-    dir: PathBuf,
-    running: Option<harmony_server::Running>,
-}
+mod common;
+use common::TestServer as Server;
 
-impl Server {
-    fn start(name: &str, limits: Limits) -> Server {
-        let dir = std::env::temp_dir().join(format!("harmony-limits-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+/// A server with `limits` and a `/test/sleep` route (a slow handler).
+fn start(name: &str, limits: Limits) -> Server {
+    Server::start(&format!("limits-{name}"), |store| {
         let extend = |r: axum::Router<_>| r.route("/test/sleep", get(sleep));
-        let running = harmony_server::spawn_limits(store, TOKEN, "127.0.0.1:0", 2, &limits, extend).unwrap();
-        Server { dir, running: Some(running) }
-    }
-    fn addr(&self) -> SocketAddr {
-        self.running.as_ref().unwrap().addr
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(r) = self.running.take() {
-            r.stop();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+        harmony_server::spawn_limits(store, TOKEN, "127.0.0.1:0", 2, &limits, extend).unwrap()
+    })
 }
 
 async fn sleep() -> &'static str {
@@ -146,7 +126,7 @@ fn p99(addr: SocketAddr, id: &str, batches: &[String]) -> f64 {
 /// (baseline floored at 20 ms so that scheduling noise on a shared 2-core machine is not a
 /// failure; a server the slow connections stall takes seconds).
 fn slowloris(name: &str, n: usize, header_timeout: Duration) {
-    let s = Server::start(name, short(|l| l.header_timeout = header_timeout));
+    let s = start(name, short(|l| l.header_timeout = header_timeout));
     let addr = s.addr();
     let (id, batches) = collection_and_batch(addr);
     let base = p99(addr, &id, &batches[..30]);
@@ -204,7 +184,7 @@ fn heavy_300_slow_headers_are_closed_by_the_default_timeout() {
 /// answers 408 (JSON, field `body`) and the connection closes.
 #[test]
 fn stalled_bodies_get_408_and_are_closed() {
-    let s = Server::start("body", short(|_| {}));
+    let s = start("body", short(|_| {}));
     let (id, _) = collection_and_batch(s.addr());
     let mut c = TcpStream::connect(s.addr()).unwrap();
     let t0 = Instant::now();
@@ -238,7 +218,7 @@ fn stalled_bodies_get_408_and_are_closed() {
 /// time out the budget is free again.
 #[test]
 fn bodies_over_the_in_flight_byte_budget_get_503() {
-    let s = Server::start("bytes", short(|l| l.max_body_bytes_in_flight = 64 << 20));
+    let s = start("bytes", short(|l| l.max_body_bytes_in_flight = 64 << 20));
     let addr = s.addr();
     let head = format!(
         "POST /v1/collections/x/reports HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -273,7 +253,7 @@ fn bodies_over_the_in_flight_byte_budget_get_503() {
 /// server keeps answering once they go.
 #[test]
 fn connections_over_the_cap_get_503() {
-    let s = Server::start(
+    let s = start(
         "conns",
         short(|l| {
             l.max_connections = 8;
@@ -294,7 +274,7 @@ fn connections_over_the_cap_get_503() {
 /// and a request over the whole-request timeout is a 503 in the JSON format.
 #[test]
 fn requests_over_the_in_flight_cap_or_the_timeout_get_503() {
-    let s = Server::start(
+    let s = start(
         "inflight",
         short(|l| {
             l.max_in_flight = 2;
@@ -335,7 +315,7 @@ fn rss_mib() -> f64 {
 /// body timeout (5 s here).
 #[test]
 fn three_hundred_stalled_32mib_bodies_keep_rss_bounded() {
-    let s = Server::start("rss", short(|l| l.body_timeout = Duration::from_secs(5)));
+    let s = start("rss", short(|l| l.body_timeout = Duration::from_secs(5)));
     let addr = s.addr();
     let len = (32 << 20) - 100;
     let head = format!(

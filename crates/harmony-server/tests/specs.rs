@@ -5,41 +5,19 @@
 use harmony_client::{DeviceTask, Input, SimulatedDevices};
 use harmony_core::schema::Value as Record;
 use harmony_protocol::{Created, ReportItem};
-use harmony_server::{SqliteStore, Store};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
 const TOKEN: &str = "specs-token";
 
-struct Server {
-    dir: PathBuf,
-    running: Option<harmony_server::Running>,
-}
+mod common;
+use common::TestServer as Server;
 
 impl Server {
-    fn start(name: &str) -> Server {
-        let dir = std::env::temp_dir().join(format!("harmony-specs-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
-        let running = harmony_server::spawn(store, TOKEN, "127.0.0.1:0", 2).unwrap();
-        Server { dir, running: Some(running) }
-    }
-    fn addr(&self) -> SocketAddr {
-        self.running.as_ref().unwrap().addr
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(r) = self.running.take() {
-            r.stop();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+    fn start_specs(name: &str) -> Server {
+        Server::start(&format!("specs-{name}"), |store| harmony_server::spawn(store, TOKEN, "127.0.0.1:0", 2).unwrap())
     }
 }
 
@@ -104,7 +82,7 @@ fn wide_schema(n: usize, labels: usize) -> String {
 /// field, as they already were in the task spec and the envelope (named too now).
 #[test]
 fn unknown_fields_are_refused_naming_the_field() {
-    let s = Server::start("unknown");
+    let s = Server::start_specs("unknown");
     let task = r#"{"kind": "means"}"#;
     let schema = r#"[{"kind": "numeric", "name": "age", "min": 0, "max": 100, "bogus": 1, "nested": {"a": 2}}]"#;
     let a = create(s.addr(), &with_schema(schema, task));
@@ -125,7 +103,7 @@ fn unknown_fields_are_refused_naming_the_field() {
 /// digits, spaces and `_-.:/()#`, and labels have no control characters (`<=50K` stays valid).
 #[test]
 fn names_with_control_or_markup_characters_are_refused() {
-    let s = Server::start("names");
+    let s = Server::start_specs("names");
     let task = r#"{"kind": "means"}"#;
     for name in [r#"x\u0000\u0007\r\n<script>"#, "<b>age</b>", "a\\\"b", " age", "tab\\there"] {
         let schema = format!(r#"[{{"kind": "numeric", "name": "{name}", "min": 0, "max": 1}}]"#);
@@ -144,7 +122,7 @@ fn names_with_control_or_markup_characters_are_refused() {
 /// refused at once naming `schema` and the limit of 1,000 attributes.
 #[test]
 fn sample_k_with_8000_attributes_is_refused_at_once() {
-    let s = Server::start("samplek");
+    let s = Server::start_specs("samplek");
     let t = Instant::now();
     let a = create(s.addr(), &with_schema(&wide_schema(8000, 2), r#"{"kind": "means", "strategy": "sample-k"}"#));
     let seconds = t.elapsed().as_secs_f64();
@@ -157,7 +135,7 @@ fn sample_k_with_8000_attributes_is_refused_at_once() {
 /// per attribute (4,096), labels in all (16,384) and its matrices (32 MiB) are capped.
 #[test]
 fn bassily_smith_with_16k_labels_is_refused() {
-    let s = Server::start("bassily");
+    let s = Server::start_specs("bassily");
     let task = r#"{"kind": "means", "strategy": "split", "categorical_mechanism": "bassily-smith"}"#;
     let a = create(s.addr(), &with_schema(&wide_schema(3, 16_384), task));
     assert_eq!((a.status, a.field().as_str()), (400, "schema[0].categories"), "{}", a.body);
@@ -174,7 +152,7 @@ fn bassily_smith_with_16k_labels_is_refused() {
 /// its workload is built.
 #[test]
 fn linear_queries_domain_over_the_limit_is_refused() {
-    let s = Server::start("domain");
+    let s = Server::start_specs("domain");
     let task = r#"{"kind": "linear-queries", "attributes": ["a0", "a1", "a2"], "workload": "identity"}"#;
     let a = create(s.addr(), &with_schema(&wide_schema(3, 200), task));
     assert_eq!((a.status, a.field().as_str()), (400, "task.attributes"), "{}", a.body);
@@ -185,7 +163,7 @@ fn linear_queries_domain_over_the_limit_is_refused() {
 /// "Unit(NaN)"; bounds are now within ±1e15.
 #[test]
 fn bounds_beyond_1e15_are_refused() {
-    let s = Server::start("bounds");
+    let s = Server::start_specs("bounds");
     let schema = r#"[{"kind": "numeric", "name": "x", "min": -1e308, "max": 1e308}]"#;
     let a = create(s.addr(), &with_schema(schema, r#"{"kind": "means"}"#));
     assert_eq!((a.status, a.field().as_str()), (400, "schema[0].min"), "{}", a.body);
@@ -221,7 +199,7 @@ fn stored(addr: SocketAddr, id: &str) -> u64 {
 /// idempotent duplicate.
 #[test]
 fn repeated_report_id_with_other_bytes_is_409() {
-    let s = Server::start("conflict");
+    let s = Server::start_specs("conflict");
     let (id, task) = collection_and_device(s.addr());
     let path = format!("/v1/collections/{id}/reports");
     let first = item(&task, 1, 0.5);
@@ -248,7 +226,7 @@ fn repeated_report_id_with_other_bytes_is_409() {
 /// request); bodies must now be `application/json` (415 otherwise, nothing stored).
 #[test]
 fn wrong_content_type_is_415() {
-    let s = Server::start("ctype");
+    let s = Server::start_specs("ctype");
     let (id, task) = collection_and_device(s.addr());
     let path = format!("/v1/collections/{id}/reports");
     let body = batch(&id, &[&item(&task, 1, 0.5)]);
@@ -267,7 +245,7 @@ fn wrong_content_type_is_415() {
 /// error is now in the JSON error format (405 keeps its `Allow` header).
 #[test]
 fn bad_paths_unknown_routes_and_methods_answer_json_errors() {
-    let s = Server::start("paths");
+    let s = Server::start_specs("paths");
     let a = json(s.addr(), "GET", "/v1/collections/%FF/config", "");
     assert_eq!((a.status, a.field().as_str()), (400, "path"), "{}", a.body);
     let a = json(s.addr(), "GET", "/nope", "");

@@ -1,4 +1,5 @@
 //! Helpers shared by the server's integration tests.
+#![allow(dead_code)] // each test file uses a part
 
 use std::io::{Read, Write};
 
@@ -20,4 +21,36 @@ pub fn raw(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8], au
     let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (status, body)
+}
+
+/// A server on a free loopback port over SQLite in a fresh temporary directory; stopped and
+/// its directory removed on drop.
+pub struct TestServer {
+    dir: std::path::PathBuf,
+    running: Option<harmony_server::Running>,
+}
+impl TestServer {
+    /// `spawn` starts the server on the store (e.g. `harmony_server::spawn` or `spawn_limits`).
+    pub fn start(
+        tag: &str,
+        spawn: impl FnOnce(std::sync::Arc<dyn harmony_server::Store>) -> harmony_server::Running,
+    ) -> TestServer {
+        let dir = std::env::temp_dir().join(format!("harmony-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = std::sync::Arc::new(harmony_server::SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+        TestServer { running: Some(spawn(store)), dir }
+    }
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.running.as_ref().unwrap().addr
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
