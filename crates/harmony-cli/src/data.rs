@@ -1,7 +1,7 @@
 //! Reading data: a facade over `harmony-data` (tables in CSV, .csv.xz, Parquet or Arrow IPC;
 //! the schema file; encoding; inference), so call sites keep their names.
 
-pub use harmony_data::{Encoded, InvalidPolicy, SchemaFile, Table, encode, infer};
+pub use harmony_data::{Encoded, InvalidPolicy, SchemaFile};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -13,12 +13,6 @@ pub fn bundled(rel: &str) -> PathBuf {
         return here;
     }
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(rel)
-}
-
-/// Reads a whole table as text, whatever its format (CSV, .csv.xz, Parquet, Arrow IPC; `-` =
-/// standard input). The name is historical: see [`harmony_data::read_table`].
-pub fn read_csv(path: &Path) -> harmony_data::Result<Table> {
-    harmony_data::read_table(path)
 }
 
 /// Reads a table (any format; `-` = standard input) and encodes it against `schema`, row-major,

@@ -248,40 +248,10 @@ fn run_once(task: &MeansTask, inputs: &[Input], seed: u64) -> Result<(Vec<Attrib
     Ok((typed.estimates(), doc))
 }
 
-/// Loads data and schema as `simulate` (and `plan`) resolve them.
+/// Loads data and schema as `simulate` (every task) and `train` resolve them, streaming the data
+/// (any format `harmony-data` reads) batch by batch into encoded rows (a second pass when the
+/// schema is inferred): the table is never held as text.
 pub fn load_inputs(
-    data: &Option<PathBuf>,
-    schema: &Option<PathBuf>,
-    max_categories: usize,
-) -> Result<(String, SchemaFile, data::Table)> {
-    let (data_path, schema_path) = match (data, schema) {
-        (None, None) => (data::bundled("data/adult.csv"), Some(data::bundled("examples/adult.toml"))),
-        (None, Some(s)) => (data::bundled("data/adult.csv"), Some(s.clone())),
-        (Some(d), s) => (d.clone(), s.clone()),
-    };
-    let table = data::read_csv(&data_path)?;
-    let file = match schema_path {
-        Some(p) => SchemaFile::load(&p)?,
-        None => {
-            let (f, warnings) = data::infer(&table, max_categories, &[]);
-            eprintln!(
-                "note: no --schema given; inferred one from {} ({} attributes; see `harmony schema infer`)",
-                data_path.display(),
-                f.attributes.len()
-            );
-            for w in warnings {
-                eprintln!("warning: {w}");
-            }
-            f
-        }
-    };
-    Ok((data_path.display().to_string(), file, table))
-}
-
-/// Loads data and schema as `simulate` resolves them, streaming the data (any format
-/// `harmony-data` reads) batch by batch into encoded rows (a second pass when the schema is
-/// inferred): the table is never held as text.
-fn load_encoded(
     data: &Option<PathBuf>,
     schema: &Option<PathBuf>,
     max_categories: usize,
@@ -321,7 +291,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             let (file, enc) = synthetic(n, args.seed)?;
             (format!("synthetic ({n} users, 16 attributes)"), file, enc)
         }
-        None => load_encoded(&args.data, &args.schema, args.max_categories)?,
+        None => load_inputs(&args.data, &args.schema, args.max_categories)?,
     };
     let schema = file.schema()?;
     let parse_seconds = t_parse.elapsed().as_secs_f64();

@@ -1,7 +1,6 @@
 //! `harmony train`: linear regression, logistic regression or SVM trained under LDP, scored by
 //! k-fold cross-validation × repeats against the non-private model and the trivial predictor.
 
-use crate::data;
 use crate::output::{Format, progress};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -294,10 +293,8 @@ fn load(
     args: &TrainArgs,
     o: &Options,
 ) -> Result<(String, harmony_core::schema::Schema, FeatureMap, harmony_learn::features::Dataset)> {
-    let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let (data_name, file, enc) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
-    let enc = data::encode(&table, &schema, file.invalid)?;
-    drop(table);
     if enc.skipped > 0 || enc.clamped > 0 {
         eprintln!("note: invalid-value policy: {} rows skipped, {} values clamped", enc.skipped, enc.clamped);
     }

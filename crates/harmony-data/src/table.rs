@@ -31,14 +31,10 @@ pub(crate) fn table_of(mut reader: DataReader, name: &str) -> Result<Table> {
     let header = reader.header().to_vec();
     let mut rows: Vec<Vec<String>> = Vec::new();
     while let Some(batch) = reader.next_batch()? {
-        let start = rows.len();
-        rows.extend((0..batch.len()).map(|_| Vec::with_capacity(header.len())));
-        for c in 0..header.len() {
-            let cells = batch.cells(c)?;
-            for (i, row) in rows[start..].iter_mut().enumerate() {
-                row.push(text_of(&cells, i));
-            }
-        }
+        // Row by row (each row's cells written while it is in cache), not column by column.
+        let columns = (0..header.len()).map(|c| batch.cells(c)).collect::<Result<Vec<_>>>()?;
+        rows.reserve(batch.len());
+        rows.extend((0..batch.len()).map(|i| columns.iter().map(|cells| text_of(cells, i)).collect()));
     }
     if rows.is_empty() {
         return Err(Error::data(format!("{name}: no data rows")));

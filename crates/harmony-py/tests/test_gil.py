@@ -73,12 +73,17 @@ BLOB = bytes(64 << 20)
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores")
 def test_two_threads_are_faster_than_one():
-    """>= 1.7x on 2 threads. When the machine is too busy for even a GIL-free reference to
-    reach 1.7x the timing cannot show it and the test is skipped (the test above still shows
-    the GIL released)."""
-    ours = speedup(work)
-    if ours < 1.7:
-        ref = speedup(reference)
-        if ref < 1.7:
-            pytest.skip(f"busy machine: a GIL-free reference reaches {ref:.2f}x on 2 threads (ours {ours:.2f}x)")
-        assert ours >= 1.7, (ours, ref)
+    """>= 1.7x on 2 threads. Timings on a shared 2-core machine are noisy, so up to four
+    attempts alternate ours with a GIL-free reference (each the best of 3): the test passes at
+    the first attempt where ours reaches 1.7x, is skipped when the reference never reaches 1.7x
+    either (the machine too busy for the timing to show anything; the test above still shows
+    the GIL released), and fails when the reference reached 1.7x but ours never did."""
+    attempts = []
+    for _ in range(4):
+        ours = speedup(work)
+        if ours >= 1.7:
+            return
+        attempts.append((round(ours, 2), round(speedup(reference), 2)))
+    if all(ref < 1.7 for _, ref in attempts):
+        pytest.skip(f"busy machine: (ours, GIL-free reference) speedups on 2 threads: {attempts}")
+    assert False, f"ours never reached 1.7x while the reference did: (ours, reference) = {attempts}"

@@ -606,7 +606,7 @@ mod tests {
         let (spec, _) = train_of(config).unwrap();
         let schema = config.schema().unwrap();
         let fm = feature_map(schema, spec).unwrap();
-        let enc = data::encode(&data::read_csv(csv).unwrap(), schema, data::InvalidPolicy::Error).unwrap();
+        let enc = data::encode_file(csv, schema, data::InvalidPolicy::Error).unwrap();
         let dataset = fm.dataset(&enc.values, schema.len()).unwrap();
         let users: Vec<u32> = (0..n as u32).collect();
         let mut cfg = TrainConfig::noise(harmony_learn::loss::Loss::for_task(fm.task()), fm.max_l1());

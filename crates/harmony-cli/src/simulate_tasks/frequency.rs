@@ -3,7 +3,6 @@
 //! per ε, the MSE of the frequencies beside the closed form and the CIs' coverage, and run 1's
 //! estimate document beside the truth.
 
-use crate::data;
 use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::render::{self, Truth};
 use crate::simulate::{SimulateArgs, load_inputs};
@@ -80,9 +79,8 @@ impl Analysis for Frequency {
 
 /// Runs `harmony simulate --task frequency`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let (data_name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
-    let enc = data::encode(&table, &schema, file.invalid)?;
     let spec = crate::specs::frequency(&args.task, &args.means)?;
     let j = schema
         .attributes()

@@ -10,7 +10,7 @@
 //! 1's estimate document is what `harmony query` prints for the same devices. See
 //! docs/ANALYTICS-LINEAR.md.
 
-use crate::data::{self, InvalidPolicy, SchemaFile};
+use crate::data::{InvalidPolicy, SchemaFile};
 use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::population::Population;
 use crate::render::{self, Truth};
@@ -161,8 +161,7 @@ fn devices(args: &SimulateArgs) -> Result<(String, SchemaFile, Vec<Value>)> {
             if args.task.synthetic_domain.is_some() {
                 bail!("--synthetic-domain needs --synthetic N (a synthetic population)");
             }
-            let (name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
-            let enc = data::encode(&table, &file.schema()?, file.invalid)?;
+            let (name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
             if enc.skipped > 0 || enc.clamped > 0 {
                 eprintln!("note: invalid-value policy: {} rows skipped, {} values clamped", enc.skipped, enc.clamped);
             }

@@ -12,7 +12,6 @@
 //! the share of marginals answered (a Fourier coefficient no device drew leaves its marginals
 //! without an estimate).
 
-use crate::data;
 use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::render::Truth;
 use crate::simulate::SimulateArgs;
@@ -128,9 +127,8 @@ impl Analysis for Marginals {
 /// Runs `harmony simulate --task marginals`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let t = &args.task;
-    let (data_name, file, table) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let (data_name, file, enc) = crate::simulate::load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
-    let enc = data::encode(&table, &schema, file.invalid)?;
     let methods: Vec<String> = match &t.method {
         Some(m) => m.iter().map(|s| s.trim().to_lowercase()).collect(),
         None => DEFAULT_METHODS.iter().map(|s| s.to_string()).collect(),

@@ -11,7 +11,6 @@
 //! estimate document (ranges `--ranges`, quantiles `--quantiles`) is what `harmony query`
 //! prints for the same devices.
 
-use crate::data;
 use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::population::Population;
 use crate::render::{self, Truth};
@@ -141,13 +140,12 @@ fn ranges_scored(args: &SimulateArgs) -> Result<usize> {
 fn analysis(args: &SimulateArgs) -> Result<Range> {
     let query = crate::specs::range_query(args.task.ranges.as_deref(), args.task.quantiles.as_deref())?;
     let n_ranges = ranges_scored(args)?;
-    let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let (data_name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
     let specs = crate::specs::range_methods(&args.task)?
         .into_iter()
         .map(|m| crate::specs::range(&args.task, &file, m))
         .collect::<Result<Vec<_>>>()?;
     let schema = file.schema()?;
-    let enc = data::encode(&table, &schema, file.invalid)?;
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let population = Population::records(&schema, enc.values);
     // The bins of the devices, as the task maps them (the first spec; all share the bins).

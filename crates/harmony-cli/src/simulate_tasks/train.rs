@@ -27,9 +27,8 @@ struct CellResult {
 
 /// Runs `harmony simulate --task train`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    let (data_name, file, table) = load_inputs(&args.data, &args.schema, args.max_categories)?;
+    let (data_name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
-    let enc = data::encode(&table, &schema, file.invalid)?;
     let inputs: Vec<Input> = enc.values.chunks_exact(schema.len()).map(Input::Record).collect();
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![1.0, 4.0]);
     let path = args.data.clone().unwrap_or_else(|| data::bundled("data/adult.csv"));
