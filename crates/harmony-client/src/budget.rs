@@ -174,17 +174,19 @@ pub fn admit(
     epsilon: f64,
     now: u64,
 ) -> Result<Option<Spend>> {
-    // One pass over the ledger, branch-free: whether the collection was charged and the ε
-    // spent in the window (the same sum as [`spent`]).
-    let (charged, already) = match budget {
-        Some(b) => {
-            let inside = Window::new(b, now);
-            spends.iter().fold((false, 0.0), |(charged, sum), s| {
-                (charged | (s.collection == collection), sum + if inside.contains(s.at) { s.epsilon } else { 0.0 })
-            })
+    // One pass over the ledger: whether the collection was charged and the ε spent in the
+    // window (the sum of [`spent`], in the same order; only spends in the window are added, so
+    // a long ledger of old spends costs one comparison each, no chain of float additions).
+    let (mut charged, mut already) = (false, 0.0);
+    let inside = budget.map(|b| Window::new(b, now));
+    for s in spends {
+        charged |= s.collection == collection;
+        if let Some(w) = &inside
+            && w.contains(s.at)
+        {
+            already += s.epsilon;
         }
-        None => (spends.iter().any(|s| s.collection == collection), 0.0),
-    };
+    }
     if charged {
         return Ok(None);
     }

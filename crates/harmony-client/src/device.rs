@@ -121,7 +121,10 @@ impl DeviceTask {
     /// outside [-1, 1] (one pass without early exit).
     fn outside(&self, record: &[Value]) -> bool {
         record.len() != self.width
-            || self.numeric.iter().fold(false, |acc, &j| acc | matches!(record[j], Value::Unit(t) if !(t.abs() <= 1.0)))
+            || self
+                .numeric
+                .iter()
+                .fold(false, |acc, &j| acc | matches!(record[j], Value::Unit(t) if t.is_nan() | (t.abs() > 1.0)))
     }
     fn expect(&self, kind: TaskKind, rounds: bool) -> Result<()> {
         let task = self.config.task.kind();
