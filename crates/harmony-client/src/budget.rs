@@ -110,24 +110,55 @@ impl BudgetStore for FileBudget {
     }
     fn record(&mut self, spend: Spend) -> Result<()> {
         use std::io::Write;
-        let mut spends = self.spends.clone();
-        spends.push(spend);
-        let err = |m: String| ClientError::Ledger { path: self.path.clone(), message: m };
-        let tmp = self.path.with_extension("tmp");
-        let mut f = std::fs::File::create(&tmp).map_err(|e| err(e.to_string()))?;
-        f.write_all(&serde_json::to_vec_pretty(&spends).expect("JSON of spends")).map_err(|e| err(e.to_string()))?;
-        f.sync_all().map_err(|e| err(e.to_string()))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| err(e.to_string()))?;
-        self.spends = spends;
-        Ok(())
+        // The spend joins the list only once the file holding it is in place (no copy of the
+        // list: pushed, written, popped again if the write fails).
+        self.spends.push(spend);
+        let written = (|| -> std::io::Result<()> {
+            let tmp = self.path.with_extension("tmp");
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&serde_json::to_vec_pretty(&self.spends).expect("JSON of spends"))?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.path)
+        })();
+        written.map_err(|e| {
+            self.spends.pop();
+            ClientError::Ledger { path: self.path.clone(), message: e.to_string() }
+        })
     }
 }
 
 /// The ε spent in the window of `budget` ending at `now`: spends at `at` with
 /// `now − at < days·86400` (a spend exactly `days` old has left the window).
 pub fn spent(spends: &[Spend], budget: &Budget, now: u64) -> f64 {
-    let window = budget.window_seconds();
-    spends.iter().filter(|s| (now.saturating_sub(s.at) as f64) < window).map(|s| s.epsilon).sum()
+    let inside = Window::new(budget, now);
+    spends.iter().map(|s| if inside.contains(s.at) { s.epsilon } else { 0.0 }).sum()
+}
+
+/// The test `(now − at) as f64 < days·86400` of [`spent`], with the window rounded up to whole
+/// seconds once so that each spend costs one integer comparison: for an age `d` < 2^53 (exact
+/// as f64), `d < w ⟺ d < ⌈w⌉`; an age ≥ 2^53 is outside both ways when ⌈w⌉ ≤ 2^53. A window
+/// longer than 2^53 seconds keeps the float comparison.
+#[derive(Clone, Copy)]
+struct Window {
+    now: u64,
+    seconds: f64,
+    whole: Option<u64>,
+}
+
+impl Window {
+    fn new(budget: &Budget, now: u64) -> Self {
+        let seconds = budget.window_seconds();
+        let up = seconds.ceil();
+        let whole = (up <= (1u64 << 53) as f64).then_some(up as u64);
+        Window { now, seconds, whole }
+    }
+    fn contains(&self, at: u64) -> bool {
+        let age = self.now.saturating_sub(at);
+        match self.whole {
+            Some(w) => age < w,
+            None => (age as f64) < self.seconds,
+        }
+    }
 }
 
 /// Whether `collection` may spend `epsilon` at `now`: `None` if it was already charged (a
@@ -143,14 +174,26 @@ pub fn admit(
     epsilon: f64,
     now: u64,
 ) -> Result<Option<Spend>> {
-    if spends.iter().any(|s| s.collection == collection) {
+    // One pass over the ledger: whether the collection was charged and the ε spent in the
+    // window (the sum of [`spent`], in the same order; only spends in the window are added, so
+    // a long ledger of old spends costs one comparison each, no chain of float additions).
+    let (mut charged, mut already) = (false, 0.0);
+    let inside = budget.map(|b| Window::new(b, now));
+    for s in spends {
+        charged |= s.collection == collection;
+        if let Some(w) = &inside
+            && w.contains(s.at)
+        {
+            already += s.epsilon;
+        }
+    }
+    if charged {
         return Ok(None);
     }
     if !(epsilon.is_finite() && epsilon > 0.0) {
         return Err(refuse("budget", format!("a request of ε {epsilon}"), "a finite ε > 0"));
     }
     if let Some(b) = budget {
-        let already = spent(spends, b, now);
         // A relative slack of 1e-12 so that, e.g., ten charges of 0.1 fit a budget of 1.
         if already + epsilon > b.epsilon * (1.0 + 1e-12) {
             let value = format!(
@@ -181,4 +224,28 @@ pub fn charge(
 fn fmt(x: f64) -> String {
     let r = (x * 1e9).round() / 1e9;
     format!("{r}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The integer window test is the float one, `(now − at) as f64 < days·86400`, at and
+    /// around each boundary, for whole, fractional and huge (> 2^53 s, the float path) windows.
+    #[test]
+    fn window_is_the_float_comparison() {
+        let now = u64::MAX / 2;
+        for seconds in [1.0, 1.5, 43_200.0, 86_399.999, 86_400.0, 2f64.powi(53) - 1.0, 2f64.powi(53), 1e17, 1e300] {
+            let b = Budget::new(1.0, seconds / DAY as f64).unwrap();
+            let w = Window::new(&b, now);
+            let edge = seconds.min(now as f64) as u64;
+            let ages =
+                [0, 1, 2, edge.saturating_sub(2), edge.saturating_sub(1), edge, edge + 1, edge + 2, now, u64::MAX];
+            for age in ages {
+                let at = now.saturating_sub(age);
+                let float = (now.saturating_sub(at) as f64) < b.window_seconds();
+                assert_eq!(w.contains(at), float, "window {seconds} s, age {age}");
+            }
+        }
+    }
 }

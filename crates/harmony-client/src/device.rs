@@ -29,6 +29,8 @@ pub struct DeviceTask {
     /// The schema's width and the positions of its numeric attributes (what the clamp scans).
     width: usize,
     numeric: Vec<usize>,
+    /// The task refuses every record the clamp would change (`means`; see `randomize`).
+    checks_range: bool,
 }
 
 impl std::fmt::Debug for DeviceTask {
@@ -55,7 +57,8 @@ impl DeviceTask {
             .filter(|(_, a)| matches!(a, harmony_core::schema::Attribute::Numeric { .. }))
             .map(|(j, _)| j)
             .collect();
-        Ok(DeviceTask { width: attributes.len(), numeric, config, task, policy })
+        let checks_range = matches!(config.task, harmony_protocol::spec::TaskSpec::Means(_));
+        Ok(DeviceTask { width: attributes.len(), numeric, checks_range, config, task, policy })
     }
     /// The policy the config was checked against.
     pub fn policy(&self) -> &Policy {
@@ -73,6 +76,23 @@ impl DeviceTask {
     /// values out of [-1, 1] are clamped first ([`Policy::clamp`]: never skipped).
     pub fn item(&self, input: &Input<'_>, rng: &mut dyn Rng, ids: &mut dyn Rng) -> Result<ReportItem> {
         let mut buf = Vec::new();
+        self.randomize(input, rng, &mut buf)?;
+        Ok(ReportItem { id: report_id(ids), report: to_hex(&buf) })
+    }
+    /// The task's randomizer on the clamped input. A `means` record goes in as it is: the
+    /// record mechanism refuses, before any draw, every record the clamp would change (a
+    /// numeric value NaN or outside [-1, 1]; pinned by `tests::means_refuses_what_the_clamp_changes`),
+    /// so an accepted record is its own clamp and the policy costs nothing per report; a refused
+    /// one is clamped and randomized (the same draws as if clamped first). Other tasks: the
+    /// numeric positions are scanned first.
+    fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, buf: &mut Vec<u8>) -> Result<()> {
+        if let (true, Input::Record(r)) = (self.checks_range, input) {
+            match self.task.randomize(input, rng, buf) {
+                Err(e) if !self.outside(r) => return Err(e.into()),
+                Err(_) => buf.clear(),
+                Ok(()) => return Ok(()),
+            }
+        }
         let clamped;
         let input = match *input {
             Input::Record(r) => {
@@ -85,20 +105,26 @@ impl DeviceTask {
             }
             Input::Items(items) => Input::Items(items),
         };
-        self.task.randomize(&input, rng, &mut buf)?;
-        Ok(ReportItem { id: report_id(ids), report: to_hex(&buf) })
+        Ok(self.task.randomize(&input, rng, buf)?)
     }
     /// [`Policy::clamp`] of a record, without a copy when its numeric values are in range (the
     /// common case: only the schema's numeric positions are read; a record of another width is
     /// clamped whole, and the task's own check refuses it).
     fn clamped<'a>(&self, record: &'a [Value]) -> std::borrow::Cow<'a, [Value]> {
-        // One pass without early exit; NaN is outside.
-        let outside = record.len() != self.width
+        if self.outside(record) {
+            std::borrow::Cow::Owned(self.policy.clamp(record))
+        } else {
+            std::borrow::Cow::Borrowed(record)
+        }
+    }
+    /// Whether [`Policy::clamp`] changes the record: another width, or a numeric value NaN or
+    /// outside [-1, 1] (one pass without early exit).
+    fn outside(&self, record: &[Value]) -> bool {
+        record.len() != self.width
             || self
                 .numeric
                 .iter()
-                .fold(false, |acc, &j| acc | matches!(record[j], Value::Unit(t) if t.is_nan() | (t.abs() > 1.0)));
-        if outside { std::borrow::Cow::Owned(self.policy.clamp(record)) } else { std::borrow::Cow::Borrowed(record) }
+                .fold(false, |acc, &j| acc | matches!(record[j], Value::Unit(t) if t.is_nan() | (t.abs() > 1.0)))
     }
     fn expect(&self, kind: TaskKind, rounds: bool) -> Result<()> {
         let task = self.config.task.kind();
@@ -354,5 +380,55 @@ impl SimulatedDevices {
             ClientError::Core(e) => ClientError::Core(harmony_tasks::simulate::at_device(e, device)),
             other => other,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_core::schema::{Attribute, Schema};
+    use harmony_core::strategy::StrategyKind;
+    use harmony_protocol::CreateCollection;
+    use harmony_protocol::spec::{MeansSpec, TaskSpec};
+
+    /// What lets `DeviceTask::randomize` give a `means` record to the task unclamped: the task
+    /// refuses every record the clamp changes (each non-finite or out-of-range value at each
+    /// numeric position, every strategy), and the device's report for such a record is, draw
+    /// for draw, the report of the clamped record (same seeds, same bytes).
+    #[test]
+    fn means_refuses_what_the_clamp_changes() {
+        let schema = Schema::new(vec![
+            Attribute::Numeric { name: "x".into(), min: 0.0, max: 1.0 },
+            Attribute::Categorical { name: "c".into(), categories: vec!["a".into(), "b".into(), "c".into()] },
+            Attribute::Numeric { name: "y".into(), min: 0.0, max: 1.0 },
+        ])
+        .unwrap();
+        let bad = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.0 + f64::EPSILON, -1.5, f64::MAX, -1.0 - f64::EPSILON];
+        for strategy in [StrategyKind::Split, StrategyKind::Harmony, StrategyKind::SampleK] {
+            let task = TaskSpec::Means(MeansSpec { strategy, ..Default::default() });
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task };
+            let device = DeviceTask::new(harmony_tasks::resolve(&req, "m").unwrap()).unwrap();
+            assert!(device.checks_range);
+            for (j, &t) in [0, 2].iter().flat_map(|j| bad.iter().map(move |t| (j, t))) {
+                let mut record = vec![Value::Unit(0.25), Value::Category(1), Value::Unit(-0.5)];
+                record[*j] = Value::Unit(t);
+                let mut buf = Vec::new();
+                let refused = device.task().randomize(
+                    &Input::Record(&record),
+                    &mut harmony_core::sampling::fast_rng(7),
+                    &mut buf,
+                );
+                assert!(refused.is_err() && buf.is_empty(), "{strategy:?}: value {t} at {j} accepted");
+                let clamped = device.policy().clamp(&record);
+                for seed in 0..20 {
+                    let item = |r: &[Value]| {
+                        let (mut rng, mut ids) =
+                            (harmony_core::sampling::fast_rng(seed), harmony_core::sampling::fast_rng(!seed));
+                        device.item(&Input::Record(r), &mut rng, &mut ids).unwrap()
+                    };
+                    assert_eq!(item(&record), item(&clamped), "{strategy:?}: value {t} at {j}, seed {seed}");
+                }
+            }
+        }
     }
 }
