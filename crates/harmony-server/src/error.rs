@@ -52,10 +52,15 @@ impl ApiError {
                 format!("{what} are not implemented by this store"),
             );
         }
-        tracing::error!(error = %e, "store failure");
         let msg = match e {
-            StoreError::Unavailable(_) => "storage unreachable (reconnecting); nothing was stored: retry the request",
-            _ => "storage unavailable; retry the request",
+            StoreError::Unavailable(_) => {
+                tracing::warn!(error = %e, "store unreachable");
+                "storage unreachable (reconnecting); nothing was stored: retry the request"
+            }
+            _ => {
+                tracing::error!(error = %e, "store failure");
+                "storage unavailable; retry the request"
+            }
         };
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", msg)
     }

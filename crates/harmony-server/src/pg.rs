@@ -27,8 +27,18 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 impl From<postgres::Error> for StoreError {
+    /// The server's message and SQLSTATE (`FATAL: terminating connection due to administrator
+    /// command (57P01)`), or the cause (`error connecting to server: Connection refused`).
     fn from(e: postgres::Error) -> Self {
-        StoreError::Db(e.to_string())
+        StoreError::Db(describe(&e))
+    }
+}
+
+fn describe(e: &postgres::Error) -> String {
+    match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(d), _) => format!("{}: {} ({})", d.severity(), d.message(), d.code().code()),
+        (None, Some(cause)) => format!("{e}: {cause}"),
+        (None, None) => e.to_string(),
     }
 }
 
@@ -112,11 +122,11 @@ impl Conn {
                     self.backoff = BACKOFF_MIN;
                 }
                 Err(e) => {
-                    self.last_error = e.to_string();
+                    self.last_error = describe(&e);
                     self.next_try = now + self.backoff;
+                    let wait = self.backoff.as_millis();
                     self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                    let msg =
-                        format!("PostgreSQL is unreachable ({e}); next reconnect in {} ms", self.backoff.as_millis());
+                    let msg = format!("PostgreSQL is unreachable ({}); next reconnect in {wait} ms", self.last_error);
                     return Err(StoreError::Unavailable(msg));
                 }
             }
