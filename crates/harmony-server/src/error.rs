@@ -42,7 +42,8 @@ impl ApiError {
         };
         Self::bad(field, e.to_string())
     }
-    /// A store failure: 501 for what the store does not implement, else 503 (retry).
+    /// A store failure: 501 for what the store does not implement, else 503 with
+    /// `Retry-After` (retry).
     pub fn store(e: StoreError) -> Self {
         if let StoreError::Unsupported(what) = e {
             return Self::new(
@@ -51,8 +52,17 @@ impl ApiError {
                 format!("{what} are not implemented by this store"),
             );
         }
-        tracing::error!(error = %e, "store failure");
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", "storage unavailable; retry the request")
+        let msg = match e {
+            StoreError::Unavailable(_) => {
+                tracing::warn!(error = %e, "store unreachable");
+                "storage unreachable (reconnecting); nothing was stored: retry the request"
+            }
+            _ => {
+                tracing::error!(error = %e, "store failure");
+                "storage unavailable; retry the request"
+            }
+        };
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "store", msg)
     }
     /// A 500 for a request whose handler panicked: the panic is logged, the process and every
     /// other request go on.
@@ -71,9 +81,15 @@ impl ApiError {
 }
 
 impl IntoResponse for ApiError {
+    /// A 503 carries `Retry-After`.
     fn into_response(self) -> Response {
+        let retry = self.status == StatusCode::SERVICE_UNAVAILABLE;
         let body = ErrorBody { error: ErrorDetail { field: self.field, message: self.message } };
-        (self.status, axum::Json(body)).into_response()
+        let mut r = (self.status, axum::Json(body)).into_response();
+        if retry {
+            r.headers_mut().insert(axum::http::header::RETRY_AFTER, crate::guard::RETRY_AFTER_SECONDS.into());
+        }
+        r
     }
 }
 

@@ -9,15 +9,36 @@
 //! DO NOTHING` (a repeated device writes nothing), checks that the stored round and its gradient
 //! count are the ones the server computed with (else [`StoreError::RoundMoved`], nothing written),
 //! and, when the batch is full, upserts the new model (exact f64 bytes) before committing.
+//!
+//! Recovery: each connection is a [`Conn`] that reconnects after the database went away (a
+//! restart, a failover): a connection that failed an operation is dropped, and the next use
+//! reconnects, at most once per backoff interval (100 ms doubling to 5 s, reset by a success).
+//! While it is down an operation fails at once with [`StoreError::Unavailable`] (nothing
+//! attempted; the server answers 503 with `Retry-After`). An error during an operation is
+//! [`StoreError::Db`]: its commit outcome is unknown, and the server rebuilds that collection's
+//! accumulator from the store before using it again ([`crate::state`]). The writer thread also
+//! retries on its own while down, so `/readyz` turns 200 again without traffic.
 
 use crate::store::{Store, StoreError, StoreResult, StoredCollection, blob_to_params, params_to_blob};
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
 
 impl From<postgres::Error> for StoreError {
+    /// The server's message and SQLSTATE (`FATAL: terminating connection due to administrator
+    /// command (57P01)`), or the cause (`error connecting to server: Connection refused`).
     fn from(e: postgres::Error) -> Self {
-        StoreError::Db(e.to_string())
+        StoreError::Db(describe(&e))
+    }
+}
+
+fn describe(e: &postgres::Error) -> String {
+    match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(d), _) => format!("{}: {} ({})", d.severity(), d.message(), d.code().code()),
+        (None, Some(cause)) => format!("{e}: {cause}"),
+        (None, None) => e.to_string(),
     }
 }
 
@@ -53,6 +74,92 @@ const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body)
     SELECT $1, r, b FROM UNNEST($2::text[], $3::bytea[]) AS t(r, b)
     ON CONFLICT DO NOTHING RETURNING report_id";
 
+/// First wait before a reconnect attempt after a failure; doubled per failed attempt.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest wait between reconnect attempts.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// A connection that reconnects with capped exponential backoff (see the module docs).
+struct Conn {
+    config: postgres::Config,
+    client: Option<postgres::Client>,
+    backoff: Duration,
+    next_try: Instant,
+    last_error: String,
+}
+
+impl Conn {
+    /// Connects now (the server refuses to start on a database it cannot reach).
+    fn open(config: &postgres::Config) -> StoreResult<Self> {
+        let client = config.connect(postgres::NoTls)?;
+        Ok(Conn {
+            config: config.clone(),
+            client: Some(client),
+            backoff: BACKOFF_MIN,
+            next_try: Instant::now(),
+            last_error: String::new(),
+        })
+    }
+
+    fn connected(&self) -> bool {
+        self.client.as_ref().is_some_and(|c| !c.is_closed())
+    }
+
+    /// The client, reconnecting if the backoff allows; [`StoreError::Unavailable`] otherwise.
+    fn get(&mut self) -> StoreResult<&mut postgres::Client> {
+        if !self.connected() {
+            self.discard();
+            let now = Instant::now();
+            if now < self.next_try {
+                let wait = (self.next_try - now).as_millis();
+                let msg = format!("PostgreSQL is unreachable ({}); next reconnect in {wait} ms", self.last_error);
+                return Err(StoreError::Unavailable(msg));
+            }
+            match self.config.connect(postgres::NoTls) {
+                Ok(c) => {
+                    tracing::info!("reconnected to PostgreSQL");
+                    self.client = Some(c);
+                    self.backoff = BACKOFF_MIN;
+                }
+                Err(e) => {
+                    self.last_error = describe(&e);
+                    self.next_try = now + self.backoff;
+                    let wait = self.backoff.as_millis();
+                    self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                    let msg = format!("PostgreSQL is unreachable ({}); next reconnect in {wait} ms", self.last_error);
+                    return Err(StoreError::Unavailable(msg));
+                }
+            }
+        }
+        self.client.as_mut().ok_or(StoreError::Closed)
+    }
+
+    /// Drops the client (on a plain thread: the blocking client cannot be dropped inside a
+    /// tokio runtime); the next [`Conn::get`] reconnects.
+    fn discard(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = std::thread::spawn(move || drop(c)).join();
+        }
+    }
+
+    /// Runs `f` on the connection; after a database error the connection is dropped (it may be
+    /// closed or in an unknown state) and the next use reconnects.
+    fn run<T>(&mut self, f: impl FnOnce(&mut postgres::Client) -> StoreResult<T>) -> StoreResult<T> {
+        let r = f(self.get()?);
+        if let Err(StoreError::Db(e)) = &r {
+            tracing::warn!(error = %e, "PostgreSQL operation failed; reconnecting");
+            self.last_error = e.clone();
+            self.discard();
+        }
+        r
+    }
+
+    /// How long until the next reconnect attempt.
+    fn wait(&self) -> Duration {
+        self.next_try.saturating_duration_since(Instant::now()).max(Duration::from_millis(10))
+    }
+}
+
 struct Job {
     key: i64,
     reports: Vec<(String, Vec<u8>)>,
@@ -62,9 +169,10 @@ struct Job {
 /// PostgreSQL storage (see the module docs).
 pub struct PgStore {
     jobs: Mutex<Option<SyncSender<Job>>>,
-    /// `Option` so that `Drop` can close it on a plain thread (the blocking client cannot be
-    /// dropped inside a tokio runtime).
-    read: Mutex<Option<postgres::Client>>,
+    /// Reads, collections and model rounds.
+    read: Mutex<Conn>,
+    /// Whether the writer thread's connection is up (for `/readyz`).
+    writer_up: std::sync::Arc<AtomicBool>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -123,8 +231,26 @@ fn conflict(tx: &mut postgres::Transaction<'_>, job: &Job, flags: &[bool]) -> St
     Ok(None)
 }
 
-fn writer_loop(mut conn: postgres::Client, jobs: Receiver<Job>) {
-    while let Ok(first) = jobs.recv() {
+/// Takes the first job; while the connection is down, reconnects every backoff interval even
+/// without jobs. `None` when the store is dropped.
+fn next_job(conn: &mut Conn, jobs: &Receiver<Job>, up: &AtomicBool) -> Option<Job> {
+    loop {
+        if conn.connected() {
+            return jobs.recv().ok();
+        }
+        match jobs.recv_timeout(conn.wait()) {
+            Ok(j) => return Some(j),
+            Err(RecvTimeoutError::Timeout) => {
+                let _ = conn.get();
+                up.store(conn.connected(), Ordering::Relaxed);
+            }
+            Err(RecvTimeoutError::Disconnected) => return None,
+        }
+    }
+}
+
+fn writer_loop(mut conn: Conn, jobs: Receiver<Job>, up: std::sync::Arc<AtomicBool>) {
+    while let Some(first) = next_job(&mut conn, &jobs, &up) {
         let mut group = vec![first];
         let mut n = group[0].reports.len();
         while n < 200_000 {
@@ -136,16 +262,21 @@ fn writer_loop(mut conn: postgres::Client, jobs: Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        match commit_group(&mut conn, &group) {
+        let result = conn.run(|c| commit_group(c, &group));
+        up.store(conn.connected(), Ordering::Relaxed);
+        match result {
             Ok(results) => {
                 for (job, r) in group.into_iter().zip(results) {
                     let _ = job.reply.send(r);
                 }
             }
             Err(e) => {
+                let unavailable = matches!(e, StoreError::Unavailable(_));
                 let msg = e.to_string();
                 for job in group {
-                    let _ = job.reply.send(Err(StoreError::Db(msg.clone())));
+                    let e =
+                        if unavailable { StoreError::Unavailable(msg.clone()) } else { StoreError::Db(msg.clone()) };
+                    let _ = job.reply.send(Err(e));
                 }
             }
         }
@@ -155,16 +286,28 @@ fn writer_loop(mut conn: postgres::Client, jobs: Receiver<Job>) {
 impl PgStore {
     /// Connects to `url` (`postgres://user:password@host:port/db` or key=value form) and
     /// creates the tables if needed.
+    /// A connect attempt gives up after 2 s unless the URL sets `connect_timeout`.
     pub fn open(url: &str) -> StoreResult<Self> {
-        let mut write = postgres::Client::connect(url, postgres::NoTls)?;
-        write.batch_execute(SCHEMA)?;
-        let read = postgres::Client::connect(url, postgres::NoTls)?;
+        let mut config: postgres::Config = url.parse()?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(2));
+        }
+        let mut write = Conn::open(&config)?;
+        write.run(|c| Ok(c.batch_execute(SCHEMA)?))?;
+        let read = Conn::open(&config)?;
         let (tx, rx) = sync_channel::<Job>(1024);
+        let up = std::sync::Arc::new(AtomicBool::new(true));
+        let writer_up = up.clone();
         let handle = std::thread::Builder::new()
             .name("harmony-pg-writer".into())
-            .spawn(move || writer_loop(write, rx))
+            .spawn(move || writer_loop(write, rx, up))
             .map_err(|e| StoreError::Db(e.to_string()))?;
-        Ok(PgStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(Some(read)), writer: Mutex::new(Some(handle)) })
+        Ok(PgStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer_up, writer: Mutex::new(Some(handle)) })
+    }
+
+    /// Runs `f` on the read connection ([`Conn::run`]).
+    fn read<T>(&self, f: impl FnOnce(&mut postgres::Client) -> StoreResult<T>) -> StoreResult<T> {
+        self.read.lock().map_err(|_| StoreError::Closed)?.run(f)
     }
 }
 
@@ -178,33 +321,31 @@ impl Drop for PgStore {
         {
             let _ = h.join();
         }
-        if let Ok(mut r) = self.read.lock()
-            && let Some(c) = r.take()
-        {
-            let _ = std::thread::spawn(move || drop(c)).join();
+        if let Ok(mut r) = self.read.lock() {
+            r.discard();
         }
     }
 }
 
 impl Store for PgStore {
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let rows = c.query(
-            "INSERT INTO harmony_collections (id, config) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key",
-            &[&id, &config],
-        )?;
-        match rows.first() {
-            Some(r) => Ok(r.get(0)),
-            None => Err(StoreError::Exists(id.to_string())),
-        }
+        self.read(|c| {
+            let rows = c.query(
+                "INSERT INTO harmony_collections (id, config) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key",
+                &[&id, &config],
+            )?;
+            match rows.first() {
+                Some(r) => Ok(r.get(0)),
+                None => Err(StoreError::Exists(id.to_string())),
+            }
+        })
     }
 
     fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let rows = c.query("SELECT key, id, config FROM harmony_collections ORDER BY key", &[])?;
-        Ok(rows.iter().map(|r| StoredCollection { key: r.get(0), id: r.get(1), config: r.get(2) }).collect())
+        self.read(|c| {
+            let rows = c.query("SELECT key, id, config FROM harmony_collections ORDER BY key", &[])?;
+            Ok(rows.iter().map(|r| StoredCollection { key: r.get(0), id: r.get(1), config: r.get(2) }).collect())
+        })
     }
 
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
@@ -216,27 +357,30 @@ impl Store for PgStore {
 
     fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
         use postgres::fallible_iterator::FallibleIterator;
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
-        let mut rows = c.query_raw("SELECT body FROM harmony_reports WHERE collection = $1", params)?;
-        while let Some(row) = rows.next()? {
-            f(row.get::<_, &[u8]>(0));
-        }
-        Ok(())
+        self.read(|c| {
+            let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
+            let mut rows = c.query_raw("SELECT body FROM harmony_reports WHERE collection = $1", params)?;
+            while let Some(row) = rows.next()? {
+                f(row.get::<_, &[u8]>(0));
+            }
+            Ok(())
+        })
     }
 
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let n: i64 = c.query_one("SELECT COUNT(*) FROM harmony_reports WHERE collection = $1", &[&key])?.get(0);
-        Ok(n as u64)
+        self.read(|c| {
+            let n: i64 = c.query_one("SELECT COUNT(*) FROM harmony_reports WHERE collection = $1", &[&key])?.get(0);
+            Ok(n as u64)
+        })
     }
 
+    /// The read connection answers a trivial query (reconnecting if the backoff allows) and
+    /// the writer's connection is up.
     fn ping(&self) -> StoreResult<()> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        c.is_valid(std::time::Duration::from_secs(2))?;
+        self.read(|c| Ok(c.is_valid(Duration::from_secs(2))?))?;
+        if !self.writer_up.load(Ordering::Relaxed) {
+            return Err(StoreError::Unavailable("the writer's PostgreSQL connection is down; reconnecting".into()));
+        }
         Ok(())
     }
 
@@ -253,75 +397,79 @@ impl Store for PgStore {
         body: &[u8],
         advance: Option<(u64, &[f64])>,
     ) -> StoreResult<bool> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let (round, seq) = (round as i64, seq as i64);
-        // Dropping `tx` without commit rolls back.
-        let mut tx = c.transaction()?;
-        // Serializes the gradients of one collection across connections (and servers).
-        if tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])?.is_none() {
-            return Err(StoreError::Db(format!("no collection with key {key}")));
-        }
-        let n = tx.execute(
-            "INSERT INTO harmony_gradients (collection, device_id, round, seq, body) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (collection, device_id) DO NOTHING",
-            &[&key, &device_id, &round, &seq, &body],
-        )?;
-        if n == 0 {
-            return Ok(false);
-        }
-        let stored: i64 =
-            tx.query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?.map_or(1, |r| r.get(0));
-        let count: i64 = tx
-            .query_one("SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2", &[&key, &round])?
-            .get(0);
-        if stored != round || count != seq + 1 {
-            return Err(StoreError::RoundMoved(format!(
-                "stored round {stored} with {} gradients, expected round {round} with {seq}",
-                if stored == round { count - 1 } else { 0 }
-            )));
-        }
-        if let Some((next, w)) = advance {
-            tx.execute(
-                "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
-                 ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
-                &[&key, &(next as i64), &params_to_blob(w)],
+        self.read(|c| {
+            let (round, seq) = (round as i64, seq as i64);
+            // Dropping `tx` without commit rolls back.
+            let mut tx = c.transaction()?;
+            // Serializes the gradients of one collection across connections (and servers).
+            if tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])?.is_none() {
+                return Err(StoreError::Db(format!("no collection with key {key}")));
+            }
+            let n = tx.execute(
+                "INSERT INTO harmony_gradients (collection, device_id, round, seq, body) VALUES ($1, $2, $3, $4, $5)
+                 ON CONFLICT (collection, device_id) DO NOTHING",
+                &[&key, &device_id, &round, &seq, &body],
             )?;
-        }
-        tx.commit()?;
-        Ok(true)
+            if n == 0 {
+                return Ok(false);
+            }
+            let stored: i64 = tx
+                .query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?
+                .map_or(1, |r| r.get(0));
+            let count: i64 = tx
+                .query_one(
+                    "SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2",
+                    &[&key, &round],
+                )?
+                .get(0);
+            if stored != round || count != seq + 1 {
+                return Err(StoreError::RoundMoved(format!(
+                    "stored round {stored} with {} gradients, expected round {round} with {seq}",
+                    if stored == round { count - 1 } else { 0 }
+                )));
+            }
+            if let Some((next, w)) = advance {
+                tx.execute(
+                    "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
+                     ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
+                    &[&key, &(next as i64), &params_to_blob(w)],
+                )?;
+            }
+            tx.commit()?;
+            Ok(true)
+        })
     }
 
     fn has_gradient(&self, key: i64, device_id: &str) -> StoreResult<bool> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let row = c.query_opt(
-            "SELECT 1 FROM harmony_gradients WHERE collection = $1 AND device_id = $2",
-            &[&key, &device_id],
-        )?;
-        Ok(row.is_some())
+        self.read(|c| {
+            let row = c.query_opt(
+                "SELECT 1 FROM harmony_gradients WHERE collection = $1 AND device_id = $2",
+                &[&key, &device_id],
+            )?;
+            Ok(row.is_some())
+        })
     }
 
     fn model(&self, key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let row = c.query_opt("SELECT round, params FROM harmony_models WHERE collection = $1", &[&key])?;
-        Ok(row.map(|r| (r.get::<_, i64>(0) as u64, blob_to_params(r.get::<_, &[u8]>(1)))))
+        self.read(|c| {
+            let row = c.query_opt("SELECT round, params FROM harmony_models WHERE collection = $1", &[&key])?;
+            Ok(row.map(|r| (r.get::<_, i64>(0) as u64, blob_to_params(r.get::<_, &[u8]>(1)))))
+        })
     }
 
     fn for_each_gradient(&self, key: i64, round: u64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
         use postgres::fallible_iterator::FallibleIterator;
-        let mut guard = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let c = guard.as_mut().ok_or(StoreError::Closed)?;
-        let round = round as i64;
-        let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&key, &round];
-        let mut rows = c.query_raw(
-            "SELECT body FROM harmony_gradients WHERE collection = $1 AND round = $2 ORDER BY seq",
-            params,
-        )?;
-        while let Some(row) = rows.next()? {
-            f(row.get::<_, &[u8]>(0));
-        }
-        Ok(())
+        self.read(|c| {
+            let round = round as i64;
+            let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&key, &round];
+            let mut rows = c.query_raw(
+                "SELECT body FROM harmony_gradients WHERE collection = $1 AND round = $2 ORDER BY seq",
+                params,
+            )?;
+            while let Some(row) = rows.next()? {
+                f(row.get::<_, &[u8]>(0));
+            }
+            Ok(())
+        })
     }
 }

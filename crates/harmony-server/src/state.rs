@@ -10,7 +10,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use harmony_protocol::CollectionConfig;
 use harmony_tasks::{Task, TaskAggregator};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 /// One collection in memory.
@@ -28,7 +29,13 @@ pub struct Collection {
     /// The last estimate documents (see [`crate::api::collections`]).
     pub cache: Mutex<Vec<Cached>>,
     /// Whether a background recomputation is running.
-    pub refreshing: std::sync::atomic::AtomicBool,
+    pub refreshing: AtomicBool,
+    /// Held shared by a batch from its commit to its accumulator update; exclusively by a
+    /// rebuild and by the estimates' barrier ([`Collection::settle`]).
+    pub commit: RwLock<()>,
+    /// A batch failed with its commit outcome unknown (the store connection died): the
+    /// accumulator may lack committed reports; rebuilt from the store before its next use.
+    pub stale: AtomicBool,
 }
 
 /// An estimate document computed for a query at a report count.
@@ -60,7 +67,9 @@ impl Collection {
             agg,
             train,
             cache: Mutex::new(Vec::new()),
-            refreshing: std::sync::atomic::AtomicBool::new(false),
+            refreshing: AtomicBool::new(false),
+            commit: RwLock::new(()),
+            stale: AtomicBool::new(false),
         })
     }
     /// The accumulator, locked (a poisoned lock is recovered: the accumulator is only mutated
@@ -68,6 +77,48 @@ impl Collection {
     pub fn agg(&self) -> MutexGuard<'_, Box<dyn TaskAggregator>> {
         self.agg.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Shared while a batch is committed and added to the accumulator.
+    pub fn committing(&self) -> RwLockReadGuard<'_, ()> {
+        self.commit.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the accumulator exactly the committed reports before it is read or updated: if a
+    /// batch's commit outcome is unknown ([`Collection::stale`]), rebuilds it from the store
+    /// (503 while the store is down); with `barrier` (before an estimate) also waits for the
+    /// batches being committed to reach it, so it holds every batch committed so far.
+    pub fn settle(&self, store: &dyn Store, barrier: bool) -> Result<(), ApiError> {
+        let stale = || self.train.is_none() && self.stale.load(Ordering::Acquire);
+        if !barrier && !stale() {
+            return Ok(());
+        }
+        let _exclusive = self.commit.write().unwrap_or_else(|p| p.into_inner());
+        if !stale() {
+            return Ok(());
+        }
+        let t = Instant::now();
+        let (agg, bad) = replay(store, self).map_err(ApiError::store)?;
+        if bad > 0 {
+            let msg = format!("{bad} stored reports do not decode");
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", msg));
+        }
+        let n = agg.count();
+        *self.agg() = agg;
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.stale.store(false, Ordering::Release);
+        tracing::info!(collection = %self.config.id, reports = n, seconds = t.elapsed().as_secs_f64(), "rebuilt accumulator after a store failure");
+        Ok(())
+    }
+}
+
+/// A fresh accumulator with every stored report of `col`, and how many did not decode.
+fn replay(store: &dyn Store, col: &Collection) -> Result<(Box<dyn TaskAggregator>, u64), crate::store::StoreError> {
+    let (mut agg, mut bad) = (col.task.aggregator(), 0u64);
+    store.for_each_report(col.key, &mut |b| match col.task.validate(b) {
+        Ok(()) if agg.add(b).is_ok() => {}
+        _ => bad += 1,
+    })?;
+    Ok((agg, bad))
 }
 
 /// A collection that did not load.
@@ -98,16 +149,9 @@ fn load(store: &dyn Store, c: &StoredCollection) -> Result<Collection, String> {
         t.load(store, c.key)?;
         return Ok(col);
     }
-    let (mut bad, t) = (0u64, Instant::now());
-    {
-        let mut agg = col.agg();
-        store
-            .for_each_report(c.key, &mut |b| match col.task.validate(b) {
-                Ok(()) if agg.add(b).is_ok() => {}
-                _ => bad += 1,
-            })
-            .map_err(|e| e.to_string())?;
-    }
+    let t = Instant::now();
+    let (agg, bad) = replay(store, &col).map_err(|e| e.to_string())?;
+    *col.agg() = agg;
     if bad > 0 {
         return Err(format!("{bad} stored reports do not decode"));
     }

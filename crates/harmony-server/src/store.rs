@@ -10,9 +10,13 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 /// Storage errors.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The database failed.
+    /// The database failed (for a write: whether it committed is unknown).
     #[error("database: {0}")]
     Db(String),
+    /// The database cannot be reached (not connected, reconnecting with backoff): nothing was
+    /// attempted, so nothing was written.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// The writer thread is gone.
     #[error("the store's writer thread stopped")]
     Closed,

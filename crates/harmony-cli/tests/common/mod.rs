@@ -59,6 +59,13 @@ pub struct Server {
     pub url: String,
 }
 
+impl Server {
+    /// Whether the process is still running (it never exited or restarted).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -100,7 +100,7 @@ pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Resul
         (status = 400, description = "A bad query parameter", body = harmony_protocol::ErrorBody),
         (status = 401, description = "Missing or wrong token", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
-        (status = 503, description = "The collection is quarantined", body = harmony_protocol::ErrorBody)
+        (status = 503, description = "The collection is quarantined, or its accumulator must be rebuilt after a store failure and the store is unreachable: retry", body = harmony_protocol::ErrorBody)
     ))]
 pub async fn estimates(
     State(st): State<AppState>,
@@ -112,7 +112,12 @@ pub async fn estimates(
     let c = st.collection(&id)?;
     let raw = raw.unwrap_or_default();
     let query = Query::parse(&raw).map_err(|(field, message)| ApiError::bad(field, message))?;
-    let doc = blocking(move || estimate(&c, &raw, &query)).await?;
+    let store = st.inner.store.clone();
+    let doc = blocking(move || {
+        c.settle(store.as_ref(), true)?;
+        estimate(&c, &raw, &query)
+    })
+    .await?;
     Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], doc).into_response())
 }
 

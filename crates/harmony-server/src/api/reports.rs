@@ -140,12 +140,21 @@ fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiErr
     check_envelope(c, &batch)?;
     let rows = decode_batch(c, &batch)?;
     let bodies: Vec<Vec<u8>> = rows.iter().map(|(_, b)| b.clone()).collect();
+    c.settle(st.inner.store.as_ref(), false)?;
+    let _committing = c.committing();
     let flags = st.inner.store.insert_reports(c.key, rows).map_err(|e| match e {
         StoreError::Conflict { index, id } => {
             let msg = format!("report id {id:?} is already stored with other bytes; nothing of this batch was stored");
             ApiError::new(StatusCode::CONFLICT, format!("reports[{index}].id"), msg)
         }
-        e => ApiError::store(e),
+        e => {
+            // The batch may have committed: rebuild the accumulator before its next use (a
+            // retry then counts these ids as duplicates, and the rebuild counts them once).
+            if matches!(e, StoreError::Db(_)) {
+                c.stale.store(true, std::sync::atomic::Ordering::Release);
+            }
+            ApiError::store(e)
+        }
     })?;
     let mut accepted = 0;
     let mut agg = c.agg();

@@ -6,6 +6,18 @@ use std::io::{Read, Write};
 /// One raw HTTP/1.1 request on a fresh connection (bypasses every client-side check): (status,
 /// body). `auth` is a bearer token.
 pub fn raw(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8], auth: Option<&str>) -> (u16, String) {
+    let (status, _, body) = request(addr, method, path, body, auth);
+    (status, body)
+}
+
+/// [`raw`] with the response's head (status line and headers, lower-cased): (status, head, body).
+pub fn request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    auth: Option<&str>,
+) -> (u16, String, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     let auth = auth.map(|t| format!("authorization: Bearer {t}\r\n")).unwrap_or_default();
     write!(
@@ -19,8 +31,8 @@ pub fn raw(addr: std::net::SocketAddr, method: &str, path: &str, body: &[u8], au
     let _ = s.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out).into_owned();
     let status = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((text.as_str(), ""));
+    (status, head.to_ascii_lowercase(), body.to_string())
 }
 
 /// A server on a free loopback port over SQLite in a fresh temporary directory; stopped and
