@@ -2,52 +2,12 @@
 //! and the store answers (live-tests #30: after a PostgreSQL restart every write was 503 while
 //! `/healthz` said 200 — the health check lied).
 
-use harmony_server::store::{StoreResult, StoredCollection};
-use harmony_server::{SqliteStore, Store, StoreError};
+use common::flaky::{DOWN, Flaky, UP};
+use harmony_server::Store;
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 mod common;
-
-/// A SQLite store whose connection can be cut (as a database restart would).
-struct Flaky {
-    inner: SqliteStore,
-    down: AtomicBool,
-}
-
-impl Flaky {
-    fn up(&self) -> StoreResult<()> {
-        if self.down.load(Ordering::Relaxed) {
-            return Err(StoreError::Db("connection closed".into()));
-        }
-        Ok(())
-    }
-}
-
-impl Store for Flaky {
-    fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
-        self.up()?;
-        self.inner.create_collection(id, config)
-    }
-    fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
-        self.inner.collections()
-    }
-    fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
-        self.up()?;
-        self.inner.insert_reports(key, reports)
-    }
-    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
-        self.inner.for_each_report(key, f)
-    }
-    fn count_reports(&self, key: i64) -> StoreResult<u64> {
-        self.inner.count_reports(key)
-    }
-    fn ping(&self) -> StoreResult<()> {
-        self.up()?;
-        self.inner.ping()
-    }
-}
 
 fn error_field(body: &str) -> String {
     let v: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body:?}"));
@@ -59,7 +19,7 @@ fn readyz_reports_a_store_outage_while_it_lasts_and_healthz_stays_up() {
     let dir = std::env::temp_dir().join(format!("harmony-ready-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let flaky = Arc::new(Flaky { inner: SqliteStore::open(&dir.join("db.sqlite")).unwrap(), down: false.into() });
+    let flaky = Arc::new(Flaky::open(&dir.join("db.sqlite")));
     let store: Arc<dyn Store> = flaky.clone();
     let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
     let create = br#"{"schema": [{"kind": "numeric", "name": "x", "min": 0, "max": 1}], "epsilon": 1,
@@ -74,14 +34,14 @@ fn readyz_reports_a_store_outage_while_it_lasts_and_healthz_stays_up() {
         (Some("ready"), Some(1), Some(0))
     );
 
-    flaky.down.store(true, Ordering::Relaxed);
+    flaky.set(DOWN);
     let (status, body) = common::raw(server.addr, "GET", "/readyz", b"", None);
     assert_eq!((status, error_field(&body).as_str()), (503, "store"), "{body}");
-    assert!(body.contains("connection closed"), "the reason is named: {body}");
+    assert!(body.contains("connection refused"), "the reason is named: {body}");
     assert_eq!(common::raw(server.addr, "GET", "/healthz", b"", None).0, 200, "the process is up");
     assert_eq!(common::raw(server.addr, "POST", "/v1/collections", create, Some("tok")).0, 503);
 
-    flaky.down.store(false, Ordering::Relaxed);
+    flaky.set(UP);
     assert_eq!(common::raw(server.addr, "GET", "/readyz", b"", None).0, 200);
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);

@@ -5,63 +5,12 @@
 //! during COMMIT, but the rows are stored) is safe to retry, and the live accumulator is rebuilt
 //! from the store, so `estimates.reports` equals the stored count afterwards.
 
-use harmony_server::store::{StoreResult, StoredCollection};
-use harmony_server::{SqliteStore, Store, StoreError};
+use common::flaky::{DOWN, Flaky, LOSE_ACK, UP};
+use harmony_server::Store;
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 mod common;
-
-const UP: u8 = 0;
-/// Commits, then fails as if the connection died during COMMIT (outcome unknown to the server).
-const LOSE_ACK: u8 = 1;
-/// Unreachable: nothing attempted.
-const DOWN: u8 = 2;
-
-struct Flaky {
-    inner: SqliteStore,
-    mode: AtomicU8,
-}
-
-impl Flaky {
-    fn up(&self) -> StoreResult<()> {
-        match self.mode.load(Ordering::SeqCst) {
-            DOWN => Err(StoreError::Unavailable("connection refused".into())),
-            _ => Ok(()),
-        }
-    }
-}
-
-impl Store for Flaky {
-    fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
-        self.up()?;
-        self.inner.create_collection(id, config)
-    }
-    fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
-        self.up()?;
-        self.inner.collections()
-    }
-    fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
-        self.up()?;
-        let flags = self.inner.insert_reports(key, reports)?;
-        if self.mode.load(Ordering::SeqCst) == LOSE_ACK {
-            return Err(StoreError::Db("connection closed during COMMIT".into()));
-        }
-        Ok(flags)
-    }
-    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
-        self.up()?;
-        self.inner.for_each_report(key, f)
-    }
-    fn count_reports(&self, key: i64) -> StoreResult<u64> {
-        self.inner.count_reports(key)
-    }
-    fn ping(&self) -> StoreResult<()> {
-        self.up()?;
-        self.inner.ping()
-    }
-}
 
 /// The JSON body of a batch of `(report id, hex report)`.
 fn batch(id: &str, version: u32, items: &[(String, String)]) -> Vec<u8> {
@@ -74,7 +23,7 @@ fn a_commit_with_unknown_outcome_is_retried_and_the_accumulator_rebuilt() {
     let dir = std::env::temp_dir().join(format!("harmony-recovery-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let flaky = Arc::new(Flaky { inner: SqliteStore::open(&dir.join("db.sqlite")).unwrap(), mode: UP.into() });
+    let flaky = Arc::new(Flaky::open(&dir.join("db.sqlite")));
     let store: Arc<dyn Store> = flaky.clone();
     let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
     let addr = server.addr;
@@ -108,7 +57,7 @@ fn a_commit_with_unknown_outcome_is_retried_and_the_accumulator_rebuilt() {
     assert_eq!(reports(), (200, 30));
 
     // The connection dies during COMMIT: 503 with Retry-After, though the rows are stored.
-    flaky.mode.store(LOSE_ACK, Ordering::SeqCst);
+    flaky.set(LOSE_ACK);
     let (status, head, body) = post(&b);
     assert_eq!(status, 503, "{body}");
     assert!(head.contains("\r\nretry-after: "), "{head}");
@@ -116,7 +65,7 @@ fn a_commit_with_unknown_outcome_is_retried_and_the_accumulator_rebuilt() {
 
     // The store goes down: writes, the stale collection's estimates and /readyz answer 503;
     // /healthz 200.
-    flaky.mode.store(DOWN, Ordering::SeqCst);
+    flaky.set(DOWN);
     for (status, head, body) in [post(&c), common::request(addr, "GET", "/readyz", b"", None)] {
         assert_eq!(status, 503, "{body}");
         assert!(head.contains("\r\nretry-after: "), "{head}");
@@ -125,7 +74,7 @@ fn a_commit_with_unknown_outcome_is_retried_and_the_accumulator_rebuilt() {
     assert_eq!(common::raw(addr, "GET", "/healthz", b"", None).0, 200);
 
     // Back up: the retry of B is all duplicates, and the accumulator holds A and B exactly once.
-    flaky.mode.store(UP, Ordering::SeqCst);
+    flaky.set(UP);
     assert_eq!(common::raw(addr, "GET", "/readyz", b"", None).0, 200);
     let (status, _, body) = post(&b);
     assert_eq!(status, 200, "{body}");

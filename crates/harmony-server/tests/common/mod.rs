@@ -1,6 +1,8 @@
 //! Helpers shared by the server's integration tests.
 #![allow(dead_code)] // each test file uses a part
 
+pub mod flaky;
+
 use std::io::{Read, Write};
 
 /// One raw HTTP/1.1 request on a fresh connection (bypasses every client-side check): (status,

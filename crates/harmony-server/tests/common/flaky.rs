@@ -1,0 +1,66 @@
+//! A SQLite store whose connection can be cut or lose a commit's answer, as a PostgreSQL restart
+//! would (the recovery and readiness tests; the real restart is harmony-cli's `pg_restart`).
+
+use harmony_server::store::{StoreResult, StoredCollection};
+use harmony_server::{SqliteStore, Store, StoreError};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Working.
+pub const UP: u8 = 0;
+/// Commits, then fails as if the connection died during COMMIT (outcome unknown to the server).
+pub const LOSE_ACK: u8 = 1;
+/// Unreachable: nothing attempted.
+pub const DOWN: u8 = 2;
+
+/// [`SqliteStore`] behind a switch ([`UP`], [`LOSE_ACK`], [`DOWN`]).
+pub struct Flaky {
+    pub inner: SqliteStore,
+    mode: AtomicU8,
+}
+
+impl Flaky {
+    /// A store at `path`, up.
+    pub fn open(path: &std::path::Path) -> Self {
+        Flaky { inner: SqliteStore::open(path).unwrap(), mode: UP.into() }
+    }
+    /// Switches the mode.
+    pub fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+    }
+    fn up(&self) -> StoreResult<()> {
+        match self.mode.load(Ordering::SeqCst) {
+            DOWN => Err(StoreError::Unavailable("connection refused".into())),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Store for Flaky {
+    fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
+        self.up()?;
+        self.inner.create_collection(id, config)
+    }
+    fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
+        self.up()?;
+        self.inner.collections()
+    }
+    fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
+        self.up()?;
+        let flags = self.inner.insert_reports(key, reports)?;
+        if self.mode.load(Ordering::SeqCst) == LOSE_ACK {
+            return Err(StoreError::Db("connection closed during COMMIT".into()));
+        }
+        Ok(flags)
+    }
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        self.up()?;
+        self.inner.for_each_report(key, f)
+    }
+    fn count_reports(&self, key: i64) -> StoreResult<u64> {
+        self.inner.count_reports(key)
+    }
+    fn ping(&self) -> StoreResult<()> {
+        self.up()?;
+        self.inner.ping()
+    }
+}
