@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startStatic } from './serve.mjs';
@@ -67,10 +68,12 @@ before(async () => {
   apiBase = await startHarmony();
   web = await startStatic({ api: apiBase, failFirstPosts: 1, roots: [
     ['/sdk/', path.join(repo, 'web/sdk')], ['/test/', here], ['/vectors/', path.join(repo, 'target/wasm-vectors')]] });
-  browser = await chromium.launch({
+  // A fresh user-data-dir in the temp dir (Playwright's persistent context takes it as a parameter).
+  browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run', `--user-data-dir=${path.join(tmp, 'chromium')}`],
+      '--disable-component-update', '--disable-sync', '--no-first-run'],
     timeout: 60000,
   });
   page = await browser.newPage();
@@ -131,34 +134,50 @@ test('(b) bad configs are refused in the browser with the Rust client\'s message
   assert.ok(out.length >= 9);
 });
 
-test('(c) randomize + encode one Adult record: median per call', async () => {
+// Batches of 250 calls (≈ 2 ms each): on a shared machine a batch that loses the CPU is an outlier
+// the median ignores; the page is cross-origin isolated, so performance.now() resolves 5 µs.
+const BATCHES = 101;
+const PER_BATCH = 250;
+
+test('(c) randomize + encode one Adult record: median per call ≤ 20 µs', async () => {
   const cases = ['means-harmony', 'frequency-olh'].map((id) => {
     const c = vectors.configs.findIndex((x) => x.id === id);
     return { id, config: vectors.configs[c], record: vectors.vectors.find((v) => v.config === c).record };
   });
-  const out = await page.evaluate((cases) => {
+  const out = await page.evaluate(({ cases, BATCHES, PER_BATCH }) => {
     const { Collection } = window.sdk;
-    return cases.map(({ id, config, record }) => {
-      const coll = new Collection(JSON.stringify(config), '', id);
-      const call = () => coll.randomize(JSON.stringify(record));
-      for (let i = 0; i < 2000; i++) call();
-      const perCall = [];
-      for (let b = 0; b < 31; b++) {
+    const colls = cases.map(({ id, config }) => new Collection(JSON.stringify(config), '', id));
+    const calls = cases.map(({ record }, k) => () => colls[k].randomize(JSON.stringify(record)));
+    for (const call of calls) for (let i = 0; i < 2000; i++) call();
+    const perCall = cases.map(() => []);
+    // The cases interleaved batch by batch: both see the same load.
+    for (let b = 0; b < BATCHES; b++) {
+      calls.forEach((call, k) => {
         const t0 = performance.now();
-        for (let i = 0; i < 1000; i++) call();
-        perCall.push(((performance.now() - t0) / 1000) * 1000);
-      }
-      coll.free();
-      perCall.sort((x, y) => x - y);
-      const median = perCall[15];
+        for (let i = 0; i < PER_BATCH; i++) call();
+        perCall[k].push(((performance.now() - t0) / PER_BATCH) * 1000);
+      });
+    }
+    colls.forEach((c) => c.free());
+    return cases.map(({ id }, k) => {
+      const t = perCall[k].sort((x, y) => x - y);
+      const median = t[(BATCHES - 1) / 2];
       window.report(`randomize + encode (${id})`, `median ${median.toFixed(2)} µs per record`);
-      return { id, median, min: perCall[0], max: perCall[30] };
+      return { id, median, min: t[0], max: t[BATCHES - 1], isolated: window.crossOriginIsolated };
     });
-  }, cases);
+  }, { cases, BATCHES, PER_BATCH });
   for (const r of out) {
-    console.log(`speed ${r.id}: median ${r.median.toFixed(2)} µs/record (31 batches of 1,000; min ${r.min.toFixed(2)}, max ${r.max.toFixed(2)})`);
-    assert.ok(r.median <= 20, `${r.id}: ${r.median} µs > 20 µs`);
+    console.log(`speed ${r.id}: median ${r.median.toFixed(2)} µs/record (${BATCHES} batches of ${PER_BATCH}; min ${r.min.toFixed(2)}, max ${r.max.toFixed(2)}; cross-origin isolated ${r.isolated})`);
   }
+  for (const r of out) assert.ok(r.median <= 20, `${r.id}: ${r.median} µs > 20 µs`);
+});
+
+test('the shipped bundle is ≤ 300 KB gzipped (wasm + JS glue + wrapper)', () => {
+  const files = ['pkg/harmony_wasm_bg.wasm', 'pkg/harmony_wasm.js', 'harmony.js'];
+  const gz = files.map((f) => zlib.gzipSync(fs.readFileSync(path.join(repo, 'web/sdk', f)), { level: 9 }).length);
+  const total = gz.reduce((a, b) => a + b, 0);
+  console.log(`bundle: ${total} bytes gzipped (${files.map((f, i) => `${f} ${gz[i]}`).join(', ')})`);
+  assert.ok(total <= 300_000, `${total} bytes gzipped > 300 KB`);
 });
 
 test('(d) 100 devices contribute through the SDK; a retry is counted once', async () => {
@@ -171,7 +190,8 @@ test('(d) 100 devices contribute through the SDK; a retry is counted once', asyn
     const cells = line.split(',');
     return Object.fromEntries(schema.map((a) => {
       const raw = cells[header.indexOf(a.name)];
-      return [a.name, a.kind === 'numeric' ? Number(raw) : raw];
+      // Missing values are the category "?" (examples/adult.toml).
+      return [a.name, a.kind === 'numeric' ? Number(raw) : raw || '?'];
     }));
   });
   const out = await page.evaluate(async ({ id, records }) => {
@@ -196,7 +216,8 @@ test('(d) 100 devices contribute through the SDK; a retry is counted once', asyn
   await page.screenshot({ path: path.join(shots, 'sdk-test-page.png'), fullPage: true });
   const accepted = out.acks.reduce((s, a) => s + a.accepted, 0);
   const duplicates = out.acks.reduce((s, a) => s + a.duplicates, 0);
-  assert.equal(accepted, DEVICES);
+  // Device 0's report was stored by its first POST; the resend after the lost ack is the duplicate.
+  assert.equal(accepted, DEVICES - 1);
   assert.equal(duplicates, 1, 'the lost acknowledgement: a resend of the same report id');
   assert.equal(web.stats.posts503, 1, 'one 503 with Retry-After was served and retried');
   assert.equal(out.again, `this device already reported to collection ${created.id}`);

@@ -19,7 +19,9 @@ export function startStatic({ roots, api, failFirstPosts = 0 }) {
       if (!url.pathname.startsWith(prefix)) continue;
       const file = path.join(dir, path.normalize(decodeURIComponent(url.pathname.slice(prefix.length))));
       if (!file.startsWith(dir) || !fs.existsSync(file) || !fs.statSync(file).isFile()) break;
-      res.writeHead(200, { 'Content-Type': TYPES[path.extname(file)] ?? 'application/octet-stream', 'Cache-Control': 'no-store' });
+      // Cross-origin isolated (COOP + COEP): performance.now() then has 5 µs resolution, not 100 µs.
+      res.writeHead(200, { 'Content-Type': TYPES[path.extname(file)] ?? 'application/octet-stream', 'Cache-Control': 'no-store',
+        'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' });
       return fs.createReadStream(file).pipe(res);
     }
     res.writeHead(404).end('not found');

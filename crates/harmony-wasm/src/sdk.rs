@@ -53,7 +53,9 @@ pub fn parse_policy(policy_json: &str) -> Result<Policy> {
     match value.get("budget") {
         Some(serde_json::Value::String(b)) => drop(b.parse::<harmony_client::Budget>()?),
         Some(serde_json::Value::Object(b)) => {
-            if let (Some(e), Some(d)) = (b.get("epsilon").and_then(|v| v.as_f64()), b.get("days").and_then(|v| v.as_f64())) {
+            if let (Some(e), Some(d)) =
+                (b.get("epsilon").and_then(|v| v.as_f64()), b.get("days").and_then(|v| v.as_f64()))
+            {
                 harmony_client::Budget::new(e, d)?;
             }
         }
@@ -164,8 +166,7 @@ impl Collection {
 }
 
 fn parse_raw(raw_json: &str) -> Result<serde_json::Value> {
-    serde_json::from_str(raw_json)
-        .map_err(|e| bad_input("record", &serde_json::Value::String(e.to_string()), "JSON"))
+    serde_json::from_str(raw_json).map_err(|e| bad_input("record", &serde_json::Value::String(e.to_string()), "JSON"))
 }
 
 /// What a browser persists (localStorage): the ledger (one entry per collection id the device

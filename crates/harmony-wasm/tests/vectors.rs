@@ -91,11 +91,31 @@ fn configs(schema: &Schema) -> Vec<CollectionConfig> {
         resolve(s, 1.0, json!({"kind": "frequency", "attribute": "education"}), "frequency-olh"),
         resolve(s, 4.0, json!({"kind": "frequency", "attribute": "education"}), "frequency-grr"),
         resolve(s, 1.0, json!({"kind": "range", "attribute": "age", "method": "hh"}), "range-hh"),
-        resolve(s, 2.0, json!({"kind": "range", "attribute": "hours_per_week", "method": "haar", "bins": 32}), "range-haar"),
+        resolve(
+            s,
+            2.0,
+            json!({"kind": "range", "attribute": "hours_per_week", "method": "haar", "bins": 32}),
+            "range-haar",
+        ),
         resolve(s, 1.0, json!({"kind": "marginals", "attributes": ["sex", "race", "income"]}), "marginals-calm"),
-        resolve(s, 2.0, json!({"kind": "marginals", "attributes": ["sex", "race", "income"], "method": "fourier"}), "marginals-fourier"),
-        resolve(s, 1.0, json!({"kind": "linear-queries", "attributes": ["sex", "race"], "workload": "identity"}), "linear-hr"),
-        resolve(s, 2.0, json!({"kind": "linear-queries", "attributes": ["age"], "bins": {"age": 8}, "workload": "prefix"}), "linear-prefix"),
+        resolve(
+            s,
+            2.0,
+            json!({"kind": "marginals", "attributes": ["sex", "race", "income"], "method": "fourier"}),
+            "marginals-fourier",
+        ),
+        resolve(
+            s,
+            1.0,
+            json!({"kind": "linear-queries", "attributes": ["sex", "race"], "workload": "identity"}),
+            "linear-hr",
+        ),
+        resolve(
+            s,
+            2.0,
+            json!({"kind": "linear-queries", "attributes": ["age"], "bins": {"age": 8}, "workload": "prefix"}),
+            "linear-prefix",
+        ),
         resolve(None, 2.0, json!({"kind": "heavy-hitters", "method": "pem", "top": 5}), "heavy-pem"),
         resolve(None, 4.0, json!({"kind": "heavy-hitters", "method": "treehist"}), "heavy-treehist"),
     ]
@@ -139,7 +159,8 @@ fn refusal(name: &str, config: &CollectionConfig, policy: Json, asked: &str, mes
 fn config_refusals(schema: &Schema) -> Vec<Json> {
     let s = Some(schema);
     let policy = |p: &Json| serde_json::from_value::<Policy>(p.clone()).unwrap();
-    let refused = |c: &CollectionConfig, p: &Json| DeviceTask::with_policy(c.clone(), policy(p)).unwrap_err().to_string();
+    let refused =
+        |c: &CollectionConfig, p: &Json| DeviceTask::with_policy(c.clone(), policy(p)).unwrap_err().to_string();
     // A hostile server serves what its own creation check would refuse (ε 700).
     let means = |eps| CollectionConfig { epsilon: eps, ..resolve(s, 1.0, json!({"kind": "means"}), "c1") };
     let olh = resolve(s, 1.0, json!({"kind": "frequency", "attribute": "education"}), "c1");
@@ -164,7 +185,9 @@ fn config_refusals(schema: &Schema) -> Vec<Json> {
     assert!(message.contains(&bad_budget), "{message} / {bad_budget}");
     let ours = harmony_wasm::sdk::parse_policy(&p.to_string()).unwrap_err().to_string();
     assert_eq!(ours, bad_budget);
-    out.push(json!({"name": "a budget of epsilon 0", "config": means(1.0), "policy": p, "asked": "c1", "message": ours}));
+    out.push(
+        json!({"name": "a budget of epsilon 0", "config": means(1.0), "policy": p, "asked": "c1", "message": ours}),
+    );
     let other = harmony_wasm::sdk::parse_config(&serde_json::to_string(&means(1.0)).unwrap(), "c2").unwrap_err();
     assert!(other.to_string().contains(r#"the config is for collection "c1", asked for "c2""#), "{other}");
     out.push(refusal("the config of another collection", &means(1.0), json!(null), "c2", other.to_string()));
@@ -202,7 +225,11 @@ fn device_refusals(schema: &Schema, record: &Json) -> Vec<Json> {
     cases
         .into_iter()
         .map(|(name, policy, state, message)| {
-            let c = harmony_wasm::sdk::Collection::open(&serde_json::to_string(&config).unwrap(), &policy.to_string(), "c3");
+            let c = harmony_wasm::sdk::Collection::open(
+                &serde_json::to_string(&config).unwrap(),
+                &policy.to_string(),
+                "c3",
+            );
             let mut d = harmony_wasm::sdk::DeviceState::open(&state.to_string()).unwrap();
             let ours = d.prepare(&c.unwrap(), &record.to_string(), now).unwrap_err().to_string();
             assert_eq!(ours, message, "{name}");
@@ -231,7 +258,10 @@ fn shared_vectors_are_the_rust_clients_reports() {
     }
     let committed = std::fs::read_to_string(&path).expect("web/test/vectors.json (HARMONY_WRITE_VECTORS=1 writes it)");
     let committed: Json = serde_json::from_str(&committed).unwrap();
-    assert_eq!(committed, doc, "web/test/vectors.json is stale: HARMONY_WRITE_VECTORS=1 cargo test -p harmony-wasm --test vectors");
+    assert_eq!(
+        committed, doc,
+        "web/test/vectors.json is stale: HARMONY_WRITE_VECTORS=1 cargo test -p harmony-wasm --test vectors"
+    );
     let kinds: std::collections::BTreeSet<&str> = configs.iter().map(|c| c.task.kind().name()).collect();
     assert_eq!(kinds.len(), 6, "every task kind but train: {kinds:?}");
     assert!(vectors.len() >= 60 && refusals.len() >= 9, "{} vectors, {} refusals", vectors.len(), refusals.len());
