@@ -25,6 +25,8 @@ export RUSTFLAGS="--remap-path-prefix=$root=/harmony --remap-path-prefix=${CARGO
 # Its own target dir: these RUSTFLAGS would otherwise invalidate target/'s wasm32 artifacts.
 cargo build -q -p harmony-wasm --target wasm32-unknown-unknown --profile wasm --target-dir target/wasm "${features[@]}"
 rm -rf "$out"
+# wasm-bindgen warns that `strip = true` removed the target_features section: harmless here
+# (the default wasm32 features; no wasm-opt step, the profile's `strip` keeps the bundle small).
 wasm-bindgen --target web --out-dir "$out" --out-name harmony_wasm \
   target/wasm/wasm32-unknown-unknown/wasm/harmony_wasm.wasm
 rm -f "$out/.gitignore"
