@@ -7,7 +7,7 @@ use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use harmony_core::kinds::OracleKind;
 use harmony_core::schema::Attribute;
-use harmony_core::strategy::{KChoice, RecordMechanism, StrategyKind, StrategyOptions};
+use harmony_core::strategy::plan;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -74,20 +74,6 @@ struct PlanOutput {
     recommended_by: &'static str,
 }
 
-/// Mechanism combinations compared by `plan`.
-const COMBOS: &[(StrategyKind, &str, &str)] = &[
-    (StrategyKind::Split, "laplace", "oue"),
-    (StrategyKind::Split, "scdf", "oue"),
-    (StrategyKind::Split, "staircase", "oue"),
-    (StrategyKind::Split, "duchi-multi", "oue"),
-    (StrategyKind::Split, "duchi-multi", "bassily-smith"),
-    (StrategyKind::Harmony, "duchi", "hadamard"),
-    (StrategyKind::SampleK, "pm", "oue"),
-    (StrategyKind::SampleK, "hm", "oue"),
-    (StrategyKind::SampleK, "hm", "olh"),
-    (StrategyKind::SampleK, "hm", "adaptive"),
-];
-
 /// Runs `harmony plan`.
 pub fn run(args: PlanArgs) -> Result<()> {
     let path = args.schema.clone().unwrap_or_else(|| crate::data::bundled("examples/adult.toml"));
@@ -120,29 +106,17 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
     let mut choices = Vec::new();
     let mut recommended = Vec::new();
     let extra = args.categorical_mechanism.clone().or(file.categorical_mechanism.clone());
-    let mut combos: Vec<(StrategyKind, &str, &str)> = COMBOS.to_vec();
-    if let Some(cat) = extra.as_deref() {
-        let kind = cat.parse::<OracleKind>().map_err(|e| anyhow!("--categorical-mechanism: {e}"))?;
-        combos.push((StrategyKind::Split, "duchi-multi", kind.name()));
-        combos.push((StrategyKind::SampleK, "hm", kind.name()));
-    }
+    let extra = match extra.as_deref() {
+        Some(cat) => Some(cat.parse::<OracleKind>().map_err(|e| anyhow!("--categorical-mechanism: {e}"))?),
+        None => None,
+    };
     for &eps in &epsilons {
         let first = choices.len();
-        for &(kind, num, cat) in &combos {
-            let opts = StrategyOptions {
-                kind,
-                epsilon: eps,
-                numeric_mechanism: num.parse()?,
-                categorical_mechanism: cat.parse()?,
-                k: KChoice::Optimal,
-            };
-            let mech = RecordMechanism::new(schema.clone(), opts)?;
-            let vars = mech.worst_case_variances();
-            let (num_name, cat_name) = mech.mechanism_names();
+        for c in plan::compare(&schema, eps, extra)? {
             let attributes: Vec<AttrPlan> = schema
                 .attributes()
                 .iter()
-                .zip(&vars)
+                .zip(&c.variances)
                 .map(|(a, &v)| {
                     let se = args.users.map(|n| (v / n as f64).sqrt());
                     AttrPlan {
@@ -160,16 +134,14 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
             let mean_se = args
                 .users
                 .map(|_| attributes.iter().map(|a| a.std_error.unwrap_or(0.0)).sum::<f64>() / attributes.len() as f64);
-            let worst = vars.iter().cloned().fold(0.0, f64::max);
-            let users_needed = args.target_error.map(|t| (worst / (t * t)).ceil() as u64);
             choices.push(Choice {
                 epsilon: eps,
-                strategy: kind.name(),
-                numeric_mechanism: num_name,
-                categorical_mechanism: cat_name,
-                k: mech.k(),
+                strategy: c.strategy.name(),
+                numeric_mechanism: c.numeric_mechanism,
+                categorical_mechanism: c.categorical_mechanism,
+                k: c.k,
                 mean_std_error: mean_se,
-                users_needed,
+                users_needed: args.target_error.map(|t| plan::users_needed(&c, t)),
                 attributes,
             });
         }
@@ -248,7 +220,7 @@ mod tests {
         let out = plan(&a, &path).unwrap();
         let hcms: Vec<&Choice> = out.choices.iter().filter(|c| c.categorical_mechanism == "hcms").collect();
         assert_eq!(hcms.len(), 2 * 3, "split and sample-k at three epsilons");
-        assert_eq!(out.choices.len(), (COMBOS.len() + 2) * 3);
+        assert_eq!(out.choices.len(), (plan::COMBOS.len() + 2) * 3);
         assert!(hcms.iter().all(|c| c.mean_std_error.is_some_and(|s| s.is_finite() && s > 0.0)));
         a.categorical_mechanism = Some("cms:k=64".into());
         let e = format!("{:#}", plan(&a, &path).err().unwrap());

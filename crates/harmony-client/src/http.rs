@@ -5,8 +5,8 @@
 use crate::{ClientError, Result};
 use harmony_protocol::estimates::{EstimateDocument, Query};
 use harmony_protocol::{
-    BatchAck, CollectionConfig, CreateCollection, Created, ErrorBody, GradientAck, GradientPost, ModelState,
-    ReportBatch, ReportItem,
+    BatchAck, CollectionConfig, CollectionSummary, CreateCollection, Created, ErrorBody, GradientAck, GradientPost,
+    ModelState, ReportBatch, ReportItem, TokenCreated, TokenInfo, TokenRequest,
 };
 use rand::RngExt;
 use serde::Deserialize;
@@ -71,6 +71,13 @@ impl Client {
         let resp = match (method, body) {
             ("GET", _) => {
                 let mut r = self.agent.get(url);
+                if let Some(t) = &self.token {
+                    r = r.header("authorization", &format!("Bearer {t}"));
+                }
+                r.call()
+            }
+            ("DELETE", _) => {
+                let mut r = self.agent.delete(url);
                 if let Some(t) = &self.token {
                     r = r.header("authorization", &format!("Bearer {t}"));
                 }
@@ -185,5 +192,28 @@ impl Client {
         };
         let bytes = self.request("GET", &path, None)?;
         self.parse(&path, &bytes)
+    }
+    /// Every collection the token reads (the admin token: all).
+    pub fn collections(&self) -> Result<Vec<CollectionSummary>> {
+        let bytes = self.request("GET", "/v1/collections", None)?;
+        self.parse("/v1/collections", &bytes)
+    }
+    /// Mints an analyst token of `collection` (admin token required); the token is shown once.
+    pub fn create_token(&self, collection: &str, label: &str) -> Result<TokenCreated> {
+        let path = format!("/v1/collections/{collection}/tokens");
+        let body = serde_json::to_vec(&TokenRequest { label: label.to_string() }).expect("JSON of a token request");
+        let bytes = self.request("POST", &path, Some(&body))?;
+        self.parse(&path, &bytes)
+    }
+    /// The analyst tokens of `collection` (admin token required), never the tokens themselves.
+    pub fn tokens(&self, collection: &str) -> Result<Vec<TokenInfo>> {
+        let path = format!("/v1/collections/{collection}/tokens");
+        let bytes = self.request("GET", &path, None)?;
+        self.parse(&path, &bytes)
+    }
+    /// Revokes an analyst token (admin token required).
+    pub fn revoke_token(&self, collection: &str, token_id: &str) -> Result<()> {
+        self.request("DELETE", &format!("/v1/collections/{collection}/tokens/{token_id}"), None)?;
+        Ok(())
     }
 }

@@ -33,6 +33,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 mod collect;
+pub mod plan;
 pub use collect::RecordColumns;
 
 /// The multi-attribute strategies.

@@ -106,3 +106,58 @@ pub struct ErrorDetail {
     /// A human-readable message naming the value and what was expected.
     pub message: String,
 }
+
+/// `POST /v1/collections/{id}/tokens` body (admin token): a label for the new analyst token.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TokenRequest {
+    /// Who or what the token is for (0..=64 of `[A-Za-z0-9 _.@-]`); shown in listings.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9 _.@-]{0,64}$"))]
+    pub label: String,
+}
+
+/// A new per-collection analyst token: `token` is shown this once (the server keeps only its
+/// SHA-256); it reads this collection's estimates and model, nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TokenCreated {
+    /// The collection the token reads.
+    pub collection: String,
+    /// The token's public id (for listing and revoking).
+    pub token_id: String,
+    /// The bearer token itself (`hct_` and 64 hex digits).
+    pub token: String,
+    /// Its label.
+    pub label: String,
+}
+
+/// A per-collection analyst token as listed (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TokenInfo {
+    /// The token's public id.
+    pub token_id: String,
+    /// Its label.
+    pub label: String,
+    /// When it was made (Unix seconds).
+    pub created: u64,
+    /// Whether it was revoked (a revoked token is refused at once).
+    pub revoked: bool,
+}
+
+/// One collection in `GET /v1/collections`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CollectionSummary {
+    /// Its id.
+    pub id: String,
+    /// Its task's kind (`means`, `frequency`, `range`, `marginals`, `heavy-hitters`,
+    /// `linear-queries`, `train`).
+    pub task: String,
+    /// The ε of one device's report.
+    pub epsilon: f64,
+    /// Reports (or, for `train`, gradients) aggregated so far.
+    pub reports: u64,
+}

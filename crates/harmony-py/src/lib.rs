@@ -11,6 +11,7 @@
 
 use pyo3::prelude::*;
 
+mod device;
 mod errors;
 mod numeric;
 mod oracle;
@@ -23,8 +24,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<oracle::NativeOracle>()?;
     m.add_class::<numeric::NativeNumeric>()?;
     m.add_class::<records::NativeSchema>()?;
+    m.add_class::<device::NativeDeviceTask>()?;
     m.add_function(wrap_pyfunction!(records::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate_task, m)?)?;
+    m.add_function(wrap_pyfunction!(records::simulate_items, m)?)?;
     m.add(
         "FREQUENCY_NAMES",
         harmony_core::frequency::FREQUENCY_NAMES

@@ -88,7 +88,28 @@ impl NativeSchema {
     fn to_toml(&self) -> PyResult<String> {
         toml::to_string(&self.file).map_err(|e| param_error("schema", e, "a serializable schema"))
     }
+    /// `harmony plan`'s comparison at `epsilon`: per combination (strategy, numeric mechanism,
+    /// categorical oracle, k) the worst-case variance per user of every attribute.
+    #[pyo3(signature = (epsilon, categorical_mechanism=None))]
+    fn plan(&self, epsilon: f64, categorical_mechanism: Option<&str>) -> PyResult<Vec<PlanRow>> {
+        let extra = match categorical_mechanism {
+            Some(c) => Some(
+                c.parse::<OracleKind>()
+                    .map_err(|_| param_error("categorical_mechanism", format!("{c:?}"), "a frequency oracle's name"))?,
+            ),
+            None => None,
+        };
+        let choices = harmony_core::strategy::plan::compare(&self.schema, epsilon, extra).or_py()?;
+        Ok(choices
+            .into_iter()
+            .map(|c| (c.strategy.name(), c.numeric_mechanism, c.categorical_mechanism, c.k, c.variances))
+            .collect())
+    }
 }
+
+/// One choice of `NativeSchema::plan`: strategy, numeric mechanism, categorical oracle, k and
+/// the worst-case variance per user of each attribute.
+type PlanRow = (&'static str, &'static str, &'static str, usize, Vec<f64>);
 
 /// One column of records, as the Python side encodes it: raw numbers (numeric attributes) or
 /// category codes (categorical ones).
@@ -99,7 +120,7 @@ pub enum ColumnArg<'py> {
 }
 
 /// The records row-major, validated against the schema (errors name the row and column).
-fn encode(schema: &Schema, columns: &[ColumnArg<'_>]) -> PyResult<(Vec<Value>, usize)> {
+pub(crate) fn encode(schema: &Schema, columns: &[ColumnArg<'_>]) -> PyResult<(Vec<Value>, usize)> {
     let d = schema.len();
     if columns.len() != d {
         return Err(input_error("columns", format!("{} columns", columns.len()), &format!("{d} (one per attribute)")));
@@ -370,6 +391,43 @@ pub fn simulate_task<'py>(
         let inputs: Vec<Input> = values.chunks_exact(schema.len()).map(Input::Record).collect();
         let agg = run(task.as_ref(), &inputs, seed)?;
         let result = task.estimate(agg.as_ref(), &query)?;
+        Ok(EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: config.epsilon, result })
+    });
+    serde_json::to_string(&doc.or_py()?).map_err(|e| param_error("estimates", e, "a serializable document"))
+}
+
+/// Most items one simulated device may hold.
+const MAX_ITEMS_PER_DEVICE: usize = 10_000;
+
+/// A `heavy-hitters` task (the JSON of `CreateCollection`, no schema needed) on the devices'
+/// item sets: device i holds `items[i]` (one string or several) and randomizes it with
+/// `device_rng(seed, i)`, as in `harmony simulate --task heavy-hitters --seed`; the estimate
+/// document comes back as JSON.
+#[pyfunction]
+#[pyo3(signature = (request, items, seed))]
+pub fn simulate_items(py: Python<'_>, request: &str, items: Vec<Vec<String>>, seed: u64) -> PyResult<String> {
+    let req: CreateCollection = parse_request(request)?;
+    let kind = req.task.kind();
+    if kind != harmony_protocol::TaskKind::HeavyHitters {
+        return Err(param_error(
+            "spec.task.kind",
+            kind.name(),
+            "heavy-hitters (the task whose devices hold item sets)",
+        ));
+    }
+    if items.is_empty() {
+        return Err(input_error("items", "0 devices", "at least one device's items"));
+    }
+    if let Some(i) = items.iter().position(|s| s.is_empty() || s.len() > MAX_ITEMS_PER_DEVICE) {
+        let what = format!("a set of {} items", items[i].len());
+        return Err(input_error(&format!("items[{i}]"), what, &format!("1..={MAX_ITEMS_PER_DEVICE} items")));
+    }
+    let config = harmony_tasks::resolve(&req, "simulation").or_py()?;
+    let task = harmony_tasks::build(&config).or_py()?;
+    let doc = py.detach(|| -> harmony_core::Result<EstimateDocument> {
+        let inputs: Vec<Input> = items.iter().map(|s| Input::Items(s)).collect();
+        let agg = run(task.as_ref(), &inputs, seed)?;
+        let result = task.estimate(agg.as_ref(), &Query::default())?;
         Ok(EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: config.epsilon, result })
     });
     serde_json::to_string(&doc.or_py()?).map_err(|e| param_error("estimates", e, "a serializable document"))

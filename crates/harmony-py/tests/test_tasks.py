@@ -94,6 +94,43 @@ def test_same_seed_same_document_other_seed_other(adult, adult_schema):
     assert a == b and a != c
 
 
+def test_heavy_hitters_from_item_sets():
+    """Devices holding strings (or sets of them): the top items are found, each frequency
+    within 4.42 standard errors of the truth (z = 4.42: false-failure rate 1e-5 per check)."""
+    rng = np.random.default_rng(7)
+    names = [f"site-{i}.example" for i in range(50)]
+    p = 1.0 / np.arange(1, 51) ** 1.3
+    p /= p.sum()
+    n = 60_000
+    words = rng.choice(names, n, p=p)
+    spec = {"epsilon": 4.0, "task": {"kind": "heavy-hitters", "top": 5, "bits": 24, "candidates": names}}
+    est = hl.simulate_task(spec, list(words), seed=11, as_frame=False)
+    assert est.task == "heavy-hitters" and est.reports == n
+    items = est["items"]
+    assert sorted(items["item"]) == sorted(names[:5]), items["item"]
+    truth = {w: c / n for w, c in zip(*np.unique(words, return_counts=True))}
+    for w, e, s in zip(items["item"], items["estimate"], items["std_error"]):
+        assert s > 0 and abs(e - truth[w]) < 4.42 * s, (w, e, s, truth[w])
+    # A pandas Series of strings, and sets of strings, are read too; same seed, same document.
+    pd = pytest.importorskip("pandas")
+    again = hl.simulate_task(spec, pd.Series(words), seed=11, as_frame=False)
+    assert again.document == est.document
+    sets = hl.simulate_task(dict(spec, task=dict(spec["task"], pad_length=2)), [[w, "x"] for w in words[:5000]], seed=1)
+    assert sets.reports == 5000
+
+
+def test_heavy_hitters_input_errors():
+    spec = {"epsilon": 1.0, "task": {"kind": "heavy-hitters"}}
+    with pytest.raises(hl.HarmonyError, match=r"items\[1\]"):
+        hl.simulate_task(spec, ["a", 3])
+    with pytest.raises(hl.HarmonyError, match=r"items\[0\]"):
+        hl.simulate_task(spec, [[]])
+    with pytest.raises(hl.HarmonyError, match="items"):
+        hl.simulate_task(spec, [])
+    with pytest.raises(hl.HarmonyError, match="items"):
+        hl.simulate_task(spec, "abc")
+
+
 def test_task_errors_name_the_field(adult, adult_schema):
     schema = adult_schema.attributes
     with pytest.raises(hl.HarmonyError, match="train"):
@@ -169,3 +206,58 @@ def test_analyst_reads_what_a_simulation_predicts(root, adult, adult_schema, har
     with pytest.raises(hl.HarmonyError) as e:
         analyst.create({"schema": adult_schema, "epsilon": 0.0, "task": {"kind": "means"}})
     assert e.value.status == 400 and "epsilon" in e.value.field
+
+
+def test_device_client_submits_a_frame_under_its_policy(adult, adult_schema, server):
+    """hl.Device: every row a device randomizing with the OS CSPRNG (the Rust SDK's code);
+    the server stores them all; a collection over the device's ε cap, or of a task the policy
+    does not list, is refused before anything is randomized or sent."""
+    analyst = hl.Analyst(server, "tok")
+    spec = {"schema": adult_schema, "epsilon": 2.0, "task": {"kind": "frequency", "attribute": "race"}}
+    cid, _ = analyst.create(spec)
+    device = hl.Device(server, max_epsilon=4.0, batch=700)
+    ack = device.submit(cid, adult.head(3000))
+    assert ack == {"devices": 3000, "accepted": 3000, "duplicates": 0}
+    est = analyst.estimates(cid)
+    assert est.reports == 3000
+    truth = adult.head(3000)["race"].value_counts(normalize=True)
+    f = est["frequencies"].set_index("category")
+    for label, p in truth.items():
+        assert abs(f.loc[label, "estimate"] - p) < 4.42 * f.loc[label, "std_error"], (label, p)
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.Device(server, max_epsilon=1.0).submit(cid, adult.head(10))
+    assert e.value.field == "policy.max_epsilon", e.value.field
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.Device(server, tasks=["means"]).submit(cid, adult.head(10))
+    assert e.value.field == "policy.tasks", e.value.field
+    assert analyst.estimates(cid).reports == 3000
+    # Heavy hitters: the devices' items.
+    hh, _ = analyst.create({"epsilon": 4.0, "task": {"kind": "heavy-hitters", "top": 3, "bits": 16,
+                                                      "candidates": ["a", "b", "c", "d"]}})
+    words = np.random.default_rng(3).choice(["a", "b", "c", "d"], 20_000, p=[0.4, 0.3, 0.2, 0.1])
+    assert device.submit(hh, list(words))["accepted"] == 20_000
+    assert sorted(analyst.estimates(hh)["items"]["item"]) == ["a", "b", "c"]
+    with pytest.raises(hl.HarmonyError) as e:
+        device.submit("no-such-collection", adult.head(1))
+    assert e.value.status == 404
+
+
+def test_plan_is_the_clis(root, adult_schema, harmony_bin):
+    """hl.plan gives `harmony plan --format json`'s variances, SEs and recommendation."""
+    out = subprocess.run([harmony_bin, "plan", "--schema", str(root / "examples" / "adult.toml"), "--users", "48842",
+                          "--epsilon", "0.5,2", "--target-error", "0.01", "--format", "json"],
+                         check=True, capture_output=True, text=True).stdout
+    cli = json.loads(out)
+    p = hl.plan(adult_schema, users=48842, epsilon=[0.5, 2], target_error=0.01, as_frame=False)
+    rows = [(c["epsilon"], c["strategy"], c["numeric_mechanism"], c["categorical_mechanism"], c["k"], a["name"],
+             a["variance_per_user"], c["users_needed"]) for c in cli["choices"] for a in c["attributes"]]
+    ours = list(zip(p["epsilon"], p["strategy"], p["numeric_mechanism"], p["categorical_mechanism"], p["k"],
+                    p["attribute"], p["variance_per_user"], p["users_needed"]))
+    assert ours == rows
+    width = len(adult_schema.attributes)
+    best = sorted({i // width for i, r in enumerate(p["recommended"]) if r})
+    assert best == cli["recommended"]
+    with pytest.raises(hl.HarmonyError, match="users"):
+        hl.plan(adult_schema)
+    with pytest.raises(hl.HarmonyError, match="categorical_mechanism"):
+        hl.plan(adult_schema, users=10, categorical_mechanism="nope")

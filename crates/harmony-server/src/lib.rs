@@ -11,7 +11,9 @@
 //!   accumulators updated per batch (no rescan), rebuilt from the stored reports on start.
 //! * `GET /v1/collections/{id}/model`, `POST …/gradients`: model rounds ([`api::rounds`],
 //!   [`rounds`]).
-//! * `GET /openapi.json`, `GET /metrics` (Prometheus text), `GET /healthz` (the process is up),
+//! * `POST`/`GET /v1/collections/{id}/tokens`, `DELETE …/tokens/{token_id}` (admin),
+//!   `GET /v1/collections`: per-collection analyst tokens ([`tokens`], [`api::tokens`]).
+//! * `GET /openapi.json`, `GET /metrics` (Prometheus text; the metrics or admin token), `GET /healthz` (the process is up),
 //!   `GET /readyz` (the state is loaded and the store answers).
 //!
 //! Logs (tracing) carry collection ids, counts and latencies, never report contents.
@@ -28,6 +30,7 @@ pub mod rounds;
 pub mod run;
 pub mod state;
 pub mod store;
+pub mod tokens;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
@@ -40,7 +43,10 @@ use utoipa_axum::routes;
 pub use api::MAX_BODY;
 pub use error::{ApiError, ServerError};
 pub use guard::Limits;
-pub use run::{Running, open_store, serve_forever, serve_forever_with, spawn, spawn_limits, spawn_with};
+pub use run::{
+    Running, open_store, serve_forever, serve_forever_with, serve_state_forever, spawn, spawn_limits, spawn_state,
+    spawn_with,
+};
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};
 
@@ -53,10 +59,16 @@ async fn openapi_json() -> Response {
 
 /// `GET /metrics`: Prometheus counters (batches, reports, duplicates, collections).
 #[utoipa::path(get, path = "/metrics", operation_id = "getMetrics", tag = "server",
-    responses((status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String)))]
-async fn metrics(State(st): State<AppState>) -> Response {
+    security(("analyst" = [])),
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", content_type = "text/plain", body = String),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Neither the metrics nor the admin token", body = harmony_protocol::ErrorBody)
+    ))]
+async fn metrics(State(st): State<AppState>, headers: axum::http::HeaderMap) -> Result<Response, ApiError> {
+    st.inner.tokens.metrics(&headers)?;
     let text = st.inner.metrics.render(st.count());
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }
 
 /// `GET /healthz`: the process is up.
@@ -90,9 +102,11 @@ async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
 /// Every endpoint with its OpenAPI annotation: the router and the document come from this one
 /// list, so they cannot disagree.
 pub fn api_router() -> OpenApiRouter<AppState> {
-    use api::{collections, reports, rounds};
+    use api::{collections, reports, rounds, tokens};
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(collections::create))
+        .routes(routes!(collections::create, tokens::collections))
+        .routes(routes!(tokens::create, tokens::list))
+        .routes(routes!(tokens::revoke))
         .routes(routes!(collections::config))
         .routes(routes!(reports::post))
         .routes(routes!(collections::estimates))

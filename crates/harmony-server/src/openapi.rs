@@ -33,7 +33,11 @@ impl Modify for Security {
         let components = openapi.components.get_or_insert_with(Default::default);
         let scheme = HttpBuilder::new()
             .scheme(HttpAuthScheme::Bearer)
-            .description(Some("The analyst token given to `harmony serve` (--analyst-token or HARMONY_ANALYST_TOKEN)."))
+            .description(Some(
+                "The admin token given to `harmony serve` (--admin-token or HARMONY_ADMIN_TOKEN), a \
+                 per-collection analyst token (`hct_…`, POST /v1/collections/{id}/tokens) or, for \
+                 /metrics, the metrics token (--metrics-token).",
+            ))
             .build();
         components.add_security_scheme("analyst", SecurityScheme::Http(scheme));
     }

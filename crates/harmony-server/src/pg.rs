@@ -19,7 +19,7 @@
 //! accumulator from the store before using it again ([`crate::state`]). The writer thread also
 //! retries on its own while down, so `/readyz` turns 200 again without traffic.
 
-use crate::store::{Store, StoreError, StoreResult, StoredCollection, blob_to_params, params_to_blob};
+use crate::store::{Store, StoreError, StoreResult, StoredCollection, StoredToken, blob_to_params, params_to_blob};
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,6 +67,14 @@ CREATE TABLE IF NOT EXISTS harmony_models (
     collection BIGINT PRIMARY KEY,
     round BIGINT NOT NULL,
     params BYTEA NOT NULL
+);
+CREATE TABLE IF NOT EXISTS harmony_tokens (
+    token_id TEXT PRIMARY KEY,
+    collection TEXT NOT NULL,
+    hash BYTEA NOT NULL UNIQUE,
+    label TEXT NOT NULL,
+    created BIGINT NOT NULL,
+    revoked BOOLEAN NOT NULL DEFAULT FALSE
 );
 ";
 
@@ -338,6 +346,38 @@ impl Store for PgStore {
                 Some(r) => Ok(r.get(0)),
                 None => Err(StoreError::Exists(id.to_string())),
             }
+        })
+    }
+
+    fn insert_token(&self, t: &StoredToken) -> StoreResult<()> {
+        self.read(|c| {
+            c.execute(
+                "INSERT INTO harmony_tokens (token_id, collection, hash, label, created, revoked) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&t.token_id, &t.collection, &t.hash, &t.label, &(t.created as i64), &t.revoked],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn revoke_token(&self, token_id: &str) -> StoreResult<bool> {
+        self.read(|c| Ok(c.execute("UPDATE harmony_tokens SET revoked = TRUE WHERE token_id = $1", &[&token_id])? > 0))
+    }
+
+    fn tokens(&self) -> StoreResult<Vec<StoredToken>> {
+        self.read(|c| {
+            let rows =
+                c.query("SELECT token_id, collection, hash, label, created, revoked FROM harmony_tokens", &[])?;
+            Ok(rows
+                .iter()
+                .map(|r| StoredToken {
+                    token_id: r.get(0),
+                    collection: r.get(1),
+                    hash: r.get(2),
+                    label: r.get(3),
+                    created: r.get::<_, i64>(4) as u64,
+                    revoked: r.get(5),
+                })
+                .collect())
         })
     }
 

@@ -76,7 +76,17 @@ pub fn spawn_limits(
     limits: &Limits,
     extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
 ) -> Result<Running, ServerError> {
-    let state = AppState::new(store, token)?;
+    spawn_state(AppState::new(store, token)?, listen, workers, limits, extend)
+}
+
+/// [`spawn_limits`] with a state built by the caller (e.g. [`AppState::with_tokens`]).
+pub fn spawn_state(
+    state: AppState,
+    listen: &str,
+    workers: usize,
+    limits: &Limits,
+    extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
+) -> Result<Running, ServerError> {
     let app = crate::router_with_limits(state, limits, extend);
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     let std_listener = std::net::TcpListener::bind(listen).map_err(listen_err)?;
@@ -116,7 +126,11 @@ pub fn serve_forever_with(
     listen: &str,
     limits: &Limits,
 ) -> Result<(), ServerError> {
-    let state = AppState::new(store, token)?;
+    serve_state_forever(AppState::new(store, token)?, listen, limits)
+}
+
+/// [`serve_forever_with`] with a state built by the caller (e.g. [`AppState::with_tokens`]).
+pub fn serve_state_forever(state: AppState, listen: &str, limits: &Limits) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServerError::Runtime)?;
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     rt.block_on(async move {

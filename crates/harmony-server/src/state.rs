@@ -6,7 +6,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::rounds::Training;
 use crate::store::{Store, StoredCollection};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use harmony_protocol::CollectionConfig;
 use harmony_tasks::{Task, TaskAggregator};
 use std::collections::HashMap;
@@ -72,6 +72,14 @@ impl Collection {
             stale: AtomicBool::new(false),
         })
     }
+    /// Reports aggregated so far (a training collection: gradients received in every round).
+    pub fn count(&self) -> u64 {
+        match &self.train {
+            Some(t) => t.task.received_total(&t.model()),
+            None => self.agg().count(),
+        }
+    }
+
     /// The accumulator, locked (a poisoned lock is recovered: the accumulator is only mutated
     /// by `add` of validated reports, which does not panic).
     pub fn agg(&self) -> MutexGuard<'_, Box<dyn TaskAggregator>> {
@@ -135,7 +143,7 @@ pub struct AppState {
 
 pub(crate) struct Inner {
     pub store: Arc<dyn Store>,
-    pub token: String,
+    pub tokens: crate::tokens::Tokens,
     pub collections: RwLock<HashMap<String, Arc<Collection>>>,
     pub quarantined: RwLock<HashMap<String, Quarantined>>,
     pub metrics: Metrics,
@@ -164,6 +172,18 @@ impl AppState {
     /// Loads every collection from `store` and rebuilds its accumulator from the stored reports;
     /// a collection that fails to load is quarantined and logged.
     pub fn new(store: Arc<dyn Store>, token: &str) -> Result<Self, crate::error::ServerError> {
+        Self::with_tokens(store, token, None)
+    }
+
+    /// [`AppState::new`] with the admin token and an optional metrics token ([`crate::tokens`]);
+    /// the analyst tokens are loaded from the store.
+    pub fn with_tokens(
+        store: Arc<dyn Store>,
+        admin: &str,
+        metrics: Option<&str>,
+    ) -> Result<Self, crate::error::ServerError> {
+        let stored = store.tokens().map_err(crate::error::ServerError::Load)?;
+        let tokens = crate::tokens::Tokens::new(admin, metrics, stored);
         let (mut map, mut quarantined) = (HashMap::new(), HashMap::new());
         for c in store.collections().map_err(crate::error::ServerError::Load)? {
             match load(store.as_ref(), &c) {
@@ -179,7 +199,7 @@ impl AppState {
         Ok(AppState {
             inner: Arc::new(Inner {
                 store,
-                token: token.to_string(),
+                tokens,
                 collections: RwLock::new(map),
                 quarantined: RwLock::new(quarantined),
                 metrics: Metrics::default(),
@@ -217,25 +237,21 @@ impl AppState {
         self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).len() as u64
     }
 
-    /// Checks the analyst's bearer token (constant time).
-    pub fn check_token(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        let got =
-            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        match got {
-            Some(t) if constant_time_eq(t.as_bytes(), self.inner.token.as_bytes()) => Ok(()),
-            Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "authorization", "wrong analyst token")),
-            None => Err(ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "authorization",
-                "missing analyst token, expected `Authorization: Bearer TOKEN`",
-            )),
-        }
+    /// The collections served, by id.
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> =
+            self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        ids.sort();
+        ids
     }
-}
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+    /// 401 unless the request carries the admin token (403 for another valid token).
+    pub fn check_token(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        self.inner.tokens.admin(headers)
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+
+    /// The admin token or an analyst token of collection `id`.
+    pub fn check_reader(&self, headers: &HeaderMap, id: &str) -> Result<crate::tokens::Access, ApiError> {
+        self.inner.tokens.reader(headers, id)
+    }
 }

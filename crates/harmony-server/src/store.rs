@@ -61,6 +61,23 @@ pub struct StoredCollection {
     pub config: String,
 }
 
+/// A per-collection analyst token as stored: its SHA-256, never the token ([`crate::tokens`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredToken {
+    /// Public id (16 hex digits).
+    pub token_id: String,
+    /// The collection it reads (public id).
+    pub collection: String,
+    /// SHA-256 of the token (32 bytes).
+    pub hash: Vec<u8>,
+    /// Its label.
+    pub label: String,
+    /// Unix seconds when it was made.
+    pub created: u64,
+    /// Whether it was revoked.
+    pub revoked: bool,
+}
+
 /// Durable storage of collections and reports. Methods block; the server calls them from
 /// blocking threads.
 pub trait Store: Send + Sync + 'static {
@@ -79,6 +96,19 @@ pub trait Store: Send + Sync + 'static {
     /// Whether the store answers (a trivial query on each connection): `/readyz`.
     fn ping(&self) -> StoreResult<()> {
         Ok(())
+    }
+
+    /// Stores a new analyst token (its hash).
+    fn insert_token(&self, _token: &StoredToken) -> StoreResult<()> {
+        Err(StoreError::Unsupported("analyst tokens"))
+    }
+    /// Marks a token revoked; whether it exists.
+    fn revoke_token(&self, _token_id: &str) -> StoreResult<bool> {
+        Err(StoreError::Unsupported("analyst tokens"))
+    }
+    /// Every stored analyst token, revoked ones included.
+    fn tokens(&self) -> StoreResult<Vec<StoredToken>> {
+        Ok(Vec::new())
     }
 
     /// Whether the store implements model rounds (the gradient methods below).
@@ -170,6 +200,14 @@ CREATE TABLE IF NOT EXISTS models (
     collection INTEGER PRIMARY KEY,
     round INTEGER NOT NULL,
     params BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id TEXT PRIMARY KEY,
+    collection TEXT NOT NULL,
+    hash BLOB NOT NULL UNIQUE,
+    label TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
 );
 ";
 
@@ -297,6 +335,36 @@ impl Store for SqliteStore {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    fn insert_token(&self, t: &StoredToken) -> StoreResult<()> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        conn.execute(
+            "INSERT INTO tokens (token_id, collection, hash, label, created, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            rusqlite::params![t.token_id, t.collection, t.hash, t.label, t.created as i64, t.revoked],
+        )?;
+        Ok(())
+    }
+
+    fn revoke_token(&self, token_id: &str) -> StoreResult<bool> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        Ok(conn.execute("UPDATE tokens SET revoked = 1 WHERE token_id = ?1", [token_id])? > 0)
+    }
+
+    fn tokens(&self) -> StoreResult<Vec<StoredToken>> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare("SELECT token_id, collection, hash, label, created, revoked FROM tokens")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(StoredToken {
+                token_id: r.get(0)?,
+                collection: r.get(1)?,
+                hash: r.get(2)?,
+                label: r.get(3)?,
+                created: r.get::<_, i64>(4)? as u64,
+                revoked: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     fn collections(&self) -> StoreResult<Vec<StoredCollection>> {

@@ -180,7 +180,14 @@ fn auth_idempotency_validation_and_restart() {
     let again = fast_client(&server.url()).submit(&config, all[..10].to_vec()).unwrap();
     assert_eq!((again.accepted, again.duplicates), (0, 10));
     // Metrics and the OpenAPI document.
-    let m = ureq::get(&format!("{}/metrics", server.url())).call().unwrap().body_mut().read_to_string().unwrap();
+    let metrics = ureq::get(&format!("{}/metrics", server.url()));
+    let m = metrics
+        .header("authorization", &format!("Bearer {TOKEN}"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
     assert!(m.contains("harmony_reports_duplicate_total 10"), "{m}");
     let doc = ureq::get(&format!("{}/openapi.json", server.url())).call().unwrap().body_mut().read_to_string().unwrap();
     let doc: serde_json::Value = serde_json::from_str(&doc).unwrap();

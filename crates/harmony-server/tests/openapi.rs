@@ -66,6 +66,10 @@ fn every_task_and_endpoint_is_described() {
     let paths = d["paths"].as_object().unwrap();
     for (p, m) in [
         ("/v1/collections", "post"),
+        ("/v1/collections", "get"),
+        ("/v1/collections/{id}/tokens", "post"),
+        ("/v1/collections/{id}/tokens", "get"),
+        ("/v1/collections/{id}/tokens/{token_id}", "delete"),
         ("/v1/collections/{id}/config", "get"),
         ("/v1/collections/{id}/reports", "post"),
         ("/v1/collections/{id}/estimates", "get"),

@@ -19,7 +19,9 @@ fn postgres_store_and_server() {
     };
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
-        .batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models")
+        .batch_execute(
+            "DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_tokens",
+        )
         .unwrap();
     // The store contract.
     {
@@ -36,6 +38,19 @@ fn postgres_store_and_server() {
         bodies.sort();
         assert_eq!(bodies, vec![vec![1], vec![2], vec![3]]);
         assert_eq!(s.count_reports(k).unwrap(), 3);
+        // Analyst tokens: stored (hashes), listed, revoked.
+        let t = harmony_server::store::StoredToken {
+            token_id: "t1".into(),
+            collection: "c1".into(),
+            hash: vec![7; 32],
+            label: "ana".into(),
+            created: 5,
+            revoked: false,
+        };
+        s.insert_token(&t).unwrap();
+        assert_eq!(s.tokens().unwrap(), vec![t.clone()]);
+        assert!(s.revoke_token("t1").unwrap() && !s.revoke_token("t2").unwrap());
+        assert_eq!(s.tokens().unwrap(), vec![harmony_server::store::StoredToken { revoked: true, ..t }]);
     }
     admin
         .batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models")

@@ -7,6 +7,7 @@ pub mod demo;
 pub mod load;
 pub mod rounds;
 pub mod submit;
+pub mod tokens;
 
 use crate::data::SchemaFile;
 use crate::output::Format;
@@ -32,9 +33,15 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: String,
-    /// Bearer token of the analyst endpoints (else `HARMONY_ANALYST_TOKEN`).
-    #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
-    pub analyst_token: Option<String>,
+    /// The admin token: creates collections, mints and revokes per-collection analyst tokens,
+    /// reads everything (else `HARMONY_ADMIN_TOKEN`, else `HARMONY_ANALYST_TOKEN`; the old
+    /// spelling `--analyst-token` still works).
+    #[arg(long = "admin-token", alias = "analyst-token", env = "HARMONY_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// A token that reads `/metrics` only (else `HARMONY_METRICS_TOKEN`; the admin token also
+    /// reads it).
+    #[arg(long, env = "HARMONY_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
     /// Log level on stderr: error, warn, info or debug (debug logs every batch).
     #[arg(long, default_value = "info")]
     pub log_level: String,
@@ -89,10 +96,17 @@ impl ServeArgs {
 }
 
 /// `harmony collection …`.
+// Parsed once per process: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum CollectionCommand {
     /// Create a collection; prints its id on stdout.
     Create(CreateArgs),
+    /// List the collections a token reads (the admin token: all), with their report counts.
+    List(tokens::ListArgs),
+    /// Per-collection analyst tokens (admin token): create, list, revoke.
+    #[command(subcommand)]
+    Token(tokens::TokenCommand),
 }
 
 /// `harmony collection create`: the options of `harmony simulate --task X`, one value each.
@@ -223,16 +237,22 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     };
     let limits = args.limits()?;
     tracing_subscriber::fmt().with_max_level(level).with_writer(std::io::stderr).with_ansi(false).init();
-    let token = match args.analyst_token {
+    let given = args.admin_token.or_else(|| std::env::var("HARMONY_ANALYST_TOKEN").ok());
+    let token = match given {
         Some(t) if !t.is_empty() => t,
         _ => {
             let t = random_token();
-            eprintln!("note: no --analyst-token or HARMONY_ANALYST_TOKEN; generated analyst token: {t}");
+            eprintln!("note: no --admin-token or HARMONY_ADMIN_TOKEN; generated admin token: {t}");
             t
         }
     };
+    let metrics = args.metrics_token.filter(|t| !t.is_empty());
+    if metrics.as_deref() == Some(token.as_str()) {
+        bail!("--metrics-token is the admin token: give /metrics its own token, or none (the admin token reads it)");
+    }
     let store = harmony_server::open_store(&args.db).map_err(|e| anyhow!("--db {e}"))?;
-    harmony_server::serve_forever_with(store, &token, &args.listen, &limits).map_err(|e| anyhow!(e))
+    let state = harmony_server::AppState::with_tokens(store, &token, metrics.as_deref()).map_err(|e| anyhow!(e))?;
+    harmony_server::serve_state_forever(state, &args.listen, &limits).map_err(|e| anyhow!(e))
 }
 
 /// 128 bits from the OS CSPRNG, hex.
@@ -242,7 +262,7 @@ pub fn random_token() -> String {
     to_hex(&b)
 }
 
-/// Runs `harmony collection create`.
+/// Runs `harmony collection …`.
 pub fn collection(cmd: CollectionCommand) -> Result<()> {
     match cmd {
         CollectionCommand::Create(a) => {
@@ -250,6 +270,8 @@ pub fn collection(cmd: CollectionCommand) -> Result<()> {
             println!("{}", created.id);
             Ok(())
         }
+        CollectionCommand::List(a) => tokens::list_collections(&a),
+        CollectionCommand::Token(c) => tokens::run(c),
     }
 }
 

@@ -4,7 +4,8 @@ Mechanisms by name (``FrequencyOracle``, ``NumericMechanism``) randomize numpy a
 and estimate with standard errors and 95% CIs; ``Schema`` and ``simulate`` run the CLI's
 multi-attribute collection on a DataFrame; ``simulate_task`` runs any task of the protocol (a
 ``CreateCollection`` request) through the registry a server runs, its ``Estimates`` as
-tables; ``Analyst`` creates collections on a server and reads their estimates. Every error is
+tables; ``Analyst`` creates collections on a server and reads their estimates; ``Device`` submits a
+frame's rows as devices randomizing under the device's own policy. Every error is
 a ``HarmonyError`` (a ``ValueError``).
 
 >>> import numpy as np
@@ -16,7 +17,9 @@ True
 """
 
 from ._analyst import Analyst
+from ._device import Device
 from ._errors import HarmonyError
+from ._plan import plan
 from ._mechanisms import FREQUENCY_NAMES, NUMERIC_NAMES, FrequencyOracle, NumericMechanism, unpack_bits
 from ._records import STRATEGY_NAMES, Schema, simulate
 from ._tasks import Estimates, simulate_task
@@ -27,6 +30,7 @@ HarmonyError.__module__ = "harmony_ldp"
 
 __all__ = [
     "Analyst",
+    "Device",
     "FREQUENCY_NAMES",
     "NUMERIC_NAMES",
     "STRATEGY_NAMES",
@@ -35,6 +39,7 @@ __all__ = [
     "HarmonyError",
     "NumericMechanism",
     "Schema",
+    "plan",
     "simulate",
     "simulate_task",
     "unpack_bits",

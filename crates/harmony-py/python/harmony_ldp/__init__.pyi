@@ -119,12 +119,42 @@ class Estimates:
 
 def simulate_task(
     spec: Mapping[str, Any],
-    frame: Frame,
+    frame: Union[Frame, Sequence[Union[str, Sequence[str]]]],
     seed: int = 1,
     *,
     query: Optional[Mapping[str, Any]] = None,
     as_frame: Optional[bool] = None,
 ) -> Estimates: ...
+
+def plan(
+    schema: Schema,
+    *,
+    users: Optional[int] = None,
+    epsilon: Union[float, Sequence[float], None] = None,
+    target_error: Optional[float] = None,
+    categorical_mechanism: Optional[str] = None,
+    as_frame: Optional[bool] = None,
+) -> Union[_DataFrame, Dict[str, List[Any]]]: ...
+
+class Device:
+    url: str
+    policy: Dict[str, Any]
+    batch: int
+    timeout: float
+    attempts: int
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_epsilon: float = 10.0,
+        tasks: Optional[Sequence[str]] = None,
+        mechanisms: Optional[Sequence[str]] = None,
+        batch: int = 1000,
+        timeout: float = 60.0,
+        attempts: int = 5,
+    ) -> None: ...
+    def config(self, collection: str) -> Dict[str, Any]: ...
+    def submit(self, collection: str, frame: Union[Frame, Sequence[Union[str, Sequence[str]]]]) -> Dict[str, int]: ...
 
 class Analyst:
     url: str

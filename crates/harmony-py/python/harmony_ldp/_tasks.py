@@ -180,6 +180,31 @@ class Estimates:
         return f"Estimates(task={self.task!r}, reports={self.reports}, tables={self.names})"
 
 
+def _item_sets(items: Any) -> List[List[str]]:
+    """The devices' item sets: one element per device, a string or a sequence of strings."""
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__len__"):
+        raise _error("invalid input", "items", type(items).__name__, "a sequence with one element per device")
+    sets: List[List[str]] = []
+    for i, x in enumerate(items.tolist() if hasattr(items, "tolist") else items):
+        if isinstance(x, str):
+            sets.append([x])
+        elif isinstance(x, Sequence) and not isinstance(x, bytes) and all(isinstance(v, str) for v in x):
+            sets.append(list(x))
+        else:
+            raise _error("invalid input", f"items[{i}]", repr(x)[:80], "a string or a list of strings")
+    return sets
+
+
+def _simulate_items(request: Dict[str, Any], items: Any, seed: int, as_frame: Optional[bool]) -> "Estimates":
+    sets = _item_sets(items)
+    try:
+        text = json.dumps(request)
+    except (TypeError, ValueError) as e:
+        raise _error("invalid parameter", "spec", f"not JSON ({e})", "a CreateCollection request") from None
+    doc = _native.simulate_items(text, sets, check.integer(seed, "seed"))
+    return Estimates(json.loads(doc), as_frame=as_frame)
+
+
 def simulate_task(
     spec: Mapping[str, Any],
     frame: Any,
@@ -197,8 +222,10 @@ def simulate_task(
     (``[[lo, hi], …]``) and ``quantiles``. The schema may also be a ``Schema``, or left out to
     be inferred from the frame. Same seed, same numbers as the CLI and as the same devices
     sent to a server. Tasks whose devices hold one record: ``means``, ``frequency``,
-    ``range``, ``linear-queries`` (``train`` reports in rounds, ``heavy-hitters`` reads sets).
-    ``hl.simulate(spec, frame, seed=S)`` is the same call.
+    ``range``, ``marginals``, ``linear-queries`` (``train`` reports in rounds). For
+    ``heavy-hitters`` the second argument is the devices' items instead of a frame: a sequence
+    (a list, a pandas Series) with one element per device, a string (one item) or a sequence of
+    strings (its set); no schema is needed. ``hl.simulate(spec, frame, seed=S)`` is the same call.
 
     >>> import numpy as np
     >>> import harmony_ldp as hl
@@ -213,12 +240,24 @@ def simulate_task(
     >>> r = est["ranges"].iloc[0]
     >>> bool(abs(r.estimate - np.mean(frame["age"] < 54)) < 4.42 * r.std_error)
     True
+
+    Heavy hitters: each device holds a string (or a list of them).
+
+    >>> words = rng.choice(["apple", "pear", "fig", "kiwi"], 40_000, p=[0.5, 0.3, 0.15, 0.05])
+    >>> hh = {"epsilon": 4.0, "task": {"kind": "heavy-hitters", "top": 2, "bits": 16,
+    ...                                "candidates": ["apple", "pear", "fig", "kiwi"]}}
+    >>> found = hl.simulate_task(hh, list(words), seed=2)["items"]
+    >>> sorted(found["item"])
+    ['apple', 'pear']
     """
     from ._records import Schema
 
     if not isinstance(spec, Mapping):
         raise _error("invalid parameter", "spec", type(spec).__name__, "a dict (a CreateCollection request)")
     request = dict(spec)
+    task = request.get("task")
+    if isinstance(task, Mapping) and task.get("kind") == "heavy-hitters":
+        return _simulate_items(request, frame, seed, as_frame)
     schema = request.get("schema")
     if schema is None:
         schema = Schema.infer(frame)

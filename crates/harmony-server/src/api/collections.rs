@@ -1,6 +1,6 @@
 //! `POST /v1/collections` (analyst), `GET …/config` (public), `GET …/estimates` (analyst).
 
-use super::{Body, blocking, body_bytes};
+use super::{blocking, read_body};
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Cached, Collection};
 use axum::body::Bytes;
@@ -31,15 +31,16 @@ const CACHED: usize = 8;
                 ("estimates" = (operation_id = "getEstimates", parameters(("id" = "$response.body#/id"))))
             )),
         (status = 400, description = "Invalid schema, epsilon or task, an unknown field, a name outside the documented character set or a cost over its limit (the field names it)", body = harmony_protocol::ErrorBody),
-        (status = 401, description = "Missing or wrong token", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 501, description = "The store does not implement this task (model rounds)", body = harmony_protocol::ErrorBody),
         (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
     ))]
-pub async fn create(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
-    st.check_token(&headers)?;
-    let body = body_bytes(body)?;
+pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> Result<Response, ApiError> {
+    st.check_token(req.headers())?;
+    let body = read_body(req).await?;
     let st2 = st.clone();
     let created = blocking(move || {
         let req: CreateCollection = parse_json(&body)?;
@@ -98,7 +99,8 @@ pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Resul
     responses(
         (status = 200, description = "The task's estimate document: every number with its standard error and 95% CI (null when there is none)", body = harmony_protocol::EstimateDocument),
         (status = 400, description = "A bad query parameter", body = harmony_protocol::ErrorBody),
-        (status = 401, description = "Missing or wrong token", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "A token of another collection, or the metrics token", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
         (status = 503, description = "The collection is quarantined, or its accumulator must be rebuilt after a store failure and the store is unreachable: retry", body = harmony_protocol::ErrorBody)
     ))]
@@ -108,7 +110,7 @@ pub async fn estimates(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
-    st.check_token(&headers)?;
+    st.check_reader(&headers, &id)?;
     let c = st.collection(&id)?;
     let raw = raw.unwrap_or_default();
     let query = Query::parse(&raw).map_err(|(field, message)| ApiError::bad(field, message))?;

@@ -3,6 +3,7 @@
 pub mod collections;
 pub mod reports;
 pub mod rounds;
+pub mod tokens;
 
 use crate::error::ApiError;
 use axum::body::Bytes;
@@ -23,6 +24,13 @@ pub fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
         }
         ApiError::new(r.status(), "body", format!("{} (the limit is {MAX_BODY} bytes)", r.body_text()))
     })
+}
+
+/// The body of `req`, read only now — after the caller checked its headers (a token), so a
+/// refused request's body is never received; errors as [`body_bytes`].
+pub async fn read_body(req: axum::extract::Request) -> Result<Bytes, ApiError> {
+    use axum::extract::FromRequest;
+    body_bytes(Bytes::from_request(req, &()).await)
 }
 
 /// Whether a body error comes from tower-http's body deadline.

@@ -1,0 +1,131 @@
+//! Per-collection analyst tokens (admin token): `POST`/`GET /v1/collections/{id}/tokens`,
+//! `DELETE …/tokens/{token_id}`; and `GET /v1/collections` (admin: every collection; an
+//! analyst token: its own). See [`crate::tokens`].
+
+use super::{blocking, read_body};
+use crate::error::{ApiError, parse_json};
+use crate::state::AppState;
+use crate::tokens::{Access, check_label};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use harmony_protocol::{CollectionSummary, TokenCreated, TokenInfo, TokenRequest};
+
+/// `POST /v1/collections/{id}/tokens`: a new analyst token of the collection, shown once.
+#[utoipa::path(post, path = "/v1/collections/{id}/tokens", operation_id = "createToken", tag = "tokens",
+    security(("analyst" = [])),
+    params(("id" = String, Path, description = "The collection id")),
+    request_body(content = harmony_protocol::TokenRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The token (shown this once; the server keeps its SHA-256)", body = harmony_protocol::TokenCreated),
+        (status = 400, description = "A label outside `[A-Za-z0-9 _.@-]{0,64}` or a body that does not parse", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn create(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    req: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    st.check_token(req.headers())?;
+    st.collection(&id)?;
+    let body = read_body(req).await?;
+    let st2 = st.clone();
+    let created: TokenCreated = blocking(move || {
+        let req: TokenRequest = parse_json(&body)?;
+        check_label(&req.label)?;
+        st2.inner.tokens.mint(st2.inner.store.as_ref(), &id, &req.label).map_err(ApiError::store)
+    })
+    .await?;
+    tracing::info!(collection = %created.collection, token_id = %created.token_id, "analyst token created");
+    Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+}
+
+/// `GET /v1/collections/{id}/tokens`: the collection's analyst tokens (never the tokens).
+#[utoipa::path(get, path = "/v1/collections/{id}/tokens", operation_id = "listTokens", tag = "tokens",
+    security(("analyst" = [])),
+    params(("id" = String, Path, description = "The collection id")),
+    responses(
+        (status = 200, description = "The tokens, oldest first", body = Vec<harmony_protocol::TokenInfo>),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn list(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    st.collection(&id)?;
+    let tokens: Vec<TokenInfo> = st.inner.tokens.list(&id);
+    Ok(axum::Json(tokens).into_response())
+}
+
+/// `DELETE /v1/collections/{id}/tokens/{token_id}`: revokes a token; refused from then on.
+#[utoipa::path(delete, path = "/v1/collections/{id}/tokens/{token_id}", operation_id = "revokeToken", tag = "tokens",
+    security(("analyst" = [])),
+    params(
+        ("id" = String, Path, description = "The collection id"),
+        ("token_id" = String, Path, description = "The token's id")
+    ),
+    responses(
+        (status = 204, description = "Revoked (also when it already was)"),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection or token", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn revoke(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path((id, token_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    st.collection(&id)?;
+    let st2 = st.clone();
+    let (id2, tid) = (id.clone(), token_id.clone());
+    let found =
+        blocking(move || st2.inner.tokens.revoke(st2.inner.store.as_ref(), &id2, &tid).map_err(ApiError::store))
+            .await?;
+    if !found {
+        let msg = format!("collection {id:?} has no token {token_id:?}");
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "token_id", msg));
+    }
+    tracing::info!(collection = %id, token_id = %token_id, "analyst token revoked");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v1/collections`: the collections this token reads, by id.
+#[utoipa::path(get, path = "/v1/collections", operation_id = "listCollections", tag = "collections",
+    security(("analyst" = [])),
+    responses(
+        (status = 200, description = "Every collection (admin token) or the token's own", body = Vec<harmony_protocol::CollectionSummary>),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "The metrics token", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn collections(State(st): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let ids = match st.inner.tokens.access(&headers)? {
+        Access::Admin => st.ids(),
+        Access::Collection(id) => vec![id],
+        Access::Metrics => {
+            return Err(ApiError::new(StatusCode::FORBIDDEN, "authorization", "the metrics token reads /metrics only"));
+        }
+    };
+    let list: Vec<CollectionSummary> = ids
+        .into_iter()
+        .filter_map(|id| {
+            let c = st.collection(&id).ok()?;
+            Some(CollectionSummary {
+                task: c.config.task.kind().name().to_string(),
+                epsilon: c.config.epsilon,
+                reports: c.count(),
+                id,
+            })
+        })
+        .collect();
+    Ok(axum::Json(list).into_response())
+}
