@@ -19,8 +19,11 @@
 //! accumulator from the store before using it again ([`crate::state`]). The writer thread also
 //! retries on its own while down, so `/readyz` turns 200 again without traffic.
 
-use crate::store::{Store, StoreError, StoreResult, StoredCollection, blob_to_params, params_to_blob};
+use crate::store::{
+    Store, StoreError, StoreResult, StoredCollection, StoredReport, blob_to_params, params_to_blob, utc_day_now,
+};
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -54,6 +57,9 @@ CREATE TABLE IF NOT EXISTS harmony_reports (
     body BYTEA NOT NULL,
     PRIMARY KEY (collection, report_id)
 );
+-- The UTC day (days since 1970-01-01) a report's batch was received; NULL on rows stored before
+-- the column existed (a database created by an older server gains it here).
+ALTER TABLE harmony_reports ADD COLUMN IF NOT EXISTS day INTEGER;
 CREATE TABLE IF NOT EXISTS harmony_gradients (
     collection BIGINT NOT NULL,
     device_id TEXT NOT NULL,
@@ -70,8 +76,8 @@ CREATE TABLE IF NOT EXISTS harmony_models (
 );
 ";
 
-const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body)
-    SELECT $1, r, b FROM UNNEST($2::text[], $3::bytea[]) AS t(r, b)
+const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body, day)
+    SELECT $1, r, b, $4 FROM UNNEST($2::text[], $3::bytea[]) AS t(r, b)
     ON CONFLICT DO NOTHING RETURNING report_id";
 
 /// First wait before a reconnect attempt after a failure; doubled per failed attempt.
@@ -162,6 +168,8 @@ impl Conn {
 
 struct Job {
     key: i64,
+    /// The UTC day the batch was received.
+    day: i32,
     reports: Vec<(String, Vec<u8>)>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
 }
@@ -192,7 +200,7 @@ fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<S
         let mut sp = tx.transaction()?;
         let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
         let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
-        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies])?;
+        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies, &job.day])?;
         let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
         let flags: Vec<bool> = job.reports.iter().map(|(r, _)| new.contains(r)).collect();
         match conflict(&mut sp, job, &flags)? {
@@ -351,17 +359,21 @@ impl Store for PgStore {
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
         let tx = self.jobs.lock().map_err(|_| StoreError::Closed)?.clone().ok_or(StoreError::Closed)?;
-        tx.send(Job { key, reports, reply }).map_err(|_| StoreError::Closed)?;
+        tx.send(Job { key, day: utc_day_now(), reports, reply }).map_err(|_| StoreError::Closed)?;
         rx.recv().map_err(|_| StoreError::Closed)?
     }
 
-    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+    fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
         use postgres::fallible_iterator::FallibleIterator;
         self.read(|c| {
             let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
-            let mut rows = c.query_raw("SELECT body FROM harmony_reports WHERE collection = $1", params)?;
+            let mut rows =
+                c.query_raw("SELECT report_id, day, body FROM harmony_reports WHERE collection = $1", params)?;
             while let Some(row) = rows.next()? {
-                f(row.get::<_, &[u8]>(0));
+                let r = StoredReport { id: row.get(0), day: row.get(1), body: row.get(2) };
+                if f(r).is_break() {
+                    break;
+                }
             }
             Ok(())
         })
