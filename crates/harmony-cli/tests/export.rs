@@ -2,7 +2,8 @@
 //! for one collection per report task, served on SQLite (and on PostgreSQL when
 //! `HARMONY_TEST_POSTGRES` is set), 3,000 simulated Adult devices each. Also: a database written
 //! before the `day` column opens, ingests and exports (old reports under `day=unknown`); a
-//! corrupted part and an invalid report give errors naming the file (and the row).
+//! corrupted part and an invalid report give errors naming the file (and the row); a training
+//! collection is refused.
 
 mod common;
 
@@ -248,15 +249,40 @@ fn an_old_database_opens_ingests_and_exports() {
 }
 
 #[test]
-fn corrupted_parts_and_bad_reports_name_the_file() {
+fn corrupted_parts_bad_reports_and_training_collections_are_refused() {
     let dir = temp("corrupt");
     let db = format!("sqlite://{}", dir.join("db.sqlite").display());
     let case = &CASES[2];
-    let id = {
+    let (id, train) = {
         let server = serve(&db);
-        collect(&server.url, case, &adult_rows(&dir, 0, 300), "3")
+        let train = Case {
+            name: "train",
+            task: &[
+                "--task",
+                "train",
+                "--target",
+                "income",
+                "--model",
+                "logistic",
+                "--batch-size",
+                "400",
+                "--rounds",
+                "3",
+            ],
+            epsilon: "4",
+            submit: &[],
+            ask: &[],
+        };
+        let schema = schema();
+        let mut create = vec!["collection", "create", "--server", &server.url, "--token", "tok", "--schema", &schema];
+        create.extend_from_slice(&["--epsilon", train.epsilon]);
+        create.extend_from_slice(train.task);
+        (collect(&server.url, case, &adult_rows(&dir, 0, 300), "3"), harmony(&create).trim().to_string())
     };
     let out = dir.join("out");
+    // A training collection is refused, naming what is supported.
+    let e = fails(&["export", "--db", &db, "--collection", &train, "--out", &out.display().to_string()]);
+    assert!(e.contains("training collection") && e.contains("report collections"), "{e}");
     let out_s = out.display().to_string();
     export_and_aggregate(&db, &id, &out, case);
     let col = out.join(format!("collection={id}"));
