@@ -313,6 +313,24 @@ impl PgStore {
         Ok(PgStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer_up, writer: Mutex::new(Some(handle)) })
     }
 
+    /// The one read path of reports (`columns`: id, day and body, or placeholders for the first
+    /// two), streamed.
+    fn scan(&self, key: i64, columns: &str, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        self.read(|c| {
+            let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
+            let sql = format!("SELECT {columns} FROM harmony_reports WHERE collection = $1");
+            let mut rows = c.query_raw(sql.as_str(), params)?;
+            while let Some(row) = rows.next()? {
+                let r = StoredReport { id: row.get(0), day: row.get(1), body: row.get(2) };
+                if f(r).is_break() {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Runs `f` on the read connection ([`Conn::run`]).
     fn read<T>(&self, f: impl FnOnce(&mut postgres::Client) -> StoreResult<T>) -> StoreResult<T> {
         self.read.lock().map_err(|_| StoreError::Closed)?.run(f)
@@ -364,18 +382,14 @@ impl Store for PgStore {
     }
 
     fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
-        use postgres::fallible_iterator::FallibleIterator;
-        self.read(|c| {
-            let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
-            let mut rows =
-                c.query_raw("SELECT report_id, day, body FROM harmony_reports WHERE collection = $1", params)?;
-            while let Some(row) = rows.next()? {
-                let r = StoredReport { id: row.get(0), day: row.get(1), body: row.get(2) };
-                if f(r).is_break() {
-                    break;
-                }
-            }
-            Ok(())
+        self.scan(key, "report_id, day, body", f)
+    }
+
+    /// The replay reads no ids or days (they would double the bytes sent for small reports).
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        self.scan(key, "''::text, NULL::integer, body", &mut |r| {
+            f(r.body);
+            ControlFlow::Continue(())
         })
     }
 

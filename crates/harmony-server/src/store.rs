@@ -224,6 +224,11 @@ fn open(path: &Path) -> StoreResult<rusqlite::Connection> {
     Ok(conn)
 }
 
+/// The columns of [`StoredReport`], for an export.
+const ALL_COLUMNS: &str = "report_id, day, body";
+/// Only the bytes (the replay: ids and days would only cost reading them), in the same shape.
+const BODY_ONLY: &str = "'', NULL, body";
+
 /// Most reports one group commit takes from the queue before committing.
 const GROUP_LIMIT: usize = 200_000;
 
@@ -313,6 +318,24 @@ impl SqliteStore {
         Ok(SqliteStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer: Mutex::new(Some(handle)) })
     }
 
+    /// The one read path of reports: `columns` is [`ALL_COLUMNS`] (export) or [`BODY_ONLY`] (the
+    /// replay at start, which reads no ids).
+    fn scan(&self, key: i64, columns: &str, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare(&format!("SELECT {columns} FROM reports WHERE collection = ?1"))?;
+        let mut rows = stmt.query([key])?;
+        let bad = |e: rusqlite::types::FromSqlError| StoreError::Db(e.to_string());
+        while let Some(row) = rows.next()? {
+            let id = row.get_ref(0)?.as_str().map_err(bad)?;
+            let day = row.get_ref(1)?.as_i64_or_null().map_err(bad)?.map(|d| d as i32);
+            let body = row.get_ref(2)?.as_blob().map_err(bad)?;
+            if f(StoredReport { id, day, body }).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn sender(&self) -> StoreResult<SyncSender<Job>> {
         self.jobs.lock().map_err(|_| StoreError::Closed)?.clone().ok_or(StoreError::Closed)
     }
@@ -357,19 +380,14 @@ impl Store for SqliteStore {
     }
 
     fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
-        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let mut stmt = conn.prepare("SELECT report_id, day, body FROM reports WHERE collection = ?1")?;
-        let mut rows = stmt.query([key])?;
-        let bad = |e: rusqlite::types::FromSqlError| StoreError::Db(e.to_string());
-        while let Some(row) = rows.next()? {
-            let id = row.get_ref(0)?.as_str().map_err(bad)?;
-            let day = row.get_ref(1)?.as_i64_or_null().map_err(bad)?.map(|d| d as i32);
-            let body = row.get_ref(2)?.as_blob().map_err(bad)?;
-            if f(StoredReport { id, day, body }).is_break() {
-                break;
-            }
-        }
-        Ok(())
+        self.scan(key, ALL_COLUMNS, f)
+    }
+
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        self.scan(key, BODY_ONLY, &mut |r| {
+            f(r.body);
+            ControlFlow::Continue(())
+        })
     }
 
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
