@@ -58,8 +58,15 @@ CREATE TABLE IF NOT EXISTS harmony_reports (
     PRIMARY KEY (collection, report_id)
 );
 -- The UTC day (days since 1970-01-01) a report's batch was received; NULL on rows stored before
--- the column existed (a database created by an older server gains it here).
-ALTER TABLE harmony_reports ADD COLUMN IF NOT EXISTS day INTEGER;
+-- the column existed (a database created by an older server gains it here). Checked first: ALTER
+-- TABLE takes an exclusive lock even when the column exists, which would wait for (and then
+-- block) other servers' reads and writes of a shared database.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'harmony_reports' AND column_name = 'day') THEN
+        ALTER TABLE harmony_reports ADD COLUMN IF NOT EXISTS day INTEGER;
+    END IF;
+END $$;
 CREATE TABLE IF NOT EXISTS harmony_gradients (
     collection BIGINT NOT NULL,
     device_id TEXT NOT NULL,

@@ -210,10 +210,14 @@ fn migrate(conn: &rusqlite::Connection) -> StoreResult<()> {
         conn.query_row("SELECT COUNT(*) FROM pragma_table_info('reports') WHERE name = 'day'", [], |r| {
             r.get::<_, i64>(0)
         })? > 0;
-    if !has_day {
-        conn.execute_batch("ALTER TABLE reports ADD COLUMN day INTEGER")?;
+    if has_day {
+        return Ok(());
     }
-    Ok(())
+    match conn.execute_batch("ALTER TABLE reports ADD COLUMN day INTEGER") {
+        // Another process opening the same database added it first.
+        Err(e) if e.to_string().contains("duplicate column name") => Ok(()),
+        r => Ok(r?),
+    }
 }
 
 fn open(path: &Path) -> StoreResult<rusqlite::Connection> {
