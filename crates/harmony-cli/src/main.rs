@@ -54,6 +54,11 @@ enum Command {
     Demo(server_cmds::demo::DemoArgs),
     /// Ingest load generator: throughput and batch latency of a server.
     Load(server_cmds::load::LoadArgs),
+    /// Export a collection's stored reports as Parquet (partitioned by day) with its spec
+    /// (docs/EXPORT.md).
+    Export(server_cmds::export::ExportArgs),
+    /// Aggregate exported reports into the estimate document `harmony query` prints.
+    Aggregate(server_cmds::export::AggregateArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -137,6 +142,7 @@ fn talks_to_peers(command: &Command) -> bool {
             | Command::Submit(_)
             | Command::Collection(_)
             | Command::Query(_)
+            | Command::Export(_)
     )
 }
 
@@ -158,6 +164,8 @@ fn main() {
         Command::Query(args) => server_cmds::query(args),
         Command::Demo(args) => server_cmds::demo::run(args),
         Command::Load(args) => server_cmds::load::run(args),
+        Command::Export(args) => server_cmds::export::export(args),
+        Command::Aggregate(args) => server_cmds::export::aggregate(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

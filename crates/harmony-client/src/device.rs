@@ -8,7 +8,25 @@ use crate::policy::Policy;
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
 use harmony_protocol::{CollectionConfig, ModelState, ReportItem, TaskKind, to_hex};
-use harmony_tasks::{Input, Task};
+use harmony_tasks::Input;
+
+/// The task a [`DeviceTask`] holds: natively the whole [`harmony_tasks::Task`] (servers and tests
+/// aggregate with the device's object); on wasm32 only its [`harmony_tasks::DeviceSide`], so the
+/// browser bundle links no server code (a third of its size).
+#[cfg(not(target_arch = "wasm32"))]
+pub type TaskObject = dyn harmony_tasks::Task;
+/// See the native definition.
+#[cfg(target_arch = "wasm32")]
+pub type TaskObject = dyn harmony_tasks::DeviceSide;
+
+#[cfg(not(target_arch = "wasm32"))]
+fn build_task(config: &CollectionConfig) -> harmony_core::error::Result<Box<TaskObject>> {
+    harmony_tasks::build(config)
+}
+#[cfg(target_arch = "wasm32")]
+fn build_task(config: &CollectionConfig) -> harmony_core::error::Result<Box<TaskObject>> {
+    harmony_tasks::build_device(config)
+}
 use rand::Rng;
 use rand::rngs::ChaCha20Rng;
 
@@ -24,7 +42,7 @@ pub fn report_id(rng: &mut dyn Rng) -> String {
 /// simulate` build).
 pub struct DeviceTask {
     config: CollectionConfig,
-    task: Box<dyn Task>,
+    task: Box<TaskObject>,
     policy: Policy,
     /// The schema's width and the positions of its numeric attributes (what the clamp scans).
     width: usize,
@@ -49,7 +67,7 @@ impl DeviceTask {
     /// the limit), then builds its task: nothing is built or randomized for a refused config.
     pub fn with_policy(config: CollectionConfig, policy: Policy) -> Result<Self> {
         policy.check(&config)?;
-        let task = harmony_tasks::build(&config)?;
+        let task = build_task(&config)?;
         let attributes = config.schema.as_ref().map_or(&[][..], |s| s.attributes());
         let numeric = attributes
             .iter()
@@ -68,8 +86,8 @@ impl DeviceTask {
     pub fn config(&self) -> &CollectionConfig {
         &self.config
     }
-    /// The task.
-    pub fn task(&self) -> &dyn Task {
+    /// The task (on wasm32 its device side only, see [`TaskObject`]).
+    pub fn task(&self) -> &TaskObject {
         self.task.as_ref()
     }
     /// Randomizes `input` with `rng` into a batch item whose id comes from `ids`; numeric

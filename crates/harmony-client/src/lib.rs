@@ -34,7 +34,7 @@ pub mod policy;
 #[cfg(not(target_arch = "wasm32"))]
 pub use budget::SystemClock;
 pub use budget::{BudgetStore, Clock, FileBudget, MemoryBudget};
-pub use device::{Device, DeviceTask, SimulatedDevices, report_id};
+pub use device::{Device, DeviceTask, SimulatedDevices, TaskObject, report_id};
 pub use harmony_protocol as protocol;
 pub use harmony_tasks::Input;
 #[cfg(not(target_arch = "wasm32"))]

@@ -41,6 +41,7 @@ pub mod infer;
 mod names;
 mod parquet_source;
 mod reader;
+pub mod reports;
 mod schema_file;
 mod table;
 pub mod temporal;

@@ -19,8 +19,12 @@
 //! accumulator from the store before using it again ([`crate::state`]). The writer thread also
 //! retries on its own while down, so `/readyz` turns 200 again without traffic.
 
-use crate::store::{Store, StoreError, StoreResult, StoredCollection, StoredToken, blob_to_params, params_to_blob};
+use crate::store::{
+    Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken, blob_to_params, params_to_blob,
+    utc_day_now,
+};
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -54,6 +58,16 @@ CREATE TABLE IF NOT EXISTS harmony_reports (
     body BYTEA NOT NULL,
     PRIMARY KEY (collection, report_id)
 );
+-- The UTC day (days since 1970-01-01) a report's batch was received; NULL on rows stored before
+-- the column existed (a database created by an older server gains it here). Checked first: ALTER
+-- TABLE takes an exclusive lock even when the column exists, which would wait for (and then
+-- block) other servers' reads and writes of a shared database.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'harmony_reports' AND column_name = 'day') THEN
+        ALTER TABLE harmony_reports ADD COLUMN IF NOT EXISTS day INTEGER;
+    END IF;
+END $$;
 CREATE TABLE IF NOT EXISTS harmony_gradients (
     collection BIGINT NOT NULL,
     device_id TEXT NOT NULL,
@@ -78,8 +92,8 @@ CREATE TABLE IF NOT EXISTS harmony_tokens (
 );
 ";
 
-const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body)
-    SELECT $1, r, b FROM UNNEST($2::text[], $3::bytea[]) AS t(r, b)
+const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body, day)
+    SELECT $1, r, b, $4 FROM UNNEST($2::text[], $3::bytea[]) AS t(r, b)
     ON CONFLICT DO NOTHING RETURNING report_id";
 
 /// First wait before a reconnect attempt after a failure; doubled per failed attempt.
@@ -170,6 +184,8 @@ impl Conn {
 
 struct Job {
     key: i64,
+    /// The UTC day the batch was received.
+    day: i32,
     reports: Vec<(String, Vec<u8>)>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
 }
@@ -200,7 +216,7 @@ fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<S
         let mut sp = tx.transaction()?;
         let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
         let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
-        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies])?;
+        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies, &job.day])?;
         let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
         let flags: Vec<bool> = job.reports.iter().map(|(r, _)| new.contains(r)).collect();
         match conflict(&mut sp, job, &flags)? {
@@ -313,6 +329,24 @@ impl PgStore {
         Ok(PgStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer_up, writer: Mutex::new(Some(handle)) })
     }
 
+    /// The one read path of reports (`columns`: id, day and body, or placeholders for the first
+    /// two), streamed.
+    fn scan(&self, key: i64, columns: &str, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        self.read(|c| {
+            let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
+            let sql = format!("SELECT {columns} FROM harmony_reports WHERE collection = $1");
+            let mut rows = c.query_raw(sql.as_str(), params)?;
+            while let Some(row) = rows.next()? {
+                let r = StoredReport { id: row.get(0), day: row.get(1), body: row.get(2) };
+                if f(r).is_break() {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// Runs `f` on the read connection ([`Conn::run`]).
     fn read<T>(&self, f: impl FnOnce(&mut postgres::Client) -> StoreResult<T>) -> StoreResult<T> {
         self.read.lock().map_err(|_| StoreError::Closed)?.run(f)
@@ -391,19 +425,19 @@ impl Store for PgStore {
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
         let tx = self.jobs.lock().map_err(|_| StoreError::Closed)?.clone().ok_or(StoreError::Closed)?;
-        tx.send(Job { key, reports, reply }).map_err(|_| StoreError::Closed)?;
+        tx.send(Job { key, day: utc_day_now(), reports, reply }).map_err(|_| StoreError::Closed)?;
         rx.recv().map_err(|_| StoreError::Closed)?
     }
 
+    fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
+        self.scan(key, "report_id, day, body", f)
+    }
+
+    /// The replay reads no ids or days (they would double the bytes sent for small reports).
     fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
-        use postgres::fallible_iterator::FallibleIterator;
-        self.read(|c| {
-            let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
-            let mut rows = c.query_raw("SELECT body FROM harmony_reports WHERE collection = $1", params)?;
-            while let Some(row) = rows.next()? {
-                f(row.get::<_, &[u8]>(0));
-            }
-            Ok(())
+        self.scan(key, "''::text, NULL::integer, body", &mut |r| {
+            f(r.body);
+            ControlFlow::Continue(())
         })
     }
 

@@ -3,6 +3,7 @@
 //! in a single transaction (one fsync for many batches); a batch is acknowledged only after its
 //! transaction commits.
 
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -78,6 +79,24 @@ pub struct StoredToken {
     pub revoked: bool,
 }
 
+/// One stored report as read back ([`Store::for_each_stored`]).
+#[derive(Debug, Clone, Copy)]
+pub struct StoredReport<'a> {
+    /// The device-chosen report id.
+    pub id: &'a str,
+    /// The UTC day the server received its batch, in days since 1970-01-01 (Arrow's `date32`);
+    /// `None` for a report stored before the store kept days.
+    pub day: Option<i32>,
+    /// The encoded report, exactly as the server validated and stored it.
+    pub body: &'a [u8],
+}
+
+/// Today's UTC day in days since 1970-01-01: the `day` stored with a batch received now.
+pub fn utc_day_now() -> i32 {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    (secs / 86_400) as i32
+}
+
 /// Durable storage of collections and reports. Methods block; the server calls them from
 /// blocking threads.
 pub trait Store: Send + Sync + 'static {
@@ -89,8 +108,16 @@ pub trait Store: Send + Sync + 'static {
     /// returns for each whether it was new (`false`: the id was already stored with the same
     /// bytes, nothing written). An id stored with other bytes is [`StoreError::Conflict`].
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>>;
-    /// Calls `f` on every stored report of a collection.
-    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()>;
+    /// Calls `f` on every stored report of a collection (id, received day, bytes), in no
+    /// particular order, streaming (never all in memory); stops early when `f` breaks.
+    fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()>;
+    /// Calls `f` on every stored report's bytes (the replay of [`crate::state`]).
+    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        self.for_each_stored(key, &mut |r| {
+            f(r.body);
+            ControlFlow::Continue(())
+        })
+    }
     /// Number of stored reports of a collection.
     fn count_reports(&self, key: i64) -> StoreResult<u64>;
     /// Whether the store answers (a trivial query on each connection): `/readyz`.
@@ -158,6 +185,8 @@ pub(crate) fn blob_to_params(b: &[u8]) -> Vec<f64> {
 
 struct Job {
     key: i64,
+    /// The UTC day the batch was received ([`utc_day_now`]).
+    day: i32,
     reports: Vec<(String, Vec<u8>)>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
 }
@@ -185,6 +214,7 @@ CREATE TABLE IF NOT EXISTS reports (
     collection INTEGER NOT NULL,
     report_id TEXT NOT NULL,
     body BLOB NOT NULL,
+    day INTEGER,
     PRIMARY KEY (collection, report_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS gradients (
@@ -211,6 +241,23 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 ";
 
+/// Adds the `day` column (the UTC day a report's batch was received) to a database created
+/// before it existed; its old rows keep NULL (exported under `day=unknown`).
+fn migrate(conn: &rusqlite::Connection) -> StoreResult<()> {
+    let has_day: bool =
+        conn.query_row("SELECT COUNT(*) FROM pragma_table_info('reports') WHERE name = 'day'", [], |r| {
+            r.get::<_, i64>(0)
+        })? > 0;
+    if has_day {
+        return Ok(());
+    }
+    match conn.execute_batch("ALTER TABLE reports ADD COLUMN day INTEGER") {
+        // Another process opening the same database added it first.
+        Err(e) if e.to_string().contains("duplicate column name") => Ok(()),
+        r => Ok(r?),
+    }
+}
+
 fn open(path: &Path) -> StoreResult<rusqlite::Connection> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
@@ -218,6 +265,11 @@ fn open(path: &Path) -> StoreResult<rusqlite::Connection> {
     conn.pragma_update(None, "synchronous", "FULL")?;
     Ok(conn)
 }
+
+/// The columns of [`StoredReport`], for an export.
+const ALL_COLUMNS: &str = "report_id, day, body";
+/// Only the bytes (the replay: ids and days would only cost reading them), in the same shape.
+const BODY_ONLY: &str = "'', NULL, body";
 
 /// Most reports one group commit takes from the queue before committing.
 const GROUP_LIMIT: usize = 200_000;
@@ -275,10 +327,10 @@ fn commit_group(conn: &mut rusqlite::Connection, group: &[Job]) -> StoreResult<V
 /// Inserts one batch; a repeated id is compared byte for byte with the stored report.
 fn insert_batch(tx: &rusqlite::Transaction<'_>, job: &Job) -> StoreResult<Vec<bool>> {
     let mut insert =
-        tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body) VALUES (?1, ?2, ?3)")?;
+        tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body, day) VALUES (?1, ?2, ?3, ?4)")?;
     let mut flags = Vec::with_capacity(job.reports.len());
     for (index, (rid, body)) in job.reports.iter().enumerate() {
-        let new = insert.execute(rusqlite::params![job.key, rid, body])? == 1;
+        let new = insert.execute(rusqlite::params![job.key, rid, body, job.day])? == 1;
         if !new {
             let mut stored = tx.prepare_cached("SELECT body FROM reports WHERE collection = ?1 AND report_id = ?2")?;
             let same: bool = stored.query_row(rusqlite::params![job.key, rid], |r| {
@@ -298,6 +350,7 @@ impl SqliteStore {
     pub fn open(path: &Path) -> StoreResult<Self> {
         let write = open(path)?;
         write.execute_batch(SCHEMA)?;
+        migrate(&write)?;
         let read = open(path)?;
         let (tx, rx) = sync_channel::<Job>(1024);
         let handle = std::thread::Builder::new()
@@ -305,6 +358,24 @@ impl SqliteStore {
             .spawn(move || writer_loop(write, rx))
             .map_err(|e| StoreError::Db(e.to_string()))?;
         Ok(SqliteStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer: Mutex::new(Some(handle)) })
+    }
+
+    /// The one read path of reports: `columns` is [`ALL_COLUMNS`] (export) or [`BODY_ONLY`] (the
+    /// replay at start, which reads no ids).
+    fn scan(&self, key: i64, columns: &str, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare(&format!("SELECT {columns} FROM reports WHERE collection = ?1"))?;
+        let mut rows = stmt.query([key])?;
+        let bad = |e: rusqlite::types::FromSqlError| StoreError::Db(e.to_string());
+        while let Some(row) = rows.next()? {
+            let id = row.get_ref(0)?.as_str().map_err(bad)?;
+            let day = row.get_ref(1)?.as_i64_or_null().map_err(bad)?.map(|d| d as i32);
+            let body = row.get_ref(2)?.as_blob().map_err(bad)?;
+            if f(StoredReport { id, day, body }).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn sender(&self) -> StoreResult<SyncSender<Job>> {
@@ -376,19 +447,19 @@ impl Store for SqliteStore {
 
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
-        self.sender()?.send(Job { key, reports, reply }).map_err(|_| StoreError::Closed)?;
+        self.sender()?.send(Job { key, day: utc_day_now(), reports, reply }).map_err(|_| StoreError::Closed)?;
         rx.recv().map_err(|_| StoreError::Closed)?
     }
 
+    fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
+        self.scan(key, ALL_COLUMNS, f)
+    }
+
     fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
-        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let mut stmt = conn.prepare("SELECT body FROM reports WHERE collection = ?1")?;
-        let mut rows = stmt.query([key])?;
-        while let Some(row) = rows.next()? {
-            let body = row.get_ref(0)?.as_blob().map_err(|e| StoreError::Db(e.to_string()))?;
-            f(body);
-        }
-        Ok(())
+        self.scan(key, BODY_ONLY, &mut |r| {
+            f(r.body);
+            ControlFlow::Continue(())
+        })
     }
 
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
@@ -504,6 +575,41 @@ mod tests {
         assert_eq!(bodies, vec![vec![1], vec![2], vec![3]]);
         assert_eq!(s.count_reports(c[0].key).unwrap(), 3);
         drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A database created before the `day` column: it opens (the column is added), its old
+    /// reports read back with no day, new ones with today's.
+    #[test]
+    fn old_database_gains_the_day_column() {
+        let dir = std::env::temp_dir().join(format!("harmony-store-old-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.db");
+        let _ = std::fs::remove_file(&path);
+        {
+            let old = rusqlite::Connection::open(&path).unwrap();
+            old.execute_batch(
+                "CREATE TABLE collections (key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, config TEXT NOT NULL);
+                 CREATE TABLE reports (collection INTEGER NOT NULL, report_id TEXT NOT NULL, body BLOB NOT NULL,
+                     PRIMARY KEY (collection, report_id)) WITHOUT ROWID;
+                 INSERT INTO collections (key, id, config) VALUES (1, 'c', '{}');
+                 INSERT INTO reports VALUES (1, 'old', x'01');",
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(&path).unwrap();
+        assert_eq!(s.insert_reports(1, vec![("new".into(), vec![2])]).unwrap(), vec![true]);
+        let mut rows = Vec::new();
+        s.for_each_stored(1, &mut |r| {
+            rows.push((r.id.to_string(), r.day, r.body.to_vec()));
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        rows.sort();
+        assert_eq!(rows, vec![("new".into(), Some(utc_day_now()), vec![2]), ("old".into(), None, vec![1])]);
+        drop(s);
+        // Opening again does not add the column twice.
+        drop(SqliteStore::open(&path).unwrap());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -52,6 +52,32 @@ fn postgres_store_and_server() {
         assert!(s.revoke_token("t1").unwrap() && !s.revoke_token("t2").unwrap());
         assert_eq!(s.tokens().unwrap(), vec![harmony_server::store::StoredToken { revoked: true, ..t }]);
     }
+    // A database created before the `day` column: it opens (the column is added), its old
+    // reports read back with no day, new ones with today's.
+    admin
+        .batch_execute(
+            "DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models;
+             CREATE TABLE harmony_collections (key BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, config TEXT NOT NULL);
+             CREATE TABLE harmony_reports (collection BIGINT NOT NULL, report_id TEXT NOT NULL, body BYTEA NOT NULL,
+                 PRIMARY KEY (collection, report_id));
+             INSERT INTO harmony_collections (key, id, config) VALUES (1, 'old', '{}');
+             INSERT INTO harmony_reports VALUES (1, 'old', '\\x01');",
+        )
+        .unwrap();
+    {
+        let s = PgStore::open(&url).unwrap();
+        assert_eq!(s.insert_reports(1, vec![("new".into(), vec![2])]).unwrap(), vec![true]);
+        let mut rows = Vec::new();
+        s.for_each_stored(1, &mut |r| {
+            rows.push((r.id.to_string(), r.day, r.body.to_vec()));
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+        rows.sort();
+        let today = harmony_server::store::utc_day_now();
+        assert_eq!(rows, vec![("new".into(), Some(today), vec![2]), ("old".into(), None, vec![1])]);
+    }
+    drop(PgStore::open(&url).unwrap());
     admin
         .batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models")
         .unwrap();

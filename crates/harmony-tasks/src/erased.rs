@@ -55,6 +55,26 @@ pub trait Task: Send + Sync {
     }
 }
 
+/// A device's side of a [`Task`]: its config and its randomizer, nothing a server calls. A
+/// `Box<dyn DeviceSide>` ([`crate::build_device`]) makes no [`Task`] vtable, so the validation,
+/// aggregation, estimation and simulation code is not linked: what keeps the browser SDK's wasm
+/// bundle small. Every [`Task`] is one (the same `randomize`, called directly).
+pub trait DeviceSide: Send + Sync {
+    /// The config it was built from.
+    fn config(&self) -> &CollectionConfig;
+    /// [`Task::randomize`].
+    fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()>;
+}
+
+impl<T: Task> DeviceSide for T {
+    fn config(&self) -> &CollectionConfig {
+        Task::config(self)
+    }
+    fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()> {
+        Task::randomize(self, input, rng, out)
+    }
+}
+
 /// A mergeable accumulator of one task's reports.
 pub trait TaskAggregator: Send + Sync {
     /// Adds an encoded report that passed [`Task::validate`] (decoded again here).

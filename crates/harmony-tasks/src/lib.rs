@@ -37,7 +37,7 @@ pub mod registry;
 pub mod simulate;
 pub mod train;
 
-pub use erased::{Task, TaskAggregator, Typed};
+pub use erased::{DeviceSide, Task, TaskAggregator, Typed};
 pub use harmony_protocol::estimates::Query;
 pub use input::Input;
-pub use registry::{build, resolve};
+pub use registry::{build, build_device, resolve};

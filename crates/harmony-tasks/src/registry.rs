@@ -61,6 +61,21 @@ pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
     })
 }
 
+/// The device's side of the task a config describes: the same object as [`build`]'s, seen only
+/// as a [`DeviceSide`](crate::erased::DeviceSide) (the browser SDK: no server code linked).
+pub fn build_device(config: &CollectionConfig) -> Result<Box<dyn crate::erased::DeviceSide>> {
+    let c = config.clone();
+    Ok(match config.task.kind() {
+        TaskKind::Means => Box::new(means::MeansTask::new(c)?),
+        TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
+        TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
+        TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
+        TaskKind::Range => Box::new(range::RangeTask::new(c)?),
+        TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
+        TaskKind::Train => Box::new(train::TrainTask::new(c)?),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use harmony_core::wire::{ReportKind, WireKind, WireReport};

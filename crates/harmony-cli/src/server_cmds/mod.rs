@@ -1,9 +1,10 @@
-//! Server commands: `serve`, `collection create`, `submit`, `query`, `demo` and `load` (the
-//! ingest load generator). Every task goes through the same three steps: the spec built from
+//! Server commands: `serve`, `collection create`, `submit`, `query`, `demo`, `load` (the
+//! ingest load generator), `export` and `aggregate`. Every task goes through the same three steps: the spec built from
 //! the same options as `harmony simulate --task X` ([`crate::specs`]), devices randomizing
 //! through the client SDK ([`submit`]), and the task's estimate document ([`crate::render`]).
 
 pub mod demo;
+pub mod export;
 pub mod load;
 pub mod rounds;
 pub mod submit;

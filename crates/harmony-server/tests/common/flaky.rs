@@ -1,7 +1,7 @@
 //! A SQLite store whose connection can be cut or lose a commit's answer, as a PostgreSQL restart
 //! would (the recovery and readiness tests; the real restart is harmony-cli's `pg_restart`).
 
-use harmony_server::store::{StoreResult, StoredCollection};
+use harmony_server::store::{StoreResult, StoredCollection, StoredReport};
 use harmony_server::{SqliteStore, Store, StoreError};
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -52,9 +52,13 @@ impl Store for Flaky {
         }
         Ok(flags)
     }
-    fn for_each_report(&self, key: i64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+    fn for_each_stored(
+        &self,
+        key: i64,
+        f: &mut dyn FnMut(StoredReport<'_>) -> std::ops::ControlFlow<()>,
+    ) -> StoreResult<()> {
         self.up()?;
-        self.inner.for_each_report(key, f)
+        self.inner.for_each_stored(key, f)
     }
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
         self.inner.count_reports(key)

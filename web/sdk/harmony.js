@@ -1,0 +1,146 @@
+// Harmony's device SDK for browsers: an ES module over the wasm bundle (./pkg/, built from
+// crates/harmony-wasm by web/build.sh). The policy check, the randomizers, the ledger and the
+// budget run in WebAssembly (harmony-client, compiled); this file fetches, retries and persists.
+import init, { Collection, DeviceState, checkConfig } from './pkg/harmony_wasm.js';
+
+export { Collection, DeviceState, checkConfig };
+
+let ready = null;
+
+/** Loads the wasm module once (from ./pkg/ next to this file unless `wasmUrl` is given). */
+export function initHarmony(wasmUrl) {
+  ready ??= init(wasmUrl === undefined ? undefined : { module_or_path: wasmUrl });
+  return ready;
+}
+
+/** An error from the server (4xx: `status`, `field`) or after every retry (`status` 0 or 5xx). */
+export class HarmonyHttpError extends Error {
+  constructor(message, { status = 0, field = '', url = '' } = {}) {
+    super(message);
+    this.name = 'HarmonyHttpError';
+    Object.assign(this, { status, field, url });
+  }
+}
+
+/** A Storage-like object in memory (tests, simulated devices, pages without localStorage). */
+export function memoryStorage() {
+  const m = new Map();
+  return {
+    getItem: (k) => (m.has(k) ? m.get(k) : null),
+    setItem: (k, v) => void m.set(k, String(v)),
+    removeItem: (k) => void m.delete(k),
+  };
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const RETRY = { attempts: 6, baseMs: 100, maxMs: 5000, maxRetryAfterMs: 30000, timeoutMs: 60000 };
+
+export class HarmonyDevice {
+  /**
+   * @param {object} o
+   * @param {string} [o.server] the server's base URL ('' : this page's origin)
+   * @param {object|null} [o.policy] the app's policy (never the server's): max_epsilon, tasks, mechanisms, budget
+   * @param {Storage} [o.storage] where the ledger and budget persist (default localStorage)
+   * @param {string} [o.storageKey]
+   * @param {object} [o.retry] attempts, baseMs, maxMs, maxRetryAfterMs, timeoutMs
+   * @param {typeof fetch} [o.fetch]
+   */
+  constructor({ server = '', policy = null, storage = globalThis.localStorage, storageKey = 'harmony-device',
+    retry = {}, fetch: fetchFn = (...a) => globalThis.fetch(...a) } = {}) {
+    if (!storage) throw new TypeError('HarmonyDevice: no storage (pass one, e.g. memoryStorage())');
+    this.server = server.replace(/\/+$/, '');
+    this.policy = policy === null ? '' : JSON.stringify(policy);
+    this.storage = storage;
+    this.key = storageKey;
+    this.retry = { ...RETRY, ...retry };
+    this.fetch = fetchFn;
+    this.queue = Promise.resolve();
+  }
+
+  /** The persisted state: `{ledger: {collection: entry}, spends: [{collection, epsilon, at}]}`. */
+  state() {
+    return JSON.parse(this.storage.getItem(this.key) || '{}');
+  }
+
+  /**
+   * Reports `record` to a collection once: fetches the config, checks it against the policy and
+   * the budget, randomizes in wasm, records the report (and its ε) in storage, then POSTs it with
+   * retries. A later call after a failure resends the same bytes under the same report id; after
+   * an acknowledgement it throws "this device already reported to collection …".
+   * Calls on one device run one after another.
+   * @returns {Promise<{reportId: string, accepted: number, duplicates: number}>}
+   */
+  contribute(collectionId, record) {
+    const run = this.queue.then(() => this.#contribute(collectionId, record));
+    this.queue = run.catch(() => {});
+    return run;
+  }
+
+  async #contribute(id, record) {
+    await initHarmony();
+    const path = `/v1/collections/${encodeURIComponent(id)}`;
+    const config = await this.#request('GET', `${path}/config`);
+    const collection = new Collection(config, this.policy, id);
+    let item, version;
+    try {
+      version = collection.configVersion;
+      item = this.#withState((d) => JSON.parse(d.prepare(collection, JSON.stringify(record), Date.now() / 1000)).item);
+    } finally {
+      collection.free();
+    }
+    const body = JSON.stringify({ collection: id, config_version: version, reports: [item] });
+    const ack = JSON.parse(await this.#request('POST', `${path}/reports`, body));
+    this.#withState((d) => d.acknowledge(id));
+    return { reportId: item.id, accepted: ack.accepted, duplicates: ack.duplicates };
+  }
+
+  /** Runs `f` on the device state read from storage and writes the state back before returning. */
+  #withState(f) {
+    const device = new DeviceState(this.storage.getItem(this.key) || '');
+    try {
+      const out = f(device);
+      this.storage.setItem(this.key, device.state());
+      return out;
+    } finally {
+      device.free();
+    }
+  }
+
+  /** One request with retries: network errors, 5xx and 429 back off (full jitter, or the
+   * server's Retry-After); other 4xx throw at once with the server's field and message. */
+  async #request(method, path, body) {
+    const url = this.server + path;
+    const r = this.retry;
+    const backoff = (attempt) => Math.random() * Math.min(r.maxMs, r.baseMs * 2 ** attempt);
+    let last = '';
+    let wait = 0;
+    for (let attempt = 0; attempt < r.attempts; attempt++) {
+      if (attempt > 0) await sleep(wait);
+      let res;
+      try {
+        res = await this.fetch(url, {
+          method, body, cache: 'no-store',
+          headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+          signal: AbortSignal.timeout(r.timeoutMs),
+        });
+      } catch (e) {
+        last = String(e);
+        wait = backoff(attempt);
+        continue;
+      }
+      const text = await res.text();
+      if (res.ok) return text;
+      if (res.status >= 500 || res.status === 429) {
+        last = `${res.status} ${text}`;
+        const after = Number(res.headers.get('Retry-After'));
+        wait = Number.isFinite(after) && after > 0 ? Math.min(after * 1000, r.maxRetryAfterMs) : backoff(attempt);
+        continue;
+      }
+      let field = '', message = text;
+      try { ({ field, message } = JSON.parse(text).error); } catch { /* not the server's JSON */ }
+      throw new HarmonyHttpError(`server rejected the request (${res.status}): ${field}: ${message}`,
+        { status: res.status, field, url });
+    }
+    throw new HarmonyHttpError(`request to ${url} failed after ${r.attempts} attempts: ${last}`, { url });
+  }
+}

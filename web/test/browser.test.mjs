@@ -1,0 +1,238 @@
+// The browser SDK in headless Chromium (Debian's /usr/bin/chromium, driven by playwright-core):
+//   (a) the shared test vectors (web/test/vectors.json, written by the Rust client) are
+//       bit-identical in wasm (the vectors-only test bundle, target/wasm-vectors/);
+//   (b) the device policy's refusals have the Rust client's messages;
+//   (c) speed: randomize + encode one Adult record, median per call over batches;
+//   (d) end to end: `harmony serve` (SQLite in a temp dir, loopback), 100 devices contribute
+//       through HarmonyDevice in the page (one 503 + Retry-After and one lost ack on the way),
+//       the server counts 100 reports.
+// Run: web/build.sh && web/build.sh --vectors && (cd web && npm ci && npm test). HARMONY_BIN
+// names the harmony binary (else target/release/harmony, else target/debug/harmony).
+// Screenshots: target/browser/. Every wait is bounded; everything started here is stopped.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { startStatic } from './serve.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../..');
+const shots = path.join(repo, 'target/browser');
+const vectors = JSON.parse(fs.readFileSync(path.join(here, 'vectors.json'), 'utf8'));
+const TOKEN = 'browser-test-token';
+const DEVICES = 100;
+
+let harmony, tmp, web, browser, page, apiBase;
+
+function harmonyBin() {
+  const c = [process.env.HARMONY_BIN, 'target/release/harmony', 'target/debug/harmony'].filter(Boolean)
+    .map((p) => path.resolve(repo, p));
+  const found = c.find((p) => fs.existsSync(p));
+  if (!found) throw new Error(`no harmony binary (tried ${c.join(', ')}): cargo build -p harmony-cli`);
+  return found;
+}
+
+/** `harmony serve` on a free loopback port; resolves its base URL from its "listening" line. */
+function startHarmony() {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'harmony-browser-'));
+  harmony = spawn(harmonyBin(), ['serve', '--db', `sqlite://${tmp}/h.db`, '--listen', '127.0.0.1:0'],
+    { env: { ...process.env, HARMONY_ANALYST_TOKEN: TOKEN }, stdio: ['ignore', 'ignore', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`harmony serve did not start in 30 s: ${err}`)), 30000);
+    harmony.stderr.on('data', (d) => {
+      err += d;
+      const m = /listening on (http:\/\/[0-9.:]+)/.exec(err);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    harmony.on('exit', (code) => { clearTimeout(timer); reject(new Error(`harmony serve exited ${code}: ${err}`)); });
+  });
+}
+
+async function api(method, p, body) {
+  const res = await fetch(apiBase + p, { method, signal: AbortSignal.timeout(30000),
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  assert.ok(res.ok, `${method} ${p}: ${res.status} ${text}`);
+  return JSON.parse(text);
+}
+
+before(async () => {
+  fs.mkdirSync(shots, { recursive: true });
+  apiBase = await startHarmony();
+  web = await startStatic({ api: apiBase, failFirstPosts: 1, roots: [
+    ['/sdk/', path.join(repo, 'web/sdk')], ['/test/', here], ['/vectors/', path.join(repo, 'target/wasm-vectors')]] });
+  // A fresh user-data-dir in the temp dir (Playwright's persistent context takes it as a parameter).
+  browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run'],
+    timeout: 60000,
+  });
+  page = await browser.newPage();
+  page.setDefaultTimeout(120000);
+  page.on('pageerror', (e) => console.error('page error:', e));
+  await page.goto(`${web.base}/test/page.html`);
+  assert.equal(await page.evaluate(() => window.sdkReady), true);
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  web?.server.close();
+  web?.server.closeAllConnections?.();
+  harmony?.kill('SIGTERM');
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('(a) the shared vectors are bit-identical in wasm; the shipped bundle has no seeded export', async () => {
+  const out = await page.evaluate(async (doc) => {
+    const v = await import('/vectors/harmony_wasm.js');
+    await v.default();
+    const configs = doc.configs.map((c) => JSON.stringify(c));
+    const bad = [];
+    for (const x of doc.vectors) {
+      const item = JSON.parse(v.vectorItem(configs[x.config], JSON.stringify(x.record), BigInt(x.seed)));
+      if (item.id !== x.report_id || item.report !== x.report_bytes) bad.push({ x, item });
+    }
+    const shipped = await import('/sdk/pkg/harmony_wasm.js');
+    const r = { total: doc.vectors.length, bad, shippedHasVectorItem: 'vectorItem' in shipped };
+    window.report('shared vectors bit-identical', `${r.total - bad.length} / ${r.total}`);
+    return r;
+  }, vectors);
+  console.log(`vectors: ${out.total - out.bad.length} / ${out.total} bit-identical`);
+  assert.deepEqual(out.bad, []);
+  assert.ok(out.total >= 60);
+  assert.equal(out.shippedHasVectorItem, false, 'the shipped bundle must not export a seeded path');
+});
+
+test('(b) bad configs are refused in the browser with the Rust client\'s messages', async () => {
+  const out = await page.evaluate((cases) => {
+    const { Collection, DeviceState } = window.sdk;
+    return cases.map((c) => {
+      const policy = c.policy === null ? '' : JSON.stringify(c.policy);
+      try {
+        const coll = new Collection(JSON.stringify(c.config), policy, c.asked);
+        if (c.state === undefined) return { name: c.name, got: 'accepted' };
+        const d = new DeviceState(JSON.stringify(c.state));
+        d.prepare(coll, JSON.stringify(c.record), c.now);
+        return { name: c.name, got: 'accepted' };
+      } catch (e) {
+        window.report(`refused: ${c.name}`, e.message);
+        return { name: c.name, got: e.message };
+      }
+    });
+  }, vectors.refusals);
+  for (const [i, c] of vectors.refusals.entries()) assert.equal(out[i].got, c.message, c.name);
+  console.log(`refusals: ${out.length} with the Rust client's messages`);
+  assert.ok(out.length >= 9);
+});
+
+// Batches of 250 calls (≈ 2 ms each): on a shared machine a batch that loses the CPU is an outlier
+// the median ignores; the page is cross-origin isolated, so performance.now() resolves 5 µs.
+const BATCHES = 101;
+const PER_BATCH = 250;
+
+test('(c) randomize + encode one Adult record: median per call ≤ 20 µs', async () => {
+  const cases = ['means-harmony', 'frequency-olh'].map((id) => {
+    const c = vectors.configs.findIndex((x) => x.id === id);
+    return { id, config: vectors.configs[c], record: vectors.vectors.find((v) => v.config === c).record };
+  });
+  const out = await page.evaluate(({ cases, BATCHES, PER_BATCH }) => {
+    const { Collection } = window.sdk;
+    const colls = cases.map(({ id, config }) => new Collection(JSON.stringify(config), '', id));
+    const calls = cases.map(({ record }, k) => () => colls[k].randomize(JSON.stringify(record)));
+    for (const call of calls) for (let i = 0; i < 2000; i++) call();
+    const perCall = cases.map(() => []);
+    // The cases interleaved batch by batch: both see the same load.
+    for (let b = 0; b < BATCHES; b++) {
+      calls.forEach((call, k) => {
+        const t0 = performance.now();
+        for (let i = 0; i < PER_BATCH; i++) call();
+        perCall[k].push(((performance.now() - t0) / PER_BATCH) * 1000);
+      });
+    }
+    colls.forEach((c) => c.free());
+    return cases.map(({ id }, k) => {
+      const t = perCall[k].sort((x, y) => x - y);
+      const median = t[(BATCHES - 1) / 2];
+      window.report(`randomize + encode (${id})`, `median ${median.toFixed(2)} µs per record`);
+      return { id, median, min: t[0], max: t[BATCHES - 1], isolated: window.crossOriginIsolated };
+    });
+  }, { cases, BATCHES, PER_BATCH });
+  for (const r of out) {
+    console.log(`speed ${r.id}: median ${r.median.toFixed(2)} µs/record (${BATCHES} batches of ${PER_BATCH}; min ${r.min.toFixed(2)}, max ${r.max.toFixed(2)}; cross-origin isolated ${r.isolated})`);
+  }
+  for (const r of out) assert.ok(r.median <= 20, `${r.id}: ${r.median} µs > 20 µs`);
+});
+
+test('the shipped bundle is ≤ 300 KB gzipped (wasm + JS glue + wrapper)', () => {
+  const files = ['pkg/harmony_wasm_bg.wasm', 'pkg/harmony_wasm.js', 'harmony.js'];
+  const gz = files.map((f) => zlib.gzipSync(fs.readFileSync(path.join(repo, 'web/sdk', f)), { level: 9 }).length);
+  const total = gz.reduce((a, b) => a + b, 0);
+  console.log(`bundle: ${total} bytes gzipped (${files.map((f, i) => `${f} ${gz[i]}`).join(', ')})`);
+  assert.ok(total <= 300_000, `${total} bytes gzipped > 300 KB`);
+});
+
+test('(d) 100 devices contribute through the SDK; a retry is counted once', async () => {
+  const schema = vectors.configs.find((c) => c.id === 'frequency-olh').schema;
+  const created = await api('POST', '/v1/collections',
+    { schema, epsilon: 2, task: { kind: 'frequency', attribute: 'education' } });
+  const rows = fs.readFileSync(path.join(repo, 'data/adult.csv'), 'utf8').split('\n');
+  const header = rows[0].split(',');
+  const records = rows.slice(1, 1 + DEVICES).map((line) => {
+    const cells = line.split(',');
+    return Object.fromEntries(schema.map((a) => {
+      const raw = cells[header.indexOf(a.name)];
+      // Missing values are the category "?" (examples/adult.toml).
+      return [a.name, a.kind === 'numeric' ? Number(raw) : raw || '?'];
+    }));
+  });
+  const out = await page.evaluate(async ({ id, records }) => {
+    const { HarmonyDevice, memoryStorage } = window.sdk;
+    // Device 0 loses its first acknowledgement (the server stored the report, the response
+    // never came): the SDK resends the same bytes, the server counts it once.
+    let lost = false;
+    const losing = async (url, init) => {
+      const res = await fetch(url, init);
+      if (init.method === 'POST' && !lost && res.ok) { lost = true; throw new TypeError('lost (test)'); }
+      return res;
+    };
+    const devices = records.map((_, i) => new HarmonyDevice({ policy: { max_epsilon: 4, budget: '8/1' },
+      storage: memoryStorage(), retry: { baseMs: 20 }, ...(i === 0 ? { fetch: losing } : {}) }));
+    const acks = await Promise.all(devices.map((d, i) => d.contribute(id, records[i])));
+    let again;
+    try { await devices[0].contribute(id, records[0]); again = 'accepted'; } catch (e) { again = e.message; }
+    const state = devices[0].state();
+    window.report(`${records.length} devices contributed`, `accepted ${acks.reduce((s, a) => s + a.accepted, 0)}, duplicates ${acks.reduce((s, a) => s + a.duplicates, 0)}`);
+    return { acks, again, state };
+  }, { id: created.id, records });
+  await page.screenshot({ path: path.join(shots, 'sdk-test-page.png'), fullPage: true });
+  const accepted = out.acks.reduce((s, a) => s + a.accepted, 0);
+  const duplicates = out.acks.reduce((s, a) => s + a.duplicates, 0);
+  // Device 0's report was stored by its first POST; the resend after the lost ack is the duplicate.
+  assert.equal(accepted, DEVICES - 1);
+  assert.equal(duplicates, 1, 'the lost acknowledgement: a resend of the same report id');
+  assert.equal(web.stats.posts503, 1, 'one 503 with Retry-After was served and retried');
+  assert.equal(out.again, `this device already reported to collection ${created.id}`);
+  assert.equal(out.state.ledger[created.id].acknowledged, true);
+  assert.equal(out.state.spends.length, 1);
+  // The retries resent the same bytes: every report id's bodies are identical.
+  const byId = new Map();
+  for (const b of web.stats.bodies) {
+    const id = JSON.parse(b).reports[0].id;
+    if (byId.has(id)) assert.equal(b, byId.get(id), 'a retry must resend the same bytes');
+    byId.set(id, b);
+  }
+  assert.equal(byId.size, DEVICES);
+  assert.equal(web.stats.bodies.length, DEVICES + 2, 'one 503 retry and one lost-ack retry');
+  const est = await api('GET', `/v1/collections/${created.id}/estimates`);
+  console.log(`end to end: ${est.reports} reports on the server from ${DEVICES} devices (${duplicates} duplicate resend counted once)`);
+  assert.equal(est.reports, DEVICES);
+});
