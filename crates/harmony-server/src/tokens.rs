@@ -134,7 +134,10 @@ impl Tokens {
 
     /// Revokes `token_id` of `collection` (stored first); whether it existed.
     pub fn revoke(&self, store: &dyn Store, collection: &str, token_id: &str) -> Result<bool, StoreError> {
-        let known = self.list(collection).iter().any(|t| t.token_id == token_id);
+        let known = {
+            let map = self.analysts.read().unwrap_or_else(|p| p.into_inner());
+            map.values().any(|t| t.collection == collection && t.token_id == token_id)
+        };
         if !known || !store.revoke_token(token_id)? {
             return Ok(false);
         }
