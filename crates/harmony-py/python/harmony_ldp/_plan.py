@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from . import _checks as check
 from ._errors import _error
 from ._records import Schema
+from ._tasks import Estimates
 
 __all__ = ["plan"]
 
@@ -77,12 +78,4 @@ def plan(
                     cols[key].append(value)
         best = min(range(len(score)), key=lambda i: score[i])
         cols["recommended"].extend(i == best for i in range(len(choices)) for _ in attrs)
-    if as_frame is not False:
-        try:
-            import pandas as pd
-        except ImportError:
-            if as_frame:
-                raise
-        else:
-            return pd.DataFrame(cols)
-    return cols
+    return Estimates._convert(cols, as_frame)
