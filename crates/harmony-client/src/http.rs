@@ -8,7 +8,7 @@ use harmony_protocol::{
     BatchAck, CollectionConfig, CollectionSummary, CreateCollection, Created, ErrorBody, GradientAck, GradientPost,
     ModelState, ReportBatch, ReportItem, TokenCreated, TokenInfo, TokenRequest,
 };
-use rand::RngExt;
+use rand::{Rng, RngExt};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -67,7 +67,13 @@ impl Client {
         &self.base
     }
 
-    fn send(&self, method: &str, url: &str, body: Option<&[u8]>) -> std::result::Result<(u16, Vec<u8>), String> {
+    fn send(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&[u8]>,
+        extra: Option<(&str, &str)>,
+    ) -> std::result::Result<(u16, Vec<u8>), String> {
         let resp = match (method, body) {
             ("GET", _) => {
                 let mut r = self.agent.get(url);
@@ -88,6 +94,9 @@ impl Client {
                 if let Some(t) = &self.token {
                     r = r.header("authorization", &format!("Bearer {t}"));
                 }
+                if let Some((name, value)) = extra {
+                    r = r.header(name, value);
+                }
                 r.send(b.unwrap_or(&[]))
             }
         };
@@ -99,6 +108,17 @@ impl Client {
 
     /// Sends a request with retries on transport errors, 5xx and 429; 4xx fail at once.
     fn request(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Vec<u8>> {
+        self.request_with(method, path, body, None)
+    }
+
+    /// [`Client::request`] with one more header on every attempt (a POST's).
+    fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        extra: Option<(&str, &str)>,
+    ) -> Result<Vec<u8>> {
         let url = format!("{}{}", self.base, path);
         let attempts = self.retry.attempts.max(1);
         let mut last = String::new();
@@ -109,7 +129,7 @@ impl Client {
                 let cap = self.retry.base.saturating_mul(1 << attempt.min(16)).min(self.retry.max);
                 std::thread::sleep(cap.mul_f64(rng.random::<f64>()));
             }
-            let (status, bytes) = match self.send(method, &url, body) {
+            let (status, bytes) = match self.send(method, &url, body, extra) {
                 Ok(r) => r,
                 Err(e) => {
                     last = e;
@@ -140,7 +160,12 @@ impl Client {
     /// Creates a collection (analyst token required); returns its id and config.
     pub fn create_collection(&self, req: &CreateCollection) -> Result<Created> {
         let body = serde_json::to_vec(req).expect("JSON of a request");
-        let bytes = self.request("POST", "/v1/collections", Some(&body))?;
+        // One key for every attempt: a retry after a lost answer gets the collection the first
+        // attempt stored, never a second one.
+        let mut key = [0u8; 16];
+        harmony_core::sampling::secure_rng().fill_bytes(&mut key);
+        let key = harmony_protocol::to_hex(&key);
+        let bytes = self.request_with("POST", "/v1/collections", Some(&body), Some(("idempotency-key", &key)))?;
         self.parse("/v1/collections", &bytes)
     }
     /// Fetches a collection's public client configuration; a config for another collection than

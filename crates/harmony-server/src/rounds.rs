@@ -1,7 +1,9 @@
 //! Model rounds with storage around the pure state machine of harmony-tasks
 //! ([`harmony_tasks::train`]): one gradient at a time per collection is checked, stored (with the
 //! model's step when it completes the round, in one transaction) and only then applied in
-//! memory, so the round in memory is always the stored one.
+//! memory, so the round in memory is always the stored one. A gradient whose commit outcome is
+//! unknown (the store connection died during it) marks the round stale: it is reloaded from the
+//! store before its next use, so the served model is always the stored one.
 
 use crate::error::ApiError;
 use crate::store::{Store, StoreError};
@@ -9,6 +11,7 @@ use axum::http::StatusCode;
 use harmony_learn::remote::GradientReport;
 use harmony_protocol::{CollectionConfig, GradientAck, GradientPost, ModelState};
 use harmony_tasks::train::{Round, TrainTask};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// A training collection's task and its current round.
@@ -16,6 +19,8 @@ pub struct Training {
     /// The task (randomizer, update rule).
     pub task: TrainTask,
     state: Mutex<Round>,
+    /// A gradient's commit outcome is unknown: reload the round before its next use.
+    stale: AtomicBool,
 }
 
 fn repeated() -> ApiError {
@@ -36,7 +41,7 @@ impl Training {
     pub fn new(config: &CollectionConfig) -> harmony_core::Result<Self> {
         let task = TrainTask::new(config.clone())?;
         let state = Mutex::new(task.start());
-        Ok(Training { task, state })
+        Ok(Training { task, state, stale: AtomicBool::new(false) })
     }
 
     fn round(&self) -> MutexGuard<'_, Round> {
@@ -72,9 +77,31 @@ impl Training {
         Ok(())
     }
 
-    /// `GET …/model`.
+    /// The round, reloaded from the store first if a gradient's commit outcome is unknown
+    /// (503 while the store does not answer).
+    fn settled(&self, store: &dyn Store, key: i64) -> Result<MutexGuard<'_, Round>, ApiError> {
+        let mut r = self.round();
+        if self.stale.load(Ordering::Acquire) {
+            self.load_into(store, key, &mut r).map_err(reload_failed)?;
+            self.stale.store(false, Ordering::Release);
+            tracing::info!(round = r.round, received = r.received, "reloaded the round after a store failure");
+        }
+        Ok(r)
+    }
+
+    /// Whether a gradient's commit outcome is unknown (the round must be reloaded).
+    pub fn is_stale(&self) -> bool {
+        self.stale.load(Ordering::Acquire)
+    }
+
+    /// The model in memory (see [`Training::model_settled`] for `GET …/model`).
     pub fn model(&self) -> ModelState {
         self.task.model_state(&self.round())
+    }
+
+    /// `GET …/model`: the stored model (reloaded first if it may differ; blocking).
+    pub fn model_settled(&self, store: &dyn Store, key: i64) -> Result<ModelState, ApiError> {
+        Ok(self.task.model_state(&*self.settled(store, key)?))
     }
 
     /// Checks, stores and applies one device's gradient (blocking: call from a blocking thread).
@@ -86,7 +113,7 @@ impl Training {
         report: &GradientReport,
         bytes: &[u8],
     ) -> Result<GradientAck, ApiError> {
-        let mut r = self.round();
+        let mut r = self.settled(store, key)?;
         // A later round than ours: another server sharing the database may have advanced it.
         if post.round > r.round && !self.task.done(r.round) {
             self.load_into(store, key, &mut r).map_err(reload_failed)?;
@@ -122,7 +149,14 @@ impl Training {
                 let msg = format!("the round moved on to {}; fetch the model again", r.round);
                 return Err(ApiError::new(StatusCode::CONFLICT, "round", msg));
             }
-            Err(e) => return Err(ApiError::store(e)),
+            Err(e) => {
+                // The connection died during the commit: the gradient (and the round's step)
+                // may be stored. Reload before the next use; the device's retry learns which.
+                if matches!(e, StoreError::Db(_)) {
+                    self.stale.store(true, Ordering::Release);
+                }
+                return Err(ApiError::store(e));
+            }
         }
         let round = r.round;
         *r = next;

@@ -227,6 +227,44 @@ impl AppState {
         self.inner.collections.write().unwrap_or_else(|p| p.into_inner()).insert(id, Arc::new(c));
     }
 
+    /// Serves the stored collection `id` if it is not served yet (a create whose answer was
+    /// lost): loads it as at start. Returns its config, or `None` when the store has no such id.
+    pub fn adopt(&self, id: &str) -> Result<Option<CollectionConfig>, crate::store::StoreError> {
+        let Some(stored) = self.inner.store.collections()?.into_iter().find(|c| c.id == id) else {
+            return Ok(None);
+        };
+        if let Some(c) = self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).get(id) {
+            return Ok(Some(c.config.clone()));
+        }
+        let col = load(self.inner.store.as_ref(), &stored).map_err(crate::store::StoreError::Db)?;
+        let config = col.config.clone();
+        let mut map = self.inner.collections.write().unwrap_or_else(|p| p.into_inner());
+        if !map.contains_key(id) {
+            tracing::info!(collection = %id, "serving a collection whose creation's outcome was unknown");
+            map.insert(id.to_string(), Arc::new(col));
+        }
+        Ok(Some(config))
+    }
+
+    /// A create of `id` failed with its commit outcome unknown: a background thread asks the
+    /// store (backoff 100 ms doubling to 5 s, for up to ~3 minutes) until it answers, then serves
+    /// the collection if it was stored, so a stored collection never stays unserved until a
+    /// restart.
+    pub fn adopt_later(&self, id: String) {
+        let st = self.clone();
+        std::thread::spawn(move || {
+            let mut wait = std::time::Duration::from_millis(100);
+            for _ in 0..40 {
+                std::thread::sleep(wait);
+                match st.adopt(&id) {
+                    Ok(_) => return,
+                    Err(_) => wait = (wait * 2).min(std::time::Duration::from_secs(5)),
+                }
+            }
+            tracing::error!(collection = %id, "gave up asking the store whether a collection was created");
+        });
+    }
+
     /// Number of quarantined collections.
     pub fn quarantined_count(&self) -> u64 {
         self.inner.quarantined.read().unwrap_or_else(|p| p.into_inner()).len() as u64

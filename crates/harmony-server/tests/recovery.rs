@@ -87,3 +87,120 @@ fn a_commit_with_unknown_outcome_is_retried_and_the_accumulator_rebuilt() {
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fresh directory and a flaky store in it, served with the admin token `tok`.
+fn flaky_server(tag: &str) -> (std::path::PathBuf, Arc<Flaky>, harmony_server::Running) {
+    let dir = std::env::temp_dir().join(format!("harmony-recovery-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let flaky = Arc::new(Flaky::open(&dir.join("db.sqlite")));
+    let store: Arc<dyn Store> = flaky.clone();
+    let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+    (dir, flaky, server)
+}
+
+/// `POST /v1/collections` with an `Idempotency-Key` header.
+fn create_with_key(addr: std::net::SocketAddr, body: &[u8], key: &str) -> (u16, String) {
+    common::raw(addr, "POST", "/v1/collections", body, Some(&format!("tok\r\nidempotency-key: {key}")))
+}
+
+/// Issue 17 item 2: a create whose commit outcome is unknown. Without a key the stored
+/// collection is served as soon as the store answers (no restart); under an Idempotency-Key the
+/// retry returns the collection the first attempt stored — one collection, never two — and the
+/// key with another spec is a 409. `harmony_client` sends a key and retries by itself.
+#[test]
+fn a_create_with_unknown_outcome_is_served_and_retried_under_its_key() {
+    let (dir, flaky, server) = flaky_server("create");
+    let addr = server.addr;
+    let means = br#"{"schema": [{"kind": "numeric", "name": "x", "min": 0, "max": 1}], "epsilon": 1, "task": {"kind": "means"}}"#;
+    flaky.set(LOSE_ACK);
+    assert_eq!(common::raw(addr, "POST", "/v1/collections", means, Some("tok")).0, 503);
+    let stored = flaky.inner.collections().unwrap();
+    assert_eq!(stored.len(), 1, "committed although answered 503");
+    let id = stored[0].id.clone();
+    let served = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        common::raw(addr, "GET", &format!("/v1/collections/{id}/config"), b"", None).0 == 200
+    });
+    assert!(served, "the stored collection is served without a restart");
+
+    let (status, body) = create_with_key(addr, means, "key-1");
+    assert_eq!(status, 503, "{body}");
+    flaky.set(UP);
+    let (status, body) = create_with_key(addr, means, "key-1");
+    assert_eq!(status, 201, "{body}");
+    let first: harmony_protocol::Created = serde_json::from_str(&body).unwrap();
+    assert_eq!(flaky.inner.collections().unwrap().len(), 2, "the retry stored nothing new");
+    let (status, body) = create_with_key(addr, means, "key-1");
+    assert_eq!((status, serde_json::from_str::<harmony_protocol::Created>(&body).unwrap().id), (201, first.id.clone()));
+    let other = br#"{"schema": [{"kind": "numeric", "name": "x", "min": 0, "max": 2}], "epsilon": 1, "task": {"kind": "means"}}"#;
+    let (status, body) = create_with_key(addr, other, "key-1");
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("idempotency-key"), "{body}");
+    assert_eq!(create_with_key(addr, means, "bad key!").0, 400);
+
+    // The client: every answer lost, its own retry (same key) gets the one stored collection.
+    flaky.set(LOSE_ACK);
+    let req: harmony_protocol::CreateCollection = serde_json::from_slice(means).unwrap();
+    let client = harmony_client::Client::new(&format!("http://{addr}")).with_token("tok");
+    let created = client.create_collection(&req).unwrap();
+    flaky.set(UP);
+    let all = flaky.inner.collections().unwrap();
+    assert_eq!(all.len(), 3, "one collection for the client's create and its retries");
+    assert!(all.iter().any(|c| c.id == created.id));
+    assert_eq!(common::raw(addr, "GET", &format!("/v1/collections/{}/config", created.id), b"", None).0, 200);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 17 item 2: a gradient whose commit outcome is unknown. The round is reloaded from the
+/// store before its next use: `GET …/model` counts the stored gradient (and the step it
+/// completed), and the device's retry learns it was stored (409 `device_id`).
+#[test]
+fn a_gradient_with_unknown_outcome_reloads_the_round() {
+    let (dir, flaky, server) = flaky_server("gradient");
+    let url = format!("http://{}", server.addr);
+    let client = harmony_client::Client::new(&url)
+        .with_token("tok")
+        .with_retry(harmony_client::RetryPolicy { attempts: 1, ..Default::default() });
+    let req: harmony_protocol::CreateCollection = serde_json::from_value(serde_json::json!({
+        "schema": [{"kind": "numeric", "name": "x", "min": -1, "max": 1},
+                   {"kind": "categorical", "name": "y", "categories": ["no", "yes"]}],
+        "epsilon": 4, "task": {"kind": "train", "task": "logistic", "target": "y", "batch_size": 2, "rounds": 3}
+    }))
+    .unwrap();
+    let config = client.create_collection(&req).unwrap().config;
+    let task = harmony_tasks::train::TrainTask::new(config.clone()).unwrap();
+    let row = [harmony_core::schema::Value::Unit(0.3), harmony_core::schema::Value::Category(1)];
+    let post = |device: &str, seed: u64| {
+        let model = client.model(&config.id).unwrap();
+        let g = task.gradient(&model, &row, &mut harmony_core::sampling::fast_rng(seed)).unwrap();
+        let bytes = harmony_core::wire::encode(&g);
+        let p = harmony_protocol::GradientPost {
+            device_id: device.into(),
+            round: model.round,
+            report: harmony_protocol::to_hex(&bytes),
+        };
+        client.post_gradient(&config.id, &p)
+    };
+    let status = |r: Result<harmony_protocol::GradientAck, harmony_client::ClientError>| match r {
+        Ok(_) => 200,
+        Err(harmony_client::ClientError::Rejected { status, .. }) => status,
+        Err(harmony_client::ClientError::Unavailable { last, .. }) if last.starts_with("HTTP 503") => 503,
+        Err(e) => panic!("{e}"),
+    };
+    flaky.set(LOSE_ACK);
+    assert_eq!(status(post("d1", 1)), 503, "the client gives up after one attempt");
+    flaky.set(UP);
+    let m = client.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received), (1, 1), "the stored gradient is counted");
+    assert_eq!(status(post("d1", 1)), 409, "the retry learns it was stored");
+    flaky.set(LOSE_ACK);
+    assert_eq!(status(post("d2", 2)), 503);
+    flaky.set(UP);
+    let m = client.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received), (2, 0), "the round the lost gradient completed is the served one");
+    assert_eq!(status(post("d3", 3)), 200);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -3,6 +3,7 @@
 use super::{blocking, read_body};
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Cached, Collection};
+use crate::store::StoreError;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -19,9 +20,11 @@ const CACHED: usize = 8;
 
 /// `POST /v1/collections`: resolves the request (every choice written out), stores the config and
 /// serves it — all on a blocking thread that finishes even if the client goes away, so a stored
-/// collection is always served.
+/// collection is always served. Under an `Idempotency-Key` the id is derived from the key, so a
+/// retry returns the collection its first attempt stored (201 again) instead of a second one.
 #[utoipa::path(post, path = "/v1/collections", operation_id = "createCollection", tag = "collections",
     security(("analyst" = [])),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Optional, 1 to 64 of [A-Za-z0-9_-]: every retry of a create under one key names the same collection, so a create whose answer was lost is retried safely")),
     request_body(content = harmony_protocol::CreateCollection, content_type = "application/json"),
     responses(
         (status = 201, description = "Created: the id and the published config", body = harmony_protocol::Created,
@@ -33,6 +36,7 @@ const CACHED: usize = 8;
         (status = 400, description = "Invalid schema, epsilon or task, an unknown field, a name outside the documented character set or a cost over its limit (the field names it)", body = harmony_protocol::ErrorBody),
         (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
         (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 409, description = "The Idempotency-Key already created a collection with another spec", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 501, description = "The store does not implement this task (model rounds)", body = harmony_protocol::ErrorBody),
@@ -40,6 +44,7 @@ const CACHED: usize = 8;
     ))]
 pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> Result<Response, ApiError> {
     st.check_token(req.headers())?;
+    let idempotency = idempotency_key(req.headers())?;
     let body = read_body(req).await?;
     let st2 = st.clone();
     let created = blocking(move || {
@@ -47,10 +52,13 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
         // The typed parse succeeded, so the JSON does too; it finds unknown attribute fields.
         let raw: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         crate::limits::check_request(&raw, &req)?;
-        let id = {
-            let mut b = [0u8; 12];
-            harmony_core::sampling::secure_rng().fill_bytes(&mut b);
-            to_hex(&b)
+        let id = match &idempotency {
+            Some(k) => id_of_key(k),
+            None => {
+                let mut b = [0u8; 12];
+                harmony_core::sampling::secure_rng().fill_bytes(&mut b);
+                to_hex(&b)
+            }
         };
         let config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
         if config.task.kind().has_rounds() && !st2.inner.store.supports_training() {
@@ -59,14 +67,47 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
         }
         let col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
         let text = serde_json::to_string(&config).expect("JSON of a config");
-        let key = st2.inner.store.create_collection(&id, &text).map_err(ApiError::store)?;
-        st2.insert(id.clone(), Collection { key, ..col });
+        match st2.inner.store.create_collection(&id, &text) {
+            Ok(key) => st2.insert(id.clone(), Collection { key, ..col }),
+            // A retry under the same Idempotency-Key: the stored collection, if it is this spec.
+            Err(StoreError::Exists(_)) if idempotency.is_some() => match st2.adopt(&id).map_err(ApiError::store)? {
+                Some(stored) if stored == config => {}
+                _ => {
+                    let msg = "this Idempotency-Key already created a collection with another spec";
+                    return Err(ApiError::new(StatusCode::CONFLICT, "idempotency-key", msg));
+                }
+            },
+            // The connection died during the commit: the collection may be stored. Serve it as
+            // soon as the store says so; a retry under the same key returns it.
+            Err(e @ StoreError::Db(_)) => {
+                st2.adopt_later(id);
+                return Err(ApiError::store(e));
+            }
+            Err(e) => return Err(ApiError::store(e)),
+        }
         Ok(Created { id, config })
     })
     .await?;
     let c = &created.config;
     tracing::info!(collection = %created.id, task = c.task.kind().name(), epsilon = c.epsilon, "collection created");
     Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+}
+
+/// The optional `Idempotency-Key` header of a create: 1 to 64 of `[A-Za-z0-9_-]`.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else { return Ok(None) };
+    match v.to_str() {
+        Ok(k) if harmony_protocol::valid_report_id(k) => Ok(Some(k.to_string())),
+        _ => Err(ApiError::bad("idempotency-key", "expected 1 to 64 characters [A-Za-z0-9_-]")),
+    }
+}
+
+/// The collection id a create under Idempotency-Key `key` gets: 96 bits of SHA-256, so every
+/// retry of one create names the same collection (and a different key another one).
+fn id_of_key(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(format!("harmony collection\0{key}").as_bytes());
+    to_hex(&h[..12])
 }
 
 /// `GET /v1/collections/{id}/config`.

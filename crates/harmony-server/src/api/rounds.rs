@@ -24,12 +24,18 @@ fn training(c: &Collection, id: &str) -> Result<(), ApiError> {
     responses(
         (status = 200, description = "The current round and model", body = harmony_protocol::ModelState),
         (status = 404, description = "No such collection, or it has no train task", body = harmony_protocol::ErrorBody),
-        (status = 503, description = "The collection is quarantined", body = harmony_protocol::ErrorBody)
+        (status = 503, description = "The collection is quarantined, or its round must be reloaded while the store does not answer", body = harmony_protocol::ErrorBody)
     ))]
 pub async fn model(State(st): State<AppState>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let c = st.collection(&id)?;
     training(&c, &id)?;
-    let out = c.train.as_ref().map(|t| t.model());
+    let t = c.train.as_ref().expect("checked by `training`");
+    let out = if t.is_stale() {
+        let store = st.inner.store.clone();
+        blocking(move || c.train.as_ref().expect("checked").model_settled(store.as_ref(), c.key)).await?
+    } else {
+        t.model()
+    };
     Ok(axum::Json(out).into_response())
 }
 

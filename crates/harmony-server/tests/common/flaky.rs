@@ -27,6 +27,13 @@ impl Flaky {
     pub fn set(&self, mode: u8) {
         self.mode.store(mode, Ordering::SeqCst);
     }
+    /// After a commit: in [`LOSE_ACK`], the error of a connection that died during COMMIT.
+    fn lost(&self) -> StoreResult<()> {
+        match self.mode.load(Ordering::SeqCst) {
+            LOSE_ACK => Err(StoreError::Db("connection closed during COMMIT".into())),
+            _ => Ok(()),
+        }
+    }
     fn up(&self) -> StoreResult<()> {
         match self.mode.load(Ordering::SeqCst) {
             DOWN => Err(StoreError::Unavailable("connection refused".into())),
@@ -38,7 +45,38 @@ impl Flaky {
 impl Store for Flaky {
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
         self.up()?;
-        self.inner.create_collection(id, config)
+        let key = self.inner.create_collection(id, config)?;
+        self.lost()?;
+        Ok(key)
+    }
+    fn supports_training(&self) -> bool {
+        true
+    }
+    fn insert_gradient(
+        &self,
+        key: i64,
+        device_id: &str,
+        round: u64,
+        seq: u64,
+        body: &[u8],
+        advance: Option<(u64, &[f64])>,
+    ) -> StoreResult<bool> {
+        self.up()?;
+        let new = self.inner.insert_gradient(key, device_id, round, seq, body, advance)?;
+        self.lost()?;
+        Ok(new)
+    }
+    fn has_gradient(&self, key: i64, device_id: &str) -> StoreResult<bool> {
+        self.up()?;
+        self.inner.has_gradient(key, device_id)
+    }
+    fn model(&self, key: i64) -> StoreResult<Option<(u64, Vec<f64>)>> {
+        self.up()?;
+        self.inner.model(key)
+    }
+    fn for_each_gradient(&self, key: i64, round: u64, f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
+        self.up()?;
+        self.inner.for_each_gradient(key, round, f)
     }
     fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
         self.up()?;
@@ -47,9 +85,7 @@ impl Store for Flaky {
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
         self.up()?;
         let flags = self.inner.insert_reports(key, reports)?;
-        if self.mode.load(Ordering::SeqCst) == LOSE_ACK {
-            return Err(StoreError::Db("connection closed during COMMIT".into()));
-        }
+        self.lost()?;
         Ok(flags)
     }
     fn for_each_stored(
