@@ -5,8 +5,8 @@
 use crate::{ClientError, Result};
 use harmony_protocol::estimates::{EstimateDocument, Query};
 use harmony_protocol::{
-    BatchAck, CollectionConfig, CollectionSummary, CreateCollection, Created, ErrorBody, GradientAck, GradientPost,
-    ModelState, ReportBatch, ReportItem, TokenCreated, TokenInfo, TokenRequest,
+    BatchAck, CollectionConfig, CollectionSummary, CreateCollection, Created, EnrollRequest, Enrolled, ErrorBody,
+    GradientAck, GradientPost, ModelState, ReportBatch, ReportItem, TokenCreated, TokenInfo, TokenRequest,
 };
 use rand::{Rng, RngExt};
 use serde::Deserialize;
@@ -239,6 +239,25 @@ impl Client {
     /// Revokes an analyst token (admin token required).
     pub fn revoke_token(&self, collection: &str, token_id: &str) -> Result<()> {
         self.request("DELETE", &format!("/v1/collections/{collection}/tokens/{token_id}"), None)?;
+        Ok(())
+    }
+    /// Mints `count` device keys of a training collection that takes enrolled devices only
+    /// (admin token required); the keys are shown this once.
+    pub fn enroll(&self, collection: &str, count: u32, label: &str) -> Result<Enrolled> {
+        let path = format!("/v1/collections/{collection}/enrollments");
+        let body = serde_json::to_vec(&EnrollRequest { count, label: label.to_string() }).expect("JSON of a request");
+        let bytes = self.request("POST", &path, Some(&body))?;
+        self.parse(&path, &bytes)
+    }
+    /// The enrolled devices of `collection` (admin token required), never their keys.
+    pub fn enrollments(&self, collection: &str) -> Result<Vec<TokenInfo>> {
+        let path = format!("/v1/collections/{collection}/enrollments");
+        let bytes = self.request("GET", &path, None)?;
+        self.parse(&path, &bytes)
+    }
+    /// Revokes an enrolled device's key (admin token required).
+    pub fn revoke_device(&self, collection: &str, device_id: &str) -> Result<()> {
+        self.request("DELETE", &format!("/v1/collections/{collection}/enrollments/{device_id}"), None)?;
         Ok(())
     }
 }

@@ -118,6 +118,41 @@ pub struct TokenRequest {
     pub label: String,
 }
 
+/// `POST /v1/collections/{id}/enrollments` body (admin token): device keys to mint for a
+/// training collection created with `enrollment: true`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EnrollRequest {
+    /// How many devices (1..=10,000 per request).
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10000))]
+    pub count: u32,
+    /// Who the keys are for (0..=64 of `[A-Za-z0-9 _.@-]`).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9 _.@-]{0,64}$"))]
+    pub label: String,
+}
+
+/// One enrolled device: its id and its key (shown this once; the server keeps its SHA-256).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DeviceKey {
+    /// The device id its gradient must be posted under (`dev_` and 16 hex digits).
+    pub device_id: String,
+    /// The bearer key (`hdk_` and 64 hex digits).
+    pub key: String,
+}
+
+/// The answer to an enrollment: the new devices of a collection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Enrolled {
+    /// The collection.
+    pub collection: String,
+    /// The devices, each with its key.
+    pub devices: Vec<DeviceKey>,
+}
+
 /// A new per-collection analyst token: `token` is shown this once (the server keeps only its
 /// SHA-256); it reads this collection's estimates and model, nothing else.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -533,6 +533,11 @@ pub struct TrainSpec {
     /// on it), optional with `decay` (default unbounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rounds: Option<u64>,
+    /// Only enrolled devices contribute: a gradient needs a device key minted by the admin
+    /// (`POST …/enrollments`) as its bearer token, posted under that key's device id, one per
+    /// key. Without it anyone may post under an invented device id (one gradient per id).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enrollment: bool,
 }
 
 impl TrainSpec {

@@ -13,6 +13,8 @@
 //!   [`rounds`]).
 //! * `POST`/`GET /v1/collections/{id}/tokens`, `DELETE …/tokens/{token_id}` (admin),
 //!   `GET /v1/collections`: per-collection analyst tokens ([`tokens`], [`api::tokens`]).
+//! * `POST`/`GET /v1/collections/{id}/enrollments`, `DELETE …/enrollments/{device_id}` (admin):
+//!   device keys of training collections that take enrolled devices only.
 //! * `GET /openapi.json`, `GET /metrics` (Prometheus text; the metrics or admin token), `GET /healthz` (the process is up),
 //!   `GET /readyz` (the state is loaded and the store answers).
 //!
@@ -107,6 +109,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::create, tokens::collections))
         .routes(routes!(tokens::create, tokens::list))
         .routes(routes!(tokens::revoke))
+        .routes(routes!(tokens::enroll, tokens::enrollments))
+        .routes(routes!(tokens::revoke_device))
         .routes(routes!(collections::config))
         .routes(routes!(reports::post))
         .routes(routes!(collections::estimates))

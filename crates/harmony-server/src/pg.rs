@@ -393,6 +393,20 @@ impl Store for PgStore {
         })
     }
 
+    fn insert_tokens(&self, tokens: &[StoredToken]) -> StoreResult<()> {
+        self.read(|c| {
+            let mut tx = c.transaction()?;
+            let stmt = tx.prepare(
+                "INSERT INTO harmony_tokens (token_id, collection, hash, label, created, revoked) VALUES ($1, $2, $3, $4, $5, $6)",
+            )?;
+            for t in tokens {
+                tx.execute(&stmt, &[&t.token_id, &t.collection, &t.hash, &t.label, &(t.created as i64), &t.revoked])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
     fn revoke_token(&self, token_id: &str) -> StoreResult<bool> {
         self.read(|c| Ok(c.execute("UPDATE harmony_tokens SET revoked = TRUE WHERE token_id = $1", &[&token_id])? > 0))
     }

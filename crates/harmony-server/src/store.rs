@@ -129,6 +129,10 @@ pub trait Store: Send + Sync + 'static {
     fn insert_token(&self, _token: &StoredToken) -> StoreResult<()> {
         Err(StoreError::Unsupported("analyst tokens"))
     }
+    /// Stores new tokens (device keys), all or none.
+    fn insert_tokens(&self, tokens: &[StoredToken]) -> StoreResult<()> {
+        tokens.iter().try_for_each(|t| self.insert_token(t))
+    }
     /// Marks a token revoked; whether it exists.
     fn revoke_token(&self, _token_id: &str) -> StoreResult<bool> {
         Err(StoreError::Unsupported("analyst tokens"))
@@ -414,6 +418,28 @@ impl Store for SqliteStore {
             "INSERT INTO tokens (token_id, collection, hash, label, created, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             rusqlite::params![t.token_id, t.collection, t.hash, t.label, t.created as i64, t.revoked],
         )?;
+        Ok(())
+    }
+
+    fn insert_tokens(&self, tokens: &[StoredToken]) -> StoreResult<()> {
+        let mut conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare(
+                "INSERT INTO tokens (token_id, collection, hash, label, created, revoked) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for t in tokens {
+                stmt.execute(rusqlite::params![
+                    t.token_id,
+                    t.collection,
+                    t.hash,
+                    t.label,
+                    t.created as i64,
+                    t.revoked
+                ])?;
+            }
+        }
+        tx.commit()?;
         Ok(())
     }
 

@@ -8,13 +8,18 @@
 //!   once, and refuses it as soon as it is revoked. Rotation: mint a new one, move the readers,
 //!   revoke the old one.
 //! * The **metrics** token (`--metrics-token`) reads `/metrics` only; the admin token also does.
+//! * A **device key** (`hdk_…`, `POST /v1/collections/{id}/enrollments`, admin) lets one device
+//!   post gradients to a training collection created with `enrollment: true`, under the device
+//!   id it was enrolled as (`dev_…`), one gradient per key: invented device ids cannot steer the
+//!   model. Stored like analyst tokens (SHA-256 only, revocable), the device id as the token id;
+//!   it grants nothing else.
 //!
 //! Every check runs on the request's headers before its body is read. Tokens are never logged.
 
 use crate::error::ApiError;
 use crate::store::{Store, StoreError, StoredToken};
 use axum::http::{HeaderMap, StatusCode, header};
-use harmony_protocol::{TokenCreated, TokenInfo, to_hex};
+use harmony_protocol::{DeviceKey, TokenCreated, TokenInfo, to_hex};
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -25,6 +30,15 @@ pub type TokenHash = [u8; 32];
 
 /// The prefix of per-collection analyst tokens (tells them apart in a secret scanner).
 pub const TOKEN_PREFIX: &str = "hct_";
+
+/// The prefix of device keys.
+pub const DEVICE_KEY_PREFIX: &str = "hdk_";
+
+/// The prefix of enrolled device ids (a device key's stored token id).
+pub const DEVICE_ID_PREFIX: &str = "dev_";
+
+/// Most device keys minted by one request.
+pub const MAX_ENROLL: u32 = 10_000;
 
 /// SHA-256 of `token`.
 pub fn hash(token: &str) -> TokenHash {
@@ -47,22 +61,56 @@ pub struct Tokens {
     admin: TokenHash,
     metrics: Option<TokenHash>,
     analysts: RwLock<HashMap<TokenHash, StoredToken>>,
+    devices: RwLock<HashMap<TokenHash, StoredToken>>,
+}
+
+type TokenMap = RwLock<HashMap<TokenHash, StoredToken>>;
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "authorization", message)
+}
+
+/// The request's `Authorization: Bearer …` token.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// 32 random bytes (the secret) and 8 (the public id) from the OS CSPRNG, as hex.
+fn fresh() -> (String, String) {
+    let mut rng = harmony_core::sampling::secure_rng();
+    let (mut secret, mut id) = ([0u8; 32], [0u8; 8]);
+    rng.fill_bytes(&mut secret);
+    rng.fill_bytes(&mut id);
+    (to_hex(&secret), to_hex(&id))
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl Tokens {
     /// The admin token, an optional metrics token and the stored analyst tokens (revoked ones
     /// are kept for listing and refused).
     pub fn new(admin: &str, metrics: Option<&str>, stored: Vec<StoredToken>) -> Self {
-        let analysts = stored.into_iter().filter_map(|t| Some((t.hash.as_slice().try_into().ok()?, t))).collect();
-        Tokens { admin: hash(admin), metrics: metrics.map(hash), analysts: RwLock::new(analysts) }
+        let (mut analysts, mut devices) = (HashMap::new(), HashMap::new());
+        for t in stored {
+            let Ok(h) = t.hash.as_slice().try_into() else { continue };
+            match t.token_id.starts_with(DEVICE_ID_PREFIX) {
+                true => devices.insert(h, t),
+                false => analysts.insert(h, t),
+            };
+        }
+        Tokens {
+            admin: hash(admin),
+            metrics: metrics.map(hash),
+            analysts: RwLock::new(analysts),
+            devices: RwLock::new(devices),
+        }
     }
 
     /// What the request's `Authorization: Bearer …` grants; 401 when missing or unknown.
     pub fn access(&self, headers: &HeaderMap) -> Result<Access, ApiError> {
-        let unauthorized = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "authorization", m);
-        let bearer =
-            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        let Some(token) = bearer else {
+        let Some(token) = bearer(headers) else {
             return Err(unauthorized("missing token, expected `Authorization: Bearer TOKEN`"));
         };
         let h = hash(token);
@@ -105,20 +153,62 @@ impl Tokens {
         }
     }
 
+    /// The device id the request's device key is enrolled as in `collection`: 401 when the key
+    /// is missing, unknown or revoked, 403 for another collection's key.
+    pub fn device(&self, headers: &HeaderMap, collection: &str) -> Result<String, ApiError> {
+        let Some(key) = bearer(headers) else {
+            let msg = "this collection takes enrolled devices only: expected `Authorization: Bearer DEVICE_KEY`";
+            return Err(unauthorized(msg));
+        };
+        match self.devices.read().unwrap_or_else(|p| p.into_inner()).get(&hash(key)) {
+            Some(t) if t.revoked => Err(unauthorized("this device key was revoked")),
+            Some(t) if t.collection == collection => Ok(t.token_id.clone()),
+            Some(_) => Err(forbidden(&format!("this device key is not enrolled in collection {collection:?}"))),
+            None => Err(unauthorized("unknown device key")),
+        }
+    }
+
+    /// Mints `count` device keys of `collection`, stores their hashes (all or none), then
+    /// accepts them.
+    pub fn enroll(
+        &self,
+        store: &dyn Store,
+        collection: &str,
+        count: u32,
+        label: &str,
+    ) -> Result<Vec<DeviceKey>, StoreError> {
+        let created = now();
+        let (mut rows, mut keys) = (Vec::with_capacity(count as usize), Vec::with_capacity(count as usize));
+        for _ in 0..count {
+            let (secret, id) = fresh();
+            let key =
+                DeviceKey { device_id: format!("{DEVICE_ID_PREFIX}{id}"), key: format!("{DEVICE_KEY_PREFIX}{secret}") };
+            rows.push(StoredToken {
+                token_id: key.device_id.clone(),
+                collection: collection.to_string(),
+                hash: hash(&key.key).to_vec(),
+                label: label.to_string(),
+                created,
+                revoked: false,
+            });
+            keys.push(key);
+        }
+        store.insert_tokens(&rows)?;
+        let mut map = self.devices.write().unwrap_or_else(|p| p.into_inner());
+        map.extend(rows.into_iter().zip(&keys).map(|(t, k)| (hash(&k.key), t)));
+        Ok(keys)
+    }
+
     /// Mints an analyst token of `collection`, stores its hash, then serves it.
     pub fn mint(&self, store: &dyn Store, collection: &str, label: &str) -> Result<TokenCreated, StoreError> {
-        let mut rng = harmony_core::sampling::secure_rng();
-        let (mut secret, mut id) = ([0u8; 32], [0u8; 8]);
-        rng.fill_bytes(&mut secret);
-        rng.fill_bytes(&mut id);
-        let token = format!("{TOKEN_PREFIX}{}", to_hex(&secret));
-        let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let (secret, id) = fresh();
+        let token = format!("{TOKEN_PREFIX}{secret}");
         let stored = StoredToken {
-            token_id: to_hex(&id),
+            token_id: id,
             collection: collection.to_string(),
             hash: hash(&token).to_vec(),
             label: label.to_string(),
-            created,
+            created: now(),
             revoked: false,
         };
         store.insert_token(&stored)?;
@@ -132,23 +222,42 @@ impl Tokens {
         Ok(out)
     }
 
-    /// Revokes `token_id` of `collection` (stored first); whether it existed.
+    /// The map holding `token_id`: device keys' ids start with [`DEVICE_ID_PREFIX`].
+    fn map_of(&self, token_id: &str) -> &TokenMap {
+        match token_id.starts_with(DEVICE_ID_PREFIX) {
+            true => &self.devices,
+            false => &self.analysts,
+        }
+    }
+
+    /// Revokes analyst token or device key `token_id` of `collection` (stored first); whether
+    /// it existed.
     pub fn revoke(&self, store: &dyn Store, collection: &str, token_id: &str) -> Result<bool, StoreError> {
+        let map = self.map_of(token_id);
         let known = {
-            let map = self.analysts.read().unwrap_or_else(|p| p.into_inner());
+            let map = map.read().unwrap_or_else(|p| p.into_inner());
             map.values().any(|t| t.collection == collection && t.token_id == token_id)
         };
         if !known || !store.revoke_token(token_id)? {
             return Ok(false);
         }
-        let mut map = self.analysts.write().unwrap_or_else(|p| p.into_inner());
+        let mut map = map.write().unwrap_or_else(|p| p.into_inner());
         map.values_mut().filter(|t| t.token_id == token_id).for_each(|t| t.revoked = true);
         Ok(true)
     }
 
     /// The analyst tokens of `collection`, oldest first (by second, then id).
     pub fn list(&self, collection: &str) -> Vec<TokenInfo> {
-        let map = self.analysts.read().unwrap_or_else(|p| p.into_inner());
+        Self::list_of(&self.analysts, collection)
+    }
+
+    /// The enrolled devices of `collection` (their ids as token ids), oldest first.
+    pub fn devices(&self, collection: &str) -> Vec<TokenInfo> {
+        Self::list_of(&self.devices, collection)
+    }
+
+    fn list_of(map: &TokenMap, collection: &str) -> Vec<TokenInfo> {
+        let map = map.read().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<TokenInfo> = map
             .values()
             .filter(|t| t.collection == collection)

@@ -50,7 +50,17 @@ fn postgres_store_and_server() {
         s.insert_token(&t).unwrap();
         assert_eq!(s.tokens().unwrap(), vec![t.clone()]);
         assert!(s.revoke_token("t1").unwrap() && !s.revoke_token("t2").unwrap());
-        assert_eq!(s.tokens().unwrap(), vec![harmony_server::store::StoredToken { revoked: true, ..t }]);
+        assert_eq!(s.tokens().unwrap(), vec![harmony_server::store::StoredToken { revoked: true, ..t.clone() }]);
+        // Device keys: inserted all or none (a repeated id fails the whole batch).
+        let dev = |id: &str, h: u8| harmony_server::store::StoredToken {
+            token_id: id.into(),
+            hash: vec![h; 32],
+            ..t.clone()
+        };
+        assert!(s.insert_tokens(&[dev("dev_1", 1), dev("dev_1", 2)]).is_err());
+        assert_eq!(s.tokens().unwrap().len(), 1, "nothing of a failed batch stored");
+        s.insert_tokens(&[dev("dev_1", 1), dev("dev_2", 2)]).unwrap();
+        assert_eq!(s.tokens().unwrap().len(), 3);
     }
     // A database created before the `day` column: it opens (the column is added), its old
     // reports read back with no day, new ones with today's.

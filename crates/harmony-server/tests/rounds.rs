@@ -64,6 +64,7 @@ fn spec(batch_size: u64, rounds: Option<u64>) -> TrainSpec {
         gradient_scale: None,
         lambda: 1e-4,
         rounds,
+        enrollment: false,
     }
 }
 

@@ -137,3 +137,113 @@ fn refused_before_the_body_is_read() {
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 17 item 5 (live-tests' model steering: 3,000 gradient posts under invented device
+/// ids moved a model 30 rounds): a training collection created with `enrollment: true` takes
+/// gradients only from enrolled devices — under the device id its key was minted for, one per
+/// key — so invented ids, other collections' keys, revoked keys and the admin token all fail
+/// and the model does not move; keys survive a restart and are stored hashed.
+#[test]
+fn invented_device_ids_cannot_steer_a_model_of_enrolled_devices() {
+    let dir = tmp("enroll");
+    let running = start(&dir);
+    let url = format!("http://{}", running.addr);
+    let admin = client(&url, ADMIN);
+    let train = |enrollment: bool| -> harmony_protocol::CollectionConfig {
+        let req: CreateCollection = serde_json::from_value(serde_json::json!({
+            "schema": [{"kind": "numeric", "name": "x", "min": -1, "max": 1},
+                       {"kind": "categorical", "name": "y", "categories": ["no", "yes"]}],
+            "epsilon": 4,
+            "task": {"kind": "train", "task": "logistic", "target": "y", "batch_size": 2, "rounds": 5,
+                     "enrollment": enrollment}
+        }))
+        .unwrap();
+        admin.create_collection(&req).unwrap().config
+    };
+    let (config, open) = (train(true), train(false));
+    assert!(matches!(&config.task, TaskSpec::Train(t) if t.enrollment), "the published spec says so");
+    assert_eq!(status(admin.enroll(&open.id, 1, "")), 409, "a collection without enrollment mints no keys");
+    assert_eq!(status(admin.enroll(&config.id, 0, "")), 400);
+    assert_eq!(status(admin.enroll(&config.id, 10_001, "")), 400);
+    assert_eq!(status(client(&url, "hct_nope").enroll(&config.id, 1, "")), 401);
+    let devices = admin.enroll(&config.id, 3, "fleet-a").unwrap().devices;
+    assert_eq!(devices.len(), 3);
+    assert!(devices.iter().all(|d| d.device_id.starts_with("dev_") && d.key.starts_with("hdk_")));
+
+    let task = harmony_tasks::train::TrainTask::new(config.clone()).unwrap();
+    let row = [harmony_core::schema::Value::Unit(0.5), harmony_core::schema::Value::Category(1)];
+    let post = |key: Option<&str>, device: &str, seed: u64| {
+        let c = match key {
+            Some(k) => client(&url, k),
+            None => Client::new(&url).with_retry(RetryPolicy { attempts: 1, ..Default::default() }),
+        };
+        let model = c.model(&config.id).unwrap();
+        let g = task.gradient(&model, &row, &mut harmony_core::sampling::fast_rng(seed)).unwrap();
+        let report = harmony_protocol::to_hex(&harmony_core::wire::encode(&g));
+        status(c.post_gradient(
+            &config.id,
+            &harmony_protocol::GradientPost { device_id: device.into(), round: model.round, report },
+        ))
+    };
+    // The steering attempt: invented ids, without a key, with the admin token, with another
+    // device's id, with another collection's key.
+    for i in 0..100 {
+        assert_eq!(post(None, &format!("invented-{i}"), i), 401);
+    }
+    assert_eq!(post(Some(ADMIN), "invented-x", 1), 401, "the admin token is no device key");
+    assert_eq!(post(Some(&devices[0].key), &devices[1].device_id, 1), 403, "a key posts under its own id only");
+    let other = admin.create_collection(&serde_json::from_value(serde_json::json!({
+        "schema": [{"kind": "numeric", "name": "x", "min": -1, "max": 1},
+                   {"kind": "categorical", "name": "y", "categories": ["no", "yes"]}],
+        "epsilon": 4, "task": {"kind": "train", "task": "logistic", "target": "y", "batch_size": 2, "rounds": 5, "enrollment": true}
+    })).unwrap()).unwrap().config;
+    let foreign = admin.enroll(&other.id, 1, "").unwrap().devices.remove(0);
+    assert_eq!(post(Some(&foreign.key), &foreign.device_id, 1), 403);
+    let m = admin.model(&config.id).unwrap();
+    assert_eq!((m.round, m.received), (1, 0), "nothing moved the model");
+
+    // Enrolled devices: one gradient each; a revoked key is refused (also after a restart).
+    assert_eq!(post(Some(&devices[0].key), &devices[0].device_id, 1), 200);
+    assert_eq!(post(Some(&devices[0].key), &devices[0].device_id, 2), 409, "one gradient per key");
+    admin.revoke_device(&config.id, &devices[2].device_id).unwrap();
+    assert_eq!(status(admin.revoke_device(&config.id, "dev_0000000000000000")), 404);
+    assert_eq!(post(Some(&devices[2].key), &devices[2].device_id, 3), 401);
+    let listed = admin.enrollments(&config.id).unwrap();
+    assert_eq!(listed.len(), 3);
+    assert_eq!(listed.iter().filter(|d| d.revoked).count(), 1);
+    assert!(admin.tokens(&config.id).unwrap().is_empty(), "device keys are not analyst tokens");
+    assert_eq!(
+        status(client(&url, &devices[1].key).estimates(&config.id, &Query::default())),
+        401,
+        "a device key reads nothing"
+    );
+    running.stop();
+
+    let running = start(&dir);
+    let url = format!("http://{}", running.addr);
+    let post = |key: &str, device: &str, seed: u64| {
+        let c = client(&url, key);
+        let model = c.model(&config.id).unwrap();
+        let g = task.gradient(&model, &row, &mut harmony_core::sampling::fast_rng(seed)).unwrap();
+        let report = harmony_protocol::to_hex(&harmony_core::wire::encode(&g));
+        status(c.post_gradient(
+            &config.id,
+            &harmony_protocol::GradientPost { device_id: device.into(), round: model.round, report },
+        ))
+    };
+    assert_eq!(post(&devices[2].key, &devices[2].device_id, 3), 401, "revoked after a restart");
+    assert_eq!(post(&devices[1].key, &devices[1].device_id, 4), 200, "enrolled after a restart");
+    let m = client(&url, ADMIN).model(&config.id).unwrap();
+    assert_eq!(m.round, 2, "the two enrolled gradients completed round 1");
+    running.stop();
+    let bytes = std::fs::read(dir.join("db.sqlite")).unwrap_or_default();
+    let wal = std::fs::read(dir.join("db.sqlite-wal")).unwrap_or_default();
+    for d in &devices {
+        let k = d.key.as_bytes();
+        assert!(
+            !bytes.windows(k.len()).any(|w| w == k) && !wal.windows(k.len()).any(|w| w == k),
+            "key stored in the clear"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -440,6 +440,7 @@ mod tests {
             gradient_scale: None,
             lambda: 1e-4,
             rounds: Some(rounds),
+            enrollment: false,
         };
         crate::resolve(&CreateCollection { schema: Some(schema), epsilon: 4.0, task: TaskSpec::Train(spec) }, "t")
             .unwrap()

@@ -88,7 +88,7 @@ pub fn run(mut a: DemoArgs) -> Result<()> {
     let pop = population(&config, &csv)?;
     let devices = Client::new(&server.url());
     if config.task.kind().has_rounds() {
-        super::rounds::submit(&devices, &config, &pop, a.seed, &Policy::default())?;
+        super::rounds::submit(&devices, &config, &pop, a.seed, &Policy::default(), None)?;
     } else {
         let mut st = submit(&devices, &config, &pop, a.concurrency, 1000, a.seed, &Policy::default())?;
         st.latencies.sort_by(f64::total_cmp);

@@ -165,6 +165,10 @@ pub struct SubmitArgs {
     /// `attribute=value` items of the collection schema's attributes).
     #[arg(long, conflicts_with = "transactions")]
     pub column: Option<String>,
+    /// Training collections of enrolled devices: the CSV of `harmony collection token enroll`
+    /// (`device_id,key`); row i of `--data` posts as device i of the file.
+    #[arg(long)]
+    pub device_keys: Option<PathBuf>,
     /// Heavy hitters: `--data` is a transactions file, one device's set of items per line.
     #[arg(long)]
     pub transactions: bool,
@@ -341,7 +345,8 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     };
     let population = submit::population_with(&config, &a.data, items.as_ref())?;
     if config.task.kind().has_rounds() {
-        return rounds::submit(&client, &config, &population, seed, &policy);
+        let keys = a.device_keys.as_deref().map(rounds::read_device_keys).transpose()?;
+        return rounds::submit(&client, &config, &population, seed, &policy, keys.as_deref());
     }
     let mut st = submit::submit(&client, &config, &population, a.concurrency, a.batch, seed, &policy)?;
     st.latencies.sort_by(f64::total_cmp);

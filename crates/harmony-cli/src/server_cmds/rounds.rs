@@ -14,7 +14,7 @@ use harmony_core::schema::{Schema, Value};
 use harmony_learn::cv::Experiment;
 use harmony_protocol::estimates::{EstimateDocument, TrainEstimate};
 use harmony_protocol::spec::{GradientMechanism, Model, Schedule, TaskSpec, TrainSpec};
-use harmony_protocol::{CollectionConfig, GradientPost, ModelState};
+use harmony_protocol::{CollectionConfig, DeviceKey, GradientPost, ModelState};
 use harmony_tasks::Input;
 use harmony_tasks::train::feature_map;
 use serde::Serialize;
@@ -67,6 +67,10 @@ pub struct TrainOptions {
     /// L2 regularisation λ (default 1e-4).
     #[arg(long, allow_negative_numbers = true)]
     pub lambda: Option<f64>,
+    /// Only enrolled devices contribute gradients: mint their keys with `harmony collection
+    /// enroll` and give them to `harmony submit --device-keys FILE`.
+    #[arg(long)]
+    pub enrollment: bool,
 }
 
 impl TrainOptions {
@@ -188,6 +192,7 @@ pub fn train_spec(schema: &Schema, epsilon: f64, o: &TrainOptions) -> Result<Tra
         gradient_scale: o.gradient_scale,
         lambda: o.lambda.unwrap_or(DEFAULT_LAMBDA),
         rounds: o.rounds,
+        enrollment: o.enrollment,
     };
     let fm = feature_map(schema, &spec).map_err(core_option_error)?;
     spec.batch_size = match (o.batch_size, o.users) {
@@ -269,6 +274,7 @@ pub fn contribute_rows(
     population: &Population,
     seed: Option<u64>,
     policy: &Policy,
+    keys: Option<&[DeviceKey]>,
 ) -> Result<RoundStats> {
     let task = DeviceTask::with_policy(config.clone(), policy.clone())?;
     let mut sim = seed.map(SimulatedDevices::new);
@@ -283,9 +289,18 @@ pub fn contribute_rows(
         if model.done {
             break;
         }
-        let post = device_post(&task, &model, input.record("train")?, i, &mut sim)?;
+        let mut post = device_post(&task, &model, input.record("train")?, i, &mut sim)?;
+        // An enrolled device posts under its key's id, with its key.
+        let enrolled = match keys {
+            Some(k) if i >= k.len() => break,
+            Some(k) => {
+                post.device_id = k[i].device_id.clone();
+                Some(client.clone().with_token(&k[i].key))
+            }
+            None => None,
+        };
         devices += 1;
-        match client.post_gradient(&config.id, &post) {
+        match enrolled.as_ref().unwrap_or(client).post_gradient(&config.id, &post) {
             Ok(ack) if ack.advanced => model = client.model(&config.id)?,
             Ok(_) => model.received += 1,
             Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => already += 1,
@@ -310,6 +325,25 @@ pub fn contribute_rows(
     })
 }
 
+/// The device keys of a `harmony collection token enroll` CSV (`device_id,key` lines).
+pub fn read_device_keys(path: &Path) -> Result<Vec<DeviceKey>> {
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow!("--device-keys {}: {e}", path.display()))?;
+    let mut keys = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
+        let Some((id, key)) = line.split_once(',') else {
+            bail!("--device-keys {} line {}: expected `device_id,key`", path.display(), n + 1);
+        };
+        keys.push(DeviceKey { device_id: id.trim().to_string(), key: key.trim().to_string() });
+    }
+    if keys.is_empty() {
+        bail!(
+            "--device-keys {}: no device keys (expected the CSV of `harmony collection token enroll`)",
+            path.display()
+        );
+    }
+    Ok(keys)
+}
+
 /// `harmony submit` to a training collection.
 pub fn submit(
     client: &Client,
@@ -317,8 +351,9 @@ pub fn submit(
     population: &Population,
     seed: Option<u64>,
     policy: &Policy,
+    keys: Option<&[DeviceKey]>,
 ) -> Result<()> {
-    let st = contribute_rows(client, config, population, seed, policy)?;
+    let st = contribute_rows(client, config, population, seed, policy, keys)?;
     let m = &st.model;
     if st.devices == 0 && m.done {
         eprintln!("collection {}: training was already done (round {}); no device was asked", config.id, m.round);
@@ -637,7 +672,50 @@ mod tests {
             budget: None,
             policy: None,
             budget_ledger: data.with_file_name("budget.json"),
+            device_keys: None,
         }
+    }
+
+    /// `collection create --task train --enrollment` → `collection token enroll` (a 0600 CSV)
+    /// → `submit --device-keys`: every gradient stored under its key's device id; without keys
+    /// the devices are refused (401) and the model does not move.
+    #[test]
+    fn enrolled_devices_submit_with_their_keys() {
+        let (dir, schema, csv) = fixture("enroll", 60);
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let url = server.url();
+        let extra = ["--epsilon", "4", "--model", "logistic", "--batch-size", "10", "--rounds", "6", "--enrollment"];
+        let created = create(&train_args(&url, &schema, &extra)).unwrap();
+        let client = Client::new(&url);
+        let config = client.config(&created.id).unwrap();
+        assert!(train_of(&config).unwrap().0.enrollment);
+        let population = super::super::submit::population(&config, &csv).unwrap();
+        let open = Client::new(&url).with_retry(harmony_client::RetryPolicy { attempts: 1, ..Default::default() });
+        let err = contribute_rows(&open, &config, &population, Some(1), &Policy::default(), None).unwrap_err();
+        assert!(format!("{err:#}").contains("401"), "{err:#}");
+        let keys_csv = dir.join("keys.csv");
+        let enroll = crate::server_cmds::tokens::TokenCommand::Enroll {
+            at: crate::server_cmds::tokens::ServerToken { server: url.clone(), token: "tok".into() },
+            collection: config.id.clone(),
+            count: 50,
+            label: "test".into(),
+            out: keys_csv.clone(),
+        };
+        crate::server_cmds::tokens::run(enroll).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&keys_csv).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let keys = read_device_keys(&keys_csv).unwrap();
+        let st = contribute_rows(&client, &config, &population, Some(1), &Policy::default(), Some(&keys)).unwrap();
+        assert_eq!((st.stored, st.already, st.late, st.unused), (50, 0, 0, 10), "50 keys for 60 rows");
+        assert_eq!((st.model.round, st.model.received), (6, 0));
+        let again = contribute_rows(&client, &config, &population, Some(2), &Policy::default(), Some(&keys)).unwrap();
+        assert_eq!((again.stored, again.already), (0, 50), "each key posts once");
+        server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// `collection create --task train` → `submit --simulate-devices` → the server's model
@@ -661,7 +739,7 @@ mod tests {
             assert_eq!(train_of(&config).unwrap().0.rounds, Some(rounds));
             let seed = 7;
             let population = super::super::submit::population(&config, &csv).unwrap();
-            let st = contribute_rows(&client, &config, &population, Some(seed), &Policy::default()).unwrap();
+            let st = contribute_rows(&client, &config, &population, Some(seed), &Policy::default(), None).unwrap();
             // g·T devices are used, the rest of the 200 rows are not asked.
             let used = if rounds == 8 { 200 } else { 180 };
             assert_eq!((st.already, st.late, st.stored, st.unused), (0, 0, used, 200 - used), "{extra:?}");

@@ -62,8 +62,38 @@ pub enum TokenCommand {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
-    /// Revoke an analyst token: refused from the next request on. Rotation: create a new
-    /// token, move its readers, revoke the old one.
+    /// Enroll devices in a training collection created with --enrollment: writes a CSV of
+    /// `device_id,key` (mode 0600; the keys are shown this once) for `harmony submit
+    /// --device-keys`. Revoke a device with `token revoke --token-id DEVICE_ID`.
+    Enroll {
+        #[command(flatten)]
+        at: ServerToken,
+        /// Collection id.
+        #[arg(long)]
+        collection: String,
+        /// How many devices (1..=10000).
+        #[arg(long)]
+        count: u32,
+        /// Who the keys are for (0..=64 of `[A-Za-z0-9 _.@-]`).
+        #[arg(long, default_value = "")]
+        label: String,
+        /// The CSV file to write (refused if it exists).
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// List a collection's enrolled devices (ids, labels, states; never the keys).
+    Devices {
+        #[command(flatten)]
+        at: ServerToken,
+        /// Collection id.
+        #[arg(long)]
+        collection: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Revoke an analyst token or an enrolled device's key (`dev_…`): refused from the next
+    /// request on. Rotation: create a new token, move its readers, revoke the old one.
     Revoke {
         #[command(flatten)]
         at: ServerToken,
@@ -89,24 +119,57 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
                 }
             }
         }
-        TokenCommand::List { at, collection, format } => {
-            let list = at.client().tokens(&collection)?;
-            match format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&list)?),
-                Format::Table => {
-                    println!("{:<16}  {:<8}  {:<12}  label", "token_id", "state", "created");
-                    for t in &list {
-                        let state = if t.revoked { "revoked" } else { "active" };
-                        println!("{:<16}  {state:<8}  {:<12}  {}", t.token_id, t.created, t.label);
-                    }
-                }
+        TokenCommand::Enroll { at, collection, count, label, out } => {
+            let enrolled = at.client().enroll(&collection, count, &label)?;
+            let mut text = String::from("device_id,key\n");
+            for d in &enrolled.devices {
+                text.push_str(&format!("{},{}\n", d.device_id, d.key));
             }
+            write_secret(&out, &text)?;
+            eprintln!(
+                "enrolled {} devices in collection {collection}: keys in {}",
+                enrolled.devices.len(),
+                out.display()
+            );
         }
+        TokenCommand::Devices { at, collection, format } => {
+            print_tokens(&at.client().enrollments(&collection)?, format)?
+        }
+        TokenCommand::List { at, collection, format } => print_tokens(&at.client().tokens(&collection)?, format)?,
         TokenCommand::Revoke { at, collection, token_id } => {
             at.client().revoke_token(&collection, &token_id)?;
             eprintln!("revoked token {token_id} of collection {collection}");
         }
     }
+    Ok(())
+}
+
+/// Prints tokens (or enrolled devices) as a table or JSON.
+fn print_tokens(list: &[harmony_protocol::TokenInfo], format: Format) -> Result<()> {
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(list)?),
+        Format::Table => {
+            println!("{:<20}  {:<8}  {:<12}  label", "token_id", "state", "created");
+            for t in list {
+                let state = if t.revoked { "revoked" } else { "active" };
+                println!("{:<20}  {state:<8}  {:<12}  {}", t.token_id, t.created, t.label);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `text` to a new file readable by its owner only.
+fn write_secret(path: &std::path::Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f =
+        o.open(path).map_err(|e| anyhow::anyhow!("cannot create {}: {e} (it must not exist)", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! `GET …/model` and `POST …/gradients` of training collections.
 
-use super::{Body, blocking, body_bytes};
+use super::{blocking, read_body};
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Collection};
 use axum::extract::{Path, State};
@@ -65,6 +65,8 @@ fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_learn::remote:
     responses(
         (status = 200, description = "Stored and counted in the round", body = harmony_protocol::GradientAck),
         (status = 400, description = "A bad device id or report", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "A collection of enrolled devices: the device key is missing, unknown or revoked", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "A collection of enrolled devices: another collection's key, or a device id that is not the key's", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection, or it has no train task", body = harmony_protocol::ErrorBody),
         (status = 409, description = "Not the current round, a device's second gradient, or training is done", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
@@ -74,14 +76,25 @@ fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_learn::remote:
 pub async fn post_gradient(
     State(st): State<AppState>,
     Path(id): Path<String>,
-    body: Body,
+    req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
-    let body = body_bytes(body)?;
     let c: Arc<Collection> = st.collection(&id)?;
     training(&c, &id)?;
+    // A collection of enrolled devices: the key is checked before the body is read.
+    let enrolled = match super::tokens::takes_enrollment(&c) {
+        true => Some(st.inner.tokens.device(req.headers(), &id)?),
+        false => None,
+    };
+    let body = read_body(req).await?;
     let store = st.inner.store.clone();
     let result = blocking(move || {
         let post: GradientPost = parse_json(&body)?;
+        if let Some(device) = enrolled
+            && device != post.device_id
+        {
+            let msg = format!("this device key is enrolled as {device:?}, the post says {:?}", post.device_id);
+            return Err(ApiError::new(StatusCode::FORBIDDEN, "device_id", msg));
+        }
         let (report, bytes) = decode(&c, &post)?;
         let t = c.train.as_ref().expect("checked by `training`");
         t.post(store.as_ref(), c.key, &post, &report, &bytes)

@@ -1,15 +1,16 @@
 //! Per-collection analyst tokens (admin token): `POST`/`GET /v1/collections/{id}/tokens`,
 //! `DELETE …/tokens/{token_id}`; and `GET /v1/collections` (admin: every collection; an
-//! analyst token: its own). See [`crate::tokens`].
+//! analyst token: its own); device keys of training collections that take enrolled devices
+//! only: `POST`/`GET …/enrollments`, `DELETE …/enrollments/{device_id}`. See [`crate::tokens`].
 
 use super::{blocking, read_body};
 use crate::error::{ApiError, parse_json};
 use crate::state::AppState;
-use crate::tokens::{Access, check_label};
+use crate::tokens::{Access, MAX_ENROLL, check_label};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use harmony_protocol::{CollectionSummary, TokenCreated, TokenInfo, TokenRequest};
+use harmony_protocol::{CollectionSummary, EnrollRequest, Enrolled, TokenCreated, TokenInfo, TokenRequest};
 
 /// `POST /v1/collections/{id}/tokens`: a new analyst token of the collection, shown once.
 #[utoipa::path(post, path = "/v1/collections/{id}/tokens", operation_id = "createToken", tag = "tokens",
@@ -128,4 +129,105 @@ pub async fn collections(State(st): State<AppState>, headers: HeaderMap) -> Resu
         })
         .collect();
     Ok(axum::Json(list).into_response())
+}
+
+/// Whether collection `c` takes enrolled devices only (a `train` spec with `enrollment`).
+pub fn takes_enrollment(c: &crate::state::Collection) -> bool {
+    matches!(&c.config.task, harmony_protocol::TaskSpec::Train(t) if t.enrollment)
+}
+
+/// `POST /v1/collections/{id}/enrollments`: device keys of a training collection created with
+/// `enrollment: true`, shown once.
+#[utoipa::path(post, path = "/v1/collections/{id}/enrollments", operation_id = "enrollDevices", tag = "tokens",
+    security(("analyst" = [])),
+    params(("id" = String, Path, description = "The collection id")),
+    request_body(content = harmony_protocol::EnrollRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The devices and their keys (shown this once; the server keeps their SHA-256)", body = harmony_protocol::Enrolled),
+        (status = 400, description = "A count outside 1..=10000, a bad label, or a body that does not parse", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 409, description = "The collection does not take enrolled devices", body = harmony_protocol::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn enroll(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    req: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    st.check_token(req.headers())?;
+    if !takes_enrollment(&*st.collection(&id)?) {
+        let msg =
+            format!("collection {id:?} does not take enrolled devices (a train task with \"enrollment\": true does)");
+        return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
+    }
+    let body = read_body(req).await?;
+    let st2 = st.clone();
+    let id2 = id.clone();
+    let devices = blocking(move || {
+        let req: EnrollRequest = parse_json(&body)?;
+        check_label(&req.label)?;
+        if !(1..=MAX_ENROLL).contains(&req.count) {
+            return Err(ApiError::bad("count", format!("count is {}, expected 1 to {MAX_ENROLL}", req.count)));
+        }
+        st2.inner.tokens.enroll(st2.inner.store.as_ref(), &id2, req.count, &req.label).map_err(ApiError::store)
+    })
+    .await?;
+    tracing::info!(collection = %id, devices = devices.len(), "devices enrolled");
+    Ok((StatusCode::CREATED, axum::Json(Enrolled { collection: id, devices })).into_response())
+}
+
+/// `GET /v1/collections/{id}/enrollments`: the enrolled devices (never their keys).
+#[utoipa::path(get, path = "/v1/collections/{id}/enrollments", operation_id = "listEnrollments", tag = "tokens",
+    security(("analyst" = [])),
+    params(("id" = String, Path, description = "The collection id")),
+    responses(
+        (status = 200, description = "The devices (`token_id` is the device id), oldest first", body = Vec<harmony_protocol::TokenInfo>),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn enrollments(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    st.collection(&id)?;
+    Ok(axum::Json(st.inner.tokens.devices(&id)).into_response())
+}
+
+/// `DELETE /v1/collections/{id}/enrollments/{device_id}`: revokes a device's key.
+#[utoipa::path(delete, path = "/v1/collections/{id}/enrollments/{device_id}", operation_id = "revokeDevice", tag = "tokens",
+    security(("analyst" = [])),
+    params(
+        ("id" = String, Path, description = "The collection id"),
+        ("device_id" = String, Path, description = "The enrolled device's id")
+    ),
+    responses(
+        (status = 204, description = "Revoked (also when it already was)"),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "Not the admin token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection or device", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "Storage unavailable: retry", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn revoke_device(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path((id, device_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    st.check_token(&headers)?;
+    st.collection(&id)?;
+    let found = device_id.starts_with(crate::tokens::DEVICE_ID_PREFIX) && {
+        let (st2, id2, dev) = (st.clone(), id.clone(), device_id.clone());
+        blocking(move || st2.inner.tokens.revoke(st2.inner.store.as_ref(), &id2, &dev).map_err(ApiError::store)).await?
+    };
+    if !found {
+        let msg = format!("collection {id:?} has no enrolled device {device_id:?}");
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "device_id", msg));
+    }
+    tracing::info!(collection = %id, device_id = %device_id, "device key revoked");
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
