@@ -98,3 +98,64 @@ fn cancelled_batches_retried_keep_estimates_equal_to_the_store() {
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// live-tests #12b (a create cancelled by `curl -m 0.5` was stored but 404 until a restart):
+/// creates whose connection closes right after the body, or after up to 50 ms, are either not
+/// stored or stored and served — once the server is idle, every stored collection's config is
+/// served and the served collections are exactly the stored ones.
+#[test]
+fn cancelled_creates_are_served_exactly_when_stored() {
+    let dir = std::env::temp_dir().join(format!("harmony-cancel-create-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let server = harmony_server::spawn(store.clone(), "tok", "127.0.0.1:0", 2).unwrap();
+    let addr = server.addr;
+    // sample-k over 1,000 two-label attributes: a create that takes a while to resolve.
+    let schema: Vec<Value> = (0..1000)
+        .map(|i| serde_json::json!({"kind": "categorical", "name": format!("a{i}"), "categories": ["x", "y"]}))
+        .collect();
+    let body = serde_json::to_vec(&serde_json::json!({
+        "schema": schema, "epsilon": 1, "task": {"kind": "means", "strategy": "sample-k"}
+    }))
+    .unwrap();
+    let mut rng = fast_rng(5);
+    for _ in 0..12 {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "POST /v1/collections HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer tok\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(&body).unwrap();
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..50)));
+        drop(s);
+    }
+    // Idle: the served count stops changing (bounded wait).
+    let served = || -> Vec<String> {
+        let (status, body) = common::raw(addr, "GET", "/v1/collections", b"", Some("tok"));
+        assert_eq!(status, 200, "{body}");
+        let v: Vec<Value> = serde_json::from_str(&body).unwrap();
+        let mut ids: Vec<String> = v.iter().map(|c| c["id"].as_str().unwrap().to_string()).collect();
+        ids.sort();
+        ids
+    };
+    let mut last = served();
+    for _ in 0..120 {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = served();
+        if now == last && now.len() == store.collections().unwrap().len() {
+            break;
+        }
+        last = now;
+    }
+    let mut stored: Vec<String> = store.collections().unwrap().into_iter().map(|c| c.id).collect();
+    stored.sort();
+    eprintln!("12 cancelled creates: {} stored, {} served", stored.len(), last.len());
+    assert_eq!(served(), stored, "served = stored");
+    for id in &stored {
+        assert_eq!(common::raw(addr, "GET", &format!("/v1/collections/{id}/config"), b"", None).0, 200);
+    }
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
