@@ -180,7 +180,7 @@ fn batches_until(addr: SocketAddr, id: &str, batches: &[String], next: &mut usiz
 /// keep trickling header lines for `attack` (each reconnecting as soon as it is closed). Every
 /// slow connection must be closed within `header_timeout` + 2 s, and the normal 100-report
 /// batches posted back to back meanwhile keep a p99 within 2× the p99 of batches posted back to
-/// back for as long (at least 30) before the attack (baseline floored at 20 ms so that
+/// back for as long, up to 20 s (at least 30), before the attack (baseline floored at 20 ms so that
 /// scheduling noise on a shared 2-core machine is not a failure; a server the slow connections
 /// stall takes seconds).
 fn slowloris(name: &str, n: usize, header_timeout: Duration, attack: Duration) {
@@ -189,7 +189,8 @@ fn slowloris(name: &str, n: usize, header_timeout: Duration, attack: Duration) {
     let (id, batches) = collection_and_batches(addr, 60 + 200 * attack.as_secs());
     let half = batches.len() / 2;
     let mut next = 0;
-    let base = p99_of(&mut batches_until(addr, &id, &batches[..half], &mut next, Instant::now() + attack));
+    let baseline = attack.min(Duration::from_secs(20));
+    let base = p99_of(&mut batches_until(addr, &id, &batches[..half], &mut next, Instant::now() + baseline));
     let give_up = header_timeout + Duration::from_secs(2);
     let t0 = Instant::now();
     let until = t0 + attack;
