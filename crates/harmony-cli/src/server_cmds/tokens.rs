@@ -12,14 +12,16 @@ pub struct ServerToken {
     /// Server URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     pub server: String,
+    #[command(flatten)]
+    pub ca: super::CaCert,
     /// The admin token (else `HARMONY_ANALYST_TOKEN`); `collection list` also takes an analyst token.
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub token: String,
 }
 
 impl ServerToken {
-    fn client(&self) -> Client {
-        Client::new(&self.server).with_token(&self.token)
+    fn client(&self) -> Result<Client> {
+        Ok(self.ca.client(&self.server)?.with_token(&self.token))
     }
 }
 
@@ -80,7 +82,7 @@ pub enum TokenCommand {
 pub fn run(cmd: TokenCommand) -> Result<()> {
     match cmd {
         TokenCommand::Create { at, collection, label, format } => {
-            let t = at.client().create_token(&collection, &label)?;
+            let t = at.client()?.create_token(&collection, &label)?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&t)?),
                 Format::Table => {
@@ -90,7 +92,7 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
             }
         }
         TokenCommand::List { at, collection, format } => {
-            let list = at.client().tokens(&collection)?;
+            let list = at.client()?.tokens(&collection)?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&list)?),
                 Format::Table => {
@@ -103,7 +105,7 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
             }
         }
         TokenCommand::Revoke { at, collection, token_id } => {
-            at.client().revoke_token(&collection, &token_id)?;
+            at.client()?.revoke_token(&collection, &token_id)?;
             eprintln!("revoked token {token_id} of collection {collection}");
         }
     }
@@ -112,7 +114,7 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
 
 /// Runs `harmony collection list`.
 pub fn list_collections(a: &ListArgs) -> Result<()> {
-    let list = a.at.client().collections()?;
+    let list = a.at.client()?.collections()?;
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&list)?),
         Format::Table => {
