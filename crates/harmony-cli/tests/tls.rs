@@ -103,3 +103,38 @@ fn serve_names_a_wrong_tls_file_and_needs_both_flags() {
     assert!(err.contains("--tls-key"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn tokens_never_reach_the_logs() {
+    let dir = std::env::temp_dir().join(format!("harmony-cli-tls-logs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let admin = "Adm-5b0e2c94-never-logged";
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("stderr")).unwrap();
+    let child = Command::new(BIN)
+        .args(["serve", "--db", &format!("sqlite://{}", dir.join("db.sqlite").display())])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--admin-token", admin, "--log-level", "debug"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    wait_for_port(port);
+    let server = Server { child, url: format!("http://127.0.0.1:{port}") };
+    let schema = root().join("examples/adult.toml");
+    let (url, schema) = (server.url.as_str(), schema.to_str().unwrap());
+    let id = harmony(&["collection", "create", "--server", url, "--token", admin, "--schema", schema, "--epsilon", "1"]);
+    let id = id.trim();
+    let minted = harmony(&["collection", "token", "create", "--server", url, "--token", admin, "--collection", id]);
+    let minted = minted.trim().to_string();
+    assert!(minted.len() >= 16, "{minted}");
+    harmony(&["query", "--server", url, "--token", &minted, "--collection", id, "--format", "json"]);
+    fails(&["query", "--server", url, "--token", &format!("{minted}x"), "--collection", id]);
+    drop(server);
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(stderr.contains("analyst token created"), "{stderr}");
+    for secret in [admin, minted.as_str()] {
+        assert!(!stderr.contains(secret), "a token is in the server's log: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
