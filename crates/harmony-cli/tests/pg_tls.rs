@@ -141,7 +141,17 @@ fn postgres_over_tls_is_verified_and_passwords_stay_secret() {
     // `harmony serve` with a wrong password: stderr (logs and the error) without the password.
     let wrong = pg.url(&format!("{PASSWORD}x"), "sslmode=require");
     let ca_s = ca.display().to_string();
-    let out = common::run(&["serve", "--db", &wrong, "--db-ca-cert", &ca_s, "--listen", "127.0.0.1:0", "--log-level", "debug"]);
+    let out = common::run(&[
+        "serve",
+        "--db",
+        &wrong,
+        "--db-ca-cert",
+        &ca_s,
+        "--listen",
+        "127.0.0.1:0",
+        "--log-level",
+        "debug",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("password authentication failed"), "{stderr}");
     assert!(!stderr.contains(PASSWORD), "the password is on stderr: {stderr}");

@@ -123,7 +123,8 @@ fn tokens_never_reach_the_logs() {
     let server = Server { child, url: format!("http://127.0.0.1:{port}") };
     let schema = root().join("examples/adult.toml");
     let (url, schema) = (server.url.as_str(), schema.to_str().unwrap());
-    let id = harmony(&["collection", "create", "--server", url, "--token", admin, "--schema", schema, "--epsilon", "1"]);
+    let id =
+        harmony(&["collection", "create", "--server", url, "--token", admin, "--schema", schema, "--epsilon", "1"]);
     let id = id.trim();
     let minted = harmony(&["collection", "token", "create", "--server", url, "--token", admin, "--collection", id]);
     let minted = minted.trim().to_string();

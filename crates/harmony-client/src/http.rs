@@ -48,7 +48,8 @@ type Cert = std::convert::Infallible;
 /// `https://` trusts the system's roots plus `extra` (Mozilla's bundled roots if the system has
 /// none).
 fn agent(extra: &[Cert]) -> ureq::Agent {
-    let builder = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60)));
+    let builder =
+        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60)));
     #[cfg(feature = "tls")]
     let builder = {
         use ureq::tls::{RootCerts, TlsConfig};
@@ -203,7 +204,9 @@ impl Client {
                 Err(SendError::Untrusted(e)) => {
                     return Err(ClientError::Tls {
                         context: format!("server {}", host_of(&self.base)),
-                        message: format!("certificate not trusted: pass --ca-cert (or HARMONY_CA_CERT) with its CA ({e})"),
+                        message: format!(
+                            "certificate not trusted: pass --ca-cert (or HARMONY_CA_CERT) with its CA ({e})"
+                        ),
                     });
                 }
             };

@@ -68,7 +68,9 @@ pub enum ClientError {
         /// The last error.
         last: String,
     },
-    /// TLS: a server certificate that is not trusted, or a CA file that does not load.
+    /// TLS: a server certificate that is not trusted, or a CA file that does not load (the
+    /// native transport only).
+    #[cfg(not(target_arch = "wasm32"))]
     #[error("{context}: {message}")]
     Tls {
         /// The host or the file.

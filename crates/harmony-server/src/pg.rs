@@ -23,8 +23,8 @@ use crate::store::{
     Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken, blob_to_params, params_to_blob,
     utc_day_now,
 };
-use std::collections::HashSet;
 use crate::tls::PgTls;
+use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Mutex;

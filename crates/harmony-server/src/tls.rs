@@ -63,7 +63,10 @@ pub fn pg_roots(extra: &[&Path]) -> Result<rustls::RootCertStore, String> {
         let certs = read_certs(path).map_err(|m| format!("CA certificate {}: {m}", path.display()))?;
         let (_, bad) = roots.add_parsable_certificates(certs);
         if bad > 0 {
-            return Err(format!("CA certificate {}: {bad} certificate(s) are not valid CA certificates", path.display()));
+            return Err(format!(
+                "CA certificate {}: {bad} certificate(s) are not valid CA certificates",
+                path.display()
+            ));
         }
     }
     Ok(roots)
