@@ -624,6 +624,7 @@ mod tests {
     fn submit_args(url: &str, collection: &str, data: &Path, seed: u64) -> SubmitArgs {
         SubmitArgs {
             server: url.into(),
+            ca: Default::default(),
             collection: collection.into(),
             data: data.to_path_buf(),
             concurrency: 1,
@@ -692,6 +693,7 @@ mod tests {
             for format in [Format::Table, Format::Json] {
                 let q = QueryArgs {
                     server: url.clone(),
+                    ca: Default::default(),
                     token: "tok".into(),
                     collection: created.id.clone(),
                     format,
@@ -831,6 +833,7 @@ mod tests {
         let id = create(&a).unwrap().id;
         let q = QueryArgs {
             server: url.clone(),
+            ca: Default::default(),
             token: "tok".into(),
             collection: id,
             format: Format::Table,
