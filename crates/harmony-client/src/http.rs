@@ -38,19 +38,97 @@ pub struct Client {
     retry: RetryPolicy,
 }
 
+/// An extra root certificate (none without the `tls` feature).
+#[cfg(feature = "tls")]
+type Cert = ureq::tls::Certificate<'static>;
+#[cfg(not(feature = "tls"))]
+type Cert = std::convert::Infallible;
+
+/// The agent: a 60 s deadline per request, statuses as responses; with the `tls` feature,
+/// `https://` trusts the system's roots plus `extra` (Mozilla's bundled roots if the system has
+/// none).
+fn agent(extra: &[Cert]) -> ureq::Agent {
+    let builder =
+        ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(Duration::from_secs(60)));
+    #[cfg(feature = "tls")]
+    let builder = {
+        use ureq::tls::{RootCerts, TlsConfig};
+        let roots = match (system_roots(), extra) {
+            ([], []) => RootCerts::WebPki,
+            (system, extra) => RootCerts::new_with_certs(&[system, extra].concat()),
+        };
+        builder.tls_config(TlsConfig::builder().root_certs(roots).build())
+    };
+    #[cfg(not(feature = "tls"))]
+    let _ = extra;
+    builder.build().into()
+}
+
+/// The system's root certificates, read once.
+#[cfg(feature = "tls")]
+fn system_roots() -> &'static [ureq::tls::Certificate<'static>] {
+    static ROOTS: std::sync::OnceLock<Vec<ureq::tls::Certificate<'static>>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs().certs;
+        found.iter().map(|c| ureq::tls::Certificate::from_der(c.as_ref()).to_owned()).collect()
+    })
+}
+
+/// Whether a transport error is a server certificate the roots do not trust.
+#[cfg(feature = "tls")]
+fn untrusted(e: &ureq::Error) -> bool {
+    let rustls_error = match e {
+        ureq::Error::Rustls(r) => Some(r),
+        ureq::Error::Io(io) => io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
+        _ => None,
+    };
+    matches!(rustls_error, Some(rustls::Error::InvalidCertificate(_)))
+}
+
+#[cfg(not(feature = "tls"))]
+fn untrusted(_: &ureq::Error) -> bool {
+    false
+}
+
+/// The host (and port) of a URL.
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#']).next().unwrap_or(rest)
+}
+
+/// Why one attempt failed: an untrusted certificate is final (retrying will not help).
+enum SendError {
+    Untrusted(String),
+    Transport(String),
+}
+
 impl Client {
-    /// A client for `base` (e.g. `http://127.0.0.1:8080`).
+    /// A client for `base` (e.g. `http://127.0.0.1:8080`; `https://` with the `tls` feature).
     pub fn new(base: &str) -> Self {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build();
         Client {
             base: base.trim_end_matches('/').to_string(),
             token: None,
-            agent: config.into(),
+            agent: agent(&[]),
             retry: RetryPolicy::default(),
         }
+    }
+    /// Also trusts the CA certificates of the PEM file `path` for `https://` (a server with a
+    /// private CA: `--ca-cert`, `HARMONY_CA_CERT`). Errors name the file and what was wrong.
+    #[cfg(feature = "tls")]
+    pub fn with_ca_cert(mut self, path: &std::path::Path) -> Result<Self> {
+        let err = |message: String| ClientError::Tls { context: format!("CA certificate {}", path.display()), message };
+        let pem = std::fs::read(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+        let mut certs = Vec::new();
+        for item in ureq::tls::parse_pem(&pem) {
+            if let ureq::tls::PemItem::Certificate(c) = item.map_err(|e| err(format!("not a PEM file: {e}")))? {
+                certs.push(c);
+            }
+        }
+        if certs.is_empty() {
+            return Err(err("no certificate in it (expected PEM `BEGIN CERTIFICATE` blocks)".into()));
+        }
+        self.agent = agent(&certs);
+        Ok(self)
     }
     /// Sets the analyst bearer token.
     pub fn with_token(mut self, token: &str) -> Self {
@@ -73,7 +151,7 @@ impl Client {
         url: &str,
         body: Option<&[u8]>,
         extra: Option<(&str, &str)>,
-    ) -> std::result::Result<(u16, Vec<u8>), String> {
+    ) -> std::result::Result<(u16, Vec<u8>), SendError> {
         let resp = match (method, body) {
             ("GET", _) => {
                 let mut r = self.agent.get(url);
@@ -100,9 +178,17 @@ impl Client {
                 r.send(b.unwrap_or(&[]))
             }
         };
-        let mut resp = resp.map_err(|e| e.to_string())?;
+        let mut resp = resp.map_err(|e| match untrusted(&e) {
+            true => SendError::Untrusted(e.to_string()),
+            false => SendError::Transport(e.to_string()),
+        })?;
         let status = resp.status().as_u16();
-        let bytes = resp.body_mut().with_config().limit(64 << 20).read_to_vec().map_err(|e| e.to_string())?;
+        let bytes = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .map_err(|e| SendError::Transport(e.to_string()))?;
         Ok((status, bytes))
     }
 
@@ -131,9 +217,17 @@ impl Client {
             }
             let (status, bytes) = match self.send(method, &url, body, extra) {
                 Ok(r) => r,
-                Err(e) => {
+                Err(SendError::Transport(e)) => {
                     last = e;
                     continue;
+                }
+                Err(SendError::Untrusted(e)) => {
+                    return Err(ClientError::Tls {
+                        context: format!("server {}", host_of(&self.base)),
+                        message: format!(
+                            "certificate not trusted: pass --ca-cert (or HARMONY_CA_CERT) with its CA ({e})"
+                        ),
+                    });
                 }
             };
             if (200..300).contains(&status) {

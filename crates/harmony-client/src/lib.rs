@@ -68,6 +68,16 @@ pub enum ClientError {
         /// The last error.
         last: String,
     },
+    /// TLS: a server certificate that is not trusted, or a CA file that does not load (the
+    /// native transport only).
+    #[cfg(not(target_arch = "wasm32"))]
+    #[error("{context}: {message}")]
+    Tls {
+        /// The host or the file.
+        context: String,
+        /// What was wrong (an untrusted certificate says to pass `--ca-cert`).
+        message: String,
+    },
     /// A response that does not parse, or does not answer the request (another collection).
     #[error("unexpected response from {url}: {message}")]
     Protocol {

@@ -161,19 +161,48 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
+    /// A TLS file of `--tls-cert`/`--tls-key` (or the TLS setup) is wrong.
+    #[error("--{flag} {path}: {message}")]
+    Tls {
+        /// The option (`tls-cert`, `tls-key`).
+        flag: String,
+        /// The file.
+        path: String,
+        /// What was wrong.
+        message: String,
+    },
     /// The async runtime or its thread did not start, or serving failed.
     #[error("server runtime: {0}")]
     Runtime(std::io::Error),
 }
 
-/// A store URL with its password (if any) replaced by `***`: `postgres://user:***@host/db`.
+/// A store URL with its password (if any) replaced by `***`: `postgres://user:***@host/db`,
+/// and the value of a `password=` query parameter too. The userinfo ends at the last `@` before
+/// the query, so a password with an unencoded `@` is hidden whole.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let Some((userinfo, host)) = rest.split_once('@') else { return url.to_string() };
-    match userinfo.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+    let (before, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let mut out = match before.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => format!("{scheme}://{before}"),
+        },
+        None => format!("{scheme}://{before}"),
+    };
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{out}?{}", params.join("&"));
     }
+    out
 }
 
 #[cfg(test)]
@@ -185,5 +214,10 @@ mod tests {
         assert_eq!(redact("postgres://bob:s3cret@db:5432/h"), "postgres://bob:***@db:5432/h");
         assert_eq!(redact("postgres://bob@db/h"), "postgres://bob@db/h");
         assert_eq!(redact("sqlite:///tmp/a.db"), "sqlite:///tmp/a.db");
+        assert_eq!(redact("postgres://bob:p@ss@db/h?sslmode=require"), "postgres://bob:***@db/h?sslmode=require");
+        assert_eq!(
+            redact("postgres://db/h?user=bob&password=s3cret&sslmode=require"),
+            "postgres://db/h?user=bob&password=***&sslmode=require"
+        );
     }
 }

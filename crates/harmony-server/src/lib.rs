@@ -32,6 +32,7 @@ pub mod rounds;
 pub mod run;
 pub mod state;
 pub mod store;
+pub mod tls;
 pub mod tokens;
 
 use axum::Router;
@@ -46,8 +47,8 @@ pub use api::MAX_BODY;
 pub use error::{ApiError, ServerError};
 pub use guard::Limits;
 pub use run::{
-    Running, open_store, serve_forever, serve_forever_with, serve_state_forever, spawn, spawn_limits, spawn_state,
-    spawn_with,
+    Running, open_store, open_store_with, serve_forever, serve_forever_with, serve_state_forever,
+    serve_state_forever_tls, spawn, spawn_limits, spawn_state, spawn_tls, spawn_with,
 };
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};

@@ -23,8 +23,10 @@ use crate::store::{
     Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken, blob_to_params, params_to_blob,
     utc_day_now,
 };
+use crate::tls::PgTls;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
@@ -104,6 +106,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// A connection that reconnects with capped exponential backoff (see the module docs).
 struct Conn {
     config: postgres::Config,
+    /// The verifying TLS connector (`sslmode=prefer|require`), else plain.
+    tls: Option<PgTls>,
     client: Option<postgres::Client>,
     backoff: Duration,
     next_try: Instant,
@@ -112,10 +116,11 @@ struct Conn {
 
 impl Conn {
     /// Connects now (the server refuses to start on a database it cannot reach).
-    fn open(config: &postgres::Config) -> StoreResult<Self> {
-        let client = config.connect(postgres::NoTls)?;
+    fn open(config: &postgres::Config, tls: &Option<PgTls>) -> StoreResult<Self> {
+        let client = connect(config, tls)?;
         Ok(Conn {
             config: config.clone(),
+            tls: tls.clone(),
             client: Some(client),
             backoff: BACKOFF_MIN,
             next_try: Instant::now(),
@@ -137,7 +142,7 @@ impl Conn {
                 let msg = format!("PostgreSQL is unreachable ({}); next reconnect in {wait} ms", self.last_error);
                 return Err(StoreError::Unavailable(msg));
             }
-            match self.config.connect(postgres::NoTls) {
+            match connect(&self.config, &self.tls) {
                 Ok(c) => {
                     tracing::info!("reconnected to PostgreSQL");
                     self.client = Some(c);
@@ -180,6 +185,49 @@ impl Conn {
     fn wait(&self) -> Duration {
         self.next_try.saturating_duration_since(Instant::now()).max(Duration::from_millis(10))
     }
+}
+
+/// One connection, over TLS if `tls` is set.
+fn connect(config: &postgres::Config, tls: &Option<PgTls>) -> Result<postgres::Client, postgres::Error> {
+    match tls {
+        Some(t) => config.connect(t.clone()),
+        None => config.connect(postgres::NoTls),
+    }
+}
+
+/// `url` without its `name=` query parameter, and that parameter's value (percent-decoding is
+/// not needed for the parameters read here: `sslrootcert` paths and `sslmode` words).
+fn take_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_string(), None) };
+    let mut value = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|kv| match kv.split_once('=') {
+            Some((k, v)) if k == name => {
+                value = Some(v.to_string());
+                false
+            }
+            _ => true,
+        })
+        .collect();
+    let url = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    (url, value)
+}
+
+/// The TLS of a URL: none unless `sslmode` is `prefer` or `require` (no `sslmode`: plain, as
+/// before TLS was supported); then every certificate is verified against the system's roots,
+/// `ca` and the URL's `sslrootcert`, and must name the URL's host. Returns the URL without
+/// `sslrootcert` (which tokio-postgres does not know).
+fn tls_of(url: &str, ca: Option<&Path>) -> StoreResult<(String, Option<PgTls>)> {
+    let (url, rootcert) = take_param(url, "sslrootcert");
+    let mode = take_param(&url, "sslmode").1;
+    if !matches!(mode.as_deref(), Some("prefer" | "require")) {
+        return Ok((url, None));
+    }
+    let rootcert = rootcert.map(std::path::PathBuf::from);
+    let extra: Vec<&Path> = ca.into_iter().chain(rootcert.as_deref()).collect();
+    let tls = crate::tls::pg_roots(&extra).and_then(PgTls::new).map_err(|m| StoreError::Db(format!("TLS: {m}")))?;
+    Ok((url, Some(tls)))
 }
 
 struct Job {
@@ -312,13 +360,20 @@ impl PgStore {
     /// creates the tables if needed.
     /// A connect attempt gives up after 2 s unless the URL sets `connect_timeout`.
     pub fn open(url: &str) -> StoreResult<Self> {
+        Self::open_with(url, None)
+    }
+
+    /// [`PgStore::open`] trusting the extra CA certificates of `ca` (PEM) for `sslmode=prefer`
+    /// or `require` (see docs/SERVER.md, "TLS").
+    pub fn open_with(url: &str, ca: Option<&Path>) -> StoreResult<Self> {
+        let (url, tls) = tls_of(url, ca)?;
         let mut config: postgres::Config = url.parse()?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(2));
         }
-        let mut write = Conn::open(&config)?;
+        let mut write = Conn::open(&config, &tls)?;
         write.run(|c| Ok(c.batch_execute(SCHEMA)?))?;
-        let read = Conn::open(&config)?;
+        let read = Conn::open(&config, &tls)?;
         let (tx, rx) = sync_channel::<Job>(1024);
         let up = std::sync::Arc::new(AtomicBool::new(true));
         let writer_up = up.clone();

@@ -7,12 +7,19 @@ use crate::state::AppState;
 use crate::store::{SqliteStore, Store};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_rustls::rustls::ServerConfig;
 
 /// Opens the store a URL names: `sqlite://PATH` (or a bare path) or `postgres://…`.
 pub fn open_store(url: &str) -> Result<Arc<dyn Store>, ServerError> {
+    open_store_with(url, None)
+}
+
+/// [`open_store`] trusting the extra CA certificates of `db_ca` (PEM) for PostgreSQL's
+/// `sslmode=prefer|require` (`--db-ca-cert`).
+pub fn open_store_with(url: &str, db_ca: Option<&std::path::Path>) -> Result<Arc<dyn Store>, ServerError> {
     let err = |source| ServerError::Store { url: redact(url), source };
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(crate::pg::PgStore::open(url).map_err(err)?));
+        return Ok(Arc::new(crate::pg::PgStore::open_with(url, db_ca).map_err(err)?));
     }
     let path = url.strip_prefix("sqlite://").unwrap_or(url);
     Ok(Arc::new(SqliteStore::open(std::path::Path::new(path)).map_err(err)?))
@@ -22,14 +29,16 @@ pub fn open_store(url: &str) -> Result<Arc<dyn Store>, ServerError> {
 pub struct Running {
     /// The bound address.
     pub addr: std::net::SocketAddr,
+    /// Whether it speaks HTTPS.
+    tls: bool,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` with TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
     /// Stops the server gracefully and waits for it.
     pub fn stop(mut self) {
@@ -87,6 +96,18 @@ pub fn spawn_state(
     limits: &Limits,
     extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
 ) -> Result<Running, ServerError> {
+    spawn_tls(state, listen, workers, limits, None, extend)
+}
+
+/// [`spawn_state`] speaking HTTPS with `tls` ([`crate::tls::server_config`]), if given.
+pub fn spawn_tls(
+    state: AppState,
+    listen: &str,
+    workers: usize,
+    limits: &Limits,
+    tls: Option<Arc<ServerConfig>>,
+    extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
+) -> Result<Running, ServerError> {
     let app = crate::router_with_limits(state, limits, extend);
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     let std_listener = std::net::TcpListener::bind(listen).map_err(listen_err)?;
@@ -99,6 +120,7 @@ pub fn spawn_state(
         .build()
         .map_err(ServerError::Runtime)?;
     let limits = limits.clone();
+    let https = tls.is_some();
     let thread = std::thread::Builder::new()
         .name("harmony-server".into())
         .spawn(move || {
@@ -107,11 +129,11 @@ pub fn spawn_state(
                 let stop = async move {
                     let _ = rx.await;
                 };
-                let _ = serve(listener, app, &limits, stop).await;
+                let _ = serve(listener, app, &limits, tls, stop).await;
             });
         })
         .map_err(ServerError::Runtime)?;
-    Ok(Running { addr, shutdown: Some(tx), thread: Some(thread) })
+    Ok(Running { addr, tls: https, shutdown: Some(tx), thread: Some(thread) })
 }
 
 /// Serves on the current thread until SIGINT or SIGTERM, then drains ([`serve`]).
@@ -131,15 +153,26 @@ pub fn serve_forever_with(
 
 /// [`serve_forever_with`] with a state built by the caller (e.g. [`AppState::with_tokens`]).
 pub fn serve_state_forever(state: AppState, listen: &str, limits: &Limits) -> Result<(), ServerError> {
+    serve_state_forever_tls(state, listen, limits, None)
+}
+
+/// [`serve_state_forever`] speaking HTTPS with `tls` ([`crate::tls::server_config`]), if given.
+pub fn serve_state_forever_tls(
+    state: AppState,
+    listen: &str,
+    limits: &Limits,
+    tls: Option<Arc<ServerConfig>>,
+) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServerError::Runtime)?;
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen).await.map_err(listen_err)?;
         let addr = listener.local_addr().map_err(listen_err)?;
-        eprintln!("harmony server listening on http://{addr}");
-        tracing::info!(%addr, "listening");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        eprintln!("harmony server listening on {scheme}://{addr}");
+        tracing::info!(%addr, scheme, "listening");
         let app = crate::router_with_limits(state, limits, |r| r);
-        serve(listener, app, limits, shutdown_signal()).await.map_err(ServerError::Runtime)
+        serve(listener, app, limits, tls, shutdown_signal()).await.map_err(ServerError::Runtime)
     })
 }
 
@@ -168,12 +201,15 @@ async fn shutdown_signal() {
 
 /// The accept loop: HTTP/1.1 connections with hyper's header-read timeout (also the idle
 /// timeout of a kept-alive connection), at most `max_connections` open (more are answered 503
-/// and closed). When `stop` completes, the listener closes, idle connections close and in-flight requests are answered (for at most `drain_timeout`): every
+/// and closed). With `tls` each accepted stream is wrapped in TLS first, under the same cap;
+/// a handshake not finished within the header timeout (or failing: plain HTTP to the TLS port)
+/// closes the connection. When `stop` completes, the listener closes, idle connections close and in-flight requests are answered (for at most `drain_timeout`): every
 /// acknowledged report is committed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     limits: &Limits,
+    tls: Option<Arc<ServerConfig>>,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -181,9 +217,10 @@ pub async fn serve(
     let conns = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).keep_alive(true);
+    let tls = tls.map(tokio_rustls::TlsAcceptor::from);
     tokio::pin!(stop);
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -201,10 +238,23 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn = http.serve_connection(TokioIo::new(stream), service);
-        let watched = graceful.watch(conn);
+        let Some(acceptor) = tls.clone() else {
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            let watched = graceful.watch(conn);
+            tokio::spawn(async move {
+                let _ = watched.await;
+                drop(permit);
+            });
+            continue;
+        };
+        let (http, watcher, timeout) = (http.clone(), graceful.watcher(), limits.header_timeout);
         tokio::spawn(async move {
-            let _ = watched.await;
+            let stream = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return tracing::debug!(peer = %peer, error = %e, "TLS handshake failed"),
+                Err(_) => return tracing::debug!(peer = %peer, "TLS handshake timed out"),
+            };
+            let _ = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await;
             drop(permit);
         });
     }

@@ -30,6 +30,10 @@ pub struct ExportArgs {
     /// Storage: `sqlite://PATH` or `postgres://user@host:port/db` (as `harmony serve --db`).
     #[arg(long)]
     pub db: String,
+    /// PostgreSQL with `sslmode=prefer|require`: also trust these CA certificates (PEM), as
+    /// `harmony serve --db-ca-cert` (else `HARMONY_DB_CA_CERT`).
+    #[arg(long, env = "HARMONY_DB_CA_CERT")]
+    pub db_ca_cert: Option<PathBuf>,
     /// Collection id.
     #[arg(long)]
     pub collection: String,
@@ -94,7 +98,7 @@ pub fn export(a: ExportArgs) -> Result<()> {
             bail!("--db {}: no such database file", a.db);
         }
     }
-    let store = harmony_server::open_store(&a.db).map_err(|e| anyhow!("--db {e}"))?;
+    let store = harmony_server::open_store_with(&a.db, a.db_ca_cert.as_deref()).map_err(|e| anyhow!(e))?;
     let stored = store.collections().map_err(|e| anyhow!("--db: {e}"))?;
     let Some(c) = stored.iter().find(|c| c.id == a.collection) else {
         bail!("--collection {}: no such collection in --db ({} collections stored)", a.collection, stored.len());

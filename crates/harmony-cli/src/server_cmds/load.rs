@@ -32,6 +32,8 @@ pub struct LoadArgs {
     /// An existing server (else an embedded one with SQLite in a temporary directory).
     #[arg(long)]
     pub server: Option<String>,
+    #[command(flatten)]
+    pub ca: super::CaCert,
     /// Analyst token of `--server`.
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -170,7 +172,7 @@ pub fn run(mut a: LoadArgs) -> Result<()> {
         }
     };
     let url = a.server.clone().unwrap_or_else(|| embedded.as_ref().map(|s| s.url()).unwrap_or_default());
-    let client = Client::new(&url).with_token(&token);
+    let client = a.ca.client(&url)?.with_token(&token);
     let t_prep = Instant::now();
     let p = prepare(&mut a, &client)?;
     let bytes: usize = p.bodies.iter().map(Vec::len).sum();

@@ -67,6 +67,16 @@ pub struct ServeArgs {
     /// Seconds SIGTERM/SIGINT waits for in-flight requests before exiting.
     #[arg(long, default_value_t = 30.0)]
     pub drain_timeout: f64,
+    /// Serve HTTPS: the certificate chain (PEM, leaf first); needs `--tls-key`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Serve HTTPS: the private key (PEM: PKCS#8, PKCS#1 or SEC1) of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// PostgreSQL with `sslmode=prefer|require`: also trust these CA certificates (PEM) besides
+    /// the system's (else `HARMONY_DB_CA_CERT`; the URL's `sslrootcert=PATH` also works).
+    #[arg(long, env = "HARMONY_DB_CA_CERT")]
+    pub db_ca_cert: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -96,6 +106,26 @@ impl ServeArgs {
     }
 }
 
+/// `--ca-cert` of every command that talks to a server.
+#[derive(Args, Debug, Clone, Default)]
+pub struct CaCert {
+    /// An `https://` server's CA certificate (PEM), trusted besides the system's roots (else
+    /// `HARMONY_CA_CERT`).
+    #[arg(long = "ca-cert", env = "HARMONY_CA_CERT")]
+    pub path: Option<PathBuf>,
+}
+
+impl CaCert {
+    /// A client for `server` trusting this CA.
+    pub fn client(&self, server: &str) -> Result<Client> {
+        let client = Client::new(server);
+        Ok(match &self.path {
+            Some(p) => client.with_ca_cert(p).context("--ca-cert")?,
+            None => client,
+        })
+    }
+}
+
 /// `harmony collection …`.
 // Parsed once per process: the size difference between variants costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -116,6 +146,8 @@ pub struct CreateArgs {
     /// Server URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     pub server: String,
+    #[command(flatten)]
+    pub ca: CaCert,
     /// Analyst token (else `HARMONY_ANALYST_TOKEN`).
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub token: String,
@@ -139,6 +171,8 @@ pub struct SubmitArgs {
     /// Server URL.
     #[arg(long)]
     pub server: String,
+    #[command(flatten)]
+    pub ca: CaCert,
     /// Collection id.
     #[arg(long)]
     pub collection: String,
@@ -201,6 +235,8 @@ pub struct QueryArgs {
     /// Server URL.
     #[arg(long)]
     pub server: String,
+    #[command(flatten)]
+    pub ca: CaCert,
     /// Analyst token (else `HARMONY_ANALYST_TOKEN`).
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub token: String,
@@ -255,9 +291,13 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     if metrics.as_deref() == Some(token.as_str()) {
         bail!("--metrics-token is the admin token: give /metrics its own token, or none (the admin token reads it)");
     }
-    let store = harmony_server::open_store(&args.db).map_err(|e| anyhow!("--db {e}"))?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(harmony_server::tls::server_config(cert, key).map_err(|e| anyhow!(e))?),
+        _ => None,
+    };
+    let store = harmony_server::open_store_with(&args.db, args.db_ca_cert.as_deref()).map_err(|e| anyhow!(e))?;
     let state = harmony_server::AppState::with_tokens(store, &token, metrics.as_deref()).map_err(|e| anyhow!(e))?;
-    harmony_server::serve_state_forever(state, &args.listen, &limits).map_err(|e| anyhow!(e))
+    harmony_server::serve_state_forever_tls(state, &args.listen, &limits, tls).map_err(|e| anyhow!(e))
 }
 
 /// 128 bits from the OS CSPRNG, hex.
@@ -285,7 +325,7 @@ pub fn create(a: &CreateArgs) -> Result<Created> {
     let file = SchemaFile::load(&a.schema)?;
     let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
     let req = CreateCollection { schema, epsilon: a.epsilon, task };
-    let client = Client::new(&a.server).with_token(&a.token);
+    let client = a.ca.client(&a.server)?.with_token(&a.token);
     client.create_collection(&req).map_err(rounds::option_error)
 }
 
@@ -318,7 +358,7 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         );
     }
     let policy = policy_of(a.policy.as_deref(), a.max_epsilon, a.budget.as_deref())?;
-    let client = Client::new(&a.server);
+    let client = a.ca.client(&a.server)?;
     let config = client.config(&a.collection)?;
     policy.check(&config)?;
     if let Some(b) = &policy.budget {
@@ -444,7 +484,7 @@ pub fn truth(
 
 /// Runs `harmony query`: the collection's estimate document (with the truth of `--data`).
 pub fn query(a: QueryArgs) -> Result<()> {
-    let client = Client::new(&a.server).with_token(&a.token);
+    let client = a.ca.client(&a.server)?.with_token(&a.token);
     let config = client.config(&a.collection)?;
     if config.task.kind().has_rounds() {
         return rounds::query(&a, &config);

@@ -462,7 +462,7 @@ struct Scored<'a> {
 /// feature name and, with `--data`, its score.
 pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
     let (spec, features) = train_of(config)?;
-    let doc = Client::new(&a.server).with_token(&a.token).estimates(&config.id, &Default::default())?;
+    let doc = a.ca.client(&a.server)?.with_token(&a.token).estimates(&config.id, &Default::default())?;
     let harmony_protocol::estimates::TaskEstimate::Train(t) = &doc.result else {
         bail!("collection {}: the server's estimates are not a model", config.id)
     };
@@ -659,6 +659,7 @@ mod tests {
     fn submit_args(url: &str, collection: &str, data: &Path, seed: u64) -> SubmitArgs {
         SubmitArgs {
             server: url.into(),
+            ca: Default::default(),
             collection: collection.into(),
             data: data.to_path_buf(),
             concurrency: 1,
@@ -696,7 +697,11 @@ mod tests {
         assert!(format!("{err:#}").contains("401"), "{err:#}");
         let keys_csv = dir.join("keys.csv");
         let enroll = crate::server_cmds::tokens::TokenCommand::Enroll {
-            at: crate::server_cmds::tokens::ServerToken { server: url.clone(), token: "tok".into() },
+            at: crate::server_cmds::tokens::ServerToken {
+                server: url.clone(),
+                ca: Default::default(),
+                token: "tok".into(),
+            },
             collection: config.id.clone(),
             count: 50,
             label: "test".into(),
@@ -770,6 +775,7 @@ mod tests {
             for format in [Format::Table, Format::Json] {
                 let q = QueryArgs {
                     server: url.clone(),
+                    ca: Default::default(),
                     token: "tok".into(),
                     collection: created.id.clone(),
                     format,
@@ -909,6 +915,7 @@ mod tests {
         let id = create(&a).unwrap().id;
         let q = QueryArgs {
             server: url.clone(),
+            ca: Default::default(),
             token: "tok".into(),
             collection: id,
             format: Format::Table,

@@ -12,14 +12,16 @@ pub struct ServerToken {
     /// Server URL, e.g. http://127.0.0.1:8080.
     #[arg(long)]
     pub server: String,
+    #[command(flatten)]
+    pub ca: super::CaCert,
     /// The admin token (else `HARMONY_ANALYST_TOKEN`); `collection list` also takes an analyst token.
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub token: String,
 }
 
 impl ServerToken {
-    fn client(&self) -> Client {
-        Client::new(&self.server).with_token(&self.token)
+    fn client(&self) -> Result<Client> {
+        Ok(self.ca.client(&self.server)?.with_token(&self.token))
     }
 }
 
@@ -110,7 +112,7 @@ pub enum TokenCommand {
 pub fn run(cmd: TokenCommand) -> Result<()> {
     match cmd {
         TokenCommand::Create { at, collection, label, format } => {
-            let t = at.client().create_token(&collection, &label)?;
+            let t = at.client()?.create_token(&collection, &label)?;
             match format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&t)?),
                 Format::Table => {
@@ -120,7 +122,7 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
             }
         }
         TokenCommand::Enroll { at, collection, count, label, out } => {
-            let enrolled = at.client().enroll(&collection, count, &label)?;
+            let enrolled = at.client()?.enroll(&collection, count, &label)?;
             let mut text = String::from("device_id,key\n");
             for d in &enrolled.devices {
                 text.push_str(&format!("{},{}\n", d.device_id, d.key));
@@ -133,11 +135,11 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
             );
         }
         TokenCommand::Devices { at, collection, format } => {
-            print_tokens(&at.client().enrollments(&collection)?, format)?
+            print_tokens(&at.client()?.enrollments(&collection)?, format)?
         }
-        TokenCommand::List { at, collection, format } => print_tokens(&at.client().tokens(&collection)?, format)?,
+        TokenCommand::List { at, collection, format } => print_tokens(&at.client()?.tokens(&collection)?, format)?,
         TokenCommand::Revoke { at, collection, token_id } => {
-            at.client().revoke_token(&collection, &token_id)?;
+            at.client()?.revoke_token(&collection, &token_id)?;
             eprintln!("revoked token {token_id} of collection {collection}");
         }
     }
@@ -175,7 +177,7 @@ fn write_secret(path: &std::path::Path, text: &str) -> Result<()> {
 
 /// Runs `harmony collection list`.
 pub fn list_collections(a: &ListArgs) -> Result<()> {
-    let list = a.at.client().collections()?;
+    let list = a.at.client()?.collections()?;
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&list)?),
         Format::Table => {

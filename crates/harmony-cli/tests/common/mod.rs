@@ -54,7 +54,7 @@ pub fn free_port() -> u16 {
 
 /// `harmony serve` (analyst token `tok`), killed on drop.
 pub struct Server {
-    child: Child,
+    pub child: Child,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
 }
