@@ -55,9 +55,11 @@ use std::sync::Arc;
 
 /// δ of the Gaussian mechanism when the spec gives none.
 pub const DEFAULT_DELTA: f64 = 1e-6;
-/// The largest |value| of a Gaussian report, in grid steps (σ/1024): 2^32 such reports sum
-/// exactly in the aggregator's 64-bit sums. Genuine workloads are far below it (≈ 1024·max|a|/σ
-/// + 40,960).
+/// The largest |value| of a Gaussian report, in grid steps (σ/1024): it keeps reports small
+/// (≤ 5 varint bytes per query). Genuine workloads are far below it (≈ 1024·max|a|/σ + 40,960).
+/// The aggregator's sums are `i128`, exact for any n < 2^64 reports of any `i64` entries, so
+/// this bound is not what keeps them exact (with the former `i64` sums it allowed only 2^32
+/// reports).
 pub const MAX_ENTRY_STEPS: i64 = 1 << 31;
 /// The work budget (matrix entries × iterations) of the Gaussian answers' projection.
 pub const PROJECTION_WORK: usize = 1 << 23;
@@ -195,9 +197,7 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>) -> Result
         return Err(Error::param(
             "task.workload",
             format!("entries up to {} grid steps (σ = {})", g.entry_bound(), g.sigma()),
-            format!(
-                "entries within {MAX_ENTRY_STEPS} grid steps of σ/1024, so 2^32 reports sum exactly in 64 bits: shift the queries by a constant"
-            ),
+            format!("entries within {MAX_ENTRY_STEPS} grid steps of σ/1024: shift the queries by a constant"),
         ));
     }
     let bytes = match &m {

@@ -210,10 +210,15 @@ impl Randomizer for GaussianWorkload {
 }
 
 /// Server side: per-query sums of the reports (integers, exact) and their count. Mergeable.
+///
+/// The sums are `i128`: an accepted entry is bounded by (max |a_v| + 40σ)/s, which a matrix
+/// workload with huge entries (any finite number is accepted) saturates at 2⁶³ − 1, so
+/// |Σ| < 2⁶³·2⁶⁴ = 2¹²⁷ for any n < 2⁶⁴ reports: exact for every sequence of accepted reports
+/// and merges (an `i64` Σ overflowed after two such reports).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GaussianAggregator {
     mech: GaussianWorkload,
-    sums: Vec<i64>,
+    sums: Vec<i128>,
     n: u64,
 }
 
@@ -257,7 +262,7 @@ impl Aggregator for GaussianAggregator {
         check_report(&self.mech, &r.values)
     }
     fn add_unchecked(&mut self, r: &GaussianReport) {
-        self.sums.iter_mut().zip(&r.values).for_each(|(s, x)| *s += x);
+        self.sums.iter_mut().zip(&r.values).for_each(|(s, &x)| *s += x as i128);
         self.n += 1;
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
@@ -284,6 +289,36 @@ mod tests {
     use super::*;
     use crate::linear::Domain;
     use harmony_core::sampling::fast_rng;
+
+    /// A matrix workload may hold any finite entries: one row of 1e300 in every column (a
+    /// query that does not depend on the data) leaves the sensitivity at √2 but makes the entry
+    /// bound (max |a_v| + 40σ)/s saturate at i64::MAX, so the decoder accepts entries up to
+    /// 2⁶³ − 1 and two reports overflowed an i64 Σ (a panic in debug builds, a wrap in release).
+    /// The sums are i128: |Σ| < 2⁶³·2⁶⁴ = 2¹²⁷ for n < 2⁶⁴ reports, so they are exact for
+    /// every sequence of accepted reports and merges.
+    #[test]
+    fn extreme_reports_of_a_matrix_workload_never_overflow() {
+        let json = format!("[[{}], [1, 0, 0]]", ["1e300"; 3].join(", "));
+        let w = Arc::new(Workload::parse_json(&json, &Domain::indices(3).unwrap()).unwrap());
+        let g = GaussianWorkload::new(1.0, 1e-6, w).unwrap();
+        let top = GaussianReport { values: vec![i64::MAX, 0] };
+        let bottom = GaussianReport { values: vec![-i64::MAX, 0] };
+        for r in [&top, &bottom] {
+            let mut a = g.aggregator();
+            for _ in 0..16 {
+                a.add(r).unwrap();
+            }
+            for _ in 0..59 {
+                let copy = a.clone();
+                a.merge(&copy).unwrap();
+            }
+            assert_eq!(a.count(), 1 << 63);
+            let want = r.values[0] as f64 * g.step();
+            let got = a.mean()[0];
+            assert!((got - want).abs() <= 1e-12 * want.abs(), "{got} vs {want}");
+        }
+        assert!(g.aggregator().add(&GaussianReport { values: vec![i64::MIN, 0] }).is_err());
+    }
 
     #[test]
     fn reports_are_validated_and_merge_is_exact() {
