@@ -145,6 +145,11 @@ impl Range {
         if !(max.is_finite() && max > min) {
             return Err(Error::param("max", max, format!("a finite number > min ({min})")));
         }
+        // The map to [-1, 1] divides by max − min and doubles x − min: both must stay finite
+        // (fuzz.md S1: min −1e308, max 1e308 made every value NaN).
+        if !(2.0 * (max - min)).is_finite() {
+            return Err(Error::param("max", max, format!("a number with 2·(max − min) finite (min {min})")));
+        }
         Ok(Range { min, max })
     }
     /// Maps x ∈ [min, max] to [-1, 1]; an error (naming `name`) outside the range.
@@ -172,6 +177,16 @@ impl Range {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fuzz.md S1: a range whose width overflows is refused (it mapped every value to NaN).
+    #[test]
+    fn ranges_of_infinite_width_are_refused() {
+        let e = Range::new(-1e308, 1e308).unwrap_err().to_string();
+        assert!(e.contains("max") && e.contains("finite"), "{e}");
+        assert!(Range::new(-1e300, 1e300).is_ok());
+        let r = Range::new(-1e300, 1e300).unwrap();
+        assert!([r.to_unit_clamped(-1e300), r.to_unit_clamped(0.0), r.to_unit_clamped(1e300)].iter().all(|t| t.is_finite()));
+    }
 
     #[test]
     fn epsilon_rejects_bad_values_with_names() {
