@@ -185,7 +185,9 @@ mod tests {
         assert!(e.contains("max") && e.contains("finite"), "{e}");
         assert!(Range::new(-1e300, 1e300).is_ok());
         let r = Range::new(-1e300, 1e300).unwrap();
-        assert!([r.to_unit_clamped(-1e300), r.to_unit_clamped(0.0), r.to_unit_clamped(1e300)].iter().all(|t| t.is_finite()));
+        assert!(
+            [r.to_unit_clamped(-1e300), r.to_unit_clamped(0.0), r.to_unit_clamped(1e300)].iter().all(|t| t.is_finite())
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod numeric;
 mod oracle;
 mod records;
 mod rng;
+mod train;
 
 /// The extension module.
 #[pymodule]
@@ -28,6 +29,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(records::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate_task, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate_items, m)?)?;
+    m.add_function(wrap_pyfunction!(train::simulate_train, m)?)?;
+    m.add_function(wrap_pyfunction!(train::train_features, m)?)?;
     m.add(
         "FREQUENCY_NAMES",
         harmony_core::frequency::FREQUENCY_NAMES

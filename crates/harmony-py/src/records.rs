@@ -349,7 +349,7 @@ pub fn simulate<'py>(
 
 /// A request from its JSON; the error names the path of the field that does not fit
 /// (`task.bins`; `task` for an unknown kind or option of a task), as the server's 400 does.
-fn parse_request(text: &str) -> PyResult<CreateCollection> {
+pub(crate) fn parse_request(text: &str) -> PyResult<CreateCollection> {
     let mut de = serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

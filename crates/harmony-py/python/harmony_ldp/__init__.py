@@ -4,7 +4,8 @@ Mechanisms by name (``FrequencyOracle``, ``NumericMechanism``) randomize numpy a
 and estimate with standard errors and 95% CIs; ``Schema`` and ``simulate`` run the CLI's
 multi-attribute collection on a DataFrame; ``simulate_task`` runs any task of the protocol (a
 ``CreateCollection`` request) through the registry a server runs, its ``Estimates`` as
-tables; ``Analyst`` creates collections on a server and reads their estimates; ``Device`` submits a
+tables; ``train`` fits a linear model from a frame's rows as devices of a ``train``
+collection (a ``Model`` with ``predict``); ``Analyst`` creates collections on a server and reads their estimates; ``Device`` submits a
 frame's rows as devices randomizing under the device's own policy. Every error is
 a ``HarmonyError`` (a ``ValueError``).
 
@@ -23,6 +24,7 @@ from ._plan import plan
 from ._mechanisms import FREQUENCY_NAMES, NUMERIC_NAMES, FrequencyOracle, NumericMechanism, unpack_bits
 from ._records import STRATEGY_NAMES, Schema, simulate
 from ._tasks import Estimates, simulate_task
+from ._train import Model, train
 
 # Shown as harmony_ldp.HarmonyError in tracebacks (the class lives in harmony_ldp._errors, where
 # the native module imports it from).
@@ -37,11 +39,13 @@ __all__ = [
     "Estimates",
     "FrequencyOracle",
     "HarmonyError",
+    "Model",
     "NumericMechanism",
     "Schema",
     "plan",
     "simulate",
     "simulate_task",
+    "train",
     "unpack_bits",
 ]
 

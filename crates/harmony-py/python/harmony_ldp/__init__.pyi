@@ -126,6 +126,34 @@ def simulate_task(
     as_frame: Optional[bool] = None,
 ) -> Estimates: ...
 
+class Model:
+    config: Dict[str, Any]
+    estimates: Estimates
+    features: List[str]
+    coef_: npt.NDArray[np.float64]
+    def __init__(self, config: Mapping[str, Any], document: Mapping[str, Any]) -> None: ...
+    def decision_function(self, frame: Frame) -> npt.NDArray[np.float64]: ...
+    def predict(self, frame: Frame) -> npt.NDArray[Any]: ...
+    def score(self, frame: Frame) -> float: ...
+
+def train(
+    frame: Frame,
+    target: str,
+    model: str = "logistic",
+    epsilon: float = 1.0,
+    *,
+    schema: Optional[Union[Schema, Mapping[str, Any], Sequence[Mapping[str, Any]]]] = None,
+    batch_size: Optional[int] = None,
+    rounds: Optional[int] = None,
+    mechanism: Optional[str] = None,
+    schedule: Optional[str] = None,
+    positive: Optional[str] = None,
+    threshold: Optional[float] = None,
+    learning_rate: Optional[float] = None,
+    lam: Optional[float] = None,
+    seed: int = 1,
+) -> Model: ...
+
 def plan(
     schema: Schema,
     *,

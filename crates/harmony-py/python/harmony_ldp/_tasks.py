@@ -92,6 +92,12 @@ def _tables(doc: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:
                     cell.append(ls[r])
                 _add(t["cells"], marginal=m, attributes=",".join(marginal["attributes"]), cell=tuple(reversed(cell)))
                 _est(t["cells"], e)
+    elif task == "train":
+        # The model's weights: no standard error (private SGD has no closed form for one).
+        t["model"] = {}
+        for f, w in zip(doc["features"], doc["state"]["model"]):
+            _add(t["model"], feature=f)
+            _add(t["model"], estimate=float(w), std_error=float("nan"), ci_low=float("nan"), ci_high=float("nan"))
     return t
 
 
@@ -105,8 +111,10 @@ class Estimates:
     ``frequencies`` (attribute, category); ``frequency`` → ``frequencies``; ``range`` → ``cdf``,
     ``ranges`` and ``quantiles`` (the bin interval ``value_low, value_high`` and the 95%
     interval ``ci_low, ci_high``, in the attribute's units); ``linear-queries`` → ``queries``
-    (with ``projected``); ``heavy-hitters`` → ``items``; ``marginals`` → ``cells``. A table is
-    a pandas DataFrame when pandas is importable (or ``as_frame=True``), else a dict of arrays.
+    (with ``projected``); ``heavy-hitters`` → ``items``; ``marginals`` → ``cells``; ``train`` →
+    ``model`` (feature, weight as ``estimate``; no standard error: private SGD has no closed form
+    for one). A table is a pandas DataFrame when pandas is importable (or ``as_frame=True``), else
+    a dict of arrays.
 
     >>> import harmony_ldp as hl
     >>> doc = {"collection": "c", "reports": 10, "epsilon": 1.0, "task": "frequency", "attribute": "sex",
