@@ -203,6 +203,13 @@ fn decide(col: &str, s: &Stats, options: &InferOptions, out: &mut Inference) {
         return decide_codes(col, s, out);
     };
     let (lo, hi, step) = bounds::outward(s.min, s.max, s.integer);
+    if !(2.0 * (hi - lo)).is_finite() {
+        let big = s.min.abs().max(s.max.abs());
+        return out.warn(format!(
+            "column \"{col}\": numbers up to {big:e} in magnitude: too wide a range for a numeric attribute \
+             (2·(max − min) must be finite): left out"
+        ));
+    }
     out.file.attributes.push(Attribute::Numeric { name: col.to_string(), min: lo, max: hi });
     out.note(
         col,

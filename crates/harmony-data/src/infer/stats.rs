@@ -84,8 +84,10 @@ impl Stats {
     }
 
     fn number(&mut self, x: f64) {
+        // -0 is 0 (one label, one code); integers are the exactly representable ones.
+        let x = x + 0.0;
         self.numbers += 1;
-        self.integer &= x.fract() == 0.0;
+        self.integer &= x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_992.0;
         self.min = self.min.min(x);
         self.max = self.max.max(x);
         if self.distinct.len() <= self.few
