@@ -145,11 +145,6 @@ impl Range {
         if !(max.is_finite() && max > min) {
             return Err(Error::param("max", max, format!("a finite number > min ({min})")));
         }
-        // The map to [-1, 1] divides by max − min and doubles x − min: both must stay finite
-        // (fuzz.md S1: min −1e308, max 1e308 made every value NaN).
-        if !(2.0 * (max - min)).is_finite() {
-            return Err(Error::param("max", max, format!("a number with 2·(max − min) finite (min {min})")));
-        }
         Ok(Range { min, max })
     }
     /// Maps x ∈ [min, max] to [-1, 1]; an error (naming `name`) outside the range.
@@ -160,17 +155,34 @@ impl Range {
         Ok(self.to_unit_clamped(x))
     }
     /// Maps x to [-1, 1], clamping values outside [min, max].
+    ///
+    /// A range so wide that 2·(max − min) overflows (fuzz.md S1: ±1e308 made every value NaN)
+    /// is mapped through halves, which stay finite; every other range bit for bit as always.
     pub fn to_unit_clamped(&self, x: f64) -> f64 {
-        let t = 2.0 * (x - self.min) / (self.max - self.min) - 1.0;
+        let t = if self.wide() {
+            2.0 * ((0.5 * x - 0.5 * self.min) / self.half_width()) - 1.0
+        } else {
+            2.0 * (x - self.min) / (self.max - self.min) - 1.0
+        };
         t.clamp(-1.0, 1.0)
     }
     /// Maps t ∈ [-1, 1] back to the attribute's units.
     pub fn from_unit(&self, t: f64) -> f64 {
+        if self.wide() {
+            return 2.0 * (0.5 * self.min + 0.5 * (t + 1.0) * self.half_width());
+        }
         self.min + (t + 1.0) * 0.5 * (self.max - self.min)
     }
     /// Half-width (max − min)/2: multiply a [-1, 1] standard error by it to get units.
     pub fn half_width(&self) -> f64 {
+        if self.wide() {
+            return 0.5 * self.max - 0.5 * self.min;
+        }
         0.5 * (self.max - self.min)
+    }
+    /// Whether 2·(max − min) overflows an f64.
+    fn wide(&self) -> bool {
+        !(2.0 * (self.max - self.min)).is_finite()
     }
 }
 
@@ -178,16 +190,18 @@ impl Range {
 mod tests {
     use super::*;
 
-    /// fuzz.md S1: a range whose width overflows is refused (it mapped every value to NaN).
+    /// fuzz.md S1: a range whose width overflows maps every value into [-1, 1] and back to a
+    /// finite number (it made every value NaN).
     #[test]
-    fn ranges_of_infinite_width_are_refused() {
-        let e = Range::new(-1e308, 1e308).unwrap_err().to_string();
-        assert!(e.contains("max") && e.contains("finite"), "{e}");
-        assert!(Range::new(-1e300, 1e300).is_ok());
-        let r = Range::new(-1e300, 1e300).unwrap();
-        assert!(
-            [r.to_unit_clamped(-1e300), r.to_unit_clamped(0.0), r.to_unit_clamped(1e300)].iter().all(|t| t.is_finite())
-        );
+    fn ranges_of_overflowing_width_stay_finite() {
+        let r = Range::new(-1e308, 1e308).unwrap();
+        for (x, t) in [(-1e308, -1.0), (0.0, 0.0), (1e308, 1.0), (5e307, 0.5)] {
+            assert_eq!(r.to_unit_clamped(x), t, "{x}");
+            assert!((r.from_unit(t) - x).abs() <= 1e292, "{x}");
+        }
+        assert_eq!(r.half_width(), 1e308);
+        let narrow = Range::new(-1e300, 1e300).unwrap();
+        assert_eq!(narrow.to_unit_clamped(0.0), 2.0 * (0.0 + 1e300) / 2e300 - 1.0);
     }
 
     #[test]

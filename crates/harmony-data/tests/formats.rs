@@ -235,3 +235,18 @@ fn parquet_corrupt_page_names_the_column() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The fuzz tier's schema_csv crash: an xz stream whose footer's backward size is u32::MAX
+/// overflowed lzma-rs's `backward_size + 1` (a panic with overflow checks). Every build refuses
+/// the file with an error instead.
+#[test]
+fn an_xz_footer_that_overflows_is_an_error() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/xz_footer_overflow.csv.xz");
+    let bytes = std::fs::read(&path).unwrap();
+    let result = std::panic::catch_unwind(|| {
+        let mut r = harmony_data::DataReader::from_bytes("data.csv.xz", bytes)?;
+        harmony_data::infer_batches(&mut r, &harmony_data::InferOptions::default()).map(|_| ())
+    });
+    let outcome = result.expect("no panic");
+    assert!(outcome.is_err(), "a corrupt xz stream is refused");
+}
