@@ -175,6 +175,7 @@ impl DataReader {
             Format::Csv => Self::csv(name, format, stream),
             Format::CsvXz => Self::csv(name, format, Box::new(XzReader::new(stream))),
             Format::ArrowStream => {
+                let stream = check_ipc_head(&name, stream)?;
                 let reader = arrow_ipc::reader::StreamReader::try_new(stream, None)
                     .map_err(|e| Error::data(format!("{name}: not a readable Arrow IPC stream ({e})")))?;
                 let fields: Vec<String> = reader.schema().fields().iter().map(|f| f.name().clone()).collect();
@@ -347,4 +348,26 @@ pub fn open_text(path: &Path) -> Result<Box<dyn Read + Send>> {
             Ok(Box::new(std::io::Cursor::new(crate::table::to_csv(&table)?)))
         }
     }
+}
+
+/// Largest metadata of an Arrow IPC stream's first message (its schema), bytes.
+const MAX_IPC_METADATA: usize = 16 << 20;
+
+/// Refuses an Arrow IPC stream whose first message declares metadata over
+/// [`MAX_IPC_METADATA`] before arrow allocates it (an 8-byte file declaring 1.5 GB made arrow
+/// allocate 1.5 GB: the fuzz tier's schema_csv); the stream is handed on unchanged otherwise.
+fn check_ipc_head(name: &str, mut stream: Box<dyn Read + Send>) -> Result<Box<dyn Read + Send>> {
+    let mut head = Vec::with_capacity(8);
+    (&mut stream).take(8).read_to_end(&mut head).map_err(|e| Error::data(format!("{name}: {e}")))?;
+    let len = match head.as_slice() {
+        [0xFF, 0xFF, 0xFF, 0xFF, a, b, c, d] => i32::from_le_bytes([*a, *b, *c, *d]),
+        [a, b, c, d, ..] => i32::from_le_bytes([*a, *b, *c, *d]),
+        _ => 0,
+    };
+    if len < 0 || len as usize > MAX_IPC_METADATA {
+        return Err(Error::data(format!(
+            "{name}: not a readable Arrow IPC stream (its first message declares {len} bytes of metadata, expected 0 to {MAX_IPC_METADATA})"
+        )));
+    }
+    Ok(Box::new(std::io::Cursor::new(head).chain(stream)))
 }

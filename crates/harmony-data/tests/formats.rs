@@ -250,3 +250,15 @@ fn an_xz_footer_that_overflows_is_an_error() {
     let outcome = result.expect("no panic");
     assert!(outcome.is_err(), "a corrupt xz stream is refused");
 }
+
+/// The fuzz tier's schema_csv out-of-memory: 8 bytes sniffed as an Arrow IPC stream whose first
+/// message declared 0x5b03ffff bytes of metadata made arrow allocate 1.5 GB. Refused first.
+#[test]
+fn an_ipc_stream_declaring_huge_metadata_is_refused_before_allocating() {
+    let bytes = vec![0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x03, 0x5B];
+    let e = match DataReader::from_bytes("data.txt", bytes) {
+        Ok(_) => panic!("an 8-byte IPC stream opened"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("1526988799 bytes of metadata"), "{e}");
+}
