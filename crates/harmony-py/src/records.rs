@@ -387,13 +387,28 @@ pub fn simulate_task<'py>(
     if n == 0 {
         return Err(input_error("columns", "0 rows", "at least one record"));
     }
+    let doc = estimate_rows(py, task.as_ref(), config.epsilon, &values, schema.len(), seed, &query)?;
+    serde_json::to_string(&doc).map_err(|e| param_error("estimates", e, "a serializable document"))
+}
+
+/// Every row of `values` (`width` per record) a simulated device of `task` (device i with
+/// `device_rng(seed, i)`), aggregated and estimated, off the GIL: the estimate document.
+pub(crate) fn estimate_rows(
+    py: Python<'_>,
+    task: &dyn harmony_tasks::Task,
+    epsilon: f64,
+    values: &[Value],
+    width: usize,
+    seed: u64,
+    query: &Query,
+) -> PyResult<EstimateDocument> {
     let doc = py.detach(|| -> harmony_core::Result<EstimateDocument> {
-        let inputs: Vec<Input> = values.chunks_exact(schema.len()).map(Input::Record).collect();
-        let agg = run(task.as_ref(), &inputs, seed)?;
-        let result = task.estimate(agg.as_ref(), &query)?;
-        Ok(EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: config.epsilon, result })
+        let inputs: Vec<Input> = values.chunks_exact(width).map(Input::Record).collect();
+        let agg = run(task, &inputs, seed)?;
+        let result = task.estimate(agg.as_ref(), query)?;
+        Ok(EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon, result })
     });
-    serde_json::to_string(&doc.or_py()?).map_err(|e| param_error("estimates", e, "a serializable document"))
+    doc.or_py()
 }
 
 /// Most items one simulated device may hold.

@@ -4,12 +4,10 @@
 //! into the model's inputs for `predict`.
 
 use crate::errors::{OrPy, input_error, param_error};
-use crate::records::{ColumnArg, encode, parse_request};
+use crate::records::{ColumnArg, encode, estimate_rows, parse_request};
 use harmony_protocol::CollectionConfig;
-use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::estimates::Query;
 use harmony_protocol::spec::TaskSpec;
-use harmony_tasks::Input;
-use harmony_tasks::simulate::run;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 
@@ -47,13 +45,8 @@ pub fn simulate_train<'py>(
     }
     let config = harmony_tasks::resolve(&req, "simulation").or_py()?;
     let task = harmony_tasks::build(&config).or_py()?;
-    let doc = py.detach(|| -> harmony_core::Result<EstimateDocument> {
-        let inputs: Vec<Input> = values.chunks_exact(schema.len()).map(Input::Record).collect();
-        let agg = run(task.as_ref(), &inputs, seed)?;
-        let result = task.estimate(agg.as_ref(), &Query::default())?;
-        Ok(EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: config.epsilon, result })
-    });
-    Ok((json(&config), json(&doc.or_py()?)))
+    let doc = estimate_rows(py, task.as_ref(), config.epsilon, &values, schema.len(), seed, &Query::default())?;
+    Ok((json(&config), json(&doc)))
 }
 
 /// The model's inputs of every row of `columns` (encoded against `config`'s schema) as an
