@@ -351,18 +351,35 @@ fn staircase_step_interior_is_flat_at_min_epsilon() {
 
 /// Heavy tier: more windows, inputs and both roundings at the smallest ε; and the slack table
 /// below it (printed: the reason for the minimum), e.g. PM's lattice slack grows like ε⁻².
-#[test]
-#[ignore = "heavy: run in release with --ignored"]
-fn heavy_lattice_enumeration() {
+///
+/// In four tests (PM's scalar and batch rounding, Laplace and the staircase, below the minimum)
+/// so that the heavy tier's test runner can spread them over the cores.
+fn heavy_lattice_pm(r: Rounding) {
     let eps = MIN_EPSILON;
     let m = Piecewise::new(eps).unwrap();
-    for r in [Rounding::Scalar, Rounding::Batch] {
-        for t in [-1.0, -0.55, 0.0, 0.3, 1.0] {
-            let (ex, slack) = pm_excursion(&m, t, 12, r, 6);
-            eprintln!("pm eps {eps} {r:?} t {t}: excursion {ex:.2e}, lattice slack {slack:.2e}");
-            assert!(ex <= delta(eps), "{r:?} t {t}: excursion {ex:.3e}");
-        }
+    for t in [-1.0, -0.55, 0.0, 0.3, 1.0] {
+        let (ex, slack) = pm_excursion(&m, t, 12, r, 6);
+        eprintln!("pm eps {eps} {r:?} t {t}: excursion {ex:.2e}, lattice slack {slack:.2e}");
+        assert!(ex <= delta(eps), "{r:?} t {t}: excursion {ex:.3e}");
     }
+}
+
+#[test]
+#[ignore = "heavy: run in release with --ignored"]
+fn heavy_lattice_enumeration_pm_scalar() {
+    heavy_lattice_pm(Rounding::Scalar);
+}
+
+#[test]
+#[ignore = "heavy: run in release with --ignored"]
+fn heavy_lattice_enumeration_pm_batch() {
+    heavy_lattice_pm(Rounding::Batch);
+}
+
+#[test]
+#[ignore = "heavy: run in release with --ignored"]
+fn heavy_lattice_enumeration_laplace_and_staircase() {
+    let eps = MIN_EPSILON;
     let l = Laplace::new(eps).unwrap();
     for t in [-1.0, 0.3, 1.0] {
         let slack = laplace_slack(&l, t, &[0.01, 0.5, 3.0, 7.6, 7.63, 15.0, 28.0, 30.0, 36.0, 40.0, 41.9], 3);
@@ -380,6 +397,11 @@ fn heavy_lattice_enumeration() {
             }
         }
     }
+}
+
+#[test]
+#[ignore = "heavy: run in release with --ignored"]
+fn heavy_lattice_enumeration_below_the_minimum() {
     // Around and below the minimum (built from a raw ε: the constructors refuse ε < 0.002).
     let raw = Epsilon::new(MIN_EPSILON).unwrap();
     for e in [1e-5, 1e-4, 1e-3, 2e-3, 4e-3, 1e-2] {
