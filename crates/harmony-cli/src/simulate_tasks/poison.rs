@@ -82,7 +82,11 @@ fn column(args: &SimulateArgs, schema: &harmony_core::schema::Schema) -> Result<
     let j = found.ok_or_else(|| anyhow!("--column names no attribute of the schema"))?;
     match (&schema.attributes()[j], numeric) {
         (Attribute::Numeric { .. }, true) | (Attribute::Categorical { .. }, false) => Ok(j),
-        (a, _) => bail!("--column is \"{}\", expected a {} attribute", a.name(), if numeric { "numeric" } else { "categorical" }),
+        (a, _) => bail!(
+            "--column is \"{}\", expected a {} attribute",
+            a.name(),
+            if numeric { "numeric" } else { "categorical" }
+        ),
     }
 }
 
@@ -209,7 +213,9 @@ fn print_table(out: &Output) {
     let scale = if out.target == "mean" { " (on [-1, 1])" } else { "" };
     println!("target: {} = {}{scale}, true value {:.5}", out.attribute, out.target, out.truth);
     println!("shift = mean over runs of (poisoned − honest estimate) ± SE; closed = β·(E[Y_fake] − truth);");
-    println!("z = (shift − closed)/SE; honest SE = the target's closed-form SE without attackers; shift/SE = susceptibility.");
+    println!(
+        "z = (shift − closed)/SE; honest SE = the target's closed-form SE without attackers; shift/SE = susceptibility."
+    );
     println!();
     println!(
         "{:>5}  {:<6} {:<13} {:>11} {:>10} {:>11} {:>7} {:>6} {:>10} {:>9}",
