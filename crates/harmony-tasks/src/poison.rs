@@ -134,7 +134,7 @@ impl Attacker {
     pub fn mean(task: &MeansTask) -> Result<Attacker> {
         let rm = task.mechanism();
         let mech = match rm.mechanisms() {
-            [AttributeMechanism::Numeric(m)] if rm.k() == 1 && rm.joint().is_none() => m.clone(),
+            [AttributeMechanism::Numeric(m)] if rm.k() == 1 && rm.joint().is_none() => *m,
             _ => return Err(Error::param("schema", rm.schema().len(), "one numeric attribute for --poison")),
         };
         if !matches!(mech, AnyNumeric::Piecewise(_) | AnyNumeric::Hybrid(_) | AnyNumeric::Duchi(_)) {

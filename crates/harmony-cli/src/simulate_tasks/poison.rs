@@ -9,7 +9,7 @@
 //! estimate's standard error (shift / SE: the susceptibility). docs/POISONING.md.
 
 use super::Task as TaskName;
-use crate::output::{Format, progress};
+use crate::output::progress;
 use crate::simulate::{SimulateArgs, load_inputs};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
