@@ -458,6 +458,9 @@ mod tests {
         (cat, education, Attribute::Numeric { name: "age".into(), min: 17.0, max: 90.0 }, age)
     }
 
+    /// A mechanism's name, task, attacker, honest rows and true target value.
+    type Cell<'a> = (String, Box<dyn Task>, Attacker, &'a [[Value; 1]], f64);
+
     /// Heavy tier (release; ~25 s on one core): on Adult (48 842 honest devices, 1% attackers:
     /// 493 fake ones), GRR, OUE, OLH on `education` targeting its least frequent category
     /// (Preschool) and PM, HM on the mean of `age`, at ε ∈ {0.5, 1, 2, 4}, each attack: the
@@ -482,7 +485,7 @@ mod tests {
         let m = fake_devices(0.01, n).unwrap();
         let (runs, mut failures) = (100, Vec::new());
         for eps in [0.5, 1.0, 2.0, 4.0] {
-            let mut cells: Vec<(String, Box<dyn Task>, Attacker, &[[Value; 1]], f64)> = Vec::new();
+            let mut cells: Vec<Cell> = Vec::new();
             for kind in [OracleKind::Grr, OracleKind::Oue, OracleKind::Olh] {
                 let task = frequency_task(cat.clone(), kind, eps).unwrap();
                 let att = Attacker::frequency(&task, target).unwrap();
