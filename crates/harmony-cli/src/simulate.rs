@@ -61,6 +61,9 @@ pub struct SimulateArgs {
     /// The analysis task and its options (`--task range|quantiles|heavy-hitters|marginals|linear-queries`).
     #[command(flatten)]
     pub task: crate::simulate_tasks::TaskArgs,
+    /// Poisoning (`--poison`, `--attack`, `--poison-target`; docs/POISONING.md).
+    #[command(flatten)]
+    pub poison: crate::simulate_tasks::poison::PoisonArgs,
 }
 
 /// A seeded synthetic population: 8 numeric attributes (truncated N(μ_j, 0.25²) on [-1, 1], as
@@ -281,6 +284,9 @@ pub fn load_inputs(
 pub fn run(args: SimulateArgs) -> Result<()> {
     if args.runs == 0 {
         bail!("--runs is 0, expected an integer >= 1");
+    }
+    if args.poison.poison.is_some() {
+        return crate::simulate_tasks::poison::run(&args);
     }
     if args.task.task != crate::simulate_tasks::Task::Means {
         return crate::simulate_tasks::run(&args);

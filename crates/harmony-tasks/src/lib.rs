@@ -32,6 +32,7 @@ pub mod input;
 pub mod linear;
 pub mod marginals;
 pub mod means;
+pub mod poison;
 pub mod range;
 pub mod registry;
 pub mod simulate;

@@ -5,7 +5,8 @@
 //! - `heavy-hitters`: [`heavy`] (harmony_analytics::heavy);
 //! - `marginals`: [`marginals`] (harmony_analytics::marginals);
 //! - `linear-queries`: [`linear`] (harmony_analytics::linear);
-//! - `frequency`: [`frequency`], `train`: [`train`] (through harmony-tasks, as a server runs them).
+//! - `frequency`: [`frequency`], `train`: [`train`] (through harmony-tasks, as a server runs them);
+//! - `--poison` (frequency, means): [`poison`] (harmony_tasks::poison).
 
 use crate::simulate::SimulateArgs;
 use anyhow::Result;
@@ -16,6 +17,7 @@ mod frequency;
 pub mod heavy;
 mod linear;
 pub mod marginals;
+pub mod poison;
 mod range;
 mod train;
 
