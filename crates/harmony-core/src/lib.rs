@@ -32,6 +32,7 @@ pub mod params;
 pub mod postprocess;
 pub mod randomizer;
 pub mod sampling;
+pub mod shuffle;
 pub mod schema;
 pub mod strategy;
 pub mod wire;
