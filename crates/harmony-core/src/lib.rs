@@ -32,8 +32,8 @@ pub mod params;
 pub mod postprocess;
 pub mod randomizer;
 pub mod sampling;
-pub mod shuffle;
 pub mod schema;
+pub mod shuffle;
 pub mod strategy;
 pub mod wire;
 

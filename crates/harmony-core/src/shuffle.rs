@@ -201,7 +201,13 @@ fn onestep_with(c: u64, eps: f64, eps0: f64, p_over_q: bool, walk: &mut Walk) ->
     let beta = if p_over_q { 1.0 / (effeps.exp() + 1.0) } else { 1.0 / ((-effeps).exp() + 1.0) };
     let k = (beta * (c as f64 + 1.0)).floor() as u64; // the Python's cdf(cutoff), cdf(cutoff − 1)
     let f0 = walk.cdf(k, c);
-    let f1 = if k == 0 { 0.0 } else if k > c { 1.0 } else { f0 - ln_binom_pmf(k, c, 0.5).exp() };
+    let f1 = if k == 0 {
+        0.0
+    } else if k > c {
+        1.0
+    } else {
+        f0 - ln_binom_pmf(k, c, 0.5).exp()
+    };
     let pc = alpha * f0 + (1.0 - alpha) * f1;
     let qc = (1.0 - alpha) * f0 + alpha * f1;
     if p_over_q { pc - ee * qc } else { (1.0 - qc) - ee * (1.0 - pc) }
@@ -243,8 +249,8 @@ pub(crate) fn ln_gamma(x: f64) -> f64 {
         x += 1.0;
     }
     let x2 = x * x;
-    let series = 1.0 / (12.0 * x) - 1.0 / (360.0 * x * x2) + 1.0 / (1260.0 * x2 * x2 * x)
-        - 1.0 / (1680.0 * x2 * x2 * x2 * x);
+    let series =
+        1.0 / (12.0 * x) - 1.0 / (360.0 * x * x2) + 1.0 / (1260.0 * x2 * x2 * x) - 1.0 / (1680.0 * x2 * x2 * x2 * x);
     shift + (x - 0.5) * x.ln() - x + 0.5 * (2.0 * std::f64::consts::PI).ln() + series
 }
 
