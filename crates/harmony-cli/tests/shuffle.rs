@@ -188,7 +188,6 @@ fn run(n: usize, batch: usize, clients: usize, kill: bool) {
     let killer: Option<&mut dyn FnMut()> = if kill { Some(&mut restart as &mut dyn FnMut()) } else { None };
     let (accepted, duplicates) = post_all(&url, &relay_bodies, &via.id, if kill { clients } else { 1 }, killer);
     assert_eq!(accepted + duplicates, n as u64, "every report acknowledged once as new or as a retry");
-    drop(restart);
     if kill {
         // End of the collection: stop the relay, forward what is left (the last round < min-batch).
         child.kill().unwrap();

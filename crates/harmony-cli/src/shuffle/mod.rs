@@ -125,6 +125,11 @@ fn error(status: StatusCode, field: &str, message: String) -> Response {
     (status, axum::Json(ErrorBody { error: ErrorDetail { field: field.into(), message } })).into_response()
 }
 
+/// [`error`], boxed (a rejection from [`accept`]).
+fn reject(status: StatusCode, field: &str, message: String) -> Box<Response> {
+    Box::new(error(status, field, message))
+}
+
 async fn post_reports(
     State(relay): State<Arc<Relay>>,
     Path(id): Path<String>,
@@ -143,14 +148,14 @@ async fn post_reports(
             relay.wake.notify_all();
             axum::Json(ack).into_response()
         }
-        Ok(Err(resp)) => resp,
+        Ok(Err(resp)) => *resp,
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "relay", format!("{e}")),
     }
 }
 
 /// Validates a device batch, keeps only its report bytes, and buffers them durably.
-fn accept(relay: &Relay, path_id: &str, body: &[u8]) -> std::result::Result<BatchAck, Response> {
-    let bad = |field: String, msg: String| error(StatusCode::BAD_REQUEST, &field, msg);
+fn accept(relay: &Relay, path_id: &str, body: &[u8]) -> std::result::Result<BatchAck, Box<Response>> {
+    let bad = |field: String, msg: String| reject(StatusCode::BAD_REQUEST, &field, msg);
     let batch: ReportBatch =
         serde_json::from_slice(body).map_err(|e| bad("body".into(), format!("not a report batch: {e}")))?;
     if batch.collection != path_id {
@@ -185,17 +190,17 @@ fn accept(relay: &Relay, path_id: &str, body: &[u8]) -> std::result::Result<Batc
         let size = relay.size.lock().expect("size lock");
         if size.1 + hex_total > relay.max_bytes {
             let msg = format!("the relay's buffer is full ({} MiB): retry later", relay.max_bytes >> 20);
-            return Err(error(StatusCode::SERVICE_UNAVAILABLE, "buffer", msg));
+            return Err(reject(StatusCode::SERVICE_UNAVAILABLE, "buffer", msg));
         }
     }
-    let internal = |e: anyhow::Error| error(StatusCode::SERVICE_UNAVAILABLE, "buffer", format!("{e:#}"));
+    let internal = |e: anyhow::Error| reject(StatusCode::SERVICE_UNAVAILABLE, "buffer", format!("{e:#}"));
     let offers = relay
         .buffer
         .lock()
         .expect("buffer lock")
         .insert(&batch.collection, batch.config_version, &items)
         .map_err(internal)?
-        .map_err(|(i, msg)| error(StatusCode::CONFLICT, &format!("reports[{i}].id"), msg))?;
+        .map_err(|(i, msg)| reject(StatusCode::CONFLICT, &format!("reports[{i}].id"), msg))?;
     let mut ack = BatchAck { accepted: 0, duplicates: 0 };
     let mut size = relay.size.lock().expect("size lock");
     for (o, it) in offers.iter().zip(&items) {
