@@ -12,6 +12,7 @@ mod plot;
 mod population;
 mod render;
 mod server_cmds;
+mod shuffle;
 mod simulate;
 mod simulate_tasks;
 mod specs;
@@ -59,6 +60,9 @@ enum Command {
     Export(server_cmds::export::ExportArgs),
     /// Aggregate exported reports into the estimate document `harmony query` prints.
     Aggregate(server_cmds::export::AggregateArgs),
+    /// A shuffler relay between devices and a server: strips identities and timing, permutes
+    /// rounds of at least --min-batch reports and forwards them (docs/SHUFFLE.md).
+    Shuffle(shuffle::ShuffleArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -143,6 +147,7 @@ fn talks_to_peers(command: &Command) -> bool {
             | Command::Collection(_)
             | Command::Query(_)
             | Command::Export(_)
+            | Command::Shuffle(_)
     )
 }
 
@@ -166,6 +171,7 @@ fn main() {
         Command::Load(args) => server_cmds::load::run(args),
         Command::Export(args) => server_cmds::export::export(args),
         Command::Aggregate(args) => server_cmds::export::aggregate(args),
+        Command::Shuffle(args) => shuffle::run(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -32,9 +32,81 @@ pub struct PlanArgs {
     /// sample-k (hm). Default: the schema's `categorical_mechanism`, if any.
     #[arg(long)]
     pub categorical_mechanism: Option<String>,
+    /// Shuffle-model accounting instead (docs/SHUFFLE.md): the central (ε, δ) of a shuffled
+    /// round of this many devices, each ε-LDP with the given --epsilon (Feldman–McMillan–Talwar's
+    /// numerical bound).
+    #[arg(long)]
+    pub shuffle: Option<u64>,
+    /// With --shuffle: the central δ.
+    #[arg(long, default_value_t = 1e-6)]
+    pub delta: f64,
+    /// With --shuffle: the central ε to reach; prints the largest ε per device that reaches it.
+    #[arg(long)]
+    pub target_epsilon: Option<f64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+/// One row of `harmony plan --shuffle`.
+#[derive(Serialize)]
+struct ShuffleRow {
+    devices: u64,
+    delta: f64,
+    /// ε₀ per device.
+    local_epsilon: f64,
+    /// The certified central ε (upper bound) of a shuffled round of `devices` reports.
+    central_epsilon: f64,
+    /// The paper's closed form at the same point, when valid (looser).
+    closed_form_epsilon: Option<f64>,
+}
+
+/// `harmony plan --shuffle N`: central ε per --epsilon, or with --target-epsilon the ε₀ per
+/// device that reaches it.
+fn shuffle_plan(args: &PlanArgs, n: u64) -> Result<Vec<ShuffleRow>> {
+    use harmony_core::shuffle::{Options, closed_form_epsilon, local_epsilon_for, numerical_epsilon};
+    let d = args.delta;
+    let local: Vec<f64> = match (args.target_epsilon, &args.epsilon) {
+        (Some(t), None) => {
+            if !(t > 0.0 && t.is_finite()) {
+                bail!("--target-epsilon is {t}, expected a finite number > 0");
+            }
+            vec![local_epsilon_for(n, t, d, Options::default()).map_err(|e| anyhow!("--shuffle: {e}"))?]
+        }
+        (None, Some(e)) => e.clone(),
+        (Some(_), Some(_)) => {
+            bail!("give --epsilon E0 (central ε of E0) or --target-epsilon E (E0 reaching E), not both")
+        }
+        (None, None) => bail!("--shuffle needs --epsilon E0 (the ε per device) or --target-epsilon E"),
+    };
+    local
+        .into_iter()
+        .map(|e0| {
+            let central = numerical_epsilon(n, e0, d, Options::default()).map_err(|e| anyhow!("--shuffle: {e}"))?;
+            let closed = closed_form_epsilon(n, e0, d).map_err(|e| anyhow!("--shuffle: {e}"))?;
+            Ok(ShuffleRow {
+                devices: n,
+                delta: d,
+                local_epsilon: e0,
+                central_epsilon: central,
+                closed_form_epsilon: closed,
+            })
+        })
+        .collect()
+}
+
+fn print_shuffle(rows: &[ShuffleRow]) {
+    println!(
+        "harmony plan --shuffle: central (ε, δ) of a shuffled round (Feldman, McMillan, Talwar, FOCS 2021, numerical bound)"
+    );
+    println!("{:>12} {:>10} {:>12} {:>14} {:>14}", "devices", "delta", "eps0/device", "central eps", "closed form");
+    for r in rows {
+        let closed = r.closed_form_epsilon.map_or("-".into(), |c| format!("{c:.4}"));
+        println!(
+            "{:>12} {:>10.1e} {:>12.4} {:>14.4} {:>14}",
+            r.devices, r.delta, r.local_epsilon, r.central_epsilon, closed
+        );
+    }
 }
 
 #[derive(Serialize)]
@@ -76,6 +148,14 @@ struct PlanOutput {
 
 /// Runs `harmony plan`.
 pub fn run(args: PlanArgs) -> Result<()> {
+    if let Some(n) = args.shuffle {
+        let rows = shuffle_plan(&args, n)?;
+        match args.format {
+            Format::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+            Format::Table => print_shuffle(&rows),
+        }
+        return Ok(());
+    }
     let path = args.schema.clone().unwrap_or_else(|| crate::data::bundled("examples/adult.toml"));
     let out = plan(&args, &path)?;
     match args.format {
@@ -206,6 +286,9 @@ mod tests {
             epsilon: Some(vec![0.5, 1.0, 4.0]),
             target_error: target,
             categorical_mechanism: None,
+            shuffle: None,
+            delta: 1e-6,
+            target_epsilon: None,
             format: Format::Json,
         }
     }

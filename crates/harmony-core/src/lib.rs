@@ -33,6 +33,7 @@ pub mod postprocess;
 pub mod randomizer;
 pub mod sampling;
 pub mod schema;
+pub mod shuffle;
 pub mod strategy;
 pub mod wire;
 
