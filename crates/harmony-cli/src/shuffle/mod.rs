@@ -97,7 +97,14 @@ pub fn run(args: ShuffleArgs) -> Result<()> {
         upstream = upstream.with_token(t);
     }
     if args.flush {
-        let n = forward_ready(&relay, &upstream, 1)?;
+        // A round in progress is forwarded first, then the reports that arrived after it.
+        let mut n = 0;
+        loop {
+            match forward_ready(&relay, &upstream, 1)? {
+                0 => break,
+                k => n += k,
+            }
+        }
         eprintln!("harmony shuffle: flushed {n} reports upstream");
         return Ok(());
     }
