@@ -46,6 +46,7 @@ fn spec(mechanism: LinearMechanism) -> LinearQueriesSpec {
         mechanism,
         delta: None,
         hull: Hull::Symmetric,
+        batch_size: None,
     }
 }
 
