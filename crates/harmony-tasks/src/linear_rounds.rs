@@ -17,7 +17,8 @@
 //! overlap and the answers to query t are all in before query t + 1 is chosen.
 
 use crate::erased::{TaskAggregator, encode_to};
-use harmony_analytics::linear::{AdaptiveAggregator, AdaptiveQuery, Domain, QueryBitReport, Workload};
+pub use harmony_analytics::linear::QueryBitReport;
+use harmony_analytics::linear::{AdaptiveAggregator, AdaptiveQuery, Domain, Workload};
 use harmony_core::error::{Error, Result, Shown};
 use harmony_core::wire;
 use harmony_protocol::QueryRound;
@@ -237,6 +238,9 @@ impl TaskAggregator for QueryRounds {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        Some(self)
     }
 }
 

@@ -61,8 +61,9 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
             }
         };
         let config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
-        if config.task.kind().has_rounds() && !st2.inner.store.supports_training() {
-            let msg = "model rounds (\"train\") are not implemented by this store";
+        let rounds = config.task.kind().has_rounds() || crate::queries::is_adaptive(&config);
+        if rounds && !st2.inner.store.supports_training() {
+            let msg = "rounds (\"train\", \"adaptive-rounds\") are not implemented by this store";
             return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "task", msg));
         }
         let col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
