@@ -11,10 +11,10 @@ use crate::error::ApiError;
 use crate::state::Collection;
 use crate::store::{Store, StoreError};
 use axum::http::StatusCode;
-use harmony_tasks::linear_rounds::QueryBitReport;
 use harmony_protocol::spec::LinearMechanism;
 use harmony_protocol::{AnswerAck, AnswerPost, CollectionConfig, QueryRound, TaskSpec};
 use harmony_tasks::TaskAggregator;
+use harmony_tasks::linear_rounds::QueryBitReport;
 use harmony_tasks::linear_rounds::QueryRounds;
 use std::sync::atomic::Ordering;
 
@@ -171,7 +171,10 @@ pub fn post_query(store: &dyn Store, c: &Collection, query: &serde_json::Value) 
         Ok(()) => {}
         Err(StoreError::RoundMoved(why)) => {
             reload(store, c, &mut agg)?;
-            return Err(conflict("round", format!("another query was posted meanwhile ({why}); read the estimates again")));
+            return Err(conflict(
+                "round",
+                format!("another query was posted meanwhile ({why}); read the estimates again"),
+            ));
         }
         Err(e) => {
             if matches!(e, StoreError::Db(_)) {

@@ -158,7 +158,8 @@ fn adaptive_median_search_on(url: &str) {
     assert_eq!(client.query_round(&id).unwrap().received, BATCH / 2);
     answer(&client, &config, &rows, g + g / 2..2 * g);
     // An answer to the closed round 1 is a 409 naming `round`.
-    let item = SimulatedDevices::new(2).item(&extra, 0, &Input::Answer { record: &rows[3 * g], round: &round }).unwrap();
+    let item =
+        SimulatedDevices::new(2).item(&extra, 0, &Input::Answer { record: &rows[3 * g], round: &round }).unwrap();
     let e = client.post_answer(&id, &AnswerPost { device_id: item.id, report: item.report }).unwrap_err();
     assert_eq!(status(e), (409, "round".into()));
 
@@ -192,7 +193,8 @@ fn adaptive_median_search_on(url: &str) {
 #[test]
 fn device_flow_and_refusals() {
     let (schema, rows) = adult_ages();
-    let server = common::TestServer::start("qrounds-devices", |s| harmony_server::spawn(s, TOKEN, "127.0.0.1:0", 2).unwrap());
+    let server =
+        common::TestServer::start("qrounds-devices", |s| harmony_server::spawn(s, TOKEN, "127.0.0.1:0", 2).unwrap());
     let base = format!("http://{}", server.addr());
     let client = analyst(&base);
     let mut req = request(&schema, vec![at_most(40), at_most(60)]);
@@ -214,10 +216,20 @@ fn device_flow_and_refusals() {
     // Bad queries name `query`; a bad body names the field; the reports endpoint refuses.
     let e = client.post_query(&id, &json!({"range": [0, 99]})).unwrap_err();
     assert_eq!(status(e), (400, "query".into()));
-    let (code, body) = common::raw(server.addr(), "POST", &format!("/v1/collections/{id}/answers"), b"{\"device_id\": \"a\", \"report\": \"zz\"}", None);
+    let (code, body) = common::raw(
+        server.addr(),
+        "POST",
+        &format!("/v1/collections/{id}/answers"),
+        b"{\"device_id\": \"a\", \"report\": \"zz\"}",
+        None,
+    );
     assert!(code == 400 && body.contains("\"report\""), "{code} {body}");
-    let batch = format!("{{\"collection\": \"{id}\", \"config_version\": {}, \"reports\": [{{\"id\": \"x\", \"report\": \"00\"}}]}}", config.config_version);
-    let (code, body) = common::raw(server.addr(), "POST", &format!("/v1/collections/{id}/reports"), batch.as_bytes(), None);
+    let batch = format!(
+        "{{\"collection\": \"{id}\", \"config_version\": {}, \"reports\": [{{\"id\": \"x\", \"report\": \"00\"}}]}}",
+        config.config_version
+    );
+    let (code, body) =
+        common::raw(server.addr(), "POST", &format!("/v1/collections/{id}/reports"), batch.as_bytes(), None);
     assert!(code == 409 && body.contains("answers"), "{code} {body}");
     let (code, _) = common::raw(server.addr(), "POST", &format!("/v1/collections/{id}/queries"), b"{}", None);
     assert_eq!(code, 401, "posting a query takes a token");

@@ -34,13 +34,13 @@
 
 use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::{Input, category, unit};
+use crate::linear_rounds::{QueryRounds, spec_queries};
 use crate::range::simulate_typed;
 use crate::simulate::at_device;
 use harmony_analytics::linear::{
     AdaptiveWorkload, AdaptiveWorkloadAggregator, Domain, DomainAttribute, GaussianAggregator, GaussianReport,
     GaussianWorkload, HrWorkload, ProjectOptions, QueryBitReport, Workload, WorkloadEstimate, project,
 };
-use crate::linear_rounds::{QueryRounds, spec_queries};
 use harmony_analytics::range::bin_of_unit;
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result, Shown};

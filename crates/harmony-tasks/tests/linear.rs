@@ -100,7 +100,7 @@ fn variances(task: &LinearTask, mech: LinearMechanism, eps: f64, p: &[f64], n: u
         LinearMechanism::Gaussian => {
             vec![GaussianWorkload::new(eps, 1e-6, w.clone()).unwrap().answer_variance(n); w.queries()]
         }
-        LinearMechanism::Adaptive => {
+        LinearMechanism::Adaptive | LinearMechanism::AdaptiveRounds => {
             (0..w.queries()).map(|t| AdaptiveQuery::new(eps, w.row(t)).unwrap().variance(p, n, groups[t])).collect()
         }
     }

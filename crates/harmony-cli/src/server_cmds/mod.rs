@@ -385,7 +385,8 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         (None, false) => None,
     };
     let population = submit::population_with(&config, &a.data, items.as_ref())?;
-    if matches!(&config.task, harmony_protocol::TaskSpec::LinearQueries(s) if s.mechanism == harmony_protocol::spec::LinearMechanism::AdaptiveRounds) {
+    if matches!(&config.task, harmony_protocol::TaskSpec::LinearQueries(s) if s.mechanism == harmony_protocol::spec::LinearMechanism::AdaptiveRounds)
+    {
         return answers::submit(&client, &config, &population, seed, &policy);
     }
     if config.task.kind().has_rounds() {
