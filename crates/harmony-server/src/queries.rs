@@ -93,6 +93,11 @@ fn settled<'a>(
     Ok(agg)
 }
 
+/// Reloads the rounds if a write's commit outcome is unknown (before an estimate; blocking).
+pub fn settle(store: &dyn Store, c: &Collection) -> Result<(), ApiError> {
+    settled(store, c).map(|_| ())
+}
+
 /// `GET …/query`: the current round (blocking).
 pub fn current(store: &dyn Store, c: &Collection) -> Result<QueryRound, ApiError> {
     let agg = settled(store, c)?;
@@ -111,8 +116,10 @@ fn repeated() -> ApiError {
 pub fn answer(store: &dyn Store, c: &Collection, post: &AnswerPost, bytes: &[u8]) -> Result<AnswerAck, ApiError> {
     let report: QueryBitReport = harmony_core::wire::decode(bytes).map_err(|e| ApiError::from_core("report: ", e))?;
     let mut agg = settled(store, c)?;
-    // A later round than ours: another server sharing the database may have opened it.
-    if report.query as u64 + 1 > rounds_of(agg.as_ref())?.round() {
+    // A later round than ours (at most one query beyond ours): another server sharing the
+    // database may have opened it. Other rounds are refused without reading the store.
+    let (asked, r) = (report.query as u64 + 1, rounds_of(agg.as_ref())?);
+    if asked > r.round() && asked <= r.queries().len() as u64 + 1 {
         reload(store, c, &mut agg)?;
     }
     let r = rounds_of(agg.as_ref())?;

@@ -101,6 +101,10 @@ impl Collection {
     /// (503 while the store is down); with `barrier` (before an estimate) also waits for the
     /// batches being committed to reach it, so it holds every batch committed so far.
     pub fn settle(&self, store: &dyn Store, barrier: bool) -> Result<(), ApiError> {
+        if self.adaptive {
+            // Answers are applied under the rounds' lock, which a reload takes too.
+            return crate::queries::settle(store, self);
+        }
         let stale = || self.train.is_none() && self.stale.load(Ordering::Acquire);
         if !barrier && !stale() {
             return Ok(());

@@ -55,3 +55,63 @@ pub fn submit(
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_client::RetryPolicy;
+    use harmony_core::schema::{Attribute, Schema, Value};
+    use harmony_protocol::spec::{LinearMechanism, LinearQueriesSpec, TaskSpec};
+    use harmony_protocol::{CreateCollection, TaskEstimate};
+    use harmony_tasks::Query;
+    use serde_json::json;
+
+    fn request(schema: &Schema, queries: serde_json::Value) -> CreateCollection {
+        let spec = LinearQueriesSpec {
+            attributes: vec!["color".into()],
+            bins: Default::default(),
+            workload: queries,
+            mechanism: LinearMechanism::AdaptiveRounds,
+            delta: None,
+            hull: Default::default(),
+            batch_size: Some(5),
+        };
+        CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: TaskSpec::LinearQueries(spec) }
+    }
+
+    /// Seeded devices answer one round per run (refused while the round is full), and the
+    /// served document equals the task's in-process rounds for the same queries and seed.
+    #[test]
+    fn submit_answers_the_open_round_as_simulate_does() {
+        let dir = std::env::temp_dir().join(format!("harmony-cli-answers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let client = Client::new(&format!("http://{}", server.addr))
+            .with_token("tok")
+            .with_retry(RetryPolicy { attempts: 1, ..Default::default() });
+        let colors = vec!["red".to_string(), "green".into(), "blue".into()];
+        let schema = Schema::new(vec![Attribute::Categorical { name: "color".into(), categories: colors }]).unwrap();
+        let values: Vec<Value> = (0..12).map(|i| Value::Category(i % 3)).collect();
+        let population = Population::records(&schema, values.clone());
+        let (q1, q2) = (json!({"range": [0, 0]}), json!({"in": ["green", "blue"]}));
+        let config = client.create_collection(&request(&schema, json!({"queries": [q1]}))).unwrap().config;
+        let policy = Policy::default();
+        submit(&client, &config, &population, Some(9), &policy).unwrap();
+        let e = submit(&client, &config, &population, Some(9), &policy).unwrap_err().to_string();
+        assert!(e.contains("round 1") && e.contains("full"), "{e}");
+        client.post_query(&config.id, &q2).unwrap();
+        submit(&client, &config, &population, Some(9), &policy).unwrap();
+        let served = client.estimates(&config.id, &Query::default()).unwrap().result;
+
+        let sim = harmony_tasks::resolve(&request(&schema, json!({"queries": [q1, q2]})), "sim").unwrap();
+        let task = harmony_tasks::build(&sim).unwrap();
+        let agg = task.simulate(&population.inputs(), 9, 0).unwrap();
+        let simulated = task.estimate(agg.as_ref(), &Query::default()).unwrap();
+        assert!(matches!(&served, TaskEstimate::LinearQueries(l) if l.group_reports == [5, 5]));
+        assert_eq!(served, simulated, "submit == simulate, bit for bit");
+        server.stop();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -202,6 +202,14 @@ fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Bytes, ApiE
     if let Some(t) = &c.train {
         return to_body(&train_document(c, t));
     }
+    if c.adaptive {
+        // Not cached: a posted query changes the document without a new answer, and it costs
+        // O(queries).
+        let snapshot = c.agg().clone_box();
+        let result = c.task.estimate(snapshot.as_ref(), query).map_err(|e| ApiError::from_core("query: ", e))?;
+        let (collection, epsilon) = (c.config.id.clone(), c.config.epsilon);
+        return to_body(&EstimateDocument { collection, reports: snapshot.count(), epsilon, result });
+    }
     let n = c.agg().count();
     let refresh = c.task.refresh_seconds();
     let cached = {
