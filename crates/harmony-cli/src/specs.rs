@@ -362,7 +362,15 @@ pub fn linear(t: &TaskArgs, file: &SchemaFile, mechanism: LinearMechanism) -> Re
         .filter(|n| file.attributes.iter().any(|a| a.name() == n.as_str() && a.is_numeric()))
         .map(|n| (n.clone(), file.bins[n]))
         .collect();
-    let spec = LinearQueriesSpec { attributes, bins, workload, mechanism, delta: None, hull: Hull::default() };
+    let spec = LinearQueriesSpec {
+        attributes,
+        bins,
+        workload,
+        mechanism,
+        delta: None,
+        hull: Hull::default(),
+        batch_size: None,
+    };
     with_mechanism(t, &spec, mechanism)
 }
 

@@ -121,6 +121,10 @@ impl DeviceTask {
                 clamped = self.clamped(record);
                 Input::Gradient { record: &clamped, model }
             }
+            Input::Answer { record, round } => {
+                clamped = self.clamped(record);
+                Input::Answer { record: &clamped, round }
+            }
             Input::Items(items) => Input::Items(items),
         };
         Ok(self.task.randomize(&input, rng, buf)?)
@@ -291,6 +295,23 @@ impl<L: Ledger> Device<L> {
             None => self.record(task, &Input::Gradient { record, model }, Some(model.round)),
         }
     }
+
+    /// The answer this device sends to an `adaptive-rounds` collection's `round` (Duchi's bit
+    /// on the round's query at its record), randomized once and recorded in the ledger before it
+    /// is sent; later calls return the same entry. The item's id is the device id.
+    pub fn prepare_answer(
+        &mut self,
+        task: &DeviceTask,
+        record: &[Value],
+        round: &harmony_protocol::QueryRound,
+    ) -> Result<LedgerEntry> {
+        let id = &task.config.id;
+        match self.ledger.get(id) {
+            Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
+            Some(e) => Ok(e),
+            None => self.record(task, &Input::Answer { record, round }, Some(round.round)),
+        }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -342,6 +363,48 @@ impl<L: Ledger> Device<L> {
                 Ok(ack)
             }
             // A retry of a gradient the server stored (its ack was lost).
+            Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => {
+                self.acknowledge(&id)?;
+                Err(ClientError::AlreadyReported(id))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl<L: Ledger> Device<L> {
+    /// Answers the current round of an `adaptive-rounds` linear-queries collection, once per
+    /// device and collection (what keeps the rounds' groups disjoint): fetches the round,
+    /// randomizes its query at `record` with the OS CSPRNG, records the answer and posts it. A
+    /// later call after a failure resends the same answer; after an acknowledgement (or the
+    /// server saying this device already answered) it returns [`ClientError::AlreadyReported`].
+    /// An answer whose round filled before it arrived is refused (409 `round`) and stays in the
+    /// ledger: the device does not answer another query of the collection.
+    pub fn contribute_answer(
+        &mut self,
+        client: &crate::Client,
+        task: &DeviceTask,
+        record: &[Value],
+    ) -> Result<harmony_protocol::AnswerAck> {
+        let id = task.config.id.clone();
+        let entry = match self.ledger.get(&id) {
+            Some(e) => e,
+            None => {
+                let round = client.query_round(&id)?;
+                self.prepare_answer(task, record, &round)?
+            }
+        };
+        if entry.acknowledged {
+            return Err(ClientError::AlreadyReported(id));
+        }
+        let post = harmony_protocol::AnswerPost { device_id: entry.item.id.clone(), report: entry.item.report.clone() };
+        match client.post_answer(&id, &post) {
+            Ok(ack) => {
+                self.acknowledge(&id)?;
+                Ok(ack)
+            }
+            // A retry of an answer the server stored (its ack was lost).
             Err(ClientError::Rejected { status: 409, field, .. }) if field == "device_id" => {
                 self.acknowledge(&id)?;
                 Err(ClientError::AlreadyReported(id))

@@ -301,6 +301,31 @@ impl Client {
         let bytes = self.request("POST", &path, Some(&body))?;
         self.parse(&path, &bytes)
     }
+    /// The current round of an `adaptive-rounds` linear-queries collection.
+    pub fn query_round(&self, collection: &str) -> Result<harmony_protocol::QueryRound> {
+        let path = format!("/v1/collections/{collection}/query");
+        let bytes = self.request("GET", &path, None)?;
+        self.parse(&path, &bytes)
+    }
+    /// Posts one device's answer to the current round.
+    pub fn post_answer(
+        &self,
+        collection: &str,
+        post: &harmony_protocol::AnswerPost,
+    ) -> Result<harmony_protocol::AnswerAck> {
+        let path = format!("/v1/collections/{collection}/answers");
+        let body = serde_json::to_vec(post).expect("JSON of an answer");
+        let bytes = self.request("POST", &path, Some(&body))?;
+        self.parse(&path, &bytes)
+    }
+    /// Posts the analyst's next query (analyst token required): it opens the next round once
+    /// every round is full (409 `round` before).
+    pub fn post_query(&self, collection: &str, query: &serde_json::Value) -> Result<harmony_protocol::QueryRound> {
+        let path = format!("/v1/collections/{collection}/queries");
+        let body = serde_json::to_vec(query).expect("JSON of a query");
+        let bytes = self.request("POST", &path, Some(&body))?;
+        self.parse(&path, &bytes)
+    }
     /// Current estimates (analyst token required), with `query`'s ranges and quantiles.
     pub fn estimates(&self, collection: &str, query: &Query) -> Result<EstimateDocument> {
         let q = query.to_query_string();

@@ -89,6 +89,53 @@ pub struct GradientAck {
     pub advanced: bool,
 }
 
+/// `GET /v1/collections/{id}/query`: the current round of an `adaptive-rounds` linear-queries
+/// collection (`POST …/queries` opens the next one).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct QueryRound {
+    /// The current round t (1-based); a device's report carries query index t − 1.
+    pub round: u64,
+    /// The query's name.
+    pub name: String,
+    /// Round t's query, as the analyst posted it (`{"range": [a, b]}`, `{"in": [...]}`,
+    /// `{"weights": [...]}`, `{"and": [...]}`): a device evaluates it on its own value.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub query: serde_json::Value,
+    /// r_t = max_v |q_t\[v\]| (a device answers q_t\[v\]/r_t with Duchi's 1-bit mechanism).
+    pub scale: f64,
+    /// Devices per round.
+    pub batch_size: u64,
+    /// Answers received in round t.
+    pub received: u64,
+    /// Whether round t takes answers (`received < batch_size`); a full round waits for the
+    /// analyst's next query.
+    pub open: bool,
+}
+
+/// `POST /v1/collections/{id}/answers` body: one device's answer to the current round.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct AnswerPost {
+    /// Device-chosen id (1..=64 of `[A-Za-z0-9_-]`); one answer per device per collection.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[A-Za-z0-9_-]{1,64}$"))]
+    pub device_id: String,
+    /// Hex of the wire encoding of the device's `QueryBitReport` (query index t − 1 and its bit).
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^([0-9a-fA-F]{2})+$", max_length = 64))]
+    pub report: String,
+}
+
+/// The acknowledgement of a stored answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AnswerAck {
+    /// The round the answer was counted in.
+    pub round: u64,
+    /// Whether it filled the round.
+    pub full: bool,
+}
+
 /// A 4xx/5xx body: `{"error": {...}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

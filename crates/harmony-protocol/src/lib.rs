@@ -31,8 +31,8 @@ mod openapi;
 pub mod spec;
 
 pub use bodies::{
-    BatchAck, CollectionSummary, DeviceKey, EnrollRequest, Enrolled, ErrorBody, ErrorDetail, GradientAck, GradientPost,
-    ModelState, ReportBatch, ReportItem, TokenCreated, TokenInfo, TokenRequest,
+    AnswerAck, AnswerPost, BatchAck, CollectionSummary, DeviceKey, EnrollRequest, Enrolled, ErrorBody, ErrorDetail,
+    GradientAck, GradientPost, ModelState, QueryRound, ReportBatch, ReportItem, TokenCreated, TokenInfo, TokenRequest,
 };
 pub use config::{CONFIG_VERSION, CollectionConfig, Created, TrainPublished};
 pub use encoding::{MAX_BATCH, MAX_REPORT_BYTES, MAX_REPORT_ID, from_hex_into, to_hex, valid_report_id};

@@ -376,6 +376,10 @@ pub enum LinearMechanism {
     Gaussian,
     /// One device group per query, drawn by the device; 1 bit each (ε-LDP).
     Adaptive,
+    /// One device group per query in rounds: `batch_size` devices answer query t, then the
+    /// analyst may post query t + 1 chosen after reading the answers (`POST …/queries`); 1 bit
+    /// each (ε-LDP).
+    AdaptiveRounds,
 }
 
 impl LinearMechanism {
@@ -385,6 +389,7 @@ impl LinearMechanism {
             LinearMechanism::Hr => "hr",
             LinearMechanism::Gaussian => "gaussian",
             LinearMechanism::Adaptive => "adaptive",
+            LinearMechanism::AdaptiveRounds => "adaptive-rounds",
         }
     }
 }
@@ -421,9 +426,14 @@ pub struct LinearQueriesSpec {
     /// `{"matrix": [[..], ..], "names": [..]}` or `[[..], ..]`, or CSV text (one query per line,
     /// J numbers after an optional name): the formats of `harmony simulate --queries`.
     pub workload: serde_json::Value,
-    /// `hr` (default), `gaussian` or `adaptive`.
+    /// `hr` (default), `gaussian`, `adaptive` or `adaptive-rounds` (then `workload` is a list
+    /// of queries `{"queries": [...]}`: the first rounds' queries, in order).
     #[serde(default)]
     pub mechanism: LinearMechanism,
+    /// `adaptive-rounds`: the devices that answer each query (an integer >= 1); refused with
+    /// the other mechanisms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u64>,
     /// δ of the Gaussian mechanism, in (0, 1) (default 1e-6); refused with `hr` and `adaptive`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delta: Option<f64>,

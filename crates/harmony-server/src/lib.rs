@@ -28,6 +28,7 @@ pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod pg;
+pub mod queries;
 pub mod rounds;
 pub mod run;
 pub mod state;
@@ -117,6 +118,9 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::estimates))
         .routes(routes!(rounds::model))
         .routes(routes!(rounds::post_gradient))
+        .routes(routes!(api::queries::current))
+        .routes(routes!(api::queries::post_answer))
+        .routes(routes!(api::queries::post_query))
         .routes(routes!(openapi_json))
         .routes(routes!(metrics))
         .routes(routes!(healthz))

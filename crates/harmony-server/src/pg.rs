@@ -84,6 +84,12 @@ CREATE TABLE IF NOT EXISTS harmony_models (
     round BIGINT NOT NULL,
     params BYTEA NOT NULL
 );
+CREATE TABLE IF NOT EXISTS harmony_queries (
+    collection BIGINT NOT NULL,
+    round BIGINT NOT NULL,
+    query TEXT NOT NULL,
+    PRIMARY KEY (collection, round)
+);
 CREATE TABLE IF NOT EXISTS harmony_tokens (
     token_id TEXT PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -597,6 +603,51 @@ impl Store for PgStore {
         self.read(|c| {
             let row = c.query_opt("SELECT round, params FROM harmony_models WHERE collection = $1", &[&key])?;
             Ok(row.map(|r| (r.get::<_, i64>(0) as u64, blob_to_params(r.get::<_, &[u8]>(1)))))
+        })
+    }
+
+    fn insert_query(&self, key: i64, round: u64, query: &str, filled: u64) -> StoreResult<()> {
+        self.read(|c| {
+            let mut tx = c.transaction()?;
+            // Serializes the rounds of one collection across connections (and servers).
+            if tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])?.is_none() {
+                return Err(StoreError::Db(format!("no collection with key {key}")));
+            }
+            let stored: i64 = tx
+                .query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?
+                .map_or(1, |r| r.get(0));
+            let count: i64 = tx
+                .query_one(
+                    "SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2",
+                    &[&key, &stored],
+                )?
+                .get(0);
+            if stored as u64 + 1 != round || count as u64 != filled {
+                return Err(StoreError::RoundMoved(format!(
+                    "stored round {stored} with {count} answers, expected round {} with {filled}",
+                    round - 1
+                )));
+            }
+            let round = round as i64;
+            tx.execute(
+                "INSERT INTO harmony_queries (collection, round, query) VALUES ($1, $2, $3)",
+                &[&key, &round, &query],
+            )?;
+            tx.execute(
+                "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
+                 ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
+                &[&key, &round, &Vec::<u8>::new()],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn queries(&self, key: i64) -> StoreResult<Vec<(u64, String)>> {
+        self.read(|c| {
+            let rows =
+                c.query("SELECT round, query FROM harmony_queries WHERE collection = $1 ORDER BY round", &[&key])?;
+            Ok(rows.iter().map(|r| (r.get::<_, i64>(0) as u64, r.get::<_, String>(1))).collect())
         })
     }
 

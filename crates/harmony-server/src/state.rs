@@ -26,6 +26,9 @@ pub struct Collection {
     pub agg: Mutex<Box<dyn TaskAggregator>>,
     /// Model rounds (`train`).
     pub train: Option<Training>,
+    /// Adaptive query rounds (`linear-queries`, `adaptive-rounds`): the accumulator is the
+    /// rounds ([`crate::queries`]).
+    pub adaptive: bool,
     /// The last estimate documents (see [`crate::api::collections`]).
     pub cache: Mutex<Vec<Cached>>,
     /// Whether a background recomputation is running.
@@ -60,12 +63,14 @@ impl Collection {
             _ => None,
         };
         let agg = Mutex::new(task.aggregator());
+        let adaptive = crate::queries::is_adaptive(&config);
         Ok(Collection {
             key,
             config,
             task,
             agg,
             train,
+            adaptive,
             cache: Mutex::new(Vec::new()),
             refreshing: AtomicBool::new(false),
             commit: RwLock::new(()),
@@ -96,6 +101,10 @@ impl Collection {
     /// (503 while the store is down); with `barrier` (before an estimate) also waits for the
     /// batches being committed to reach it, so it holds every batch committed so far.
     pub fn settle(&self, store: &dyn Store, barrier: bool) -> Result<(), ApiError> {
+        if self.adaptive {
+            // Answers are applied under the rounds' lock, which a reload takes too.
+            return crate::queries::settle(store, self);
+        }
         let stale = || self.train.is_none() && self.stale.load(Ordering::Acquire);
         if !barrier && !stale() {
             return Ok(());
@@ -119,8 +128,12 @@ impl Collection {
     }
 }
 
-/// A fresh accumulator with every stored report of `col`, and how many did not decode.
+/// A fresh accumulator with every stored report of `col`, and how many did not decode (adaptive
+/// query rounds: the stored rounds, [`crate::queries::replay`]).
 fn replay(store: &dyn Store, col: &Collection) -> Result<(Box<dyn TaskAggregator>, u64), crate::store::StoreError> {
+    if col.adaptive {
+        return crate::queries::replay(store, col).map(|a| (a, 0)).map_err(crate::store::StoreError::Db);
+    }
     let (mut agg, mut bad) = (col.task.aggregator(), 0u64);
     store.for_each_report(col.key, &mut |b| match col.task.validate(b) {
         Ok(()) if agg.add(b).is_ok() => {}

@@ -177,6 +177,22 @@ pub trait Store: Send + Sync + 'static {
     fn for_each_gradient(&self, _key: i64, _round: u64, _f: &mut dyn FnMut(&[u8])) -> StoreResult<()> {
         Err(StoreError::Unsupported("model rounds"))
     }
+
+    // Adaptive query rounds (`linear-queries`, `adaptive-rounds`) reuse the round tables: a
+    // device's answer is a "gradient" of its round (one per device per collection), the model
+    // row holds the current round (empty parameters), and each posted query is a row of its own.
+
+    /// Stores the query that opens `round` (JSON text) and makes `round` the stored round, in
+    /// one transaction. The round before it must be the stored round and hold `filled` answers
+    /// (the batch size); otherwise nothing is written and the result is
+    /// [`StoreError::RoundMoved`] (another server posted a query or the answers differ).
+    fn insert_query(&self, _key: i64, _round: u64, _query: &str, _filled: u64) -> StoreResult<()> {
+        Err(StoreError::Unsupported("adaptive query rounds"))
+    }
+    /// The posted queries `(round, JSON text)` of a collection, by round.
+    fn queries(&self, _key: i64) -> StoreResult<Vec<(u64, String)>> {
+        Err(StoreError::Unsupported("adaptive query rounds"))
+    }
 }
 
 pub(crate) fn params_to_blob(w: &[f64]) -> Vec<u8> {
@@ -235,6 +251,12 @@ CREATE TABLE IF NOT EXISTS models (
     round INTEGER NOT NULL,
     params BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS queries (
+    collection INTEGER NOT NULL,
+    round INTEGER NOT NULL,
+    query TEXT NOT NULL,
+    PRIMARY KEY (collection, round)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tokens (
     token_id TEXT PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -567,6 +589,43 @@ impl Store for SqliteStore {
             f(body);
         }
         Ok(())
+    }
+
+    fn insert_query(&self, key: i64, round: u64, query: &str, filled: u64) -> StoreResult<()> {
+        let mut conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let stored: i64 = tx
+            .query_row("SELECT round FROM models WHERE collection = ?1", [key], |r| r.get(0))
+            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(1) } else { Err(e) })?;
+        let count: i64 = tx.query_row(
+            "SELECT COUNT(*) FROM gradients WHERE collection = ?1 AND round = ?2",
+            rusqlite::params![key, stored],
+            |r| r.get(0),
+        )?;
+        if stored as u64 + 1 != round || count as u64 != filled {
+            return Err(StoreError::RoundMoved(format!(
+                "stored round {stored} with {count} answers, expected round {} with {filled}",
+                round - 1
+            )));
+        }
+        tx.execute(
+            "INSERT INTO queries (collection, round, query) VALUES (?1, ?2, ?3)",
+            rusqlite::params![key, round as i64, query],
+        )?;
+        tx.execute(
+            "INSERT INTO models (collection, round, params) VALUES (?1, ?2, ?3)
+             ON CONFLICT (collection) DO UPDATE SET round = excluded.round, params = excluded.params",
+            rusqlite::params![key, round as i64, Vec::<u8>::new()],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn queries(&self, key: i64) -> StoreResult<Vec<(u64, String)>> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare("SELECT round, query FROM queries WHERE collection = ?1 ORDER BY round")?;
+        let rows = stmt.query_map([key], |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 }
 

@@ -87,6 +87,11 @@ pub trait TaskAggregator: Send + Sync {
     fn clone_box(&self) -> Box<dyn TaskAggregator>;
     /// For downcasting to the typed accumulator.
     fn as_any(&self) -> &dyn Any;
+    /// For updating a stateful accumulator in place (adaptive query rounds); `None` for the
+    /// others.
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        None
+    }
 }
 
 impl Clone for Box<dyn TaskAggregator> {

@@ -2,7 +2,7 @@
 
 use harmony_core::error::{Error, Result};
 use harmony_core::schema::Value;
-use harmony_protocol::ModelState;
+use harmony_protocol::{ModelState, QueryRound};
 
 /// A device's input to a task's randomizer.
 #[derive(Debug, Clone, Copy)]
@@ -18,6 +18,13 @@ pub enum Input<'a> {
         record: &'a [Value],
         /// The round's model.
         model: &'a ModelState,
+    },
+    /// Its record and the current round's query it answers (`adaptive-rounds` linear queries).
+    Answer {
+        /// The record.
+        record: &'a [Value],
+        /// The round (`GET …/query`).
+        round: &'a QueryRound,
     },
 }
 
@@ -43,11 +50,19 @@ impl<'a> Input<'a> {
             other => Err(mismatch(task, "a record and the round's model", other)),
         }
     }
+    /// The record and the round, or an error naming what the task expected.
+    pub fn answer(&self, task: &str) -> Result<(&'a [Value], &'a QueryRound)> {
+        match *self {
+            Input::Answer { record, round } => Ok((record, round)),
+            other => Err(mismatch(task, "a record and the current round's query", other)),
+        }
+    }
     fn kind(&self) -> &'static str {
         match self {
             Input::Record(_) => "a record",
             Input::Items(_) => "a set of items",
             Input::Gradient { .. } => "a record and a model",
+            Input::Answer { .. } => "a record and a query round",
         }
     }
 }

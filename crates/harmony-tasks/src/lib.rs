@@ -30,6 +30,7 @@ pub mod frequency;
 pub mod heavy;
 pub mod input;
 pub mod linear;
+pub mod linear_rounds;
 pub mod marginals;
 pub mod means;
 pub mod poison;

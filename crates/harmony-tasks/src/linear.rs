@@ -1,7 +1,8 @@
 //! `linear-queries`: a workload A of linear queries over the domain \[J\] of some attributes
 //! (the cross-product of categorical ones and of numeric ones in equal-width bins), answered by
 //! Hadamard Response (`hr`), the Gaussian mechanism (`gaussian`) or one device group per query
-//! (`adaptive`), from harmony-analytics' [`linear`](harmony_analytics::linear) module. The
+//! (`adaptive`; `adaptive-rounds` asks the queries in rounds, each chosen after the earlier
+//! answers: [`crate::linear_rounds`]), from harmony-analytics' [`linear`](harmony_analytics::linear) module. The
 //! workload is given inline in the spec in the formats of `harmony simulate --queries`
 //! ([`Workload`]: built-ins, a list of queries, a matrix, CSV text).
 //!
@@ -33,6 +34,7 @@
 
 use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::{Input, category, unit};
+use crate::linear_rounds::{QueryRounds, spec_queries};
 use crate::range::simulate_typed;
 use crate::simulate::at_device;
 use harmony_analytics::linear::{
@@ -169,10 +171,24 @@ enum Mechanism {
     Hr(HrWorkload),
     Gaussian(GaussianWorkload),
     Adaptive(AdaptiveWorkload),
+    /// `adaptive-rounds`: the rounds of the spec's queries, nothing answered.
+    Rounds(QueryRounds),
 }
 
 /// Builds the mechanism of a spec (δ written out for `gaussian`) and checks its report size.
-fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>) -> Result<Mechanism> {
+fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>, dom: &Domain) -> Result<Mechanism> {
+    match (spec.mechanism, spec.batch_size) {
+        (LinearMechanism::AdaptiveRounds, None) => {
+            let expected = "an integer >= 1: the devices that answer each query (mechanism adaptive-rounds)";
+            return Err(Error::param("task.batch_size", "missing", expected));
+        }
+        (LinearMechanism::AdaptiveRounds, Some(_)) => {}
+        (m, Some(b)) => {
+            let expected = format!("no batch_size with mechanism {} (adaptive-rounds only)", m.name());
+            return Err(Error::param("task.batch_size", b, expected));
+        }
+        (_, None) => {}
+    }
     let m = match (spec.mechanism, spec.delta) {
         (LinearMechanism::Gaussian, delta) => {
             let delta = delta.unwrap_or(DEFAULT_DELTA);
@@ -190,6 +206,11 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>) -> Result
         }
         (LinearMechanism::Hr, None) => Mechanism::Hr(HrWorkload::new(epsilon, w)?),
         (LinearMechanism::Adaptive, None) => Mechanism::Adaptive(AdaptiveWorkload::new(epsilon, w)?),
+        (LinearMechanism::AdaptiveRounds, None) => {
+            let queries = spec_queries(&spec.workload)?;
+            let batch = spec.batch_size.unwrap_or_default();
+            Mechanism::Rounds(QueryRounds::new(Arc::new(dom.clone()), epsilon, batch, &queries)?)
+        }
     };
     if let Mechanism::Gaussian(g) = &m
         && g.entry_bound() > MAX_ENTRY_STEPS
@@ -204,6 +225,8 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>) -> Result
         Mechanism::Hr(h) => h.max_report_bytes(),
         Mechanism::Gaussian(g) => g.max_report_bytes(),
         Mechanism::Adaptive(a) => a.max_report_bytes(),
+        // At most 8 bytes: a query index below 2^32 and a bit.
+        Mechanism::Rounds(_) => 0,
     };
     if bytes > MAX_REPORT_BYTES {
         let d = match &m {
@@ -230,7 +253,7 @@ pub fn resolve(spec: &LinearQueriesSpec, schema: &Schema, epsilon: f64) -> Resul
     if spec.mechanism == LinearMechanism::Gaussian {
         out.delta = Some(spec.delta.unwrap_or(DEFAULT_DELTA));
     }
-    mechanism(&out, epsilon, w)?;
+    mechanism(&out, epsilon, w, &dom)?;
     Ok(out)
 }
 
@@ -253,7 +276,7 @@ impl LinearTask {
         };
         let (domain, columns) = domain(spec, config.schema()?)?;
         let workload = Arc::new(workload(&spec.workload, &domain)?);
-        let mechanism = mechanism(spec, config.epsilon, workload.clone())?;
+        let mechanism = mechanism(spec, config.epsilon, workload.clone(), &domain)?;
         let hull = spec.hull;
         Ok(LinearTask { config, domain, columns, workload, hull, mechanism })
     }
@@ -279,7 +302,22 @@ impl LinearTask {
                     Ok(if m_t == 0 { f64::INFINITY } else { m.query(t)?.variance(p, n, m_t) })
                 })
                 .collect::<Result<_>>()?,
+            // Round t's group: the devices in its positions (a random sample of the population
+            // when arrival does not depend on the values).
+            Mechanism::Rounds(r) => (r.queries().iter().enumerate())
+                .map(|(t, q)| match groups.get(t).copied().unwrap_or(0) {
+                    0 => f64::INFINITY,
+                    m_t => q.query.variance(p, n, m_t),
+                })
+                .collect(),
         })
+    }
+    /// The rounds of an `adaptive-rounds` collection (the spec's queries, nothing answered).
+    pub fn rounds(&self) -> Option<&QueryRounds> {
+        match &self.mechanism {
+            Mechanism::Rounds(r) => Some(r),
+            _ => None,
+        }
     }
     /// A device's domain index, or an error naming the attribute.
     pub fn index(&self, input: &Input<'_>) -> Result<usize> {
@@ -319,6 +357,7 @@ impl LinearTask {
             Mechanism::Hr(_) => ("hr", None),
             Mechanism::Gaussian(g) => ("gaussian", Some(g.sigma())),
             Mechanism::Adaptive(_) => ("adaptive", None),
+            Mechanism::Rounds(_) => ("adaptive-rounds", None),
         };
         LinearEstimate {
             mechanism: mechanism.to_string(),
@@ -344,11 +383,16 @@ impl Task for LinearTask {
         &self.config
     }
     fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()> {
+        if let Mechanism::Rounds(r) = &self.mechanism {
+            let (record, round) = input.answer("linear-queries adaptive-rounds")?;
+            return r.randomize(round, self.index(&Input::Record(record))?, rng, out);
+        }
         let v = self.index(input)?;
         match &self.mechanism {
             Mechanism::Hr(m) => encode_to(&m.randomize(&v, rng)?, out),
             Mechanism::Gaussian(m) => encode_to(&m.randomize(&v, rng)?, out),
             Mechanism::Adaptive(m) => encode_to(&m.randomize(&v, rng)?, out),
+            Mechanism::Rounds(_) => unreachable!("answered above"),
         }
         Ok(())
     }
@@ -357,13 +401,19 @@ impl Task for LinearTask {
             Mechanism::Hr(m) => check(m, report),
             Mechanism::Gaussian(m) => check(m, report),
             Mechanism::Adaptive(m) => check(m, report),
+            // Which round it answers is checked against the rounds' state (`QueryRounds::check`).
+            Mechanism::Rounds(_) => wire::decode::<QueryBitReport>(report).map(|_| ()),
         }
+    }
+    fn mergeable(&self) -> bool {
+        !matches!(self.mechanism, Mechanism::Rounds(_))
     }
     fn aggregator(&self) -> Box<dyn TaskAggregator> {
         match &self.mechanism {
             Mechanism::Hr(m) => Box::new(Typed::wire(harmony_core::FrequencyOracle::aggregator(m.oracle()))),
             Mechanism::Gaussian(m) => Box::new(Typed::wire(m.aggregator())),
             Mechanism::Adaptive(m) => Box::new(Typed::wire(m.aggregator())),
+            Mechanism::Rounds(r) => Box::new(r.clone()),
         }
     }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
@@ -385,9 +435,18 @@ impl Task for LinearTask {
                 let a = Typed::<AdaptiveWorkloadAggregator>::of(agg)?;
                 self.document(&a.estimate(), None, a.counts())
             }
+            Mechanism::Rounds(_) => {
+                let r = agg.as_any().downcast_ref::<QueryRounds>().ok_or_else(|| {
+                    Error::Incompatible("an accumulator of another task, expected adaptive query rounds".into())
+                })?;
+                r.document()
+            }
         };
         Ok(TaskEstimate::LinearQueries(doc))
     }
+    /// `adaptive-rounds`: devices in order, round by round from a fresh start: device i answers
+    /// round ⌊i/batch_size⌋ + 1 through [`Task::randomize`] (as a served device does); devices
+    /// after the last query's round do not report.
     fn simulate(&self, inputs: &[Input<'_>], seed: u64, first: u64) -> Result<Box<dyn TaskAggregator>> {
         let mut values = Vec::with_capacity(inputs.len());
         for (i, input) in inputs.iter().enumerate() {
@@ -400,7 +459,33 @@ impl Task for LinearTask {
             }
             Mechanism::Gaussian(m) => Box::new(Typed::wire(simulate_typed(m, m.aggregator(), &values, seed, first)?)),
             Mechanism::Adaptive(m) => Box::new(Typed::wire(simulate_typed(m, m.aggregator(), &values, seed, first)?)),
+            Mechanism::Rounds(r) => self.simulate_rounds(r.clone(), inputs, seed, first)?,
         })
+    }
+}
+
+impl LinearTask {
+    fn simulate_rounds(
+        &self,
+        mut rounds: QueryRounds,
+        inputs: &[Input<'_>],
+        seed: u64,
+        first: u64,
+    ) -> Result<Box<dyn TaskAggregator>> {
+        let mut out = Vec::new();
+        for (i, input) in inputs.iter().enumerate() {
+            if !rounds.open() {
+                break;
+            }
+            let device = first + i as u64;
+            let record = input.record("linear-queries")?;
+            let round = rounds.state();
+            let mut rng = crate::simulate::device_rng(seed, device);
+            let answer = Input::Answer { record, round: &round };
+            self.randomize(&answer, &mut rng, &mut out).map_err(|e| at_device(e, device))?;
+            rounds.add(&out)?;
+        }
+        Ok(Box::new(rounds))
     }
 }
 

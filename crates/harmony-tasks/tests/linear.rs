@@ -46,6 +46,7 @@ fn spec(mechanism: LinearMechanism) -> LinearQueriesSpec {
         mechanism,
         delta: None,
         hull: Hull::Symmetric,
+        batch_size: None,
     }
 }
 
@@ -99,7 +100,7 @@ fn variances(task: &LinearTask, mech: LinearMechanism, eps: f64, p: &[f64], n: u
         LinearMechanism::Gaussian => {
             vec![GaussianWorkload::new(eps, 1e-6, w.clone()).unwrap().answer_variance(n); w.queries()]
         }
-        LinearMechanism::Adaptive => {
+        LinearMechanism::Adaptive | LinearMechanism::AdaptiveRounds => {
             (0..w.queries()).map(|t| AdaptiveQuery::new(eps, w.row(t)).unwrap().variance(p, n, groups[t])).collect()
         }
     }
@@ -323,4 +324,41 @@ fn heavy_mse_matches_the_closed_form() {
         println!("{mech:?}: MSE/predicted = {ratio:.4}");
         assert!((0.85..=1.15).contains(&ratio), "{mech:?}: MSE / predicted = {ratio}");
     }
+}
+
+/// `adaptive-rounds`: `batch_size` required (and refused elsewhere), a list of queries, errors
+/// naming the field; `simulate` runs the rounds in order (device i answers round ⌊i/g⌋ + 1, the
+/// devices after the last round do not report) through the device's randomizer.
+#[test]
+fn adaptive_rounds_spec_and_simulate() {
+    let rounds = || LinearQueriesSpec { batch_size: Some(10), ..spec(LinearMechanism::AdaptiveRounds) };
+    let cases = [
+        (LinearQueriesSpec { batch_size: None, ..rounds() }, "task.batch_size is \"missing\""),
+        (LinearQueriesSpec { batch_size: Some(0), ..rounds() }, "task.batch_size is 0"),
+        (LinearQueriesSpec { batch_size: Some(5), ..spec(LinearMechanism::Hr) }, "no batch_size with mechanism hr"),
+        (LinearQueriesSpec { workload: json!("prefix"), ..rounds() }, "expected {\"queries\": [Q, ...]}"),
+        (LinearQueriesSpec { delta: Some(1e-6), ..rounds() }, "task.delta is 1e-6"),
+    ];
+    for (s, want) in cases {
+        let e = resolve_err(s.clone());
+        assert!(e.contains(want), "{s:?}:\n{e}\nexpected: {want}");
+    }
+    let t = LinearTask::new(harmony_tasks::resolve(&request(rounds(), 1.0), "c").unwrap()).unwrap();
+    let rows = population(100);
+    let ins = inputs(&rows);
+    let agg = t.simulate(&ins, 3, 0).unwrap();
+    let d = doc(&t, agg.as_ref());
+    assert_eq!((d.mechanism.as_str(), d.group_reports.clone()), ("adaptive-rounds", vec![10; 6]));
+    // By hand: device i randomizes round ⌊i/10⌋ + 1's query through `Task::randomize`.
+    let mut by_hand = t.rounds().unwrap().clone();
+    let mut out = Vec::new();
+    for (i, input) in ins.iter().take(60).enumerate() {
+        let round = by_hand.state();
+        assert_eq!(round.round, i as u64 / 10 + 1);
+        let answer = Input::Answer { record: input.record("x").unwrap(), round: &round };
+        t.randomize(&answer, &mut simulate::device_rng(3, i as u64), &mut out).unwrap();
+        by_hand.add(&out).unwrap();
+    }
+    assert_eq!(by_hand.document(), d);
+    assert!(t.randomize(&ins[0], &mut simulate::device_rng(3, 0), &mut out).unwrap_err().to_string().contains("round"));
 }

@@ -3,6 +3,7 @@
 //! the same options as `harmony simulate --task X` ([`crate::specs`]), devices randomizing
 //! through the client SDK ([`submit`]), and the task's estimate document ([`crate::render`]).
 
+pub mod answers;
 pub mod demo;
 pub mod export;
 pub mod load;
@@ -384,6 +385,10 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         (None, false) => None,
     };
     let population = submit::population_with(&config, &a.data, items.as_ref())?;
+    if matches!(&config.task, harmony_protocol::TaskSpec::LinearQueries(s) if s.mechanism == harmony_protocol::spec::LinearMechanism::AdaptiveRounds)
+    {
+        return answers::submit(&client, &config, &population, seed, &policy);
+    }
     if config.task.kind().has_rounds() {
         let keys = a.device_keys.as_deref().map(rounds::read_device_keys).transpose()?;
         return rounds::submit(&client, &config, &population, seed, &policy, keys.as_deref());

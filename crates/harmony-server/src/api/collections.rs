@@ -61,8 +61,9 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
             }
         };
         let config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
-        if config.task.kind().has_rounds() && !st2.inner.store.supports_training() {
-            let msg = "model rounds (\"train\") are not implemented by this store";
+        let rounds = config.task.kind().has_rounds() || crate::queries::is_adaptive(&config);
+        if rounds && !st2.inner.store.supports_training() {
+            let msg = "rounds (\"train\", \"adaptive-rounds\") are not implemented by this store";
             return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "task", msg));
         }
         let col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
@@ -200,6 +201,14 @@ fn compute(c: &Collection, raw: &str, query: &Query) -> Result<Bytes, ApiError> 
 fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Bytes, ApiError> {
     if let Some(t) = &c.train {
         return to_body(&train_document(c, t));
+    }
+    if c.adaptive {
+        // Not cached: a posted query changes the document without a new answer, and it costs
+        // O(queries).
+        let snapshot = c.agg().clone_box();
+        let result = c.task.estimate(snapshot.as_ref(), query).map_err(|e| ApiError::from_core("query: ", e))?;
+        let (collection, epsilon) = (c.config.id.clone(), c.config.epsilon);
+        return to_body(&EstimateDocument { collection, reports: snapshot.count(), epsilon, result });
     }
     let n = c.agg().count();
     let refresh = c.task.refresh_seconds();

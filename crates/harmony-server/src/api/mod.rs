@@ -1,6 +1,7 @@
 //! The HTTP endpoints, by resource.
 
 pub mod collections;
+pub mod queries;
 pub mod reports;
 pub mod rounds;
 pub mod tokens;

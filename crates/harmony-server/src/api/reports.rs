@@ -136,6 +136,11 @@ fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiErr
         let msg = format!("collection {id:?} trains a model: post gradients to /v1/collections/{id}/gradients");
         return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
     }
+    if c.adaptive {
+        let id = &c.config.id;
+        let msg = format!("collection {id:?} asks queries in rounds: post answers to /v1/collections/{id}/answers");
+        return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
+    }
     let batch: BatchIn = parse_json(body)?;
     check_envelope(c, &batch)?;
     let rows = decode_batch(c, &batch)?;

@@ -1,0 +1,117 @@
+//! `harmony submit` for `adaptive-rounds` linear-queries collections: the open round is answered
+//! by the next devices of the file, as many as the round still takes. Device i (row i) answers
+//! round ⌊i/batch_size⌋ + 1, as `harmony simulate` runs the rounds, so seeded devices
+//! (`--simulate-devices --seed`) give the simulation's answers; real devices randomize with the
+//! OS CSPRNG. Each device answers through the client SDK's public API ([`DeviceTask`]).
+
+use crate::population::Population;
+use anyhow::{Context, Result, bail};
+use harmony_client::{Client, DeviceTask, Input, Policy, SimulatedDevices};
+use harmony_protocol::{AnswerPost, CollectionConfig};
+
+/// Answers the open round with rows `(t − 1)·g + received .. t·g` of `population`.
+pub fn submit(
+    client: &Client,
+    config: &CollectionConfig,
+    population: &Population,
+    seed: Option<u64>,
+    policy: &Policy,
+) -> Result<()> {
+    let task = DeviceTask::with_policy(config.clone(), policy.clone())?;
+    let round = client.query_round(&config.id)?;
+    let id = &config.id;
+    if !round.open {
+        bail!(
+            "round {} of collection {id} is full ({} answers): post the next query first (POST /v1/collections/{id}/queries)",
+            round.round,
+            round.received
+        );
+    }
+    let first = ((round.round - 1) * round.batch_size + round.received) as usize;
+    let last = (round.round * round.batch_size) as usize;
+    let n = population.len();
+    if first >= n {
+        bail!("round {} takes devices {first}..{last} of the file, which has {n} rows", round.round);
+    }
+    let inputs = population.inputs();
+    let mut sim = seed.map(SimulatedDevices::new);
+    let (mut rng, mut ids) = (harmony_core::sampling::secure_rng(), harmony_core::sampling::secure_rng());
+    for (i, input) in inputs.iter().enumerate().take(last.min(n)).skip(first) {
+        let record = input.record("linear-queries")?;
+        let answer = Input::Answer { record, round: &round };
+        let item = match &mut sim {
+            Some(s) => s.item(&task, i as u64, &answer)?,
+            None => task.item(&answer, &mut rng, &mut ids).with_context(|| format!("device {i} (row {})", i + 2))?,
+        };
+        client.post_answer(id, &AnswerPost { device_id: item.id, report: item.report })?;
+    }
+    eprintln!(
+        "answered round {} (\"{}\") with devices {first}..{} of the file; {} of {} answers",
+        round.round,
+        round.name,
+        last.min(n),
+        round.received + (last.min(n) - first) as u64,
+        round.batch_size
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_client::RetryPolicy;
+    use harmony_core::schema::{Attribute, Schema, Value};
+    use harmony_protocol::spec::{LinearMechanism, LinearQueriesSpec, TaskSpec};
+    use harmony_protocol::{CreateCollection, TaskEstimate};
+    use harmony_tasks::Query;
+    use serde_json::json;
+
+    fn request(schema: &Schema, queries: serde_json::Value) -> CreateCollection {
+        let spec = LinearQueriesSpec {
+            attributes: vec!["color".into()],
+            bins: Default::default(),
+            workload: queries,
+            mechanism: LinearMechanism::AdaptiveRounds,
+            delta: None,
+            hull: Default::default(),
+            batch_size: Some(5),
+        };
+        CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: TaskSpec::LinearQueries(spec) }
+    }
+
+    /// Seeded devices answer one round per run (refused while the round is full), and the
+    /// served document equals the task's in-process rounds for the same queries and seed.
+    #[test]
+    fn submit_answers_the_open_round_as_simulate_does() {
+        let dir = std::env::temp_dir().join(format!("harmony-cli-answers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let client = Client::new(&format!("http://{}", server.addr))
+            .with_token("tok")
+            .with_retry(RetryPolicy { attempts: 1, ..Default::default() });
+        let colors = vec!["red".to_string(), "green".into(), "blue".into()];
+        let schema = Schema::new(vec![Attribute::Categorical { name: "color".into(), categories: colors }]).unwrap();
+        let values: Vec<Value> = (0..12).map(|i| Value::Category(i % 3)).collect();
+        let population = Population::records(&schema, values.clone());
+        let (q1, q2) = (json!({"range": [0, 0]}), json!({"in": ["green", "blue"]}));
+        let config = client.create_collection(&request(&schema, json!({"queries": [q1]}))).unwrap().config;
+        let policy = Policy::default();
+        submit(&client, &config, &population, Some(9), &policy).unwrap();
+        let e = submit(&client, &config, &population, Some(9), &policy).unwrap_err().to_string();
+        assert!(e.contains("round 1") && e.contains("full"), "{e}");
+        client.post_query(&config.id, &q2).unwrap();
+        submit(&client, &config, &population, Some(9), &policy).unwrap();
+        let served = client.estimates(&config.id, &Query::default()).unwrap().result;
+
+        let sim = harmony_tasks::resolve(&request(&schema, json!({"queries": [q1, q2]})), "sim").unwrap();
+        let task = harmony_tasks::build(&sim).unwrap();
+        let agg = task.simulate(&population.inputs(), 9, 0).unwrap();
+        let simulated = task.estimate(agg.as_ref(), &Query::default()).unwrap();
+        assert!(matches!(&served, TaskEstimate::LinearQueries(l) if l.group_reports == [5, 5]));
+        assert_eq!(served, simulated, "submit == simulate, bit for bit");
+        server.stop();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
