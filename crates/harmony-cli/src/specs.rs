@@ -100,6 +100,9 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
         if t.task == Task::Marginals {
             unused.users = None; // CALM's expected devices
         }
+        if t.task == Task::LinearQueries {
+            unused.batch_size = None; // adaptive-rounds' devices per query
+        }
         unused.check_unused()?;
     }
     let spec = match t.task {
@@ -135,7 +138,10 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
         }
         Task::LinearQueries => {
             let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
-            TaskSpec::LinearQueries(linear(t, file, one(mechanisms, "--method")?)?)
+            // `--batch-size` as given: the task refuses it with any mechanism but adaptive-rounds
+            // and asks for it with adaptive-rounds (both named `--batch-size` by option_error).
+            let batch_size = t.train.batch_size;
+            TaskSpec::LinearQueries(LinearQueriesSpec { batch_size, ..linear(t, file, one(mechanisms, "--method")?)? })
         }
     };
     if t.ranges.is_some() || t.quantiles.is_some() {
@@ -208,16 +214,17 @@ pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Resu
     Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
 }
 
-/// `--method` of `linear-queries`: gaussian, hr, adaptive (comma-separated; simulate's default
-/// all three, a collection's hr).
+/// `--method` of `linear-queries`: gaussian, hr, adaptive, adaptive-rounds (comma-separated;
+/// simulate's default the first three, a collection's hr; adaptive-rounds is a collection's only:
+/// its queries are chosen between rounds by the analyst, `harmony collection ask`).
 pub fn linear_mechanisms(t: &TaskArgs) -> Result<Vec<LinearMechanism>> {
-    const ALL: [LinearMechanism; 3] = [LinearMechanism::Gaussian, LinearMechanism::Hr, LinearMechanism::Adaptive];
-    let Some(names) = &t.method else { return Ok(ALL.to_vec()) };
+    use LinearMechanism::{Adaptive, AdaptiveRounds, Gaussian, Hr};
+    let Some(names) = &t.method else { return Ok(vec![Gaussian, Hr, Adaptive]) };
     names
         .iter()
         .map(|m| {
-            ALL.into_iter().find(|x| x.name().eq_ignore_ascii_case(m.trim())).ok_or_else(|| {
-                anyhow!("--method \"{m}\" is not a linear-queries method, expected one of gaussian, hr, adaptive")
+            [Gaussian, Hr, Adaptive, AdaptiveRounds].into_iter().find(|x| x.name().eq_ignore_ascii_case(m.trim())).ok_or_else(|| {
+                anyhow!("--method \"{m}\" is not a linear-queries method, expected one of gaussian, hr, adaptive, adaptive-rounds (collections only)")
             })
         })
         .collect()

@@ -4,10 +4,57 @@
 //! (`--simulate-devices --seed`) give the simulation's answers; real devices randomize with the
 //! OS CSPRNG. Each device answers through the client SDK's public API ([`DeviceTask`]).
 
+use crate::output::Format;
 use crate::population::Population;
 use anyhow::{Context, Result, bail};
+use clap::Args;
 use harmony_client::{Client, DeviceTask, Input, Policy, SimulatedDevices};
-use harmony_protocol::{AnswerPost, CollectionConfig};
+use harmony_protocol::{AnswerPost, CollectionConfig, QueryRound};
+
+/// `harmony collection ask`: the next query of an `adaptive-rounds` collection.
+#[derive(Args, Debug)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub at: super::tokens::ServerToken,
+    /// Collection id (an `adaptive-rounds` linear-queries collection).
+    #[arg(long)]
+    pub collection: String,
+    /// The next round's query, a JSON object: `{"range": [a, b]}`, `{"in": [...]}`,
+    /// `{"weights": [...]}` or `{"and": [...]}`, with an optional `name` and `attribute`; or
+    /// `@FILE` holding one. Taken only when every round so far is full.
+    #[arg(long)]
+    pub query: String,
+    /// Output format (json: the round it opened, as `GET …/query`).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// Runs `harmony collection ask`: posts the query and prints the round it opened.
+pub fn ask(a: &AskArgs) -> Result<()> {
+    let text = match a.query.strip_prefix('@') {
+        Some(path) => {
+            std::fs::read_to_string(path).with_context(|| format!("--query @{path}: cannot read the file"))?
+        }
+        None => a.query.clone(),
+    };
+    let query: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--query is not a JSON object: {}", text.chars().take(80).collect::<String>()))?;
+    let round = a.at.client()?.post_query(&a.collection, &query)?;
+    match a.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&round)?),
+        Format::Table => println!("{}", describe(&round)),
+    }
+    Ok(())
+}
+
+/// One line on a round: its number, name, query, scale and answers.
+fn describe(r: &QueryRound) -> String {
+    let state = if r.open { "open" } else { "full" };
+    format!(
+        "round {} \"{}\": {} (scale {}), {} of {} answers, {state}",
+        r.round, r.name, r.query, r.scale, r.received, r.batch_size
+    )
+}
 
 /// Answers the open round with rows `(t − 1)·g + received .. t·g` of `population`.
 pub fn submit(
@@ -22,7 +69,7 @@ pub fn submit(
     let id = &config.id;
     if !round.open {
         bail!(
-            "round {} of collection {id} is full ({} answers): post the next query first (POST /v1/collections/{id}/queries)",
+            "round {} of collection {id} is full ({} answers): post the next query first (`harmony collection ask --collection {id} --query JSON`)",
             round.round,
             round.received
         );

@@ -139,6 +139,9 @@ pub enum CollectionCommand {
     /// Per-collection analyst tokens (admin token): create, list, revoke.
     #[command(subcommand)]
     Token(tokens::TokenCommand),
+    /// `adaptive-rounds` linear queries: open the next round with its query (admin token or
+    /// the collection's analyst token); prints the round.
+    Ask(answers::AskArgs),
 }
 
 /// `harmony collection create`: the options of `harmony simulate --task X`, one value each.
@@ -318,6 +321,7 @@ pub fn collection(cmd: CollectionCommand) -> Result<()> {
         }
         CollectionCommand::List(a) => tokens::list_collections(&a),
         CollectionCommand::Token(c) => tokens::run(c),
+        CollectionCommand::Ask(a) => answers::ask(&a),
     }
 }
 

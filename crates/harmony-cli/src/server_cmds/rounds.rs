@@ -40,7 +40,8 @@ pub struct TrainOptions {
     /// The gradient randomizer: hm (default) or pm.
     #[arg(long)]
     pub mechanism: Option<String>,
-    /// Devices per round g (default with --users N: the papers' max(2·d·ln d/ε², N/1000)).
+    /// Devices per round g (default with --users N: the papers' max(2·d·ln d/ε², N/1000));
+    /// linear-queries `--method adaptive-rounds`: the devices that answer each query (required).
     #[arg(long)]
     pub batch_size: Option<u64>,
     /// Rounds T (required by --schedule noise unless --users gives it).

@@ -20,7 +20,7 @@ pub struct ServerToken {
 }
 
 impl ServerToken {
-    fn client(&self) -> Result<Client> {
+    pub(super) fn client(&self) -> Result<Client> {
         Ok(self.ca.client(&self.server)?.with_token(&self.token))
     }
 }

@@ -174,6 +174,11 @@ fn devices(args: &SimulateArgs) -> Result<(String, SchemaFile, Vec<Value>)> {
 fn analysis(args: &SimulateArgs) -> Result<Linear> {
     let (data_name, file, values) = devices(args)?;
     let mechanisms = crate::specs::linear_mechanisms(&args.task)?;
+    if mechanisms.contains(&LinearMechanism::AdaptiveRounds) {
+        bail!(
+            "--method adaptive-rounds is a served collection's mechanism (the analyst picks each round's query after the last round's answers: `harmony collection create --task linear-queries --method adaptive-rounds --batch-size N`, then `harmony collection ask`); simulate runs gaussian, hr, adaptive"
+        );
+    }
     let first = crate::specs::linear(&args.task, &file, mechanisms[0])?;
     let specs = mechanisms
         .into_iter()
