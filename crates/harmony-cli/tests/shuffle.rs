@@ -7,7 +7,9 @@
 //! digits); the forwarded order is independent of arrival — Spearman's rank correlation ρ
 //! between upstream position and arrival index, under a uniform permutation mean 0 and variance
 //! 1/(n − 1), so |ρ|·√(n − 1) < 4.42 (false-failure rate 1e-5); and under SIGKILL of the relay
-//! mid-stream and a restart, every acknowledged report reaches the upstream exactly once.
+//! mid-stream and a restart, every acknowledged report reaches the upstream exactly once. A
+//! device reads the collection's config from the relay (passed through from the server; an
+//! unknown collection is the server's 404).
 
 use axum::extract::{Path, State};
 use harmony_client::{Client, DeviceTask, Input, RetryPolicy, SimulatedDevices};
@@ -36,16 +38,28 @@ fn wait_port(port: u16) {
     }
 }
 
-fn spawn(args: &[&str], log: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_harmony"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap())
-        .spawn()
-        .unwrap()
+/// A child process killed when dropped (a failed assertion does not leave it running).
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
-fn relay(upstream: u16, port: u16, min_batch: usize, dir: &std::path::Path) -> Child {
+fn spawn(args: &[&str], log: &std::path::Path) -> Guard {
+    Guard(
+        Command::new(env!("CARGO_BIN_EXE_harmony"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn relay(upstream: u16, port: u16, min_batch: usize, dir: &std::path::Path) -> Guard {
     let (up, listen) = (format!("http://127.0.0.1:{upstream}"), format!("127.0.0.1:{port}"));
     let buffer = dir.join("buffer");
     let args = ["shuffle", "--listen", &listen, "--upstream", &up, "--min-batch", &min_batch.to_string()];
@@ -70,8 +84,20 @@ fn proxy(port: u16, server: u16) -> Seen {
                 seen.lock().unwrap().extend(batch.reports.into_iter().map(|r| (r.id, r.report)));
                 axum::Json(ack)
             };
+            let config = |State((_, up)): State<(Seen, Client)>, Path(id): Path<String>| async move {
+                use axum::response::IntoResponse;
+                match tokio::task::spawn_blocking(move || up.config(&id)).await.unwrap() {
+                    Ok(c) => axum::Json(c).into_response(),
+                    Err(harmony_client::ClientError::Rejected { status, field, message }) => {
+                        let body = serde_json::json!({"error": {"field": field, "message": message}});
+                        (axum::http::StatusCode::from_u16(status).unwrap(), axum::Json(body)).into_response()
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            };
             let app = axum::Router::new()
                 .route("/v1/collections/{id}/reports", axum::routing::post(post))
+                .route("/v1/collections/{id}/config", axum::routing::get(config))
                 .layer(axum::extract::DefaultBodyLimit::max(64 << 20))
                 .with_state((s2, up));
             let l = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
@@ -166,7 +192,7 @@ fn run(n: usize, batch: usize, clients: usize, kill: bool) {
     std::fs::create_dir_all(&dir).unwrap();
     let (sp, pp, rp) = (free_port(), free_port(), free_port());
     let db = format!("sqlite://{}", dir.join("db.sqlite").display());
-    let mut server = spawn(
+    let server = spawn(
         &["serve", "--db", &db, "--listen", &format!("127.0.0.1:{sp}"), "--admin-token", "tok"],
         &dir.join("server.log"),
     );
@@ -179,10 +205,14 @@ fn run(n: usize, batch: usize, clients: usize, kill: bool) {
     let mut child = relay(pp, rp, min_batch, &dir);
     let (relay_bodies, hex) = bodies(&via, n, batch);
     let url = format!("http://127.0.0.1:{rp}");
+    let device = Client::new(&url).with_retry(RetryPolicy { attempts: 1, ..Default::default() });
+    assert_eq!(device.config(&via.id).unwrap(), via.config, "the config through the relay is the server's");
+    let unknown = device.config("no-such-collection").unwrap_err().to_string();
+    assert!(unknown.contains("404"), "{unknown}");
     let t = Instant::now();
     let mut restart = || {
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        child.0.kill().unwrap(); // SIGKILL
+        child.0.wait().unwrap();
         child = relay(pp, rp, min_batch, &dir);
     };
     let killer: Option<&mut dyn FnMut()> = if kill { Some(&mut restart as &mut dyn FnMut()) } else { None };
@@ -190,12 +220,12 @@ fn run(n: usize, batch: usize, clients: usize, kill: bool) {
     assert_eq!(accepted + duplicates, n as u64, "every report acknowledged once as new or as a retry");
     if kill {
         // End of the collection: stop the relay, forward what is left (the last round < min-batch).
-        child.kill().unwrap();
-        child.wait().unwrap();
+        child.0.kill().unwrap();
+        child.0.wait().unwrap();
         let buffer = dir.join("buffer");
         let up = format!("http://127.0.0.1:{pp}");
         let args = ["shuffle", "--flush", "--upstream", &up, "--min-batch", "1", "--buffer", buffer.to_str().unwrap()];
-        assert!(spawn(&args, &dir.join("relay.log")).wait().unwrap().success());
+        assert!(spawn(&args, &dir.join("relay.log")).0.wait().unwrap().success());
     }
     while analyst.estimates(&via.id, &Query::default()).unwrap().reports < n as u64 {
         assert!(t.elapsed() < Duration::from_secs(600), "the relay did not forward everything");
@@ -252,8 +282,7 @@ fn run(n: usize, batch: usize, clients: usize, kill: bool) {
          {} forwarded batches' reports, rank z = {z:.2})",
         seen.len()
     );
-    server.kill().unwrap();
-    server.wait().unwrap();
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -7,7 +7,9 @@
 //! buffered for a collection takes all of them as one round, permutes them uniformly (Fisher–Yates
 //! with a ChaCha20 CSPRNG seeded from the OS) and forwards them upstream in batches, deleting each
 //! batch only after the upstream acknowledged it. Device ids, tokens, addresses and arrival
-//! times are never forwarded.
+//! times are never forwarded. `GET /v1/collections/{id}/config` is passed through from the
+//! upstream, so devices need only the relay's address (they check the config against their own
+//! policy as they would the server's).
 
 mod buffer;
 
@@ -72,6 +74,8 @@ struct Relay {
     wake: Condvar,
     max_bytes: u64,
     device_token: Option<String>,
+    /// The collection server (configs are fetched from it; rounds are forwarded to it).
+    upstream: Client,
 }
 
 /// Runs `harmony shuffle`.
@@ -81,13 +85,6 @@ pub fn run(args: ShuffleArgs) -> Result<()> {
     }
     let buffer = Buffer::open(&args.buffer)?;
     let totals = buffer.totals()?;
-    let relay = Arc::new(Relay {
-        buffer: Mutex::new(buffer),
-        size: Mutex::new(totals),
-        wake: Condvar::new(),
-        max_bytes: args.max_buffer_mib << 20,
-        device_token: args.device_token.clone(),
-    });
     let mut upstream = Client::new(&args.upstream).with_retry(RetryPolicy {
         attempts: 6,
         base: Duration::from_millis(50),
@@ -96,6 +93,14 @@ pub fn run(args: ShuffleArgs) -> Result<()> {
     if let Some(t) = &args.token {
         upstream = upstream.with_token(t);
     }
+    let relay = Arc::new(Relay {
+        buffer: Mutex::new(buffer),
+        size: Mutex::new(totals),
+        wake: Condvar::new(),
+        max_bytes: args.max_buffer_mib << 20,
+        device_token: args.device_token.clone(),
+        upstream: upstream.clone(),
+    });
     if args.flush {
         // A round in progress is forwarded first, then the reports that arrived after it.
         let mut n = 0;
@@ -119,6 +124,7 @@ fn serve(relay: Arc<Relay>, listen: &str) -> Result<()> {
     rt.block_on(async move {
         let app = axum::Router::new()
             .route("/v1/collections/{id}/reports", axum::routing::post(post_reports))
+            .route("/v1/collections/{id}/config", axum::routing::get(get_config))
             .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(relay);
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("--listen {listen}"))?;
@@ -156,6 +162,20 @@ async fn post_reports(
             axum::Json(ack).into_response()
         }
         Ok(Err(resp)) => *resp,
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "relay", format!("{e}")),
+    }
+}
+
+/// `GET /v1/collections/{id}/config`, from the upstream: its config, or its rejection (404 for
+/// an unknown collection) with the upstream's field and message; 502 when it cannot be reached.
+async fn get_config(State(relay): State<Arc<Relay>>, Path(id): Path<String>) -> Response {
+    match tokio::task::spawn_blocking(move || relay.upstream.config(&id)).await {
+        Ok(Ok(config)) => axum::Json(config).into_response(),
+        Ok(Err(ClientError::Rejected { status, field, message })) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            error(status, &field, message)
+        }
+        Ok(Err(e)) => error(StatusCode::BAD_GATEWAY, "upstream", format!("the collection server: {e}")),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "relay", format!("{e}")),
     }
 }
