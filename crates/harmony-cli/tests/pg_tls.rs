@@ -10,6 +10,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+#[path = "../../harmony-server/tests/common/certs.rs"]
+mod certs;
+use certs::certificates;
 
 mod common;
 
@@ -35,23 +38,6 @@ fn sh(cmd: &str) -> bool {
         c
     };
     c.stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
-}
-
-/// A CA and a server certificate for 127.0.0.1/localhost signed by it: (ca.pem, cert, key).
-fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-    let cert = leaf.signed_by(&key, &Issuer::new(ca_params, ca_key)).unwrap();
-    let paths = (dir.join("ca.pem"), dir.join("server.crt"), dir.join("server.key"));
-    std::fs::write(&paths.0, ca.pem()).unwrap();
-    std::fs::write(&paths.1, cert.pem()).unwrap();
-    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
-    paths
 }
 
 impl Cluster {

@@ -260,6 +260,37 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// Locks a collection's row until the transaction ends: the rounds (model or query) of one
+/// collection are serialized across connections and servers sharing the database.
+fn lock_collection(tx: &mut postgres::Transaction<'_>, key: i64) -> StoreResult<()> {
+    match tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])? {
+        Some(_) => Ok(()),
+        None => Err(StoreError::Db(format!("no collection with key {key}"))),
+    }
+}
+
+/// The stored round of a model or query-rounds collection (1 before any is stored).
+fn stored_round(tx: &mut postgres::Transaction<'_>, key: i64) -> StoreResult<i64> {
+    let row = tx.query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?;
+    Ok(row.map_or(1, |r| r.get(0)))
+}
+
+/// The gradients (answers, for query rounds) stored in one round of a collection.
+fn count_in_round(tx: &mut postgres::Transaction<'_>, key: i64, round: i64) -> StoreResult<i64> {
+    let sql = "SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2";
+    Ok(tx.query_one(sql, &[&key, &round])?.get(0))
+}
+
+/// Stores a collection's round and its state (the model's parameters; empty for query rounds).
+fn set_round(tx: &mut postgres::Transaction<'_>, key: i64, round: i64, params: &[u8]) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
+         ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
+        &[&key, &round, &params],
+    )?;
+    Ok(())
+}
+
 /// Commits a group of batches in one transaction; each batch in its own savepoint, rolled back
 /// alone when one of its ids is already stored with other bytes.
 fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
@@ -550,10 +581,7 @@ impl Store for PgStore {
             let (round, seq) = (round as i64, seq as i64);
             // Dropping `tx` without commit rolls back.
             let mut tx = c.transaction()?;
-            // Serializes the gradients of one collection across connections (and servers).
-            if tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])?.is_none() {
-                return Err(StoreError::Db(format!("no collection with key {key}")));
-            }
+            lock_collection(&mut tx, key)?;
             let n = tx.execute(
                 "INSERT INTO harmony_gradients (collection, device_id, round, seq, body) VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (collection, device_id) DO NOTHING",
@@ -562,15 +590,8 @@ impl Store for PgStore {
             if n == 0 {
                 return Ok(false);
             }
-            let stored: i64 = tx
-                .query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?
-                .map_or(1, |r| r.get(0));
-            let count: i64 = tx
-                .query_one(
-                    "SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2",
-                    &[&key, &round],
-                )?
-                .get(0);
+            let stored = stored_round(&mut tx, key)?;
+            let count = count_in_round(&mut tx, key, round)?;
             if stored != round || count != seq + 1 {
                 return Err(StoreError::RoundMoved(format!(
                     "stored round {stored} with {} gradients, expected round {round} with {seq}",
@@ -578,11 +599,7 @@ impl Store for PgStore {
                 )));
             }
             if let Some((next, w)) = advance {
-                tx.execute(
-                    "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
-                     ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
-                    &[&key, &(next as i64), &params_to_blob(w)],
-                )?;
+                set_round(&mut tx, key, next as i64, &params_to_blob(w))?;
             }
             tx.commit()?;
             Ok(true)
@@ -609,19 +626,9 @@ impl Store for PgStore {
     fn insert_query(&self, key: i64, round: u64, query: &str, filled: u64) -> StoreResult<()> {
         self.read(|c| {
             let mut tx = c.transaction()?;
-            // Serializes the rounds of one collection across connections (and servers).
-            if tx.query_opt("SELECT key FROM harmony_collections WHERE key = $1 FOR UPDATE", &[&key])?.is_none() {
-                return Err(StoreError::Db(format!("no collection with key {key}")));
-            }
-            let stored: i64 = tx
-                .query_opt("SELECT round FROM harmony_models WHERE collection = $1", &[&key])?
-                .map_or(1, |r| r.get(0));
-            let count: i64 = tx
-                .query_one(
-                    "SELECT COUNT(*) FROM harmony_gradients WHERE collection = $1 AND round = $2",
-                    &[&key, &stored],
-                )?
-                .get(0);
+            lock_collection(&mut tx, key)?;
+            let stored = stored_round(&mut tx, key)?;
+            let count = count_in_round(&mut tx, key, stored)?;
             if stored as u64 + 1 != round || count as u64 != filled {
                 return Err(StoreError::RoundMoved(format!(
                     "stored round {stored} with {count} answers, expected round {} with {filled}",
@@ -633,11 +640,7 @@ impl Store for PgStore {
                 "INSERT INTO harmony_queries (collection, round, query) VALUES ($1, $2, $3)",
                 &[&key, &round, &query],
             )?;
-            tx.execute(
-                "INSERT INTO harmony_models (collection, round, params) VALUES ($1, $2, $3)
-                 ON CONFLICT (collection) DO UPDATE SET round = EXCLUDED.round, params = EXCLUDED.params",
-                &[&key, &round, &Vec::<u8>::new()],
-            )?;
+            set_round(&mut tx, key, round, &[])?;
             tx.commit()?;
             Ok(())
         })

@@ -243,12 +243,13 @@ impl AppState {
     /// Serves the stored collection `id` if it is not served yet (a create whose answer was
     /// lost): loads it as at start. Returns its config, or `None` when the store has no such id.
     pub fn adopt(&self, id: &str) -> Result<Option<CollectionConfig>, crate::store::StoreError> {
-        let Some(stored) = self.inner.store.collections()?.into_iter().find(|c| c.id == id) else {
-            return Ok(None);
-        };
+        // Served already (the usual retry): no store read.
         if let Some(c) = self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).get(id) {
             return Ok(Some(c.config.clone()));
         }
+        let Some(stored) = self.inner.store.collections()?.into_iter().find(|c| c.id == id) else {
+            return Ok(None);
+        };
         let col = load(self.inner.store.as_ref(), &stored).map_err(crate::store::StoreError::Db)?;
         let config = col.config.clone();
         let mut map = self.inner.collections.write().unwrap_or_else(|p| p.into_inner());
