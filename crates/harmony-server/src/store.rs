@@ -350,12 +350,18 @@ fn commit_group(conn: &mut rusqlite::Connection, group: &[Job]) -> StoreResult<V
     Ok(out)
 }
 
-/// Inserts one batch; a repeated id is compared byte for byte with the stored report.
+/// Inserts one batch; a repeated id is compared byte for byte with the stored report. The rows
+/// go in id order (the ids are random: in order, neighbouring inserts land on the same B-tree
+/// pages); a conflict names the batch's first such id, as in arrival order.
 fn insert_batch(tx: &rusqlite::Transaction<'_>, job: &Job) -> StoreResult<Vec<bool>> {
     let mut insert =
         tx.prepare_cached("INSERT OR IGNORE INTO reports (collection, report_id, body, day) VALUES (?1, ?2, ?3, ?4)")?;
-    let mut flags = Vec::with_capacity(job.reports.len());
-    for (index, (rid, body)) in job.reports.iter().enumerate() {
+    let mut order: Vec<usize> = (0..job.reports.len()).collect();
+    order.sort_unstable_by(|&a, &b| job.reports[a].0.cmp(&job.reports[b].0));
+    let mut flags = vec![false; job.reports.len()];
+    let mut conflict: Option<usize> = None;
+    for index in order {
+        let (rid, body) = &job.reports[index];
         let new = insert.execute(rusqlite::params![job.key, rid, body, job.day])? == 1;
         if !new {
             let mut stored = tx.prepare_cached("SELECT body FROM reports WHERE collection = ?1 AND report_id = ?2")?;
@@ -363,12 +369,15 @@ fn insert_batch(tx: &rusqlite::Transaction<'_>, job: &Job) -> StoreResult<Vec<bo
                 Ok(r.get_ref(0)?.as_blob().map(|b| b == body.as_slice()).unwrap_or(false))
             })?;
             if !same {
-                return Err(StoreError::Conflict { index, id: rid.clone() });
+                conflict = Some(conflict.map_or(index, |c| c.min(index)));
             }
         }
-        flags.push(new);
+        flags[index] = new;
     }
-    Ok(flags)
+    match conflict {
+        Some(index) => Err(StoreError::Conflict { index, id: job.reports[index].0.clone() }),
+        None => Ok(flags),
+    }
 }
 
 impl SqliteStore {
