@@ -328,6 +328,14 @@ impl Client {
     }
     /// Current estimates (analyst token required), with `query`'s ranges and quantiles.
     pub fn estimates(&self, collection: &str, query: &Query) -> Result<EstimateDocument> {
+        let (path, bytes) = self.estimates_at(collection, query)?;
+        self.parse(&path, &bytes)
+    }
+    /// [`Client::estimates`] as the server sent it: the JSON document's bytes, not parsed.
+    pub fn estimates_json(&self, collection: &str, query: &Query) -> Result<Vec<u8>> {
+        Ok(self.estimates_at(collection, query)?.1)
+    }
+    fn estimates_at(&self, collection: &str, query: &Query) -> Result<(String, Vec<u8>)> {
         let q = query.to_query_string();
         let path = if q.is_empty() {
             format!("/v1/collections/{collection}/estimates")
@@ -335,7 +343,7 @@ impl Client {
             format!("/v1/collections/{collection}/estimates?{q}")
         };
         let bytes = self.request("GET", &path, None)?;
-        self.parse(&path, &bytes)
+        Ok((path, bytes))
     }
     /// Every collection the token reads (the admin token: all).
     pub fn collections(&self) -> Result<Vec<CollectionSummary>> {
