@@ -3,6 +3,6 @@ export function figure(samples) {
   const rows = samples.map((s) => ({ time: new Date(s.t).toISOString().slice(11, 19), t: s.t, reports: s.reports }));
   return { id: 'count', title: 'Reports over time (sampled on each refresh)',
     spec: { height: 160, data: { values: rows }, mark: { type: 'line', point: true, tooltip: true },
-      encoding: { x: { field: 't', type: 'temporal', title: 'time (local)', axis: { format: '%H:%M:%S', labelAngle: 0 } }, y: { field: 'reports', type: 'quantitative', title: 'reports' } } },
+      encoding: { x: { field: 't', type: 'temporal', title: 'time (UTC)', scale: { type: 'utc' }, axis: { format: '%H:%M:%S', labelAngle: 0 } }, y: { field: 'reports', type: 'quantitative', title: 'reports' } } },
     columns: [{ key: 'time', label: 'time (UTC)' }, { key: 'reports', label: 'reports' }], rows: rows.slice(-10) };
 }
