@@ -182,27 +182,49 @@ test('end to end: create in the dashboard, 1,000 devices on the playground, the 
   assert.match(text, /^table,attribute,estimate,SE,95% CI low,95% CI high\nmean-0,age,/);
 });
 
+const SCHEMA = [
+  { name: 'age', kind: 'numeric', min: 17, max: 90 },
+  { name: 'sex', kind: 'categorical', categories: ['Female', 'Male'] },
+  { name: 'education', kind: 'categorical', categories: ['HS-grad', 'Some-college', 'Bachelors', 'Masters', 'Doctorate'] },
+];
+
 test('keyboard: tab through the collection list and open a collection with Enter', async () => {
+  // A second collection, so that the list has more than one row to tab through.
+  const second = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 1, task: { kind: 'frequency', attribute: 'sex' } });
+  assert.equal(second.status, 201);
   await page.goto(`${base}/dashboard/#/`);
   await page.waitForSelector('#collections a.collection-link');
   const links = await page.$$eval('a.collection-link', (as) => as.map((a) => a.textContent));
-  let reached = null;
-  for (let i = 0; i < 40 && reached === null; i++) {
+  assert.ok(links.length >= 2);
+  // Tab from the top of the page: every collection link is reached, in the table's order, each
+  // with a visible focus ring.
+  const reached = [];
+  for (let i = 0; i < 60 && reached.length < links.length; i++) {
     await page.keyboard.press('Tab');
     const f = await page.evaluate(() => {
       const a = document.activeElement;
-      return { link: a.classList.contains('collection-link') ? a.textContent : null,
-        outline: getComputedStyle(a).outlineStyle };
+      return { link: a.classList.contains('collection-link') ? a.textContent : null, outline: getComputedStyle(a).outlineStyle };
     });
-    if (f.link) reached = f;
+    if (f.link) {
+      assert.notEqual(f.outline, 'none', `the focused link ${f.link} must show its focus`);
+      reached.push(f.link);
+    }
   }
-  assert.ok(reached, 'no collection link reached with Tab');
-  assert.equal(reached.link, links[0]);
-  assert.notEqual(reached.outline, 'none', 'the focused link must show its focus');
+  assert.deepEqual(reached, links, 'Tab must reach every collection link in order');
   await shot('collections-keyboard-focus');
+  // Back to the first collection's link (Shift+Tab) and open it with Enter.
+  for (let i = 0; i < 10; i++) {
+    if (await page.evaluate((id) => document.activeElement.textContent === id, links[0])) break;
+    await page.keyboard.press('Shift+Tab');
+  }
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), links[0]);
   await page.keyboard.press('Enter');
   await page.waitForURL(new RegExp(`#/c/${links[0]}$`));
   await page.waitForSelector('#estimates figure');
+  // The collection view's controls are reachable too: the live-refresh checkbox toggles with Space.
+  await page.focus('#live');
+  await page.keyboard.press('Space');
+  assert.equal(await page.isChecked('#live'), false);
 });
 
 const TASKS = [
@@ -212,11 +234,6 @@ const TASKS = [
   ['marginals', { kind: 'marginals', attributes: ['sex', 'education'], ways: [1, 2] }],
   ['linear-queries', { kind: 'linear-queries', attributes: ['age'], bins: { age: 8 },
     workload: { queries: [{ name: 'age < 40', range: [0, 2] }, { name: 'age ≥ 40', range: [3, 7] }] } }],
-];
-const SCHEMA = [
-  { name: 'age', kind: 'numeric', min: 17, max: 90 },
-  { name: 'sex', kind: 'categorical', categories: ['Female', 'Male'] },
-  { name: 'education', kind: 'categorical', categories: ['HS-grad', 'Some-college', 'Bachelors', 'Masters', 'Doctorate'] },
 ];
 
 test('every task\'s view: every chart has its table', async () => {

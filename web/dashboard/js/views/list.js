@@ -3,7 +3,6 @@ import { el } from '../format.js';
 import { listCollections } from '../api.js';
 
 export async function render(main, { onError }) {
-  const t0 = performance.now();
   let list;
   try { list = await listCollections(); } catch (e) { return onError(e); }
   const rows = list.map((c) => el('tr', {},
@@ -18,5 +17,4 @@ export async function render(main, { onError }) {
       el('thead', {}, el('tr', {}, ['id', 'task', 'ε', 'reports', 'devices'].map((h) => el('th', { scope: 'col', text: h })))),
       el('tbody', {}, rows)) : el('p', { text: 'No collections yet.' }),
     el('p', {}, el('a', { href: '#/new', class: 'button', text: 'Create a collection' }))));
-  document.body.dataset.firstView = String(Math.round(performance.now() - t0));
 }
