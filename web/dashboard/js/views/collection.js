@@ -33,7 +33,7 @@ export function render(main, { id, onError }) {
   const head = el('h2', { id: 'collection-h', text: `Collection ${id}` });
   main.replaceChildren(el('section', { id: 'collection', 'aria-labelledby': 'collection-h' },
     el('p', {}, el('a', { href: '#/', text: '← All collections' })), head,
-    el('p', { id: 'meta' }), count,
+    el('p', { id: 'meta' }), count, el('p', { id: 'updated', class: 'note' }),
     el('p', { class: 'controls' }, live, el('label', { for: 'live', text: ` Live refresh (every ${REFRESH_MS / 1000} s)` }), ' ',
       jsonLink, ' ', csvLink, ' ', el('a', { href: `playground.html?collection=${encodeURIComponent(id)}`, text: 'Device playground' })),
     countBox, rangeForm, el('h2', { text: 'Estimates' }), figs));
@@ -68,7 +68,10 @@ export function render(main, { id, onError }) {
     }
     state.samples.push({ t: Date.now(), reports: doc.reports });
     if (state.samples.length > 600) state.samples.shift();
-    count.textContent = `${doc.reports.toLocaleString('en')} reports · updated ${new Date().toISOString().slice(11, 19)} UTC`;
+    // The live region changes with the count only (not with every refresh's time).
+    const text = `${doc.reports.toLocaleString('en')} reports`;
+    if (count.textContent !== text) count.textContent = text;
+    document.getElementById('updated').textContent = `updated ${new Date().toISOString().slice(11, 19)} UTC`;
     count.dataset.reports = String(doc.reports);
     document.getElementById('meta').textContent = `task ${doc.task} · ε ${doc.epsilon}`;
     rangeForm.hidden = doc.task !== 'range';
