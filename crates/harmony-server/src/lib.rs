@@ -116,6 +116,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::config))
         .routes(routes!(reports::post))
         .routes(routes!(collections::estimates))
+        .routes(routes!(collections::days))
         .routes(routes!(rounds::model))
         .routes(routes!(rounds::post_gradient))
         .routes(routes!(api::queries::current))

@@ -50,3 +50,6 @@ export function estimates(id, query = {}) {
   const s = Object.entries(query).filter(([, v]) => v).map(([k, v]) => `${k}=${plain(v)}`).join('&');
   return call('GET', `/v1/collections/${encodeURIComponent(id)}/estimates${s ? `?${s}` : ''}`);
 }
+
+/** Stored reports per UTC day received: [{day: 'YYYY-MM-DD' | null, reports}]. */
+export const days = (id) => call('GET', `/v1/collections/${encodeURIComponent(id)}/days`);

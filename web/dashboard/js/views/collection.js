@@ -2,16 +2,18 @@
 // estimates drawn as an analyst reads them (each chart with its table), range queries, and the
 // estimate document as JSON / CSV.
 import { el } from '../format.js';
-import { estimates } from '../api.js';
+import { estimates, days } from '../api.js';
 import { renderFigures } from '../figure.js';
 import { figuresOf } from '../charts/index.js';
-import { figure as countFigure } from '../charts/count.js';
+import { figure as countFigure, dayFigure } from '../charts/count.js';
 import { toCsv, setDownload } from '../download.js';
 
 export const REFRESH_MS = 3000;
+/** The per-day counts (a GROUP BY over the stored reports) are asked again at most this often. */
+export const DAYS_MS = 30000;
 
 export function render(main, { id, onError }) {
-  const state = { samples: [], history: { train: [] }, lastKey: '', query: {}, good: null, ranged: false, timer: 0, stopped: false };
+  const state = { samples: [], history: { train: [] }, lastKey: '', query: {}, good: null, ranged: false, days: null, daysAt: 0, daysCount: -1, timer: 0, stopped: false };
   const count = el('p', { id: 'report-count', 'aria-live': 'polite' });
   const countBox = el('div', { id: 'count-chart' });
   const figs = el('div', { id: 'estimates' });
@@ -76,7 +78,12 @@ export function render(main, { id, onError }) {
     document.getElementById('meta').textContent = `task ${doc.task} · ε ${doc.epsilon}`;
     rangeForm.hidden = doc.task !== 'range';
     const key = `${doc.reports}|${JSON.stringify(state.query)}|${doc.task === 'train' ? doc.state.round : ''}`;
-    await renderFigures(countBox, [countFigure(state.samples)]);
+    if (doc.reports !== state.daysCount && Date.now() - state.daysAt >= DAYS_MS) {
+      state.daysAt = Date.now();
+      state.daysCount = doc.reports;
+      state.days = await days(id).catch(() => state.days);
+    }
+    await renderFigures(countBox, [countFigure(state.samples), ...(state.days ? [dayFigure(state.days)] : [])]);
     if (key !== state.lastKey) {
       state.lastKey = key;
       const figures = figuresOf(doc, state.history);
