@@ -41,7 +41,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Train linear regression, logistic regression or an SVM under LDP (k-fold cross-validation).
     Train(train::TrainArgs),
-    /// Run the collection server (HTTP API; see docs/SERVER.md).
+    /// Run the collection server (HTTP API, see docs/SERVER.md; the analyst dashboard at
+    /// /dashboard/, see docs/DASHBOARD.md).
     Serve(server_cmds::ServeArgs),
     /// Manage collections on a server.
     #[command(subcommand)]

@@ -49,7 +49,7 @@ pub use error::{ApiError, ServerError};
 pub use guard::Limits;
 pub use run::{
     Running, open_store, open_store_with, serve_forever, serve_forever_with, serve_state_forever,
-    serve_state_forever_tls, spawn, spawn_limits, spawn_state, spawn_tls, spawn_with,
+    serve_state_forever_extended, serve_state_forever_tls, spawn, spawn_limits, spawn_state, spawn_tls, spawn_with,
 };
 pub use state::AppState;
 pub use store::{SqliteStore, Store, StoreError};
@@ -116,6 +116,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(collections::config))
         .routes(routes!(reports::post))
         .routes(routes!(collections::estimates))
+        .routes(routes!(collections::days))
         .routes(routes!(rounds::model))
         .routes(routes!(rounds::post_gradient))
         .routes(routes!(api::queries::current))

@@ -554,6 +554,16 @@ impl Store for PgStore {
         })
     }
 
+    fn day_counts(&self, key: i64) -> StoreResult<Vec<(Option<i32>, u64)>> {
+        self.read(|c| {
+            let rows = c.query(
+                "SELECT day, COUNT(*) FROM harmony_reports WHERE collection = $1 GROUP BY day ORDER BY day",
+                &[&key],
+            )?;
+            Ok(rows.iter().map(|r| (r.get::<_, Option<i32>>(0), r.get::<_, i64>(1) as u64)).collect())
+        })
+    }
+
     /// The read connection answers a trivial query (reconnecting if the backoff allows) and
     /// the writer's connection is up.
     fn ping(&self) -> StoreResult<()> {

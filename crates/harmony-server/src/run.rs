@@ -163,6 +163,18 @@ pub fn serve_state_forever_tls(
     limits: &Limits,
     tls: Option<Arc<ServerConfig>>,
 ) -> Result<(), ServerError> {
+    serve_state_forever_extended(state, listen, limits, tls, |r| r)
+}
+
+/// [`serve_state_forever_tls`] with extra routes ([`crate::router_with`]'s `extend`: `harmony
+/// serve` adds the analyst dashboard's static files).
+pub fn serve_state_forever_extended(
+    state: AppState,
+    listen: &str,
+    limits: &Limits,
+    tls: Option<Arc<ServerConfig>>,
+    extend: impl FnOnce(axum::Router<AppState>) -> axum::Router<AppState>,
+) -> Result<(), ServerError> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(ServerError::Runtime)?;
     let listen_err = |source| ServerError::Listen { addr: listen.to_string(), source };
     rt.block_on(async move {
@@ -171,7 +183,7 @@ pub fn serve_state_forever_tls(
         let scheme = if tls.is_some() { "https" } else { "http" };
         eprintln!("harmony server listening on {scheme}://{addr}");
         tracing::info!(%addr, scheme, "listening");
-        let app = crate::router_with_limits(state, limits, |r| r);
+        let app = crate::router_with_limits(state, limits, extend);
         serve(listener, app, limits, tls, shutdown_signal()).await.map_err(ServerError::Runtime)
     })
 }

@@ -120,6 +120,17 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Number of stored reports of a collection.
     fn count_reports(&self, key: i64) -> StoreResult<u64>;
+    /// Stored reports of a collection per UTC day received (`None`: stored before days were
+    /// kept), days ascending (`GET …/days`, the dashboard's per-day counts). This default scans
+    /// every report; SQLite and PostgreSQL count in the database.
+    fn day_counts(&self, key: i64) -> StoreResult<Vec<(Option<i32>, u64)>> {
+        let mut days = std::collections::BTreeMap::new();
+        self.for_each_stored(key, &mut |r| {
+            *days.entry(r.day).or_insert(0u64) += 1;
+            ControlFlow::Continue(())
+        })?;
+        Ok(days.into_iter().collect())
+    }
     /// Whether the store answers (a trivial query on each connection): `/readyz`.
     fn ping(&self) -> StoreResult<()> {
         Ok(())
@@ -525,6 +536,15 @@ impl Store for SqliteStore {
         Ok(n as u64)
     }
 
+    fn day_counts(&self, key: i64) -> StoreResult<Vec<(Option<i32>, u64)>> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt =
+            conn.prepare_cached("SELECT day, COUNT(*) FROM reports WHERE collection = ?1 GROUP BY day ORDER BY day")?;
+        let rows =
+            stmt.query_map([key], |r| Ok((r.get::<_, Option<i64>>(0)?.map(|d| d as i32), r.get::<_, i64>(1)? as u64)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     fn ping(&self) -> StoreResult<()> {
         self.sender()?;
         let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
@@ -668,6 +688,7 @@ mod tests {
         bodies.sort();
         assert_eq!(bodies, vec![vec![1], vec![2], vec![3]]);
         assert_eq!(s.count_reports(c[0].key).unwrap(), 3);
+        assert_eq!(s.day_counts(c[0].key).unwrap(), vec![(Some(utc_day_now()), 3)]);
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -412,3 +412,31 @@ fn a_body_over_the_limit_gets_a_json_413_and_stores_nothing() {
     }
     assert_eq!(estimates(&analyst, &a.id).reports, 0);
 }
+
+/// `GET …/days`: the stored reports per UTC day received (the dashboard's per-day counts),
+/// readers only; a duplicate is not counted twice; the days survive a restart.
+#[test]
+fn days_count_the_stored_reports_per_utc_day() {
+    let dir = tmp("days");
+    let server = start(&dir);
+    let url = server.url();
+    let analyst = fast_client(&url).with_token(TOKEN);
+    let created = analyst.create_collection(&request(StrategyKind::Harmony)).unwrap();
+    let id = created.id.clone();
+    let path = format!("/v1/collections/{id}/days");
+    assert_eq!(common::raw(server.addr, "GET", &path, b"", Some(TOKEN)), (200, "[]".to_string()));
+    let task = device_task(&created.config);
+    let all = items(&task, &records(300, 3), 4);
+    fast_client(&url).submit(&created.config, all.clone()).unwrap();
+    fast_client(&url).submit(&created.config, all[..10].to_vec()).unwrap();
+    let today = harmony_server::api::collections::civil_day(harmony_server::store::utc_day_now());
+    let want = format!("[{{\"day\":\"{today}\",\"reports\":300}}]");
+    assert_eq!(common::raw(server.addr, "GET", &path, b"", Some(TOKEN)), (200, want.clone()));
+    assert_eq!(common::raw(server.addr, "GET", &path, b"", None).0, 401);
+    assert_eq!(common::raw(server.addr, "GET", "/v1/collections/nope/days", b"", Some(TOKEN)).0, 404);
+    server.stop();
+    let server = start(&dir);
+    assert_eq!(common::raw(server.addr, "GET", &path, b"", Some(TOKEN)), (200, want));
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

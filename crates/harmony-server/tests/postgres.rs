@@ -38,6 +38,7 @@ fn postgres_store_and_server() {
         bodies.sort();
         assert_eq!(bodies, vec![vec![1], vec![2], vec![3]]);
         assert_eq!(s.count_reports(k).unwrap(), 3);
+        assert_eq!(s.day_counts(k).unwrap(), vec![(Some(harmony_server::store::utc_day_now()), 3)]);
         // Analyst tokens: stored (hashes), listed, revoked.
         let t = harmony_server::store::StoredToken {
             token_id: "t1".into(),

@@ -4,6 +4,7 @@
 //! through the client SDK ([`submit`]), and the task's estimate document ([`crate::render`]).
 
 pub mod answers;
+pub mod dashboard;
 pub mod demo;
 pub mod export;
 pub mod load;
@@ -301,7 +302,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     };
     let store = harmony_server::open_store_with(&args.db, args.db_ca_cert.as_deref()).map_err(|e| anyhow!(e))?;
     let state = harmony_server::AppState::with_tokens(store, &token, metrics.as_deref()).map_err(|e| anyhow!(e))?;
-    harmony_server::serve_state_forever_tls(state, &args.listen, &limits, tls).map_err(|e| anyhow!(e))
+    harmony_server::serve_state_forever_extended(state, &args.listen, &limits, tls, dashboard::routes)
+        .map_err(|e| anyhow!(e))
 }
 
 /// 128 bits from the OS CSPRNG, hex.

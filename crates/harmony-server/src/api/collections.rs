@@ -1,4 +1,5 @@
-//! `POST /v1/collections` (analyst), `GET …/config` (public), `GET …/estimates` (analyst).
+//! `POST /v1/collections` (analyst), `GET …/config` (public), `GET …/estimates` and `GET …/days`
+//! (analyst).
 
 use super::{blocking, read_body};
 use crate::error::{ApiError, parse_json};
@@ -165,6 +166,56 @@ pub async fn estimates(
     Ok(([(axum::http::header::CONTENT_TYPE, "application/json")], doc).into_response())
 }
 
+/// One UTC day's stored reports (`GET /v1/collections/{id}/days`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct DayCount {
+    /// The UTC day the reports' batches were received, `YYYY-MM-DD`; `null` for reports stored
+    /// before the store kept days.
+    pub day: Option<String>,
+    /// Reports stored that day.
+    pub reports: u64,
+}
+
+/// `GET /v1/collections/{id}/days`: the stored reports per UTC day received (the dashboard's
+/// per-day counts), counted by the store (SQLite: 10^6 reports in one `GROUP BY`).
+#[utoipa::path(get, path = "/v1/collections/{id}/days", operation_id = "getDays", tag = "collections",
+    security(("analyst" = [])),
+    params(("id" = String, Path, description = "The collection id")),
+    responses(
+        (status = 200, description = "Stored reports per UTC day received, days ascending (none for a training collection: its gradients are counted per round)", body = Vec<DayCount>),
+        (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "A token of another collection, or the metrics token", body = harmony_protocol::ErrorBody),
+        (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 503, description = "The collection is quarantined, or storage is unavailable: retry", body = harmony_protocol::ErrorBody)
+    ))]
+pub async fn days(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    st.check_reader(&headers, &id)?;
+    let c = st.collection(&id)?;
+    let store = st.inner.store.clone();
+    let counts = blocking(move || store.day_counts(c.key).map_err(ApiError::store)).await?;
+    let body: Vec<DayCount> =
+        counts.into_iter().map(|(day, reports)| DayCount { day: day.map(civil_day), reports }).collect();
+    Ok(axum::Json(body).into_response())
+}
+
+/// Days since 1970-01-01 as `YYYY-MM-DD` (proleptic Gregorian; H. Hinnant's `civil_from_days`).
+pub fn civil_day(days: i32) -> String {
+    let z = i64::from(days) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
 fn train_document(c: &Collection, t: &crate::rounds::Training) -> EstimateDocument {
     let state = t.model();
     let reports = t.task.received_total(&state);
@@ -231,5 +282,16 @@ fn estimate(c: &Arc<Collection>, raw: &str, query: &Query) -> Result<Bytes, ApiE
             Ok(doc)
         }
         _ => compute(c, raw, query),
+    }
+}
+
+#[cfg(test)]
+mod day_tests {
+    #[test]
+    fn civil_days() {
+        assert_eq!(super::civil_day(0), "1970-01-01");
+        assert_eq!(super::civil_day(-1), "1969-12-31");
+        assert_eq!(super::civil_day(11_016), "2000-02-29");
+        assert_eq!(super::civil_day(20_419), "2025-11-27");
     }
 }

@@ -1,0 +1,25 @@
+// Number formatting shared by the tables, the CSV and the end-to-end test ("the printed precision").
+export const DIGITS = 4;
+
+/** A number with DIGITS decimals; null / undefined / non-finite: an em dash. */
+export function fmt(x, digits = DIGITS) {
+  return typeof x === 'number' && Number.isFinite(x) ? x.toFixed(digits) : '—';
+}
+
+/** An Est ({estimate, std_error, ci95}) as table columns. */
+export function estCols(e) {
+  return { estimate: e?.estimate ?? null, se: e?.std_error ?? null, ci_lo: e?.ci95?.[0] ?? null, ci_hi: e?.ci95?.[1] ?? null };
+}
+
+/** An element with attributes and children (strings become text nodes). */
+export function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) e.append(c);
+  return e;
+}

@@ -1,0 +1,333 @@
+// The analyst dashboard and the device playground (served by `harmony serve` under /dashboard/)
+// in headless Chromium (Debian's /usr/bin/chromium, playwright-core):
+//   - a wrong token shows the server's 401 message;
+//   - end to end: sign in, create a collection in the dashboard's form, run 1,000 devices on the
+//     playground page (the wasm SDK), see the count reach 1,000 in the dashboard and the numbers
+//     shown equal `harmony query --format json`'s at the printed precision (format.js' DIGITS);
+//   - keyboard: tab to the collection list and open a collection with Enter (visible focus);
+//   - every task's view: every chart has its table (and a drawn chart);
+//   - the first view (the collection list) ≤ 1 s with 10^6 reports stored (`harmony load` fills a
+//     collection in a few seconds; HARMONY_DASHBOARD_SKIP_BIG=1 skips it).
+// Screenshots of every view: target/screenshots/. HARMONY_BIN names the harmony binary (else
+// target/release/harmony, else target/debug/harmony). Every wait is bounded; everything
+// started here is stopped.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { fmt } from '../dashboard/js/format.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../..');
+const shots = path.join(repo, 'target/screenshots');
+const TOKEN = 'dashboard-test-admin-token';
+const DEVICES = 1000;
+const run = promisify(execFile);
+
+let harmony, tmp, browser, page, base;
+
+function harmonyBin() {
+  const c = [process.env.HARMONY_BIN, 'target/release/harmony', 'target/debug/harmony'].filter(Boolean)
+    .map((p) => path.resolve(repo, p));
+  const found = c.find((p) => fs.existsSync(p));
+  if (!found) throw new Error(`no harmony binary (tried ${c.join(', ')}): cargo build -p harmony-cli`);
+  return found;
+}
+
+/** `harmony serve` on a free loopback port; resolves its base URL from its "listening" line. */
+function startHarmony(dir) {
+  const child = spawn(harmonyBin(), ['serve', '--db', `sqlite://${dir}/h.db`, '--listen', '127.0.0.1:0'],
+    { env: { ...process.env, HARMONY_ADMIN_TOKEN: TOKEN }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const url = new Promise((resolve, reject) => {
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`harmony serve did not start in 30 s: ${err}`)), 30000);
+    child.stderr.on('data', (d) => {
+      err += d;
+      const m = /listening on (http:\/\/[0-9.:]+)/.exec(err);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`harmony serve exited ${code}: ${err}`)); });
+  });
+  return { child, url };
+}
+
+async function api(method, p, body, token = TOKEN) {
+  const res = await fetch(base + p, { method, signal: AbortSignal.timeout(30000),
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, json: JSON.parse(text) };
+}
+
+const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+
+async function signIn(token = TOKEN) {
+  await page.goto(`${base}/dashboard/`);
+  await page.evaluate(() => sessionStorage.clear());
+  await page.reload();
+  await page.getByLabel('Token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/** The numbers of every table of #estimates: {figureId: [[cell text, …], …]}. */
+function tablesOf(p, root = '#estimates') {
+  return p.$$eval(`${root} table.numbers`, (ts) => Object.fromEntries(ts.map((t) => [t.dataset.figure,
+    [...t.querySelectorAll('tbody tr')].map((tr) => [...tr.cells].map((c) => c.textContent))])));
+}
+
+/** Runs `n` devices on the playground page against collection `id`; resolves to the accepted count. */
+async function playground(id, n) {
+  await page.goto(`${base}/dashboard/playground.html?collection=${encodeURIComponent(id)}`);
+  await page.getByLabel('Devices (N)').fill(String(n));
+  await page.getByRole('button', { name: 'Run the devices' }).click();
+  await page.waitForFunction(() => ['done', 'failed'].includes(document.getElementById('progress-text').dataset.state), null, { timeout: 300000 });
+  const err = await page.textContent('#run-error');
+  assert.equal(err, '', `playground: ${err}`);
+  return Number(await page.getAttribute('#progress-text', 'data-accepted'));
+}
+
+before(async () => {
+  fs.mkdirSync(shots, { recursive: true });
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'harmony-dashboard-'));
+  const h = startHarmony(tmp);
+  harmony = h.child;
+  base = await h.url;
+  browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run'],
+    viewport: { width: 1200, height: 900 },
+    acceptDownloads: true,
+    timeout: 60000,
+  });
+  page = await browser.newPage();
+  page.setDefaultTimeout(60000);
+  page.on('pageerror', (e) => console.error('page error:', e));
+  page.on('console', (m) => { if (m.type() === 'error') console.error('console:', m.text()); });
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  harmony?.kill('SIGTERM');
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('a wrong token shows the server\'s 401 message', async () => {
+  const direct = await api('GET', '/v1/collections', undefined, 'not-the-token');
+  assert.equal(direct.status, 401);
+  await signIn('not-the-token');
+  const shown = await page.locator('#signin-error').textContent({ timeout: 10000 });
+  await shot('signin-401');
+  assert.equal(shown, `401: ${direct.json.error.message}`);
+});
+
+let e2eId;
+
+test('end to end: create in the dashboard, 1,000 devices on the playground, the estimates equal harmony query\'s', async () => {
+  await signIn();
+  await page.waitForSelector('#collections');
+  await page.getByRole('link', { name: 'Create a collection' }).click();
+  await page.waitForSelector('form#create');
+  // A 4xx names the field: ε out of range first.
+  await page.getByLabel(/^ε/).fill('500');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForSelector('#create-error:not(:empty)');
+  const refusal = await page.locator('#create-error').textContent();
+  assert.match(refusal, /^400 epsilon: /, refusal);
+  await shot('create-error');
+  await page.getByLabel(/^ε/).fill('2');
+  await page.getByLabel('Task', { exact: true }).selectOption('means');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForURL(/#\/c\//);
+  e2eId = decodeURIComponent(/#\/c\/(.+)$/.exec(page.url())[1]);
+  const t0 = Date.now();
+  const accepted = await playground(e2eId, DEVICES);
+  console.log(`playground: ${accepted} of ${DEVICES} devices' reports accepted in ${((Date.now() - t0) / 1000).toFixed(1)} s (1,000 wasm devices in one page)`);
+  assert.equal(accepted, DEVICES);
+  await page.waitForFunction(() => document.querySelectorAll('#estimates figure').length > 0);
+  await shot('playground');
+  // The dashboard sees the count reach 1,000 on a live refresh.
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(e2eId)}`);
+  await page.waitForFunction((n) => document.getElementById('estimates')?.dataset.reports === String(n), DEVICES, { timeout: 30000 });
+  await page.waitForFunction(() => document.querySelectorAll('#estimates figure .vis svg').length === document.querySelectorAll('#estimates figure .vis').length);
+  await shot('collection-means');
+  // The stored per-day counts: today's 1,000.
+  const today = new Date().toISOString().slice(0, 10);
+  assert.deepEqual(await tablesOf(page, '#count-chart').then((t) => t.days), [[today, '1000']]);
+  const shown = await tablesOf(page);
+  const { stdout } = await run(harmonyBin(), ['query', '--server', base, '--token', TOKEN, '--collection', e2eId, '--format', 'json'], { timeout: 60000 });
+  const doc = JSON.parse(stdout);
+  assert.equal(doc.reports, DEVICES);
+  const est = (e) => [fmt(e.estimate), fmt(e.std_error), fmt(e.ci95?.[0]), fmt(e.ci95?.[1])];
+  let compared = 0;
+  for (const [i, a] of doc.attributes.entries()) {
+    if (a.kind === 'numeric') {
+      assert.deepEqual(shown[`mean-${i}`], [[a.name, ...est(a)]], a.name);
+      compared += 4;
+    } else {
+      assert.deepEqual(shown[`freq-${i}`], a.categories.map((c) => [a.name, c.label, ...est(c)]), a.name);
+      compared += 4 * a.categories.length;
+    }
+  }
+  console.log(`end to end: ${compared} numbers shown equal harmony query --format json's to ${fmt(0).length - 2} decimals`);
+  // The downloads: the JSON is the estimate document; the CSV has every table.
+  const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#download-json')]);
+  const got = JSON.parse(fs.readFileSync(await dl.path(), 'utf8'));
+  assert.deepEqual(got, doc);
+  const [csv] = await Promise.all([page.waitForEvent('download'), page.click('#download-csv')]);
+  const text = fs.readFileSync(await csv.path(), 'utf8');
+  assert.match(text, /^table,attribute,estimate,SE,95% CI low,95% CI high\nmean-0,age,/);
+});
+
+const SCHEMA = [
+  { name: 'age', kind: 'numeric', min: 17, max: 90 },
+  { name: 'sex', kind: 'categorical', categories: ['Female', 'Male'] },
+  { name: 'education', kind: 'categorical', categories: ['HS-grad', 'Some-college', 'Bachelors', 'Masters', 'Doctorate'] },
+];
+
+test('keyboard: tab through the collection list and open a collection with Enter', async () => {
+  // A second collection, so that the list has more than one row to tab through.
+  const second = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 1, task: { kind: 'frequency', attribute: 'sex' } });
+  assert.equal(second.status, 201);
+  await page.goto(`${base}/dashboard/#/`);
+  await page.waitForSelector('#collections a.collection-link');
+  const links = await page.$$eval('a.collection-link', (as) => as.map((a) => a.textContent));
+  assert.ok(links.length >= 2);
+  // Tab from the top of the page: every collection link is reached, in the table's order, each
+  // with a visible focus ring.
+  const reached = [];
+  for (let i = 0; i < 60 && reached.length < links.length; i++) {
+    await page.keyboard.press('Tab');
+    const f = await page.evaluate(() => {
+      const a = document.activeElement;
+      return { link: a.classList.contains('collection-link') ? a.textContent : null, outline: getComputedStyle(a).outlineStyle };
+    });
+    if (f.link) {
+      assert.notEqual(f.outline, 'none', `the focused link ${f.link} must show its focus`);
+      reached.push(f.link);
+    }
+  }
+  assert.deepEqual(reached, links, 'Tab must reach every collection link in order');
+  await shot('collections-keyboard-focus');
+  // Back to the first collection's link (Shift+Tab) and open it with Enter.
+  for (let i = 0; i < 10; i++) {
+    if (await page.evaluate((id) => document.activeElement.textContent === id, links[0])) break;
+    await page.keyboard.press('Shift+Tab');
+  }
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), links[0]);
+  await page.keyboard.press('Enter');
+  await page.waitForURL(new RegExp(`#/c/${links[0]}$`));
+  await page.waitForSelector('#estimates figure');
+  // The collection view's controls are reachable too: the live-refresh checkbox toggles with Space.
+  await page.focus('#live');
+  await page.keyboard.press('Space');
+  assert.equal(await page.isChecked('#live'), false);
+});
+
+const TASKS = [
+  ['frequency', { kind: 'frequency', attribute: 'education' }],
+  ['range', { kind: 'range', attribute: 'age', bins: 16 }],
+  ['heavy-hitters', { kind: 'heavy-hitters', top: 10, bits: 16 }],
+  ['marginals', { kind: 'marginals', attributes: ['sex', 'education'], ways: [1, 2] }],
+  ['linear-queries', { kind: 'linear-queries', attributes: ['age'], bins: { age: 8 },
+    workload: { queries: [{ name: 'age < 40', range: [0, 2] }, { name: 'age ≥ 40', range: [3, 7] }] } }],
+];
+
+test('every task\'s view: every chart has its table', async () => {
+  for (const [name, task] of TASKS) {
+    const created = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 4, task });
+    assert.equal(created.status, 201, `${name}: ${JSON.stringify(created.json)}`);
+    const id = created.json.id;
+    assert.equal(await playground(id, 300), 300, name);
+    await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(id)}`);
+    if (name === 'range') {
+      await page.waitForSelector('#range-query:not([hidden])');
+      await page.getByLabel('Ranges (lo:hi, comma-separated)').fill('17:30,30:50,50:90');
+      await page.getByRole('button', { name: 'Ask' }).click();
+      await page.waitForSelector('table[data-figure="ranges"]');
+    }
+    await page.waitForFunction(() => document.getElementById('estimates')?.dataset.reports === '300');
+    await page.waitForFunction(() => document.querySelectorAll('#estimates figure .vis svg').length === document.querySelectorAll('#estimates figure .vis').length);
+    const figs = await page.$$eval('#estimates figure.chart', (fs) => fs.map((f) => ({ id: f.dataset.figure,
+      chart: !!f.querySelector('.vis svg'), vis: !!f.querySelector('.vis'), rows: f.querySelectorAll('table.numbers tbody tr').length })));
+    assert.ok(figs.length > 0, name);
+    for (const f of figs) {
+      assert.ok(f.rows > 0, `${name}/${f.id}: a figure without its table`);
+      if (f.vis) assert.ok(f.chart, `${name}/${f.id}: the chart was not drawn`);
+    }
+    console.log(`${name}: ${figs.length} figures (${figs.filter((f) => f.vis).length} charts), each with its table`);
+    await shot(`collection-${name}`);
+  }
+  // A training collection (no devices: the playground posts record reports only): round 1's model.
+  const train = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 4,
+    task: { kind: 'train', task: 'logistic', target: 'sex', batch_size: 50, rounds: 10 } });
+  assert.equal(train.status, 201, JSON.stringify(train.json));
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(train.json.id)}`);
+  await page.waitForSelector('table[data-figure="model"] tbody tr');
+  await page.waitForFunction(() => document.querySelectorAll('#estimates figure .vis svg').length === document.querySelectorAll('#estimates figure .vis').length);
+  const rows = await page.$$eval('#estimates figure.chart', (fs) => fs.map((f) => f.querySelectorAll('table.numbers tbody tr').length));
+  assert.ok(rows.length === 2 && rows.every((n) => n > 0), `train: ${rows}`);
+  await shot('collection-train');
+  await page.goto(`${base}/dashboard/#/`);
+  await page.waitForSelector('#collections');
+  await shot('collections');
+});
+
+test('an analyst token lists its own collection only; creating shows the server\'s 403', async () => {
+  const list = (await api('GET', '/v1/collections')).json;
+  const minted = await api('POST', `/v1/collections/${list[0].id}/tokens`, { label: 'dashboard test' });
+  assert.equal(minted.status, 201, JSON.stringify(minted.json));
+  await signIn(minted.json.token);
+  await page.waitForSelector('#collections');
+  const ids = await page.$$eval('a.collection-link', (as) => as.map((a) => a.textContent));
+  assert.deepEqual(ids, [list[0].id]);
+  await page.getByRole('link', { name: 'Create a collection' }).click();
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.waitForSelector('#create-error:not(:empty)');
+  const direct = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 2, task: { kind: 'means' } }, minted.json.token);
+  assert.equal(direct.status, 403);
+  assert.equal(await page.textContent('#create-error'), `403 ${direct.json.error.field}: ${direct.json.error.message}`);
+  await shot('create-403-analyst');
+  await signIn();
+  await page.waitForSelector('#collections');
+});
+
+test('first view ≤ 1 s with 10^6 reports stored (harmony load; HARMONY_DASHBOARD_SKIP_BIG=1 skips)', { skip: !!process.env.HARMONY_DASHBOARD_SKIP_BIG }, async () => {
+  const { stdout } = await run(harmonyBin(), ['load', '--server', base, '--token', TOKEN, '--reports', '1000000',
+    '--batch', '5000', '--concurrency', '2', '--estimate-queries', '1', '--json'], { timeout: 1800000, maxBuffer: 1 << 24 });
+  console.log(`load: ${stdout.trim().slice(0, 300)}`);
+  const list = (await api('GET', '/v1/collections')).json;
+  const big = list.find((c) => c.reports >= 1000000);
+  assert.ok(big, 'no collection with 10^6 reports');
+  await signIn();
+  await page.waitForSelector('#collections');
+  const times = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = Date.now();
+    await page.goto(`${base}/dashboard/#/`);
+    await page.waitForSelector('#collections');
+    const list1 = Date.now() - t0;
+    const t1 = Date.now();
+    await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(big.id)}`);
+    await page.waitForFunction(() => document.querySelectorAll('#estimates figure .vis svg').length > 0 && document.querySelectorAll('#estimates figure .vis svg').length === document.querySelectorAll('#estimates figure .vis').length);
+    times.push({ list: list1, collection: Date.now() - t1 });
+  }
+  await shot('collection-1e6');
+  const dayTimes = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    const d = await api('GET', `/v1/collections/${big.id}/days`);
+    dayTimes.push(Math.round(performance.now() - t0));
+    assert.equal(d.json.reduce((s, x) => s + x.reports, 0), big.reports);
+  }
+  console.log(`GET …/days at ${big.reports} reports: median ${dayTimes.sort((a, b) => a - b)[2]} ms (${dayTimes.join(', ')})`);
+  const med = (k) => times.map((t) => t[k]).sort((a, b) => a - b)[2];
+  console.log(`first view at ${big.reports} reports: collection list ${med('list')} ms, collection view (estimates drawn) ${med('collection')} ms (median of 5 page loads: ${JSON.stringify(times)})`);
+  assert.ok(med('list') <= 1000, `first view ${med('list')} ms > 1 s`);
+});
