@@ -122,7 +122,9 @@ test('a wrong token shows the server\'s 401 message', async () => {
   const direct = await api('GET', '/v1/collections', undefined, 'not-the-token');
   assert.equal(direct.status, 401);
   await signIn('not-the-token');
-  const shown = await page.locator('#signin-error').textContent({ timeout: 10000 });
+  // The element exists (empty) before the answer: wait for the message, not the element.
+  await page.waitForSelector('#signin-error:not(:empty)', { timeout: 10000 });
+  const shown = await page.locator('#signin-error').textContent();
   await shot('signin-401');
   assert.equal(shown, `401: ${direct.json.error.message}`);
 });
