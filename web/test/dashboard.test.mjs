@@ -6,6 +6,8 @@
 //     shown equal `harmony query --format json`'s at the printed precision (format.js' DIGITS);
 //   - keyboard: tab to the collection list and open a collection with Enter (visible focus);
 //   - every task's view: every chart has its table (and a drawn chart);
+//   - the training view: a holdout CSV (setInputFiles) scored in the page, round by round, equals
+//     `harmony query --data --target`'s score of the same model at the printed precision;
 //   - the first view (the collection list) ≤ 1 s with 10^6 reports stored (`harmony load` fills a
 //     collection in a few seconds; HARMONY_DASHBOARD_SKIP_BIG=1 skips it).
 // Screenshots of every view: target/screenshots/. HARMONY_BIN names the harmony binary (else
@@ -279,6 +281,67 @@ test('every task\'s view: every chart has its table', async () => {
   await page.goto(`${base}/dashboard/#/`);
   await page.waitForSelector('#collections');
   await shot('collections');
+});
+
+/** `n` rows of SCHEMA as CSV (header first), from a small deterministic generator. */
+function adultCsv(n, seed) {
+  let s = seed >>> 0;
+  const next = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const eds = SCHEMA[2].categories;
+  const rows = ['age,sex,education'];
+  for (let i = 0; i < n; i++) {
+    const age = 17 + Math.floor(next() * 74);
+    const ed = eds[Math.floor(next() * eds.length)];
+    rows.push(`${age},${next() < (age > 40 ? 0.8 : 0.3) ? 'Male' : 'Female'},${ed}`);
+  }
+  return `${rows.join('\n')}\n`;
+}
+
+test('training view: a holdout CSV scored in the page equals harmony query --data\'s score, round by round', async () => {
+  const started = Date.now();
+  const train = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 4,
+    task: { kind: 'train', task: 'logistic', target: 'sex', batch_size: 50, rounds: 10 } });
+  assert.equal(train.status, 201, JSON.stringify(train.json));
+  const id = train.json.id;
+  const holdout = path.join(tmp, 'holdout.csv');
+  fs.writeFileSync(holdout, adultCsv(300, 7));
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(id)}`);
+  await page.waitForSelector('#holdout:not([hidden])');
+  // A file that does not fit the schema is refused with the reason, in the page.
+  await page.setInputFiles('#holdout-file', { name: 'wrong.csv', mimeType: 'text/csv', buffer: Buffer.from('age,sex\n30,Male\n') });
+  await page.waitForSelector('#holdout-error:not(:empty)');
+  assert.match(await page.textContent('#holdout-error'), /wrong\.csv cannot be scored: the file has no column "education"/);
+  await page.setInputFiles('#holdout-file', holdout);
+  await page.waitForSelector('table[data-figure="holdout-current"] tbody tr');
+  // Three rounds of 50 gradients (harmony submit, one device per row); the view samples each.
+  for (let round = 2; round <= 4; round++) {
+    const part = path.join(tmp, `train-${round}.csv`);
+    fs.writeFileSync(part, adultCsv(50, round));
+    await run(harmonyBin(), ['submit', '--server', base, '--collection', id, '--data', part], { timeout: 60000 });
+    await page.waitForFunction((r) => document.querySelector('#fig-rounds h3')?.textContent.includes(`(round ${r}`)
+      && document.querySelector('table[data-figure="holdout-current"] caption')?.textContent.includes(`(round ${r})`), round);
+  }
+  await page.waitForFunction(() => document.querySelectorAll('#estimates figure .vis svg').length === document.querySelectorAll('#estimates figure .vis').length);
+  const tables = await tablesOf(page);
+  const { stdout } = await run(harmonyBin(), ['query', '--server', base, '--token', TOKEN, '--collection', id,
+    '--format', 'json', '--data', holdout, '--target', 'sex'], { timeout: 60000 });
+  const q = JSON.parse(stdout);
+  assert.equal(q.state.round, 4);
+  assert.equal(q.score.metric, 'misclassification');
+  const shown = Object.fromEntries(tables['holdout-current'].map(([k, v]) => [k, v]));
+  assert.equal(shown.misclassification, fmt(q.score.value));
+  assert.equal(shown.accuracy, fmt(1 - q.score.value));
+  assert.equal(shown["majority predictor's misclassification"], fmt(q.score.baseline_value));
+  // Every round the view saw (1 to 4) has its loss (misclassification and logistic loss) and accuracy.
+  assert.deepEqual(tables['holdout-accuracy'].map((r) => r[0]), ['1', '2', '3', '4']);
+  assert.equal(tables['holdout-loss'].length, 8);
+  assert.equal(tables['holdout-accuracy'][3][1], fmt(1 - q.score.value));
+  assert.equal(tables['holdout-loss'].find((r) => r[0] === '4' && r[1] === 'misclassification')[2], fmt(q.score.value));
+  const figs = await page.$$eval('#estimates figure.chart', (fs) => fs.map((f) => ({ id: f.dataset.figure, vis: !!f.querySelector('.vis'), chart: !!f.querySelector('.vis svg') })));
+  for (const f of figs) if (f.vis) assert.ok(f.chart, `${f.id}: the chart was not drawn`);
+  console.log(`training view: round 4 on the ${q.score.n}-row holdout: misclassification ${shown.misclassification} (harmony query ${q.score.value}), accuracy ${shown.accuracy}, ` +
+    `logistic loss ${shown[Object.keys(shown).find((k) => k.startsWith('mean '))]}, majority ${shown["majority predictor's misclassification"]}; ${Date.now() - started} ms`);
+  await shot('collection-train-holdout');
 });
 
 test('an analyst token lists its own collection only; creating shows the server\'s 403', async () => {

@@ -2,9 +2,10 @@
 // estimates drawn as an analyst reads them (each chart with its table), range queries, and the
 // estimate document as JSON / CSV.
 import { el } from '../format.js';
-import { estimates, days } from '../api.js';
+import { estimates, days, config } from '../api.js';
 import { renderFigures } from '../figure.js';
 import { figuresOf } from '../charts/index.js';
+import { encodeHoldout } from '../charts/train.js';
 import { figure as countFigure, dayFigure } from '../charts/count.js';
 import { toCsv, setDownload } from '../download.js';
 
@@ -32,13 +33,38 @@ export function render(main, { id, onError }) {
     document.getElementById('range-error').textContent = '';
     refresh();
   });
+  // Training collections: a holdout CSV read and scored in this page only (never uploaded).
+  const holdoutForm = el('form', { id: 'holdout', hidden: true },
+    el('label', { for: 'holdout-file', text: 'holdout CSV (scored in this browser, never uploaded)' }), ' ',
+    el('input', { id: 'holdout-file', type: 'file', accept: '.csv,text/csv' }),
+    el('p', { id: 'holdout-status', class: 'note' }), el('p', { id: 'holdout-error', class: 'error', role: 'alert' }));
+  holdoutForm.addEventListener('submit', (e) => e.preventDefault());
+  holdoutForm.querySelector('input').addEventListener('change', async (e) => {
+    const file = e.target.files?.[0];
+    const status = document.getElementById('holdout-status');
+    const error = document.getElementById('holdout-error');
+    status.textContent = '';
+    error.textContent = '';
+    delete state.history.holdout;
+    if (file) {
+      try {
+        const data = encodeHoldout(await config(id), await file.text());
+        state.history.holdout = { name: file.name, data };
+        status.textContent = `${file.name}: ${data.n} rows, ${data.d} features (kept in this page)`;
+      } catch (err) {
+        error.textContent = `${file.name} cannot be scored: ${err.message}`;
+      }
+    }
+    state.lastKey = '';
+    refresh();
+  });
   const head = el('h2', { id: 'collection-h', text: `Collection ${id}` });
   main.replaceChildren(el('section', { id: 'collection', 'aria-labelledby': 'collection-h' },
     el('p', {}, el('a', { href: '#/', text: '← All collections' })), head,
     el('p', { id: 'meta' }), count, el('p', { id: 'updated', class: 'note' }),
     el('p', { class: 'controls' }, live, el('label', { for: 'live', text: ` Live refresh (every ${REFRESH_MS / 1000} s)` }), ' ',
       jsonLink, ' ', csvLink, ' ', el('a', { href: `playground.html?collection=${encodeURIComponent(id)}`, text: 'Device playground' })),
-    countBox, rangeForm, el('h2', { text: 'Estimates' }), figs));
+    countBox, rangeForm, holdoutForm, el('h2', { text: 'Estimates' }), figs));
 
   async function refresh() {
     clearTimeout(state.timer);
@@ -77,6 +103,7 @@ export function render(main, { id, onError }) {
     count.dataset.reports = String(doc.reports);
     document.getElementById('meta').textContent = `task ${doc.task} · ε ${doc.epsilon}`;
     rangeForm.hidden = doc.task !== 'range';
+    holdoutForm.hidden = doc.task !== 'train';
     const key = `${doc.reports}|${JSON.stringify(state.query)}|${doc.task === 'train' ? doc.state.round : ''}`;
     if (doc.reports !== state.daysCount && Date.now() - state.daysAt >= DAYS_MS) {
       state.daysAt = Date.now();
