@@ -110,7 +110,9 @@ export function render(main, { id, onError }) {
       state.daysCount = doc.reports;
       state.days = await days(id).catch(() => state.days);
     }
-    await renderFigures(countBox, [countFigure(state.samples), ...(state.days ? [dayFigure(state.days)] : [])]);
+    // No per-day chart without stored reports per day (training and adaptive-rounds collections
+    // store gradients and answers, counted per round).
+    await renderFigures(countBox, [countFigure(state.samples), ...(state.days?.length ? [dayFigure(state.days)] : [])]);
     if (key !== state.lastKey) {
       state.lastKey = key;
       const figures = figuresOf(doc, state.history);
