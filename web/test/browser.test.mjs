@@ -11,7 +11,6 @@
 // Screenshots: target/browser/. Every wait is bounded; everything started here is stopped.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -19,6 +18,7 @@ import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startStatic } from './serve.mjs';
+import { startHarmony } from './harmony.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -29,29 +29,12 @@ const DEVICES = 100;
 
 let harmony, tmp, web, browser, page, apiBase;
 
-function harmonyBin() {
-  const c = [process.env.HARMONY_BIN, 'target/release/harmony', 'target/debug/harmony'].filter(Boolean)
-    .map((p) => path.resolve(repo, p));
-  const found = c.find((p) => fs.existsSync(p));
-  if (!found) throw new Error(`no harmony binary (tried ${c.join(', ')}): cargo build -p harmony-cli`);
-  return found;
-}
-
-/** `harmony serve` on a free loopback port; resolves its base URL from its "listening" line. */
-function startHarmony() {
+/** `harmony serve` on a fresh temporary directory; resolves its base URL. */
+function serveHarmony() {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'harmony-browser-'));
-  harmony = spawn(harmonyBin(), ['serve', '--db', `sqlite://${tmp}/h.db`, '--listen', '127.0.0.1:0'],
-    { env: { ...process.env, HARMONY_ANALYST_TOKEN: TOKEN }, stdio: ['ignore', 'ignore', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`harmony serve did not start in 30 s: ${err}`)), 30000);
-    harmony.stderr.on('data', (d) => {
-      err += d;
-      const m = /listening on (http:\/\/[0-9.:]+)/.exec(err);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    harmony.on('exit', (code) => { clearTimeout(timer); reject(new Error(`harmony serve exited ${code}: ${err}`)); });
-  });
+  const h = startHarmony(tmp, { HARMONY_ANALYST_TOKEN: TOKEN });
+  harmony = h.child;
+  return h.url;
 }
 
 async function api(method, p, body) {
@@ -65,7 +48,7 @@ async function api(method, p, body) {
 
 before(async () => {
   fs.mkdirSync(shots, { recursive: true });
-  apiBase = await startHarmony();
+  apiBase = await serveHarmony();
   web = await startStatic({ api: apiBase, failFirstPosts: 1, roots: [
     ['/sdk/', path.join(repo, 'web/sdk')], ['/test/', here], ['/vectors/', path.join(repo, 'target/wasm-vectors')]] });
   // A fresh user-data-dir in the temp dir (Playwright's persistent context takes it as a parameter).

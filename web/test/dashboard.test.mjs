@@ -15,7 +15,7 @@
 // started here is stopped.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +23,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { fmt } from '../dashboard/js/format.js';
+import { harmonyBin, startHarmony } from './harmony.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -33,30 +34,6 @@ const run = promisify(execFile);
 
 let harmony, tmp, browser, page, base;
 
-function harmonyBin() {
-  const c = [process.env.HARMONY_BIN, 'target/release/harmony', 'target/debug/harmony'].filter(Boolean)
-    .map((p) => path.resolve(repo, p));
-  const found = c.find((p) => fs.existsSync(p));
-  if (!found) throw new Error(`no harmony binary (tried ${c.join(', ')}): cargo build -p harmony-cli`);
-  return found;
-}
-
-/** `harmony serve` on a free loopback port; resolves its base URL from its "listening" line. */
-function startHarmony(dir) {
-  const child = spawn(harmonyBin(), ['serve', '--db', `sqlite://${dir}/h.db`, '--listen', '127.0.0.1:0'],
-    { env: { ...process.env, HARMONY_ADMIN_TOKEN: TOKEN }, stdio: ['ignore', 'ignore', 'pipe'] });
-  const url = new Promise((resolve, reject) => {
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`harmony serve did not start in 30 s: ${err}`)), 30000);
-    child.stderr.on('data', (d) => {
-      err += d;
-      const m = /listening on (http:\/\/[0-9.:]+)/.exec(err);
-      if (m) { clearTimeout(timer); resolve(m[1]); }
-    });
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`harmony serve exited ${code}: ${err}`)); });
-  });
-  return { child, url };
-}
 
 async function api(method, p, body, token = TOKEN) {
   const res = await fetch(base + p, { method, signal: AbortSignal.timeout(30000),
@@ -96,7 +73,7 @@ async function playground(id, n) {
 before(async () => {
   fs.mkdirSync(shots, { recursive: true });
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'harmony-dashboard-'));
-  const h = startHarmony(tmp);
+  const h = startHarmony(tmp, { HARMONY_ADMIN_TOKEN: TOKEN });
   harmony = h.child;
   base = await h.url;
   browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
