@@ -63,8 +63,8 @@ impl Layout {
 /// Reports as flat vectors, row-major.
 enum Reports {
     U32(Vec<u32>, usize),
-    U64(Vec<u64>, usize),
-    /// Bit vectors, handed to numpy in a [`Words`] that gives its buffer back to `Spare`.
+    /// Rows of u64 words (bit vectors; OLH's (seed, y) pairs), handed to numpy in a [`Words`]
+    /// that gives its buffer back to `Spare`.
     Bits(Vec<u64>, usize, Spare),
 }
 
@@ -117,7 +117,6 @@ impl Reports {
         }
         match self {
             Reports::U32(v, cols) => shaped(py, v, cols),
-            Reports::U64(v, cols) => shaped(py, v, cols),
             Reports::Bits(words, cols, spare) => {
                 let rows = words.len().checked_div(cols).unwrap_or(0);
                 let owner = Bound::new(py, Words { words, spare })?;
@@ -187,8 +186,19 @@ fn randomize_reports<R: Rng + ?Sized>(
         AnyOracle::Hr(h) => Reports::U32(batch(h, vs, rng)?.into_iter().map(|r| r.y).collect(), 0),
         AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => packed(u, vs, rng, spare)?,
         AnyOracle::Olh(o) => {
-            let rows: Vec<[u64; 2]> = batch(o, vs, rng)?.into_iter().map(|r| [r.seed, r.y as u64]).collect();
-            Reports::U64(rows.into_flattened(), 2)
+            // (seed, y) rows written into the last report array's recycled buffer, as for bit
+            // vectors (a fresh 16 MB per 10^6 reports cost more than the hashing), through a
+            // small scratch in steps of whole kernel chunks (64 reports): the draws are exactly
+            // those of one `randomize_batch` call over `vs`.
+            const STEP: usize = 16 * 1024;
+            let mut out = take_spare(spare, 2 * vs.len());
+            let mut scratch = Vec::with_capacity(STEP.min(vs.len()));
+            for part in vs.chunks(STEP) {
+                scratch.clear();
+                o.randomize_batch(part, rng, &mut scratch)?;
+                out.extend(scratch.iter().flat_map(|r| [r.seed, r.y as u64]));
+            }
+            Reports::Bits(out, 2, spare.clone())
         }
         AnyOracle::Hadamard(h) => {
             let rows: Vec<[u32; 2]> = batch(h, vs, rng)?.into_iter().map(|r| [r.j, r.bit as u32]).collect();
