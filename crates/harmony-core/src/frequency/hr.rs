@@ -241,6 +241,20 @@ pub struct HrAggregator {
     n: u64,
 }
 
+impl HrAggregator {
+    /// [`Aggregator::add_batch`] of the reports whose outputs are `ys` (`HrReport { y }` each),
+    /// without building the reports: the same one-pass count and the same error, naming the
+    /// first bad output's index (a numpy array of outputs, as the Python binding holds them).
+    pub fn add_outputs(&mut self, ys: &[u32]) -> Result<()> {
+        if !histogram(&mut self.hist, ys, |&y| y) {
+            let i = ys.iter().position(|&y| y as usize >= self.oracle.k).unwrap_or(0);
+            return self.validate(&HrReport { y: ys[i] }).map_err(|e| at_index(e, i));
+        }
+        self.n += ys.len() as u64;
+        Ok(())
+    }
+}
+
 impl Aggregator for HrAggregator {
     type Report = HrReport;
     type Output = FrequencyEstimate;
@@ -259,7 +273,7 @@ impl Aggregator for HrAggregator {
     /// The range check and the counting in one branch-free pass ([`histogram`]); on a bad
     /// report nothing is added and the error names the first one (searched only then).
     fn add_batch(&mut self, reports: &[HrReport]) -> Result<()> {
-        if !histogram(&mut self.hist, reports) {
+        if !histogram(&mut self.hist, reports, |r| r.y) {
             let i = reports.iter().position(|r| r.y as usize >= self.oracle.k).unwrap_or(0);
             return self.validate(&reports[i]).map_err(|e| at_index(e, i));
         }
@@ -308,13 +322,13 @@ impl Aggregator for HrAggregator {
 /// the same output no longer wait on each other's store (store-to-load forwarding), the index is
 /// in bounds by construction (no check per report), and cell K counts the bad reports, so the
 /// range check costs nothing more. Larger ones: a branch-free maximum, then direct counts.
-fn histogram(hist: &mut [u64], reports: &[HrReport]) -> bool {
+fn histogram<T>(hist: &mut [u64], reports: &[T], y: impl Fn(&T) -> u32 + Copy) -> bool {
     let k = hist.len();
     if k > 4096 || reports.len() < 4 * k {
-        if reports.iter().fold(0u32, |m, r| m.max(r.y)) as usize >= k {
+        if reports.iter().fold(0u32, |m, r| m.max(y(r))) as usize >= k {
             return false;
         }
-        reports.iter().for_each(|r| hist[r.y as usize] += 1);
+        reports.iter().for_each(|r| hist[y(r) as usize] += 1);
         return true;
     }
     let cells = k + 1;
@@ -325,7 +339,7 @@ fn histogram(hist: &mut [u64], reports: &[HrReport]) -> bool {
     // Blocks of 2^31 reports keep every u32 cell below 2^32; `hist` changes only at the end.
     let mut total = vec![0u64; k];
     for block in reports.chunks(1 << 31) {
-        let at = |r: &HrReport| (r.y as usize).min(k);
+        let at = |r: &T| (y(r) as usize).min(k);
         let quads = block.chunks_exact(4);
         let tail = quads.remainder();
         for q in quads {
@@ -372,6 +386,13 @@ mod tests {
             let e = a.add_batch(&bad).unwrap_err().to_string();
             assert!(e.contains(&format!("report {}: y is", n / 2)), "{e}");
             assert_eq!(a.n, n as u64, "a rejected batch adds nothing");
+            // The outputs alone (the Python binding's arrays): the same counts, the same error.
+            let mut c = hr.aggregator();
+            c.add_outputs(&reports.iter().map(|r| r.y).collect::<Vec<_>>()).unwrap();
+            assert_eq!((c.hist.clone(), c.n), (b.hist.clone(), b.n), "add_outputs: d = {d}, n = {n}");
+            let bad_ys: Vec<u32> = bad.iter().map(|r| r.y).collect();
+            assert_eq!(c.add_outputs(&bad_ys).unwrap_err().to_string(), e);
+            assert_eq!(c.n, n as u64, "a rejected array adds nothing");
         }
     }
 
