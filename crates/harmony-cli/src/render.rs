@@ -5,7 +5,7 @@ use anyhow::Result;
 use harmony_analytics::range::cumulative;
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_protocol::estimates::{
-    AttributeResult, Est, EstimateDocument, HeavyHittersEstimate, LinearEstimate, MarginalsEstimate, RangeEstimate,
+    AttributeResult, CategoryResult, Est, EstimateDocument, HeavyHittersEstimate, LinearEstimate, MarginalsEstimate, RangeEstimate,
     TaskEstimate,
 };
 use harmony_tasks::Input;
@@ -48,7 +48,8 @@ pub fn linear_distribution(task: &LinearTask, inputs: &[Input<'_>]) -> Result<Ve
     Ok(harmony_analytics::linear::distribution(&values, task.domain().size())?)
 }
 
-/// Per attribute: the true mean (original units) or the true category frequencies.
+/// Per attribute: the true mean (original units; of the present values when the attribute
+/// reports missing values) or the true category frequencies.
 pub fn record_truth(schema: &Schema, values: &[Value]) -> Vec<Vec<f64>> {
     let d = schema.len();
     let n = (values.len() / d).max(1) as f64;
@@ -58,8 +59,12 @@ pub fn record_truth(schema: &Schema, values: &[Value]) -> Vec<Vec<f64>> {
         .enumerate()
         .map(|(j, a)| match a {
             Attribute::Numeric { min, max, .. } => {
-                let s: f64 = values.chunks(d).map(|r| if let Value::Unit(t) = r[j] { t } else { 0.0 }).sum();
-                vec![0.5 * (max - min) * s / n + 0.5 * (max + min)]
+                let present = |r: &[Value]| schema.presence_of(j).is_none_or(|p| r[p] == Value::Category(0));
+                let (s, k) = values
+                    .chunks(d)
+                    .filter(|r| present(r))
+                    .fold((0.0, 0.0), |(s, k), r| (s + if let Value::Unit(t) = r[j] { t } else { 0.0 }, k + 1.0));
+                vec![0.5 * (max - min) * s / f64::max(k, 1.0) + 0.5 * (max + min)]
             }
             Attribute::Categorical { categories, .. } => {
                 let mut c = vec![0.0; categories.len()];
@@ -93,6 +98,17 @@ fn row(label: &str, e: &Est, truth: Option<f64>, digits: usize) {
     );
 }
 
+/// The frequencies among present values (an attribute with `missing = "report"`): the truth
+/// is each label's share over the share not missing (the last category).
+fn present_rows(name: &str, present: Option<&[CategoryResult]>, truth: Option<&[f64]>) {
+    let Some(present) = present else { return };
+    let kept = truth.and_then(|t| t.last()).map(|m| 1.0 - m);
+    for (v, c) in present.iter().enumerate() {
+        let t = truth.zip(kept).map(|(t, k)| t[v] / k);
+        row(&format!("{name}={} | present", c.label), &c.frequency, t, 4);
+    }
+}
+
 fn header() {
     println!("{:<34} {:>12} {:>10} {:>25} {:>12}", "estimate of", "estimate", "std err", "95% CI", "truth");
 }
@@ -110,13 +126,15 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
             };
             for (j, a) in m.attributes.iter().enumerate() {
                 match a {
-                    AttributeResult::Numeric { name, mean, .. } => {
-                        row(&format!("{name} (mean)"), mean, t.map(|t| t[j][0]), 4)
+                    AttributeResult::Numeric { name, mean, missing, .. } => {
+                        let what = if missing.is_some() { "mean of present" } else { "mean" };
+                        row(&format!("{name} ({what})"), mean, t.map(|t| t[j][0]), 4)
                     }
-                    AttributeResult::Categorical { name, categories } => {
+                    AttributeResult::Categorical { name, categories, present, .. } => {
                         for (v, c) in categories.iter().enumerate() {
                             row(&format!("{name}={}", c.label), &c.frequency, t.map(|t| t[j][v]), 4);
                         }
+                        present_rows(name, present.as_deref(), t.map(|t| t[j].as_slice()));
                     }
                 }
             }
@@ -131,6 +149,7 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
             for (v, c) in f.categories.iter().enumerate() {
                 row(&format!("{}={}", f.attribute, c.label), &c.frequency, t.map(|t| t[v]), 4);
             }
+            present_rows(&f.attribute, f.present.as_deref(), t.map(|t| t.as_slice()));
         }
         (TaskEstimate::Range(r), t) => print_range(&head, r, t),
         (TaskEstimate::LinearQueries(l), t) => print_linear(&head, l, t),

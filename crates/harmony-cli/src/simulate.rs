@@ -120,7 +120,7 @@ fn synthetic(n: usize, seed: u64) -> Result<(SchemaFile, data::Encoded)> {
             values.push(Value::Category(v as u32));
         }
     }
-    let file = SchemaFile { attributes, ..Default::default() };
+    let file = SchemaFile { attributes: attributes.into_iter().map(Into::into).collect(), ..Default::default() };
     Ok((file, data::Encoded { values, n, skipped: 0, clamped: 0 }))
 }
 

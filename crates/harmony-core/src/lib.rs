@@ -25,6 +25,7 @@ pub mod estimate;
 pub mod fast_rng;
 pub mod frequency;
 pub mod kinds;
+pub mod missing;
 pub mod numeric;
 #[cfg(feature = "openapi")]
 pub mod openapi;

@@ -65,6 +65,18 @@ fn kind_prop(kind: &str) -> ObjectBuilder {
     ObjectBuilder::new().schema_type(Type::String).enum_values(Some([kind]))
 }
 
+/// The `missing` property of an attribute: `"error"`, `"report"` or `{"impute": value}`.
+fn missing_prop() -> OneOfBuilder {
+    let names = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["error", "report"]));
+    let impute = ObjectBuilder::new()
+        .property("impute", ObjectBuilder::new().description(Some("A number in [min, max], or one of the labels.")))
+        .required("impute")
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    OneOfBuilder::new().item(names).item(impute).description(Some(
+        "What a device does with a missing value: \"error\" (default: the record is refused), \"report\" (missingness reported privately: a category \"(missing)\" added last, or for a numeric attribute a presence attribute \"<name>:missing\" after it) or {\"impute\": v}.",
+    ))
+}
+
 impl PartialSchema for Attribute {
     fn schema() -> RefOr<S> {
         let number = |d: &str| ObjectBuilder::new().schema_type(Type::Number).description(Some(d.to_string()));
@@ -75,6 +87,7 @@ impl PartialSchema for Attribute {
             .property("name", string_prop("Column name."))
             .property("min", number("Lower bound."))
             .property("max", number("Upper bound."))
+            .property("missing", missing_prop())
             .required("kind")
             .required("name")
             .required("min")
@@ -87,6 +100,7 @@ impl PartialSchema for Attribute {
             .property("kind", kind_prop("categorical"))
             .property("name", string_prop("Column name."))
             .property("categories", labels.description(Some("The labels, in order; a value's index is its category.")))
+            .property("missing", missing_prop())
             .required("kind")
             .required("name")
             .required("categories")

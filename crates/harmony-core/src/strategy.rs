@@ -26,6 +26,7 @@ use crate::estimate::{Estimate, FrequencyEstimate};
 use crate::frequency::{AnyAggregator, AnyOracle, AnyReport, FrequencyOracle};
 use crate::kinds::{NumericKind, OracleKind, RecordNumeric};
 use crate::numeric::{AnyNumeric, DuchiMulti, NumericMechanism, NumericReport, VectorMechanism};
+use crate::missing::{self, MissingEstimate};
 use crate::params::Epsilon;
 use crate::sampling::sample_k_of_d;
 use crate::schema::{Attribute, Schema, Value};
@@ -306,7 +307,7 @@ impl RecordMechanism {
             None
         };
         let mut mechanisms = Vec::with_capacity(d);
-        for a in schema.attributes() {
+        for (j, a) in schema.attributes().iter().enumerate() {
             mechanisms.push(match a {
                 Attribute::Numeric { .. } if joint.is_some() => AttributeMechanism::Joint,
                 Attribute::Numeric { .. } => {
@@ -314,7 +315,11 @@ impl RecordMechanism {
                     AttributeMechanism::Numeric(AnyNumeric::new(one_d.unwrap_or(NumericKind::Duchi), per_attr)?)
                 }
                 Attribute::Categorical { categories, .. } => {
-                    AttributeMechanism::Categorical(AnyOracle::new(cat_name, per_attr, categories.len())?)
+                    let o = AnyOracle::new(cat_name, per_attr, categories.len())?;
+                    if schema.missing_category(j).is_some() {
+                        missing::check_oracle(&o, a.name())?;
+                    }
+                    AttributeMechanism::Categorical(o)
                 }
             });
         }
@@ -794,6 +799,47 @@ impl RecordAggregator {
             });
         }
         out
+    }
+}
+
+impl RecordAggregator {
+    /// For every attribute that reports missing values (`missing = "report"`), its missing
+    /// share and its present values' mean or frequencies ([`crate::missing`]); `None` for the
+    /// others and for presence attributes. `estimates` are [`RecordAggregator::estimates`].
+    /// A categorical attribute whose oracle has no closed-form cross moment gets NaN standard
+    /// errors (the collection refuses such a spec: [`RecordMechanism::new`]).
+    pub fn missing_estimates(&self, estimates: &[AttributeEstimate]) -> Vec<Option<MissingEstimate>> {
+        let schema = &self.mechanism.schema;
+        let n = self.n as f64;
+        let d = schema.len() as f64;
+        let sampling = if d > 1.0 { (self.mechanism.scale - 1.0) / (d - 1.0) } else { 0.0 };
+        (0..schema.len())
+            .map(|j| match (&estimates[j], schema.presence_of(j), schema.missing_category(j)) {
+                (AttributeEstimate::Numeric(y), Some(p), _) => {
+                    let AttributeEstimate::Categorical(fp) = &estimates[p] else { return None };
+                    let m = fp.get(1);
+                    Some(missing::present_mean(*y, m, sampling * y.value * m.value.clamp(0.0, 1.0) / n))
+                }
+                (AttributeEstimate::Categorical(fe), _, Some(m)) => {
+                    let m = m as usize;
+                    Some(missing::present_frequencies(fe, m, |c| self.category_covariance(j, fe, c, m)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Cov(f̂_a, f̂_b) of categorical attribute j's estimates `fe` (plug-in, frequencies clamped
+    /// to [0, 1]): the oracle's cross moment over the n_j reports, plus the sampling term.
+    fn category_covariance(&self, j: usize, fe: &FrequencyEstimate, a: usize, b: usize) -> f64 {
+        let (AttributeMechanism::Categorical(o), Some(agg)) = (&self.mechanism.mechanisms[j], &self.categorical[j])
+        else {
+            return f64::NAN;
+        };
+        let nj = (agg.count() + self.tallies[j].n()) as f64;
+        let freqs: Vec<f64> = fe.frequencies.iter().map(|f| f.clamp(0.0, 1.0)).collect();
+        let cross = o.aggregate_cross_moment(&freqs, a, b).unwrap_or(f64::NAN);
+        cross / nj - (1.0 / nj - 1.0 / self.n as f64).max(0.0) * freqs[a] * freqs[b]
     }
 }
 

@@ -12,7 +12,7 @@ use crate::reader::{Batch, Batches, position};
 use crate::schema_file::{InvalidPolicy, MissingTokens};
 use crate::temporal::{self, Unit};
 use harmony_core::params::Range;
-use harmony_core::schema::{Attribute, ColumnValues, Schema, Value};
+use harmony_core::schema::{Attribute, ColumnValues, Missing, Role, Schema, Value};
 use std::collections::{BTreeMap, HashMap};
 
 /// How to read cells: the bad-value policy, the missing tokens, units of date attributes.
@@ -91,6 +91,19 @@ struct AttrEncoder<'s> {
     attr: &'s Attribute,
     col: usize,
     kind: Kind,
+    on_missing: OnMissing,
+}
+
+/// What a missing cell becomes (the attribute's missing policy, see `harmony_core::schema`).
+#[derive(Clone, Copy)]
+enum OnMissing {
+    /// A problem (policy `error`): the file's invalid policy decides.
+    Problem,
+    /// This value (`report` or `impute`).
+    Value(Value),
+    /// This encoder is a presence attribute: category 1 for a missing cell, 0 otherwise (a
+    /// bad present value is its value attribute's problem).
+    Presence,
 }
 
 enum Kind {
@@ -105,17 +118,38 @@ enum Out {
 }
 
 impl<'s> AttrEncoder<'s> {
-    fn new(attr: &'s Attribute, col: usize, unit: Option<Unit>) -> Self {
-        let kind = match attr {
+    /// The encoder of the schema's attribute `j` (reading the value attribute's column for a
+    /// presence attribute).
+    fn new(schema: &'s Schema, j: usize, col: usize, unit: Option<Unit>) -> Result<Self> {
+        let (attr, read) = match schema.role(j) {
+            Role::Value(_) => (&schema.attributes()[j], &schema.attributes()[j]),
+            Role::Presence(b) => (&schema.attributes()[j], &schema.attributes()[b]),
+        };
+        let on_missing = match (schema.role(j), schema.missing(j)) {
+            (Role::Presence(_), _) => OnMissing::Presence,
+            (_, Missing::Error) => OnMissing::Problem,
+            _ => OnMissing::Value(schema.encode_missing(j).map_err(|e| Error::Schema(e.to_string()))?),
+        };
+        let kind = match read {
             Attribute::Numeric { min, max, .. } => Kind::Numeric { range: Range { min: *min, max: *max }, unit },
             Attribute::Categorical { categories, .. } => {
                 let labels: HashMap<String, u32> =
                     categories.iter().enumerate().map(|(i, c)| (c.clone(), i as u32)).collect();
-                let missing = labels.get("?").copied();
+                let missing = if matches!(on_missing, OnMissing::Problem) { labels.get("?").copied() } else { None };
                 Kind::Categorical { labels, missing }
             }
         };
-        AttrEncoder { attr, col, kind }
+        Ok(AttrEncoder { attr, col, kind, on_missing })
+    }
+
+    /// Applies the missing policy to a cell's result.
+    fn resolve(&self, r: Result<Value, Problem>) -> Result<Value, Problem> {
+        match (self.on_missing, r) {
+            (OnMissing::Presence, Err(Problem::Missing(_))) => Ok(Value::Category(1)),
+            (OnMissing::Presence, _) => Ok(Value::Category(0)),
+            (OnMissing::Value(v), Err(Problem::Missing(_))) => Ok(v),
+            (_, r) => r,
+        }
     }
 
     /// A number in the attribute's units: in range, or a problem.
@@ -167,11 +201,11 @@ impl<'s> AttrEncoder<'s> {
     /// Encodes a batch column into `out`, listing problems as (row, problem).
     fn column(&self, cells: &Cells, missing: &MissingTokens, problems: &mut Vec<(usize, Problem)>) -> Result<Out> {
         let n = cells.len();
-        let mut out = match self.kind {
-            Kind::Numeric { .. } => Out::Unit(Vec::with_capacity(n)),
-            Kind::Categorical { .. } => Out::Category(Vec::with_capacity(n)),
+        let mut out = match self.attr {
+            Attribute::Numeric { .. } => Out::Unit(Vec::with_capacity(n)),
+            Attribute::Categorical { .. } => Out::Category(Vec::with_capacity(n)),
         };
-        let mut push = |i: usize, r: Result<Value, Problem>| match (&mut out, r) {
+        let mut push = |i: usize, r: Result<Value, Problem>| match (&mut out, self.resolve(r)) {
             (Out::Unit(v), Ok(Value::Unit(t))) => v.push(t),
             (Out::Category(v), Ok(Value::Category(c))) => v.push(c),
             (Out::Unit(v), r) => {
@@ -261,9 +295,9 @@ impl<'s> AttrEncoder<'s> {
                     if t.is_empty() { "an empty cell".into() } else { format!("\"{t}\"") }
                 });
                 let hint = if self.attr.is_numeric() {
-                    ""
+                    " (missing = \"report\" on the attribute reports missingness privately; missing = { impute = v } imputes)"
                 } else {
-                    " (list \"?\" among the categories to count missing values)"
+                    " (missing = \"report\" on the attribute counts missing values as a category)"
                 };
                 format!(
                     "{name} is missing ({what}), expected {expected}{hint}; with invalid = \"skip\" such rows are skipped"
@@ -330,11 +364,14 @@ fn encode_each(
     sink: &mut dyn FnMut(Columns),
 ) -> Result<Columns> {
     let name = source.name().to_string();
-    let encoders: Vec<AttrEncoder> = schema
-        .attributes()
-        .iter()
-        .map(|a| {
-            Ok(AttrEncoder::new(a, position(source.header(), &name, a.name())?, options.units.get(a.name()).copied()))
+    let encoders: Vec<AttrEncoder> = (0..schema.len())
+        .map(|j| {
+            let column = match schema.role(j) {
+                Role::Value(i) => schema.declared()[i].attribute.name(),
+                Role::Presence(b) => schema.attributes()[b].name(),
+            };
+            let col = position(source.header(), &name, column)?;
+            AttrEncoder::new(schema, j, col, options.units.get(column).copied())
         })
         .collect::<Result<_>>()?;
     source.select(&encoders.iter().map(|e| e.col).collect::<Vec<_>>());

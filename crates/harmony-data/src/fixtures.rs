@@ -30,7 +30,7 @@ pub fn table_batch(table: &Table, file: &SchemaFile, dictionary: bool) -> Result
     for (c, name) in table.header.iter().enumerate() {
         let cells: Vec<Option<&str>> =
             table.rows.iter().map(|r| Some(r[c].as_str()).filter(|s| !missing.is_missing(s))).collect();
-        let attr = file.attributes.iter().find(|a| a.name() == name);
+        let attr = file.attributes.iter().map(|d| &d.attribute).find(|a| a.name() == name);
         let array: ArrayRef = match attr {
             Some(Attribute::Numeric { .. }) => {
                 let nums: Vec<Option<f64>> = cells.iter().map(|s| s.and_then(|s| s.parse().ok())).collect();

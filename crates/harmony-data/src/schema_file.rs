@@ -21,7 +21,7 @@
 
 use crate::error::{Error, Result};
 use crate::temporal::Unit;
-use harmony_core::schema::{Attribute, Schema};
+use harmony_core::schema::{Declared, Schema};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -106,8 +106,9 @@ pub struct SchemaFile {
     /// Their bounds are in that unit; ISO 8601 text and Arrow dates/timestamps are converted.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub units: BTreeMap<String, Unit>,
-    /// The attributes, in order.
-    pub attributes: Vec<Attribute>,
+    /// The attributes, in order, each with its missing-value policy (`missing = "report"`,
+    /// `missing = { impute = 40 }`, default `"error"`).
+    pub attributes: Vec<Declared>,
 }
 
 impl SchemaFile {
@@ -122,7 +123,7 @@ impl SchemaFile {
     }
     /// The validated core schema.
     pub fn schema(&self) -> Result<Schema> {
-        Schema::new(self.attributes.clone()).map_err(|e| Error::Schema(e.to_string()))
+        Schema::with_missing(self.attributes.clone()).map_err(|e| Error::Schema(e.to_string()))
     }
     /// Checks the attributes and that `[units]` names numeric attributes.
     pub fn validate(&self) -> Result<()> {

@@ -4,6 +4,7 @@
 //! written out in full.
 
 use harmony_core::sampling::{fast_rng, uniform_below, uniform01};
+use harmony_core::schema::{Attribute, Missing};
 use harmony_data::{DataReader, InferOptions, InvalidPolicy, infer_batches, infer_path};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -64,14 +65,23 @@ fn adult_numeric_columns_are_numeric_with_and_without_blanks() {
         let mut reader = DataReader::from_bytes("adult-blanked.csv", blanked_adult(p, seed)).unwrap();
         let inf = infer_batches(&mut reader, &InferOptions::default()).unwrap();
         assert_eq!(kinds(&inf.file), (set(&ADULT_NUMERIC), set(&ADULT_CATEGORICAL)), "p = {p}: {:#?}", inf.notes);
-        // Missing numbers: rows are skipped (said in a warning); categories get "?".
-        assert_eq!(inf.file.invalid, InvalidPolicy::Skip);
-        assert!(inf.warnings.iter().any(|w| w.contains("\"age\"") && w.contains("missing")), "{:#?}", inf.warnings);
+        // Every column has missing cells: each reports them (no row is skipped), said in a note.
+        assert_eq!(inf.file.invalid, InvalidPolicy::Error);
         for a in &inf.file.attributes {
-            if let harmony_core::schema::Attribute::Categorical { categories, .. } = a {
-                assert!(categories.contains(&"?".to_string()), "{}", a.name());
+            assert_eq!(a.missing, Missing::Report, "{}", a.name());
+            if let Attribute::Categorical { categories, .. } = &a.attribute {
+                assert!(!categories.contains(&"?".to_string()), "{}: \"?\" is a missing token", a.name());
             }
         }
+        assert!(
+            inf.notes.iter().any(|w| w.contains("\"age\"") && w.contains("missing = \"report\"")),
+            "{:#?}",
+            inf.notes
+        );
+        // The schema builds, with a presence attribute per numeric column.
+        let schema = inf.file.schema().unwrap();
+        assert_eq!(schema.len(), 16 + 6);
+        assert_eq!(schema.position("age:missing"), Some(schema.position("age").unwrap() + 1));
     }
 }
 

@@ -118,18 +118,29 @@ pub enum AttributeResult {
     Numeric {
         /// Attribute name.
         name: String,
-        /// The mean in the attribute's units.
+        /// The mean in the attribute's units (of the present values, when the attribute
+        /// reports missing values).
         #[serde(flatten)]
         mean: Est,
         /// The same on the randomizers' [-1, 1] scale.
         unit: Est,
+        /// The share of devices whose value is missing (attributes with `missing = "report"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        missing: Option<Est>,
     },
     /// Frequencies.
     Categorical {
         /// Attribute name.
         name: String,
-        /// One per label.
+        /// One per label (the last is "(missing)" when the attribute reports missing values).
         categories: Vec<CategoryResult>,
+        /// The share of devices whose value is missing (attributes with `missing = "report"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        missing: Option<Est>,
+        /// The frequencies among the devices whose value is present, one per label but
+        /// "(missing)" (attributes with `missing = "report"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        present: Option<Vec<CategoryResult>>,
     },
 }
 
@@ -152,8 +163,15 @@ pub struct FrequencyEstimate {
     pub attribute: String,
     /// The oracle.
     pub mechanism: String,
-    /// One per label.
+    /// One per label (the last is "(missing)" when the attribute reports missing values).
     pub categories: Vec<CategoryResult>,
+    /// The share of devices whose value is missing (attributes with `missing = "report"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Est>,
+    /// The frequencies among the devices whose value is present, one per label but
+    /// "(missing)" (attributes with `missing = "report"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub present: Option<Vec<CategoryResult>>,
 }
 
 /// `range`: the CDF, the ranges and the quantiles asked (default: none and 0.1, 0.5, 0.9), in
@@ -380,6 +398,7 @@ mod tests {
                     name: "age".into(),
                     mean: Est::from_core(&Estimate::new(0.0, f64::INFINITY)),
                     unit: Est::NONE,
+                    missing: None,
                 }],
             }),
         };

@@ -32,8 +32,8 @@ pub const MAX_DOMAIN: u64 = 1 << 20;
 pub const MAX_ORACLE_BITS: u64 = 1 << 28;
 
 /// The fields an attribute of each kind has.
-const NUMERIC_FIELDS: [&str; 4] = ["kind", "name", "min", "max"];
-const CATEGORICAL_FIELDS: [&str; 3] = ["kind", "name", "categories"];
+const NUMERIC_FIELDS: [&str; 5] = ["kind", "name", "min", "max", "missing"];
+const CATEGORICAL_FIELDS: [&str; 4] = ["kind", "name", "categories", "missing"];
 
 fn too_big(field: impl Into<String>, value: impl std::fmt::Display, limit: impl std::fmt::Display) -> ApiError {
     ApiError::bad(field, format!("{value}, the limit is {limit}"))

@@ -5,6 +5,7 @@ use crate::input::{Input, category};
 use harmony_core::error::{Error, Result};
 use harmony_core::frequency::{AnyAggregator, AnyOracle, AnyReport};
 use harmony_core::kinds::OracleKind;
+use harmony_core::missing::Present;
 use harmony_core::schema::{Attribute, Schema};
 use harmony_core::{Aggregator, FrequencyOracle};
 use harmony_protocol::CollectionConfig;
@@ -16,6 +17,15 @@ use rand::Rng;
 /// variance), else OLH (OUE's variance with a report of a few bytes whatever d).
 pub fn default_oracle(epsilon: f64, d: usize) -> OracleKind {
     if (d as f64) < 3.0 * epsilon.exp() + 2.0 { OracleKind::Grr } else { OracleKind::Olh }
+}
+
+/// [`default_oracle`], but OUE instead of OLH for an attribute that reports missing values
+/// (its present-value frequencies need a closed-form cross moment, which OLH lacks).
+pub fn default_oracle_for(schema: &Schema, name: &str, epsilon: f64, d: usize) -> OracleKind {
+    match default_oracle(epsilon, d) {
+        OracleKind::Olh if schema.position(name).and_then(|j| schema.missing_category(j)).is_some() => OracleKind::Oue,
+        k => k,
+    }
 }
 
 /// The attribute's index and labels, or an error naming the attribute.
@@ -33,9 +43,12 @@ fn categorical<'a>(schema: &'a Schema, name: &str) -> Result<(usize, &'a [String
 
 /// Writes out the oracle (and checks the attribute and the oracle's parameters).
 pub fn resolve(spec: &FrequencySpec, schema: &Schema, epsilon: f64) -> Result<FrequencySpec> {
-    let (_, labels) = categorical(schema, &spec.attribute)?;
-    let kind = spec.mechanism.unwrap_or_else(|| default_oracle(epsilon, labels.len()));
-    AnyOracle::new(kind, epsilon, labels.len())?;
+    let (j, labels) = categorical(schema, &spec.attribute)?;
+    let kind = spec.mechanism.unwrap_or_else(|| default_oracle_for(schema, &spec.attribute, epsilon, labels.len()));
+    let oracle = AnyOracle::new(kind, epsilon, labels.len())?;
+    if schema.missing_category(j).is_some() {
+        harmony_core::missing::check_oracle(&oracle, &spec.attribute)?;
+    }
     Ok(FrequencySpec { attribute: spec.attribute.clone(), mechanism: Some(kind) })
 }
 
@@ -47,6 +60,8 @@ pub struct FrequencyTask {
     name: String,
     labels: Vec<String>,
     oracle: AnyOracle,
+    /// The "(missing)" category, when the attribute reports missing values.
+    missing: Option<usize>,
 }
 
 impl FrequencyTask {
@@ -57,9 +72,15 @@ impl FrequencyTask {
         };
         let (attribute, labels) = categorical(config.schema()?, &spec.attribute)?;
         let (labels, name) = (labels.to_vec(), spec.attribute.clone());
-        let kind = spec.mechanism.unwrap_or_else(|| default_oracle(config.epsilon, labels.len()));
+        let schema = config.schema()?;
+        let kind =
+            spec.mechanism.unwrap_or_else(|| default_oracle_for(schema, &spec.attribute, config.epsilon, labels.len()));
         let oracle = AnyOracle::new(kind, config.epsilon, labels.len())?;
-        Ok(FrequencyTask { config, attribute, name, labels, oracle })
+        let missing = schema.missing_category(attribute).map(|m| m as usize);
+        if missing.is_some() {
+            harmony_core::missing::check_oracle(&oracle, &spec.attribute)?;
+        }
+        Ok(FrequencyTask { config, attribute, name, labels, oracle, missing })
     }
     /// The oracle.
     pub fn oracle(&self) -> &AnyOracle {
@@ -96,10 +117,27 @@ impl Task for FrequencyTask {
                 frequency: if empty { Est::NONE } else { Est::from_core(&fe.get(v)) },
             })
             .collect();
+        let (missing, present) = match self.missing {
+            Some(m) if !empty => {
+                let n = agg.count() as f64;
+                let freqs: Vec<f64> = fe.frequencies.iter().map(|f| f.clamp(0.0, 1.0)).collect();
+                let cov = |c| self.oracle.aggregate_cross_moment(&freqs, c, m).unwrap_or(f64::NAN) / n;
+                let me = harmony_core::missing::present_frequencies(&fe, m, cov);
+                let Present::Frequencies(p) = &me.present else { unreachable!("categorical") };
+                let present = (0..p.len())
+                    .map(|v| CategoryResult { label: self.labels[v].clone(), frequency: Est::from_core(&p.get(v)) })
+                    .collect();
+                (Some(Est::from_core(&me.missing)), Some(present))
+            }
+            Some(_) => (Some(Est::NONE), None),
+            None => (None, None),
+        };
         Ok(TaskEstimate::Frequency(FrequencyEstimate {
             attribute: self.name.clone(),
             mechanism: self.oracle.name().to_string(),
             categories,
+            missing,
+            present,
         }))
     }
 }

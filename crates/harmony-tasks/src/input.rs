@@ -1,7 +1,7 @@
 //! What a device holds for one collection.
 
 use harmony_core::error::{Error, Result};
-use harmony_core::schema::Value;
+use harmony_core::schema::{Schema, Value};
 use harmony_protocol::{ModelState, QueryRound};
 
 /// A device's input to a task's randomizer.
@@ -85,4 +85,19 @@ pub fn unit(record: &[Value], j: usize, name: &str) -> Result<f64> {
         Some(Value::Unit(t)) if (-1.0..=1.0).contains(t) => Ok(*t),
         other => Err(Error::input(name, other, "a numeric value mapped to [-1, 1]")),
     }
+}
+
+/// Refuses to bin numeric attribute `j` when it reports missing values (`missing = "report"`):
+/// a missing value is reported at the range's midpoint, which a bin would count as a value.
+pub fn binnable(schema: &Schema, j: usize, field: &'static str) -> Result<()> {
+    if schema.presence_of(j).is_none() {
+        return Ok(());
+    }
+    Err(Error::param(
+        field,
+        schema.attributes()[j].name(),
+        "a numeric attribute without missing = \"report\" (its missing values are reported at the midpoint, which \
+         bins would count): impute them (missing = { impute = v }) for this task; the means task estimates the \
+         present values' mean and the share missing",
+    ))
 }

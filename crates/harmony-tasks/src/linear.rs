@@ -108,7 +108,10 @@ fn domain(spec: &LinearQueriesSpec, schema: &Schema) -> Result<(Domain, Vec<Colu
             (Attribute::Categorical { .. }, Some(_)) => {
                 return Err(Error::param("task.bins", name, "bins only for numeric attributes"));
             }
-            (Attribute::Numeric { min, max, .. }, Some(&k)) if k >= 2 => (bin_labels(*min, *max, k), Some(k)),
+            (Attribute::Numeric { min, max, .. }, Some(&k)) if k >= 2 => {
+                crate::input::binnable(schema, pos, "task.attributes")?;
+                (bin_labels(*min, *max, k), Some(k))
+            }
             (Attribute::Numeric { .. }, k) => {
                 let value = Shown(format!("{name}: {}", k.map_or("missing".to_string(), |k| k.to_string())));
                 let expected = "a number of bins >= 2 for each numeric attribute".to_string();

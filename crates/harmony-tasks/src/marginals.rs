@@ -69,7 +69,9 @@ impl Layout {
         let attrs = schema.attributes();
         for (name, &b) in &spec.bins {
             match schema.position(name).map(|j| &attrs[j]) {
-                Some(Attribute::Numeric { .. }) if (2..=MAX_BINS).contains(&b) => {}
+                Some(Attribute::Numeric { .. }) if (2..=MAX_BINS).contains(&b) => {
+                    crate::input::binnable(schema, schema.position(name).unwrap_or(0), "task.bins")?
+                }
                 Some(Attribute::Numeric { .. }) => {
                     return Err(Error::param("task.bins", format!("{name} = {b}"), format!("2 to {MAX_BINS} bins")));
                 }

@@ -7,6 +7,8 @@ use crate::input::Input;
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};
 use harmony_core::randomizer::Randomizer;
+use harmony_core::estimate::{Estimate, FrequencyEstimate};
+use harmony_core::missing::{MissingEstimate, Present};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
     AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyOptions,
@@ -61,41 +63,56 @@ impl MeansTask {
     pub fn mechanism(&self) -> &RecordMechanism {
         &self.mech
     }
-    /// The estimates of a record accumulator as the document's attributes.
+    /// The estimates of a record accumulator as the document's attributes, one per schema
+    /// attribute (presence attributes included: `"age:missing"`'s frequencies are also `age`'s
+    /// `missing`).
     pub fn document(&self, agg: &RecordAggregator) -> MeansEstimate {
         let empty = agg.count() == 0;
-        let attributes = self
-            .mech
-            .schema()
-            .attributes()
-            .iter()
-            .zip(agg.estimates())
-            .map(|(a, e)| attribute_result(a, &e, empty))
+        let schema = self.mech.schema();
+        let estimates = agg.estimates();
+        let missing = agg.missing_estimates(&estimates);
+        let attributes = (0..schema.len())
+            .map(|j| attribute_result(&schema.attributes()[j], &estimates[j], missing[j].as_ref(), empty))
             .collect();
         MeansEstimate { strategy: self.mech.options().kind.name().to_string(), attributes }
     }
 }
 
-fn attribute_result(a: &Attribute, e: &AttributeEstimate, empty: bool) -> AttributeResult {
-    match (a, e) {
-        (Attribute::Numeric { name, min, max }, AttributeEstimate::Numeric(e)) => {
+/// An estimate, or none without reports.
+fn est(e: &Estimate, empty: bool) -> Est {
+    if empty { Est::NONE } else { Est::from_core(e) }
+}
+
+/// Labels with their frequencies.
+fn categories(labels: &[String], fe: &FrequencyEstimate, empty: bool) -> Vec<CategoryResult> {
+    labels.iter().enumerate().map(|(v, label)| CategoryResult { label: label.clone(), frequency: est(&fe.get(v), empty) }).collect()
+}
+
+fn attribute_result(a: &Attribute, e: &AttributeEstimate, m: Option<&MissingEstimate>, empty: bool) -> AttributeResult {
+    let missing = m.map(|m| est(&m.missing, empty));
+    match (a, e, m.map(|m| &m.present)) {
+        (Attribute::Numeric { name, min, max }, AttributeEstimate::Numeric(e), present) => {
+            let e = match present {
+                Some(Present::Mean(p)) => p,
+                _ => e,
+            };
             let units = e.affine(0.5 * (max - min), 0.5 * (max + min));
-            let (mean, unit) = if empty { (Est::NONE, Est::NONE) } else { (Est::from_core(&units), Est::from_core(e)) };
-            AttributeResult::Numeric { name: name.clone(), mean, unit }
+            AttributeResult::Numeric { name: name.clone(), mean: est(&units, empty), unit: est(e, empty), missing }
         }
-        (Attribute::Categorical { name, categories }, AttributeEstimate::Categorical(fe)) => {
-            let categories = categories
-                .iter()
-                .enumerate()
-                .map(|(v, label)| CategoryResult {
-                    label: label.clone(),
-                    frequency: if empty { Est::NONE } else { Est::from_core(&fe.get(v)) },
-                })
-                .collect();
-            AttributeResult::Categorical { name: name.clone(), categories }
+        (Attribute::Categorical { name, categories: labels }, AttributeEstimate::Categorical(fe), present) => {
+            let present = match present {
+                Some(Present::Frequencies(p)) => Some(categories(&labels[..labels.len() - 1], p, empty)),
+                _ => None,
+            };
+            AttributeResult::Categorical { name: name.clone(), categories: categories(labels, fe, empty), missing, present }
         }
         // The aggregator's estimates follow the schema's kinds (RecordAggregator::estimates).
-        (a, _) => AttributeResult::Categorical { name: a.name().to_string(), categories: Vec::new() },
+        (a, _, _) => AttributeResult::Categorical {
+            name: a.name().to_string(),
+            categories: Vec::new(),
+            missing: None,
+            present: None,
+        },
     }
 }
 

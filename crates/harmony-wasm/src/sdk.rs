@@ -5,7 +5,7 @@
 
 use harmony_client::budget::Spend;
 use harmony_client::{BudgetStore, ClientError, Device, DeviceTask, Input, Ledger, LedgerEntry, Policy, Result};
-use harmony_core::schema::{Attribute, Value};
+use harmony_core::schema::{Attribute, Role, Value};
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::spec::TaskSpec;
 use rand::rngs::ChaCha20Rng;
@@ -112,8 +112,20 @@ pub fn encode_input(config: &CollectionConfig, raw: &serde_json::Value) -> Resul
     };
     let mut record = Vec::with_capacity(schema.len());
     for (j, attribute) in schema.attributes().iter().enumerate() {
-        let name = attribute.name();
-        let v = fields.get(name).ok_or_else(|| bad_input(name, &serde_json::Value::Null, "a value (missing)"))?;
+        // A presence attribute reads its numeric attribute's field.
+        let name = match schema.role(j) {
+            Role::Presence(b) => schema.attributes()[b].name(),
+            Role::Value(_) => attribute.name(),
+        };
+        // An absent field or null is a missing value: the attribute's missing policy decides.
+        let Some(v) = fields.get(name).filter(|v| !v.is_null()) else {
+            record.push(schema.encode_cell(j, None)?);
+            continue;
+        };
+        if let Role::Presence(_) = schema.role(j) {
+            record.push(Value::Category(0));
+            continue;
+        }
         record.push(match attribute {
             Attribute::Numeric { .. } => {
                 let x = match v {

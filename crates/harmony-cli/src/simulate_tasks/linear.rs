@@ -139,7 +139,7 @@ fn synthetic(n: usize, j: usize, seed: u64) -> Result<(SchemaFile, Vec<Value>)> 
         missing_tokens: None,
         bins: Default::default(),
         units: Default::default(),
-        attributes,
+        attributes: attributes.into_iter().map(Into::into).collect(),
     };
     Ok((file, values))
 }

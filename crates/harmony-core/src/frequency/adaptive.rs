@@ -137,6 +137,9 @@ impl FrequencyOracle for Adaptive {
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         both!(self, o => o.aggregate_variance(freqs, v))
     }
+    fn aggregate_cross_moment(&self, freqs: &[f64], a: usize, b: usize) -> Option<f64> {
+        both!(self, o => o.aggregate_cross_moment(freqs, a, b))
+    }
     /// NaN for a report of the other branch.
     fn report_estimate(&self, r: &AdaptiveReport, v: usize) -> f64 {
         match (self, r) {

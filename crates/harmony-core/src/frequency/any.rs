@@ -525,6 +525,9 @@ impl FrequencyOracle for AnyOracle {
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         each_oracle!(self, o => o.aggregate_variance(freqs, v))
     }
+    fn aggregate_cross_moment(&self, freqs: &[f64], a: usize, b: usize) -> Option<f64> {
+        each_oracle!(self, o => o.aggregate_cross_moment(freqs, a, b))
+    }
     /// NaN for a report of another oracle's kind.
     fn report_estimate(&self, r: &AnyReport, v: usize) -> f64 {
         paired!(self, r, o, r => o.report_estimate(r, v), _ => f64::NAN)
@@ -647,6 +650,32 @@ mod tests {
             AnyOracle::by_name("grr", f64::NAN, 10),
             Err(Error::InvalidParameter { name: "epsilon", .. })
         ));
+    }
+
+    /// The closed-form cross moments against the mean of Y_a·Y_b over simulated reports (the
+    /// covariance of two items' estimates, which the present-value ratio needs).
+    #[test]
+    fn cross_moments_match_simulated_reports() {
+        let freqs = [0.5, 0.3, 0.2];
+        let mut rng = fast_rng(18);
+        for name in ["grr", "oue", "sue", "hadamard", "adaptive"] {
+            let o = AnyOracle::by_name(name, 1.0, 3).unwrap();
+            let n = 60_000;
+            let (mut sum, mut sum_sq) = (0.0, 0.0);
+            for i in 0..n {
+                let x = if i % 10 < 5 { 0 } else if i % 10 < 8 { 1 } else { 2 };
+                let r = o.randomize(x, &mut rng).unwrap();
+                let y = o.report_estimate(&r, 1) * o.report_estimate(&r, 2);
+                (sum, sum_sq) = (sum + y, sum_sq + y * y);
+            }
+            let mean = sum / n as f64;
+            let se = ((sum_sq / n as f64 - mean * mean) / n as f64).sqrt();
+            let want = o.aggregate_cross_moment(&freqs, 1, 2).unwrap();
+            assert!((mean - want).abs() < 5.0 * se, "{name}: simulated {mean} ± {se}, closed form {want}");
+        }
+        for name in ["bassily-smith", "olh"] {
+            assert_eq!(AnyOracle::by_name(name, 1.0, 3).unwrap().aggregate_cross_moment(&freqs, 1, 2), None);
+        }
     }
 
     #[test]

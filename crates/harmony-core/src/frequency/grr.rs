@@ -237,6 +237,12 @@ impl FrequencyOracle for Grr {
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         self.pure_params().aggregate_variance(freqs[v])
     }
+    /// A report supports one item: E\[Y_a·Y_b | x\] = (−q·P\[y = a\] − q·P\[y = b\] + q²)/(p − q)²,
+    /// i.e. −q²/(p − q)² − q(f_a + f_b)/(p − q) summed over the population.
+    fn aggregate_cross_moment(&self, freqs: &[f64], a: usize, b: usize) -> Option<f64> {
+        let (p, q) = (self.p, self.q);
+        Some(-(q * q + q * (p - q) * (freqs[a] + freqs[b])) / ((p - q) * (p - q)))
+    }
     fn report_estimate(&self, report: &GrrReport, v: usize) -> f64 {
         let s = (report.y as usize == v) as u8 as f64;
         (s - self.q) / (self.p - self.q)

@@ -133,6 +133,9 @@ impl FrequencyOracle for Hadamard {
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         self.c * self.c - freqs[v]
     }
+    fn aggregate_cross_moment(&self, _freqs: &[f64], _a: usize, _b: usize) -> Option<f64> {
+        Some(0.0)
+    }
     fn report_estimate(&self, r: &HadamardReport, v: usize) -> f64 {
         let b = if r.bit { 1.0 } else { -1.0 };
         self.c * b * hadamard_entry(r.j as u64, v as u64) as f64

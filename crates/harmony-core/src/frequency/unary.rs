@@ -389,6 +389,9 @@ impl FrequencyOracle for UnaryEncoding {
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         self.pure_params().aggregate_variance(freqs[v])
     }
+    fn aggregate_cross_moment(&self, _freqs: &[f64], _a: usize, _b: usize) -> Option<f64> {
+        Some(0.0)
+    }
     fn report_estimate(&self, report: &UnaryReport, v: usize) -> f64 {
         (report.bit(v) as u8 as f64 - self.params.q) / (self.params.p - self.params.q)
     }

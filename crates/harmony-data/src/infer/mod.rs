@@ -9,23 +9,23 @@
 //!   (1, 2, 5, 9); a note says which and how to switch;
 //! * **dates and timestamps** (ISO 8601 text, Arrow dates/timestamps) are numeric, in days or
 //!   seconds since 1970-01-01, with the unit in the schema's `[units]`;
-//! * **categorical** otherwise (booleans included), with a `?` category for missing cells;
-//!   left out above `max_categories` labels;
+//! * **categorical** otherwise (booleans included); left out above `max_categories` labels;
 //! * **bounds** are rounded outward (1-2-5 steps, calendar boundaries for dates), and a loud
 //!   warning says that bounds and labels learned from the data are not private.
 //!
-//! A numeric column with missing cells sets `invalid = "skip"` (with a note): until attributes
-//! get a missing-value policy, a row with a missing number cannot be collected.
+//! A column with missing cells gets `missing = "report"` (with a note): devices report
+//! missingness privately (the category "(missing)", or a presence attribute for a number), and
+//! the estimates give the share missing and the present values' mean or frequencies.
 
 mod bounds;
 mod stats;
 
 use crate::error::{Error, Result};
 use crate::reader::{Batches, DataReader};
-use crate::schema_file::{InvalidPolicy, MissingTokens, SchemaFile};
+use crate::schema_file::{MissingTokens, SchemaFile};
 use crate::table::{Table, TableBatches};
 use crate::temporal::{self, Unit};
-use harmony_core::schema::Attribute;
+use harmony_core::schema::{Attribute, Declared, MISSING_LABEL, Missing};
 use stats::{Stats, Typed};
 use std::path::Path;
 
@@ -210,24 +210,32 @@ fn decide(col: &str, s: &Stats, options: &InferOptions, out: &mut Inference) {
              (2·(max − min) must be finite): left out"
         ));
     }
-    out.file.attributes.push(Attribute::Numeric { name: col.to_string(), min: lo, max: hi });
+    push(out, Attribute::Numeric { name: col.to_string(), min: lo, max: hi }, missing > 0);
     out.note(
         col,
         format!("{why}; bounds [{lo}, {hi}] (data [{}, {}] rounded outward to multiples of {step})", s.min, s.max),
     );
     if missing > 0 {
-        skip_missing(col, s, out);
+        report_missing(col, s, out);
     }
 }
 
-/// A numeric column with missing cells: rows missing it are skipped, for now.
-fn skip_missing(col: &str, s: &Stats, out: &mut Inference) {
-    out.file.invalid = InvalidPolicy::Skip;
-    out.warn(format!(
-        "column \"{col}\": {}; until attributes get a missing-value policy, rows missing a number are skipped \
-         (invalid = \"skip\")",
-        missing_summary(s)
-    ));
+/// Adds an attribute, with `missing = "report"` when the column has missing cells.
+fn push(out: &mut Inference, attribute: Attribute, has_missing: bool) {
+    let missing = if has_missing { Missing::Report } else { Missing::Error };
+    out.file.attributes.push(Declared { attribute, missing });
+}
+
+/// A numeric column with missing cells: `missing = "report"` (a presence attribute).
+fn report_missing(col: &str, s: &Stats, out: &mut Inference) {
+    out.note(
+        col,
+        format!(
+            "{} → missing = \"report\": devices report missingness privately (presence attribute \"{col}:missing\"); \
+             estimates give the share missing and the present values' mean",
+            missing_summary(s)
+        ),
+    );
 }
 
 fn decide_time(col: &str, s: &Stats, unit: Unit, out: &mut Inference) {
@@ -237,7 +245,7 @@ fn decide_time(col: &str, s: &Stats, unit: Unit, out: &mut Inference) {
         return out.warn(format!("column \"{col}\": constant ({}): left out", show(min)));
     }
     let (lo, hi, how) = temporal::outward(min, max, unit);
-    out.file.attributes.push(Attribute::Numeric { name: col.to_string(), min: lo, max: hi });
+    push(out, Attribute::Numeric { name: col.to_string(), min: lo, max: hi }, s.present() < s.rows);
     out.file.units.insert(col.to_string(), unit);
     let what = if unit == Unit::Days { "dates" } else { "timestamps" };
     out.note(
@@ -252,7 +260,7 @@ fn decide_time(col: &str, s: &Stats, unit: Unit, out: &mut Inference) {
         ),
     );
     if s.present() < s.rows {
-        skip_missing(col, s, out);
+        report_missing(col, s, out);
     }
 }
 
@@ -297,18 +305,18 @@ fn decide_categorical(col: &str, s: &Stats, options: &InferOptions, out: &mut In
     push_categorical(col, s, labels, why.to_string(), out);
 }
 
-/// Adds a categorical attribute (with `?` for missing cells) unless it has a single label.
-fn push_categorical(col: &str, s: &Stats, mut labels: Vec<String>, why: String, out: &mut Inference) {
+/// Adds a categorical attribute (`missing = "report"` for missing cells: category
+/// "(missing)") unless it has a single label.
+fn push_categorical(col: &str, s: &Stats, labels: Vec<String>, why: String, out: &mut Inference) {
     let missing = s.rows - s.present();
     let mut why = format!("{why}, {} labels", labels.len());
-    if missing > 0 && !labels.iter().any(|l| l == "?") {
-        labels.insert(0, "?".to_string());
-        why.push_str(&format!("; {} → category \"?\"", missing_summary(s)));
+    if missing > 0 {
+        why.push_str(&format!("; {} → missing = \"report\" (category \"{MISSING_LABEL}\")", missing_summary(s)));
     }
-    if labels.len() < 2 {
+    if labels.len() + usize::from(missing > 0) < 2 {
         return out.warn(format!("column \"{col}\": a single label (\"{}\"): left out", labels[0]));
     }
-    out.file.attributes.push(Attribute::Categorical { name: col.to_string(), categories: labels });
+    push(out, Attribute::Categorical { name: col.to_string(), categories: labels }, missing > 0);
     out.note(col, why);
 }
 
