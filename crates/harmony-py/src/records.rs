@@ -6,7 +6,7 @@
 use crate::errors::{OrPy, input_error, param_error};
 use harmony_core::estimate::Estimate;
 use harmony_core::kinds::{OracleKind, RecordNumeric};
-use harmony_core::schema::{Attribute, Schema, Value};
+use harmony_core::schema::{Attribute, Declared, Schema, Value};
 use harmony_core::strategy::{AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, StrategyKind};
 use harmony_protocol::CreateCollection;
 use harmony_protocol::estimates::{EstimateDocument, Query};
@@ -36,7 +36,7 @@ struct SchemaFile {
     invalid: Invalid,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     bins: BTreeMap<String, usize>,
-    attributes: Vec<Attribute>,
+    attributes: Vec<Declared>,
 }
 
 /// What to do with a value outside the schema (applied by the Python side when encoding).
@@ -58,7 +58,16 @@ pub struct NativeSchema {
 
 impl NativeSchema {
     fn from_file(file: SchemaFile) -> PyResult<Self> {
-        let schema = Schema::new(file.attributes.clone()).or_py()?;
+        // The Python side encodes one column per declared attribute: missing-value policies
+        // (presence attributes, imputation) are not carried through it yet.
+        if let Some(d) = file.attributes.iter().find(|d| !d.missing.is_error()) {
+            return Err(input_error(
+                &format!("{}.missing", d.name()),
+                format!("\"{}\"", d.missing.name()),
+                "\"error\" (the Python binding does not take missing-value policies yet: use the CLI, the server or the browser SDK)",
+            ));
+        }
+        let schema = Schema::with_missing(file.attributes.clone()).or_py()?;
         Ok(NativeSchema { file, schema })
     }
 }
