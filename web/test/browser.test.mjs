@@ -3,9 +3,12 @@
 //       bit-identical in wasm (the vectors-only test bundle, target/wasm-vectors/);
 //   (b) the device policy's refusals have the Rust client's messages;
 //   (c) speed: randomize + encode one Adult record, median per call over batches;
+//   (e) missing values: a schema with missing policies; null or absent fields are reported;
 //   (d) end to end: `harmony serve` (SQLite in a temp dir, loopback), 100 devices contribute
 //       through HarmonyDevice in the page (one 503 + Retry-After and one lost ack on the way),
-//       the server counts 100 reports.
+//       the server counts 100 reports;
+//   (e) missing values: a schema with missing policies; null or absent fields are reported as
+//       missing, the estimates carry the missing shares.
 // Run: web/build.sh && web/build.sh --vectors && (cd web && npm ci && npm test). HARMONY_BIN
 // names the harmony binary (else target/release/harmony, else target/debug/harmony).
 // Screenshots: target/browser/. Every wait is bounded; everything started here is stopped.
@@ -218,4 +221,39 @@ test('(d) 100 devices contribute through the SDK; a retry is counted once', asyn
   const est = await api('GET', `/v1/collections/${created.id}/estimates`);
   console.log(`end to end: ${est.reports} reports on the server from ${DEVICES} devices (${duplicates} duplicate resend counted once)`);
   assert.equal(est.reports, DEVICES);
+});
+
+test('(e) missing values: null or absent fields are reported as missing where the schema says so', async () => {
+  const schema = [
+    { kind: 'numeric', name: 'age', min: 10, max: 90, missing: 'report' },
+    { kind: 'categorical', name: 'workclass', categories: ['Private', 'Self-emp', 'Gov'], missing: 'report' },
+    { kind: 'numeric', name: 'hours', min: 0, max: 100, missing: { impute: 40 } },
+  ];
+  const created = await api('POST', '/v1/collections',
+    { schema, epsilon: 2, task: { kind: 'means', strategy: 'split' } });
+  const n = 40;
+  // Every fourth device misses age (null), every fifth misses workclass (absent), hours never given.
+  const records = Array.from({ length: n }, (_, i) => ({
+    age: i % 4 === 0 ? null : 20 + i,
+    ...(i % 5 === 0 ? {} : { workclass: ['Private', 'Self-emp', 'Gov'][i % 3] }),
+  }));
+  const out = await page.evaluate(async ({ id, records }) => {
+    const { HarmonyDevice, memoryStorage } = window.sdk;
+    const acks = [];
+    for (const r of records) {
+      const d = new HarmonyDevice({ policy: { max_epsilon: 4, budget: '8/1' }, storage: memoryStorage() });
+      acks.push(await d.contribute(id, r));
+    }
+    return acks.reduce((s, a) => s + a.accepted, 0);
+  }, { id: created.id, records });
+  assert.equal(out, n);
+  const est = await api('GET', `/v1/collections/${created.id}/estimates`);
+  assert.equal(est.reports, n);
+  const byName = Object.fromEntries(est.attributes.map((a) => [a.name, a]));
+  assert.ok(byName.age.missing, 'age carries its missing share');
+  assert.ok(byName['age:missing'], 'the presence attribute is listed');
+  assert.deepEqual(byName.workclass.categories.map((c) => c.label), ['Private', 'Self-emp', 'Gov', '(missing)']);
+  assert.equal(byName.workclass.present.length, 3);
+  assert.equal(byName.hours.missing, undefined, 'imputed: no missing share');
+  console.log(`missing values: ${n} devices, age missing share ${byName.age.missing.estimate.toFixed(3)} (truth 0.25)`);
 });

@@ -75,6 +75,35 @@ pub struct Loaded {
 /// without one, against a schema inferred in a first pass over the data (standard input is
 /// then read into memory once for the two passes).
 pub fn load(path: &Path, schema: Option<SchemaFile>, options: &InferOptions) -> Result<Loaded> {
+    let (file, encoded, inference, format) = load_with(path, schema, options, encode_rows)?;
+    Ok(Loaded { file, encoded, inference, format })
+}
+
+/// A table read and encoded by attribute (one column per schema attribute).
+pub struct LoadedColumns {
+    /// The schema file (given, or inferred).
+    pub file: SchemaFile,
+    /// The encoded columns.
+    pub columns: Columns,
+    /// The inference, when no schema was given.
+    pub inference: Option<Inference>,
+}
+
+/// [`load`], by attribute ([`encode_batches`]): what a columnar simulation holds (8 bytes per
+/// number, 4 per category), never a `Value` per cell.
+pub fn load_columns(path: &Path, schema: Option<SchemaFile>, options: &InferOptions) -> Result<LoadedColumns> {
+    let (file, columns, inference, _) = load_with(path, schema, options, encode_batches)?;
+    Ok(LoadedColumns { file, columns, inference })
+}
+
+type Encoder<T> = fn(&mut dyn Batches, &harmony_core::schema::Schema, &EncodeOptions) -> Result<T>;
+
+fn load_with<T>(
+    path: &Path,
+    schema: Option<SchemaFile>,
+    options: &InferOptions,
+    encode: Encoder<T>,
+) -> Result<(SchemaFile, T, Option<Inference>, Format)> {
     let stdin_bytes = if schema.is_none() && path == Path::new("-") {
         let mut all = Vec::new();
         std::io::Read::read_to_end(&mut std::io::stdin(), &mut all)
@@ -98,6 +127,6 @@ pub fn load(path: &Path, schema: Option<SchemaFile>, options: &InferOptions) -> 
     };
     let mut reader = open()?;
     let format = reader.format();
-    let encoded = encode_rows(&mut reader, &file.schema()?, &file.encode_options())?;
-    Ok(Loaded { file, encoded, inference, format })
+    let encoded = encode(&mut reader, &file.schema()?, &file.encode_options())?;
+    Ok((file, encoded, inference, format))
 }

@@ -74,6 +74,9 @@ pub const REPORT_KINDS: [WireKind; 3] = [HrReport::KIND, GaussianReport::KIND, Q
 struct Column {
     pos: usize,
     bins: Option<usize>,
+    /// The presence attribute of a numeric attribute reporting missing values (its value after
+    /// the bins is "(missing)").
+    presence: Option<usize>,
 }
 
 /// Labels of k equal-width bins over [min, max]: `[lo, hi)`, the last one closed (as `harmony
@@ -109,8 +112,12 @@ fn domain(spec: &LinearQueriesSpec, schema: &Schema) -> Result<(Domain, Vec<Colu
                 return Err(Error::param("task.bins", name, "bins only for numeric attributes"));
             }
             (Attribute::Numeric { min, max, .. }, Some(&k)) if k >= 2 => {
-                crate::input::binnable(schema, pos, "task.attributes")?;
-                (bin_labels(*min, *max, k), Some(k))
+                let mut labels = bin_labels(*min, *max, k);
+                // Reporting missing values: one more value after the bins.
+                if schema.presence_of(pos).is_some() {
+                    labels.push(harmony_core::schema::MISSING_LABEL.to_string());
+                }
+                (labels, Some(k))
             }
             (Attribute::Numeric { .. }, k) => {
                 let value = Shown(format!("{name}: {}", k.map_or("missing".to_string(), |k| k.to_string())));
@@ -119,7 +126,7 @@ fn domain(spec: &LinearQueriesSpec, schema: &Schema) -> Result<(Domain, Vec<Colu
             }
         };
         attrs.push(DomainAttribute { name: name.clone(), labels });
-        cols.push(Column { pos, bins });
+        cols.push(Column { pos, bins, presence: schema.presence_of(pos) });
     }
     if let Some(name) = spec.bins.keys().find(|n| !spec.attributes.contains(n)) {
         return Err(Error::param("task.bins", name, "bins only for numeric attributes in task.attributes"));
@@ -328,9 +335,10 @@ impl LinearTask {
         let mut v = 0;
         for (a, col) in self.domain.attributes().iter().zip(&self.columns) {
             let k = a.labels.len();
-            let c = match col.bins {
-                None => category(record, col.pos, k, &a.name)?,
-                Some(_) => bin_of_unit(unit(record, col.pos, &a.name)?, k).unwrap_or(k - 1),
+            let c = match (col.bins, col.presence) {
+                (None, _) => category(record, col.pos, k, &a.name)?,
+                (Some(b), Some(p)) if record.get(p) == Some(&harmony_core::schema::Value::Category(1)) => b,
+                (Some(b), _) => bin_of_unit(unit(record, col.pos, &a.name)?, b).unwrap_or(b - 1),
             };
             v = v * k + c;
         }

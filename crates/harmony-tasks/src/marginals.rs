@@ -60,6 +60,9 @@ struct Layout {
     cards: Vec<usize>,
     labels: Vec<Vec<String>>,
     numeric: Vec<bool>,
+    /// Per attribute: its presence attribute (a numeric attribute reporting missing values,
+    /// whose last cell is "(missing)").
+    presence: Vec<Option<usize>>,
 }
 
 impl Layout {
@@ -69,9 +72,7 @@ impl Layout {
         let attrs = schema.attributes();
         for (name, &b) in &spec.bins {
             match schema.position(name).map(|j| &attrs[j]) {
-                Some(Attribute::Numeric { .. }) if (2..=MAX_BINS).contains(&b) => {
-                    crate::input::binnable(schema, schema.position(name).unwrap_or(0), "task.bins")?
-                }
+                Some(Attribute::Numeric { .. }) if (2..=MAX_BINS).contains(&b) => {}
                 Some(Attribute::Numeric { .. }) => {
                     return Err(Error::param("task.bins", format!("{name} = {b}"), format!("2 to {MAX_BINS} bins")));
                 }
@@ -89,7 +90,8 @@ impl Layout {
         if names.len() < 2 || names.len() > 128 {
             return Err(Error::param("task.attributes", &names, "2 to 128 categorical or binned numeric attributes"));
         }
-        let mut layout = Layout { positions: vec![], names: vec![], cards: vec![], labels: vec![], numeric: vec![] };
+        let mut layout =
+            Layout { positions: vec![], names: vec![], cards: vec![], labels: vec![], numeric: vec![], presence: vec![] };
         for name in &names {
             let j = schema
                 .position(name)
@@ -104,9 +106,16 @@ impl Layout {
                         Error::param("task.bins", name, format!("a number of bins for the numeric attribute {name}"))
                     })?;
                     let w = (max - min) / b as f64;
-                    (0..b).map(|t| format!("[{}, {})", min + t as f64 * w, min + (t + 1) as f64 * w)).collect()
+                    let mut labels: Vec<String> =
+                        (0..b).map(|t| format!("[{}, {})", min + t as f64 * w, min + (t + 1) as f64 * w)).collect();
+                    // Reporting missing values: one more cell after the bins.
+                    if schema.presence_of(j).is_some() {
+                        labels.push(harmony_core::schema::MISSING_LABEL.to_string());
+                    }
+                    labels
                 }
             };
+            layout.presence.push(schema.presence_of(j));
             layout.positions.push(j);
             layout.names.push(name.clone());
             layout.cards.push(labels.len());
@@ -123,10 +132,13 @@ impl Layout {
             .enumerate()
             .map(|(i, &j)| {
                 let c = self.cards[i];
+                let missing = self.presence[i].map(|p| record.get(p) == Some(&Value::Category(1)));
+                let bins = c - usize::from(missing.is_some());
                 match (record.get(j), self.numeric[i]) {
                     (Some(Value::Category(v)), false) if (*v as usize) < c => Ok(*v),
+                    (Some(Value::Unit(_)), true) if missing == Some(true) => Ok(bins as u32),
                     (Some(Value::Unit(u)), true) if (-1.0..=1.0).contains(u) => {
-                        Ok((((u + 1.0) / 2.0 * c as f64).floor() as usize).min(c - 1) as u32)
+                        Ok((((u + 1.0) / 2.0 * bins as f64).floor() as usize).min(bins - 1) as u32)
                     }
                     (other, numeric) => Err(Error::input(
                         self.names[i].as_str(),

@@ -11,6 +11,7 @@ use crate::erased::{Task, TaskAggregator};
 use crate::input::Input;
 use harmony_core::error::{Error, Result};
 use harmony_core::sampling::stream_seed;
+use harmony_core::schema::ColumnValues;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
@@ -81,6 +82,44 @@ pub fn run(task: &dyn Task, inputs: &[Input<'_>], seed: u64) -> Result<Box<dyn T
     #[cfg(not(feature = "parallel"))]
     let parts: Vec<Result<Box<dyn TaskAggregator>>> =
         inputs.chunks(CHUNK).enumerate().map(|(c, chunk)| task.simulate(chunk, seed, (c * CHUNK) as u64)).collect();
+    let mut total = task.aggregator();
+    for p in parts {
+        total.merge(p?.as_ref())?;
+    }
+    Ok(total)
+}
+
+/// [`run`] over a population held by attribute (one column per schema attribute, as
+/// `harmony-data` encodes a table): each chunk of [`CHUNK`] rows is laid out row-major only while
+/// it is simulated, so the population is never held as `Value`s. Device i is row i, so the
+/// draws, and the accumulator, are [`run`]'s on the same rows. Mergeable tasks only (an error
+/// otherwise: run those over rows).
+pub fn run_columns(task: &dyn Task, columns: &[ColumnValues], seed: u64) -> Result<Box<dyn TaskAggregator>> {
+    if !task.mergeable() {
+        return Err(Error::param("task", task.kind().name(), "a task whose accumulators merge (columnar simulation)"));
+    }
+    let n = columns.first().map_or(0, ColumnValues::len);
+    if let Some(c) = columns.iter().find(|c| c.len() != n) {
+        return Err(Error::input("columns", format!("{} rows", c.len()), format!("{n} rows in every column")));
+    }
+    let chunk = |c: usize| -> Result<Box<dyn TaskAggregator>> {
+        let rows = c * CHUNK..((c + 1) * CHUNK).min(n);
+        let d = columns.len().max(1);
+        let mut values = Vec::with_capacity(rows.len() * d);
+        for i in rows.clone() {
+            values.extend(columns.iter().map(|col| col.get(i)));
+        }
+        let inputs: Vec<Input> = values.chunks_exact(d).map(Input::Record).collect();
+        task.simulate(&inputs, seed, rows.start as u64)
+    };
+    let chunks = n.div_ceil(CHUNK);
+    #[cfg(feature = "parallel")]
+    let parts: Vec<Result<Box<dyn TaskAggregator>>> = {
+        use rayon::prelude::*;
+        (0..chunks).into_par_iter().map(chunk).collect()
+    };
+    #[cfg(not(feature = "parallel"))]
+    let parts: Vec<Result<Box<dyn TaskAggregator>>> = (0..chunks).map(chunk).collect();
     let mut total = task.aggregator();
     for p in parts {
         total.merge(p?.as_ref())?;

@@ -238,10 +238,11 @@ fn olh_is_refused_for_an_attribute_reporting_missing_values() {
     assert_eq!(f.mechanism, Some(harmony_core::kinds::OracleKind::Oue));
 }
 
-/// Binning a numeric attribute that reports missing values would count them at the midpoint:
-/// range and marginals refuse it, naming the attribute and the way out.
+/// Range and quantiles over a numeric attribute that reports missing values are refused (its
+/// missing values sit at the midpoint, which a bin would count), naming the attribute and the
+/// way out.
 #[test]
-fn tasks_that_bin_refuse_a_numeric_attribute_reporting_missing_values() {
+fn range_refuses_a_numeric_attribute_reporting_missing_values() {
     let (schema, _) = population(0.10, 18);
     let range = harmony_protocol::spec::RangeSpec {
         attribute: "age".into(),
@@ -249,14 +250,45 @@ fn tasks_that_bin_refuse_a_numeric_attribute_reporting_missing_values() {
         method: harmony_protocol::spec::RangeMethod::Flat,
         branching: None,
     };
-    let req = CreateCollection { schema: Some(schema.clone()), epsilon: 2.0, task: TaskSpec::Range(range) };
+    let req = CreateCollection { schema: Some(schema), epsilon: 2.0, task: TaskSpec::Range(range) };
     let e = harmony_tasks::resolve(&req, "r").unwrap_err().to_string();
     assert!(e.contains("age") && e.contains("missing = \"report\"") && e.contains("impute"), "{e}");
-    let marginals: harmony_protocol::spec::MarginalsSpec =
-        serde_json::from_value(serde_json::json!({"attributes": ["age", "sex"], "bins": {"age": 8}})).unwrap();
-    let req = CreateCollection { schema: Some(schema), epsilon: 2.0, task: TaskSpec::Marginals(marginals) };
-    let e = harmony_tasks::resolve(&req, "m").unwrap_err().to_string();
-    assert!(e.contains("age") && e.contains("missing = \"report\""), "{e}");
+}
+
+/// Marginals bin such an attribute with one more cell, "(missing)": the 2-way marginal of age
+/// (8 bins) and sex has 9 × 3 cells, and its unbiased cells (direct method) match the data's
+/// shares, missing ones included.
+#[test]
+fn marginals_count_missing_values_in_their_own_cell() {
+    let (schema, values) = population(0.10, 18);
+    let spec: harmony_protocol::spec::MarginalsSpec = serde_json::from_value(
+        serde_json::json!({"attributes": ["age", "sex"], "bins": {"age": 8}, "ways": [2], "method": "direct"}),
+    )
+    .unwrap();
+    let req = CreateCollection { schema: Some(schema.clone()), epsilon: 4.0, task: TaskSpec::Marginals(spec) };
+    let task = harmony_tasks::build(&harmony_tasks::resolve(&req, "m").unwrap()).unwrap();
+    let d = schema.len();
+    let (age, presence, sex) = (schema.position("age").unwrap(), schema.position("age:missing").unwrap(), schema.position("sex").unwrap());
+    let mut truth = vec![0.0; 27];
+    for r in values.chunks(d) {
+        let a = match (r[presence], r[age]) {
+            (Value::Category(1), _) => 8,
+            (_, Value::Unit(t)) => (((t + 1.0) / 2.0 * 8.0).floor() as usize).min(7),
+            _ => unreachable!(),
+        };
+        let Value::Category(s) = r[sex] else { unreachable!() };
+        truth[a * 3 + s as usize] += 1.0 / 48842.0;
+    }
+    let inputs: Vec<Input> = values.chunks(d).map(Input::Record).collect();
+    let agg = harmony_tasks::simulate::run(task.as_ref(), &inputs, 7).unwrap();
+    let TaskEstimate::Marginals(m) = task.estimate(agg.as_ref(), &Query::default()).unwrap() else { unreachable!() };
+    let marginal = &m.marginals[0];
+    assert_eq!(marginal.labels[0].last().map(String::as_str), Some("(missing)"));
+    assert_eq!(marginal.cells.len(), 27);
+    for (c, (e, t)) in marginal.cells.iter().zip(&truth).enumerate() {
+        let (x, se) = (e.estimate.unwrap(), e.std_error.unwrap());
+        assert!((x - t).abs() < Z * se, "cell {c}: {x} ± {se}, truth {t}");
+    }
 }
 
 #[test]
