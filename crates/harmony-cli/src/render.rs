@@ -5,8 +5,8 @@ use anyhow::Result;
 use harmony_analytics::range::cumulative;
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_protocol::estimates::{
-    AttributeResult, CategoryResult, Est, EstimateDocument, HeavyHittersEstimate, LinearEstimate, MarginalsEstimate, RangeEstimate,
-    TaskEstimate,
+    AttributeResult, CategoryResult, Est, EstimateDocument, HeavyHittersEstimate, LinearEstimate, MarginalsEstimate,
+    RangeEstimate, TaskEstimate,
 };
 use harmony_tasks::Input;
 use harmony_tasks::linear::LinearTask;

@@ -87,7 +87,18 @@ fn served_estimates_equal_simulated_ones_with_missing_values() {
         create.extend_from_slice(&["--epsilon", "4"]);
         create.extend_from_slice(task);
         let id = harmony(&create).trim().to_string();
-        harmony(&["submit", "--server", url, "--collection", &id, "--data", data, "--simulate-devices", "--seed", "17"]);
+        harmony(&[
+            "submit",
+            "--server",
+            url,
+            "--collection",
+            &id,
+            "--data",
+            data,
+            "--simulate-devices",
+            "--seed",
+            "17",
+        ]);
         let query = ["query", "--server", url, "--token", "tok", "--collection", &id, "--format", "json"];
         let mut served: Value = serde_json::from_str(&harmony(&query)).unwrap();
         let mut expected = simulated["results"][0]["estimates"].clone();

@@ -41,7 +41,9 @@ pub fn check_oracle(oracle: &AnyOracle, name: &str) -> Result<()> {
     Err(Error::param(
         "categorical mechanism",
         format!("{} for {name}", oracle.name()),
-        format!("one of {RATIO_ORACLES}: {name} reports missing values, and the variance of its present values' frequencies needs the oracle's cross moment"),
+        format!(
+            "one of {RATIO_ORACLES}: {name} reports missing values, and the variance of its present values' frequencies needs the oracle's cross moment"
+        ),
     ))
 }
 

@@ -256,7 +256,11 @@ impl Schema {
                 return Err(Error::param("attribute name", format!("attribute {i}: \"\""), "a non-empty name"));
             }
             if index.insert(a.name().to_string(), i).is_some() {
-                return Err(Error::param("attribute name", a.name(), "unique names (a numeric attribute with missing = \"report\" adds \"<name>:missing\")"));
+                return Err(Error::param(
+                    "attribute name",
+                    a.name(),
+                    "unique names (a numeric attribute with missing = \"report\" adds \"<name>:missing\")",
+                ));
             }
             labels.push(check_attribute(a)?);
         }
@@ -397,9 +401,8 @@ fn check_attribute(a: &Attribute) -> Result<HashMap<String, u32>> {
     let mut map = HashMap::new();
     match a {
         Attribute::Numeric { name, min, max } => {
-            Range::new(*min, *max).map_err(|_| {
-                Error::param("attribute range", format!("{name}: [{min}, {max}]"), "finite min < max")
-            })?;
+            Range::new(*min, *max)
+                .map_err(|_| Error::param("attribute range", format!("{name}: [{min}, {max}]"), "finite min < max"))?;
         }
         Attribute::Categorical { name, categories } => {
             if categories.len() < 2 {
@@ -500,7 +503,10 @@ mod tests {
         assert!(!back.contains("age:missing") && !back.contains("(missing)") && back.matches("missing").count() == 3);
         assert_eq!(serde_json::from_str::<Schema>(&back).unwrap(), s);
         // A schema without policies serializes as before.
-        assert_eq!(serde_json::to_value(schema()).unwrap()[0], serde_json::json!({"kind":"numeric","name":"age","min":17.0,"max":90.0}));
+        assert_eq!(
+            serde_json::to_value(schema()).unwrap()[0],
+            serde_json::json!({"kind":"numeric","name":"age","min":17.0,"max":90.0})
+        );
         // Bad imputed values and clashes name the attribute.
         let bad = r#"[{"kind":"numeric","name":"a","min":0,"max":1,"missing":{"impute":2}}]"#;
         let e = serde_json::from_str::<Schema>(bad).unwrap_err().to_string();

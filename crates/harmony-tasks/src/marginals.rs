@@ -90,8 +90,14 @@ impl Layout {
         if names.len() < 2 || names.len() > 128 {
             return Err(Error::param("task.attributes", &names, "2 to 128 categorical or binned numeric attributes"));
         }
-        let mut layout =
-            Layout { positions: vec![], names: vec![], cards: vec![], labels: vec![], numeric: vec![], presence: vec![] };
+        let mut layout = Layout {
+            positions: vec![],
+            names: vec![],
+            cards: vec![],
+            labels: vec![],
+            numeric: vec![],
+            presence: vec![],
+        };
         for name in &names {
             let j = schema
                 .position(name)

@@ -6,9 +6,9 @@ use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::Input;
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};
-use harmony_core::randomizer::Randomizer;
 use harmony_core::estimate::{Estimate, FrequencyEstimate};
 use harmony_core::missing::{MissingEstimate, Present};
+use harmony_core::randomizer::Randomizer;
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
     AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyOptions,
@@ -85,7 +85,11 @@ fn est(e: &Estimate, empty: bool) -> Est {
 
 /// Labels with their frequencies.
 fn categories(labels: &[String], fe: &FrequencyEstimate, empty: bool) -> Vec<CategoryResult> {
-    labels.iter().enumerate().map(|(v, label)| CategoryResult { label: label.clone(), frequency: est(&fe.get(v), empty) }).collect()
+    labels
+        .iter()
+        .enumerate()
+        .map(|(v, label)| CategoryResult { label: label.clone(), frequency: est(&fe.get(v), empty) })
+        .collect()
 }
 
 fn attribute_result(a: &Attribute, e: &AttributeEstimate, m: Option<&MissingEstimate>, empty: bool) -> AttributeResult {
@@ -104,7 +108,12 @@ fn attribute_result(a: &Attribute, e: &AttributeEstimate, m: Option<&MissingEsti
                 Some(Present::Frequencies(p)) => Some(categories(&labels[..labels.len() - 1], p, empty)),
                 _ => None,
             };
-            AttributeResult::Categorical { name: name.clone(), categories: categories(labels, fe, empty), missing, present }
+            AttributeResult::Categorical {
+                name: name.clone(),
+                categories: categories(labels, fe, empty),
+                missing,
+                present,
+            }
         }
         // The aggregator's estimates follow the schema's kinds (RecordAggregator::estimates).
         (a, _, _) => AttributeResult::Categorical {
@@ -179,11 +188,15 @@ mod tests {
     fn columns_equal_rows() {
         let n = 3 * simulate::CHUNK + 17;
         let rows: Vec<Value> = (0..n)
-            .flat_map(|i| [Value::Unit((i % 21) as f64 / 10.0 - 1.0), Value::Category((i % 5) as u32), Value::Unit(0.5)])
+            .flat_map(|i| {
+                [Value::Unit((i % 21) as f64 / 10.0 - 1.0), Value::Category((i % 5) as u32), Value::Unit(0.5)]
+            })
             .collect();
         let inputs: Vec<Input> = rows.chunks(3).map(Input::Record).collect();
         let columns = vec![
-            harmony_core::schema::ColumnValues::Unit(rows.iter().step_by(3).map(|v| if let Value::Unit(t) = v { *t } else { 0.0 }).collect()),
+            harmony_core::schema::ColumnValues::Unit(
+                rows.iter().step_by(3).map(|v| if let Value::Unit(t) = v { *t } else { 0.0 }).collect(),
+            ),
             harmony_core::schema::ColumnValues::Category((0..n).map(|i| (i % 5) as u32).collect()),
             harmony_core::schema::ColumnValues::Unit(vec![0.5; n]),
         ];

@@ -59,7 +59,9 @@ fn numeric(schema: &Schema, name: &str) -> Result<(usize, [f64; 2])> {
         .position(name)
         .ok_or_else(|| Error::param("task.attribute", name, "the name of one of the schema's attributes"))?;
     match &schema.attributes()[j] {
-        Attribute::Numeric { min, max, .. } => crate::input::binnable(schema, j, "task.attribute").map(|_| (j, [*min, *max])),
+        Attribute::Numeric { min, max, .. } => {
+            crate::input::binnable(schema, j, "task.attribute").map(|_| (j, [*min, *max]))
+        }
         Attribute::Categorical { .. } => {
             Err(Error::param("task.attribute", name, "a numeric attribute (ranges and quantiles need an ordered one)"))
         }

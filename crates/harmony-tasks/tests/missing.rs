@@ -148,7 +148,12 @@ impl Tally {
         }
         if std::env::var("MISSING_CELLS").is_ok() {
             for (i, (sq, pred)) in self.cell_sq.iter().enumerate() {
-                println!("  cell {i} {}: MSE/predicted {:.3}, mean z {:.3}", cells[i].kind, sq / pred, self.z[i] / runs as f64);
+                println!(
+                    "  cell {i} {}: MSE/predicted {:.3}, mean z {:.3}",
+                    cells[i].kind,
+                    sq / pred,
+                    self.z[i] / runs as f64
+                );
             }
         }
         for (kind, (sq, pred)) in &self.kinds {
@@ -197,7 +202,9 @@ fn check_frequency(p: f64, seed: u64, runs: usize, calibration: bool) {
     let n: f64 = counts.iter().sum();
     let mut cells = vec![Cell { kind: "missing share", truth: counts[m] / n }];
     cells.extend(
-        (0..counts.len()).filter(|&c| c != m).map(|c| Cell { kind: "present frequency", truth: counts[c] / (n - counts[m]) }),
+        (0..counts.len())
+            .filter(|&c| c != m)
+            .map(|c| Cell { kind: "present frequency", truth: counts[c] / (n - counts[m]) }),
     );
     let inputs: Vec<Input> = values.chunks(d).map(Input::Record).collect();
     for mechanism in [harmony_core::kinds::OracleKind::Grr, harmony_core::kinds::OracleKind::Oue] {
@@ -268,7 +275,8 @@ fn marginals_count_missing_values_in_their_own_cell() {
     let req = CreateCollection { schema: Some(schema.clone()), epsilon: 4.0, task: TaskSpec::Marginals(spec) };
     let task = harmony_tasks::build(&harmony_tasks::resolve(&req, "m").unwrap()).unwrap();
     let d = schema.len();
-    let (age, presence, sex) = (schema.position("age").unwrap(), schema.position("age:missing").unwrap(), schema.position("sex").unwrap());
+    let (age, presence, sex) =
+        (schema.position("age").unwrap(), schema.position("age:missing").unwrap(), schema.position("sex").unwrap());
     let mut truth = vec![0.0; 27];
     for r in values.chunks(d) {
         let a = match (r[presence], r[age]) {
@@ -300,4 +308,3 @@ fn heavy_missing_values_are_unbiased_and_calibrated() {
         check_frequency(p, seed, 200, true);
     }
 }
-

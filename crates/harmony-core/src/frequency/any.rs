@@ -663,7 +663,13 @@ mod tests {
             let n = 60_000;
             let (mut sum, mut sum_sq) = (0.0, 0.0);
             for i in 0..n {
-                let x = if i % 10 < 5 { 0 } else if i % 10 < 8 { 1 } else { 2 };
+                let x = if i % 10 < 5 {
+                    0
+                } else if i % 10 < 8 {
+                    1
+                } else {
+                    2
+                };
                 let r = o.randomize(x, &mut rng).unwrap();
                 let y = o.report_estimate(&r, 1) * o.report_estimate(&r, 2);
                 (sum, sum_sq) = (sum + y, sum_sq + y * y);
