@@ -289,13 +289,7 @@ pub fn load_inputs(
     schema: &Option<PathBuf>,
     max_categories: usize,
 ) -> Result<(String, SchemaFile, data::Encoded)> {
-    let (data_path, schema_path) = match (data, schema) {
-        (None, None) => (data::bundled("data/adult.csv"), Some(data::bundled("examples/adult.toml"))),
-        (None, Some(s)) => (data::bundled("data/adult.csv"), Some(s.clone())),
-        (Some(d), s) => (d.clone(), s.clone()),
-    };
-    let file = schema_path.map(|p| SchemaFile::load(&p)).transpose()?;
-    let options = harmony_data::InferOptions { max_categories, ..Default::default() };
+    let (data_path, file, options) = sources(data, schema, max_categories)?;
     let loaded = harmony_data::load(&data_path, file, &options)?;
     if let Some(inf) = &loaded.inference {
         note_inference(&data_path, inf);
@@ -310,18 +304,28 @@ fn load_columns(
     schema: &Option<PathBuf>,
     max_categories: usize,
 ) -> Result<(String, SchemaFile, harmony_data::Columns)> {
+    let (data_path, file, options) = sources(data, schema, max_categories)?;
+    let loaded = harmony_data::load_columns(&data_path, file, &options)?;
+    if let Some(inf) = &loaded.inference {
+        note_inference(&data_path, inf);
+    }
+    Ok((data_path.display().to_string(), loaded.file, loaded.columns))
+}
+
+/// The data path (Adult when none), the schema file given (the bundled one with Adult) and the
+/// inference options.
+fn sources(
+    data: &Option<PathBuf>,
+    schema: &Option<PathBuf>,
+    max_categories: usize,
+) -> Result<(PathBuf, Option<SchemaFile>, harmony_data::InferOptions)> {
     let (data_path, schema_path) = match (data, schema) {
         (None, None) => (data::bundled("data/adult.csv"), Some(data::bundled("examples/adult.toml"))),
         (None, Some(s)) => (data::bundled("data/adult.csv"), Some(s.clone())),
         (Some(d), s) => (d.clone(), s.clone()),
     };
     let file = schema_path.map(|p| SchemaFile::load(&p)).transpose()?;
-    let options = harmony_data::InferOptions { max_categories, ..Default::default() };
-    let loaded = harmony_data::load_columns(&data_path, file, &options)?;
-    if let Some(inf) = &loaded.inference {
-        note_inference(&data_path, inf);
-    }
-    Ok((data_path.display().to_string(), loaded.file, loaded.columns))
+    Ok((data_path, file, harmony_data::InferOptions { max_categories, ..Default::default() }))
 }
 
 fn note_inference(data_path: &std::path::Path, inf: &harmony_data::Inference) {

@@ -18,22 +18,8 @@ use std::path::PathBuf;
 
 /// Adult's CSV with each cell replaced, with probability `p`, by a missing token.
 fn blanked_adult(p: f64, seed: u64) -> String {
-    const TOKENS: [&str; 7] = ["", "NA", "N/A", "NaN", "null", "None", "?"];
     let text = std::fs::read_to_string(common::root().join("data/adult.csv")).unwrap();
-    let mut rng = harmony_core::sampling::fast_rng(seed);
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.lines().enumerate() {
-        let cells: Vec<&str> = line
-            .split(',')
-            .map(|c| {
-                let blank = i > 0 && harmony_core::sampling::uniform01(&mut rng) < p;
-                if blank { TOKENS[harmony_core::sampling::uniform_below(&mut rng, 7) as usize] } else { c }
-            })
-            .collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out
+    harmony_data::fixtures::blanked_csv(&text, p, seed)
 }
 
 fn setup(tag: &str) -> (PathBuf, PathBuf, PathBuf) {

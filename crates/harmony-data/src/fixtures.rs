@@ -137,3 +137,21 @@ pub fn synthetic(rows: usize, batch: usize, seed: u64) -> impl Iterator<Item = R
         RecordBatch::try_from_iter(columns).expect("columns of equal length")
     })
 }
+
+/// Adult's CSV (`data/adult.csv` of the repository, as text) with each data cell replaced, with
+/// probability `p`, by one of the default missing tokens (empty, `NA`, `N/A`, `NaN`, `null`,
+/// `None`, `?`), seeded: the blanked tables of the missing-value tests.
+pub fn blanked_csv(csv: &str, p: f64, seed: u64) -> String {
+    const TOKENS: [&str; 7] = ["", "NA", "N/A", "NaN", "null", "None", "?"];
+    let mut rng = fast_rng(seed);
+    let mut out = String::with_capacity(csv.len());
+    for (i, line) in csv.lines().enumerate() {
+        let cells: Vec<&str> = line
+            .split(',')
+            .map(|c| if i > 0 && uniform01(&mut rng) < p { TOKENS[uniform_below(&mut rng, 7) as usize] } else { c })
+            .collect();
+        out.push_str(&cells.join(","));
+        out.push('\n');
+    }
+    out
+}

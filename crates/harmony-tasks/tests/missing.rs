@@ -24,26 +24,8 @@ const Z: f64 = 4.42;
 
 /// Adult's CSV with each cell replaced, with probability `p`, by a missing token.
 fn blanked_adult(p: f64, seed: u64) -> Vec<u8> {
-    const TOKENS: [&str; 7] = ["", "NA", "N/A", "NaN", "null", "None", "?"];
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/adult.csv");
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut rng = harmony_core::sampling::fast_rng(seed);
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.lines().enumerate() {
-        let cells: Vec<&str> = line
-            .split(',')
-            .map(|c| {
-                if i > 0 && harmony_core::sampling::uniform01(&mut rng) < p {
-                    TOKENS[harmony_core::sampling::uniform_below(&mut rng, 7) as usize]
-                } else {
-                    c
-                }
-            })
-            .collect();
-        out.push_str(&cells.join(","));
-        out.push('\n');
-    }
-    out.into_bytes()
+    harmony_data::fixtures::blanked_csv(&std::fs::read_to_string(path).unwrap(), p, seed).into_bytes()
 }
 
 /// The inferred schema and the encoded records.
