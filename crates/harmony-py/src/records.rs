@@ -6,6 +6,7 @@
 use crate::errors::{OrPy, input_error, param_error};
 use harmony_core::estimate::Estimate;
 use harmony_core::kinds::{OracleKind, RecordNumeric};
+use harmony_core::missing::{MissingEstimate, Present};
 use harmony_core::schema::{Attribute, Declared, Schema, Value};
 use harmony_core::strategy::{AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, StrategyKind};
 use harmony_protocol::CreateCollection;
@@ -58,15 +59,6 @@ pub struct NativeSchema {
 
 impl NativeSchema {
     fn from_file(file: SchemaFile) -> PyResult<Self> {
-        // The Python side encodes one column per declared attribute: missing-value policies
-        // (presence attributes, imputation) are not carried through it yet.
-        if let Some(d) = file.attributes.iter().find(|d| !d.missing.is_error()) {
-            return Err(input_error(
-                &format!("{}.missing", d.name()),
-                format!("\"{}\"", d.missing.name()),
-                "\"error\" (the Python binding does not take missing-value policies yet: use the CLI, the server or the browser SDK)",
-            ));
-        }
         let schema = Schema::with_missing(file.attributes.clone()).or_py()?;
         Ok(NativeSchema { file, schema })
     }
@@ -219,7 +211,14 @@ struct Table {
 }
 
 impl Table {
-    fn push_run(&mut self, mech: &RecordMechanism, run: usize, est: &[AttributeEstimate], truth: &[Vec<f64>]) {
+    fn push_run(
+        &mut self,
+        mech: &RecordMechanism,
+        run: usize,
+        est: &[AttributeEstimate],
+        missing: &[Option<MissingEstimate>],
+        truth: &[Vec<f64>],
+    ) {
         let schema = mech.schema();
         let (num, cat) = mech.mechanism_names();
         let mut row = |attr: &str, category: Option<String>, truth: f64, e: Estimate| {
@@ -237,16 +236,29 @@ impl Table {
             self.ci_low.push(e.ci95[0]);
             self.ci_high.push(e.ci95[1]);
         };
-        for ((a, e), t) in schema.attributes().iter().zip(est).zip(truth) {
+        for (j, ((a, e), t)) in schema.attributes().iter().zip(est).zip(truth).enumerate() {
             match (a, e) {
                 (Attribute::Numeric { name, min, max }, AttributeEstimate::Numeric(e)) => {
                     // As the CLI reports it: the [-1, 1] estimate mapped to the attribute's units.
                     let (half, mid) = (0.5 * (max - min), 0.5 * (max + min));
                     row(name, None, half * t[0] + mid, e.affine(half, mid));
+                    // Reporting missing values: the present values' mean (missing ones are 0 on
+                    // [-1, 1], so its truth is the mean over all over the share present).
+                    if let (Some(Some(me)), Some(p)) = (missing.get(j), schema.presence_of(j)) {
+                        let Present::Mean(pm) = &me.present else { continue };
+                        let kept = 1.0 - truth[p][1];
+                        row(name, Some("(present mean)".into()), half * t[0] / kept + mid, pm.affine(half, mid));
+                    }
                 }
                 (Attribute::Categorical { name, categories }, AttributeEstimate::Categorical(fe)) => {
                     for (v, label) in categories.iter().enumerate() {
                         row(name, Some(label.clone()), t[v], fe.get(v));
+                    }
+                    if let Some(Some(MissingEstimate { present: Present::Frequencies(pf), .. })) = missing.get(j) {
+                        let kept = 1.0 - t.last().copied().unwrap_or(0.0);
+                        for (v, label) in categories.iter().take(pf.len()).enumerate() {
+                            row(name, Some(format!("{label} | present")), t[v] / kept, pf.get(v));
+                        }
                     }
                 }
                 _ => {}
@@ -347,8 +359,10 @@ pub fn simulate<'py>(
         for task in &tasks {
             for r in 0..runs {
                 let agg = run(task, &inputs, run_seed(seed, r as u64))?;
-                let est = Typed::<RecordAggregator>::of(agg.as_ref())?.estimates();
-                table.push_run(task.mechanism(), r, &est, &truth);
+                let typed = Typed::<RecordAggregator>::of(agg.as_ref())?;
+                let est = typed.estimates();
+                let missing = typed.missing_estimates(&est);
+                table.push_run(task.mechanism(), r, &est, &missing, &truth);
             }
         }
         Ok(table)

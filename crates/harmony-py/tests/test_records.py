@@ -129,3 +129,37 @@ def test_simulate_runs_options_and_truth(adult, adult_schema):
         hl.simulate(adult, adult_schema, runs=0)
     with pytest.raises(hl.HarmonyError, match="k is"):
         hl.simulate(adult, adult_schema, k="many")
+
+
+def test_missing_values_report_and_impute():
+    """Missing-value policies (as the CLI's schema files): `report` adds a presence column after
+    a numeric attribute and the category "(missing)" to a categorical one; `impute` fills in.
+    No row is skipped, and the present values' mean and frequencies come with their truths."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    n = 20000
+    age = rng.uniform(20, 60, n)
+    age[rng.random(n) < 0.3] = np.nan
+    sex = np.where(rng.random(n) < 0.4, "F", "M").astype(object)
+    sex[rng.random(n) < 0.2] = None
+    hours = rng.uniform(0, 80, n)
+    hours[rng.random(n) < 0.1] = np.nan
+    frame = pd.DataFrame({"age": age, "sex": sex, "hours": hours})
+    schema = hl.Schema({"attributes": [
+        {"name": "age", "kind": "numeric", "min": 0, "max": 100, "missing": "report"},
+        {"name": "sex", "kind": "categorical", "categories": ["F", "M"], "missing": "report"},
+        {"name": "hours", "kind": "numeric", "min": 0, "max": 80, "missing": {"impute": 40}},
+    ]})
+    cols, counts = schema.encode(frame)
+    assert len(cols) == 4 and counts == {"rows": n, "skipped": 0, "clamped": 0}
+    assert int(cols[1].sum()) == int(np.isnan(age).sum())  # the presence column
+    assert int((cols[2] == 2).sum()) == int(pd.isna(sex).sum())  # "(missing)"
+    assert (cols[3][np.isnan(hours)] == 40).all()
+    t = hl.simulate(frame, schema, epsilon=4.0, strategy="split", runs=1, seed=1)
+    pm = t[(t.attribute == "age") & (t.category == "(present mean)")].iloc[0]
+    assert abs(pm.truth - np.nanmean(age)) < 1e-9
+    assert abs(pm.estimate - pm.truth) < 4.42 * pm.std_error
+    pf = t[(t.attribute == "sex") & (t.category == "F | present")].iloc[0]
+    assert abs(pf.truth - np.mean(sex[~pd.isna(sex)] == "F")) < 1e-9
+    assert abs(pf.estimate - pf.truth) < 4.42 * pf.std_error

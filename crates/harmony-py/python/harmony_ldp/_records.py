@@ -42,6 +42,21 @@ def _labels(column: Any) -> np.ndarray:
     return out
 
 
+def _missing_numbers(column: Any, x: np.ndarray) -> np.ndarray:
+    """Where a numeric column's cell is missing (None, NaN, pandas' NA, empty, ``?``), as opposed
+    to text that is not a number."""
+    a = np.asarray(column)
+    if a.dtype.kind in "iuf":
+        return np.isnan(x)
+    try:
+        import pandas as pd
+        na = np.asarray(pd.isna(pd.Series(a, dtype=object)), dtype=bool)
+    except ImportError:
+        na = np.fromiter((_is_missing(v) for v in a), dtype=bool, count=len(a))
+    blank = np.fromiter((str(v).strip() in ("", "?") for v in a), dtype=bool, count=len(a))
+    return np.isnan(x) & (na | blank)
+
+
 def _codes(labels: np.ndarray, categories: List[str]) -> np.ndarray:
     """Category codes of ``labels`` (-1 for a label not in ``categories``)."""
     try:
@@ -232,7 +247,10 @@ class Schema:
     def encode(self, frame: Frame) -> Tuple[List[np.ndarray], Dict[str, int]]:
         """The frame's columns in schema order as the native simulation reads them (float64
         numbers, int64 category codes; missing categorical cells are ``?``), with the schema's
-        ``invalid`` policy applied; and the counts ``{"rows", "skipped", "clamped"}``. A bad
+        ``invalid`` policy applied; and the counts ``{"rows", "skipped", "clamped"}``. An
+        attribute's ``missing`` policy applies first: ``"report"`` sets a missing number to the
+        range's midpoint and appends its presence column (0 present, 1 missing) after it, or
+        gives a missing label the category ``(missing)``; ``{"impute": v}`` fills in v. A bad
         cell under ``invalid = "error"`` raises a ``HarmonyError`` naming the row, the column,
         the value and what was expected.
 
@@ -257,9 +275,19 @@ class Schema:
             col = frame[a["name"]]
             if len(col) != n:
                 raise _error("invalid input", f"column {a['name']!r}", f"{len(col)} rows", f"{n} rows")
+            policy = a.get("missing", "error")
+            presence = None
             if a["kind"] == "numeric":
                 x = _numbers(col)
                 lo, hi = a["min"], a["max"]
+                # Missing values under the attribute's policy: reported (the midpoint, plus a
+                # presence column after it) or imputed; "error" leaves them bad.
+                miss = _missing_numbers(col, x)
+                if policy == "report":
+                    x = np.where(miss, (lo + hi) / 2, x)
+                    presence = miss.astype(np.int64)
+                elif isinstance(policy, Mapping):
+                    x = np.where(miss, float(policy["impute"]), x)
                 bad = ~((x >= lo) & (x <= hi))
                 expected = f"a number in [{_fmt(lo)}, {_fmt(hi)}]"
                 if self.invalid == "clamp":
@@ -273,10 +301,17 @@ class Schema:
                 labels = a["categories"]
                 raw = _labels(col)
                 codes = _codes(raw, labels)
+                # A missing cell reads "?": the category "(missing)" (added last) or the imputed label.
+                if policy == "report":
+                    codes = np.where((codes < 0) & (raw == "?"), len(labels), codes)
+                elif isinstance(policy, Mapping):
+                    codes = np.where((codes < 0) & (raw == "?"), labels.index(policy["impute"]), codes)
                 bad = codes < 0
                 expected = "one of " + ", ".join(f'"{c}"' for c in labels[:8]) + (
                     f", … ({len(labels)} labels)" if len(labels) > 8 else "")
                 columns.append(np.where(bad, 0, codes))
+            if presence is not None:
+                columns.append(presence)
             if bad.any():
                 i = int(np.argmax(bad))
                 if first_bad is None or i < first_bad[0]:
