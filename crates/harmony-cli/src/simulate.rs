@@ -229,24 +229,6 @@ fn truths(schema: &Schema, columns: &[ColumnValues], n: usize) -> Vec<Truth> {
         .collect()
 }
 
-/// Checks every encoded value once (data preparation, like the parse: not timed): an error
-/// naming the row and the attribute.
-fn check_columns(schema: &Schema, columns: &[ColumnValues]) -> Result<()> {
-    for (a, col) in schema.attributes().iter().zip(columns) {
-        let bad = match (a, col) {
-            (Attribute::Numeric { .. }, ColumnValues::Unit(ts)) => ts.iter().position(|t| !(-1.0..=1.0).contains(t)),
-            (Attribute::Categorical { categories, .. }, ColumnValues::Category(vs)) => {
-                vs.iter().position(|&v| v as usize >= categories.len())
-            }
-            _ => bail!("column {}: its kind differs from the schema's", a.name()),
-        };
-        if let Some(i) = bad {
-            bail!("row {i}: {} is {:?}, outside the schema", a.name(), col.get(i));
-        }
-    }
-    Ok(())
-}
-
 /// One run of simulated devices through a means task: the per-attribute estimates and the
 /// estimate document.
 /// Row-major inputs up to this size are laid out once and reused by every run (25–35% faster
@@ -372,7 +354,8 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     let strategies = crate::specs::strategies(&args.means, &file)?;
     let n = enc.n;
     let truth = truths(&schema, &enc.columns, n);
-    check_columns(&schema, &enc.columns)?;
+    // Every value checked once (data preparation, like the parse: not timed).
+    schema.check_columns(&enc.columns)?;
     let rows = rows_if_small(&enc);
     let inputs: Option<Vec<Input>> = rows.as_ref().map(|v| v.chunks_exact(schema.len()).map(Input::Record).collect());
 

@@ -355,6 +355,48 @@ impl Schema {
         }
         Ok(())
     }
+    /// Checks records held by attribute (one column per attribute, in order): the count, each
+    /// column's kind and length, every value as [`Schema::check_record`] does. The error names
+    /// the column, or the first bad row and its attribute (`row 7: age`).
+    pub fn check_columns(&self, columns: &[ColumnValues]) -> Result<()> {
+        if columns.len() != self.len() {
+            return Err(Error::input(
+                "columns",
+                format!("{} columns", columns.len()),
+                format!("one per attribute of the schema ({})", self.len()),
+            ));
+        }
+        let n = columns.first().map_or(0, ColumnValues::len);
+        for (a, col) in self.attributes.iter().zip(columns) {
+            let name = a.name();
+            if col.len() != n {
+                return Err(Error::input(
+                    format!("column {name}"),
+                    format!("{} values", col.len()),
+                    format!("{n} values"),
+                ));
+            }
+            match (a, col) {
+                (Attribute::Numeric { .. }, ColumnValues::Unit(v)) => {
+                    if let Some(i) = v.iter().position(|t| !(-1.0..=1.0).contains(t)) {
+                        return Err(Error::input(format!("row {i}: {name}"), v[i], "a value in [-1, 1]"));
+                    }
+                }
+                (Attribute::Categorical { categories, .. }, ColumnValues::Category(v)) => {
+                    let card = categories.len() as u32;
+                    if let Some(i) = v.iter().position(|&c| c >= card) {
+                        return Err(Error::input(format!("row {i}: {name}"), v[i], format!("a category below {card}")));
+                    }
+                }
+                (a, col) => {
+                    let (got, want) =
+                        if a.is_numeric() { ("categorical", "numeric") } else { ("numeric", "categorical") };
+                    return Err(Error::input(format!("column {name}"), format!("{got} ({} values)", col.len()), want));
+                }
+            }
+        }
+        Ok(())
+    }
     /// Number of attributes.
     pub fn len(&self) -> usize {
         self.attributes.len()

@@ -102,7 +102,7 @@ enum OnMissing {
     /// This value (`report` or `impute`).
     Value(Value),
     /// This encoder is a presence attribute: category 1 for a missing cell, 0 otherwise (a
-    /// bad present value is its value attribute's problem).
+    /// bad present value is its value attribute's problem; see `AttrEncoder::presence`).
     Presence,
 }
 
@@ -145,8 +145,6 @@ impl<'s> AttrEncoder<'s> {
     /// Applies the missing policy to a cell's result.
     fn resolve(&self, r: Result<Value, Problem>) -> Result<Value, Problem> {
         match (self.on_missing, r) {
-            (OnMissing::Presence, Err(Problem::Missing(_))) => Ok(Value::Category(1)),
-            (OnMissing::Presence, _) => Ok(Value::Category(0)),
             (OnMissing::Value(v), Err(Problem::Missing(_))) => Ok(v),
             (_, r) => r,
         }
@@ -198,8 +196,28 @@ impl<'s> AttrEncoder<'s> {
         }
     }
 
+    /// A presence attribute's column: 1 where the cell is missing, else 0. Only missingness
+    /// is read (the value attribute parses the cell and reports its problems).
+    fn presence(cells: &Cells, missing: &MissingTokens) -> Vec<u32> {
+        let text = |s: Option<&str>| u32::from(s.is_none_or(|s| missing.is_missing(s)));
+        match cells {
+            Cells::Text(t) => (0..t.len()).map(|i| text(t.get(i))).collect(),
+            Cells::Dict { array, keys, values } => {
+                let per_value: Vec<u32> = (0..values.len()).map(|k| text(values.get(k))).collect();
+                keys.iter().enumerate().map(|(i, &k)| if array.is_null(i) { 1 } else { per_value[k] }).collect()
+            }
+            Cells::Number { values, .. } | Cells::Time { values, .. } => {
+                values.iter().map(|x| u32::from(x.is_nan())).collect()
+            }
+            Cells::Bool(values) => values.iter().map(|&b| u32::from(b == 2)).collect(),
+        }
+    }
+
     /// Encodes a batch column into `out`, listing problems as (row, problem).
     fn column(&self, cells: &Cells, missing: &MissingTokens, problems: &mut Vec<(usize, Problem)>) -> Result<Out> {
+        if let OnMissing::Presence = self.on_missing {
+            return Ok(Out::Category(Self::presence(cells, missing)));
+        }
         let n = cells.len();
         let mut out = match self.attr {
             Attribute::Numeric { .. } => Out::Unit(Vec::with_capacity(n)),

@@ -74,14 +74,24 @@ pub fn run(task: &dyn Task, inputs: &[Input<'_>], seed: u64) -> Result<Box<dyn T
     if !task.mergeable() || inputs.len() <= CHUNK {
         return task.simulate(inputs, seed, 0);
     }
+    chunked(task, inputs.len(), &|rows| task.simulate(&inputs[rows.clone()], seed, rows.start as u64))
+}
+
+/// The accumulators of rows `0..n` by chunks of [`CHUNK`] (in parallel with feature
+/// `parallel`), merged in order: the same result whatever the thread count.
+fn chunked(
+    task: &dyn Task,
+    n: usize,
+    chunk: &(dyn Fn(std::ops::Range<usize>) -> Result<Box<dyn TaskAggregator>> + Sync),
+) -> Result<Box<dyn TaskAggregator>> {
+    let rows = |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
     #[cfg(feature = "parallel")]
     let parts: Vec<Result<Box<dyn TaskAggregator>>> = {
         use rayon::prelude::*;
-        inputs.par_chunks(CHUNK).enumerate().map(|(c, chunk)| task.simulate(chunk, seed, (c * CHUNK) as u64)).collect()
+        (0..n.div_ceil(CHUNK)).into_par_iter().map(|c| chunk(rows(c))).collect()
     };
     #[cfg(not(feature = "parallel"))]
-    let parts: Vec<Result<Box<dyn TaskAggregator>>> =
-        inputs.chunks(CHUNK).enumerate().map(|(c, chunk)| task.simulate(chunk, seed, (c * CHUNK) as u64)).collect();
+    let parts: Vec<Result<Box<dyn TaskAggregator>>> = (0..n.div_ceil(CHUNK)).map(|c| chunk(rows(c))).collect();
     let mut total = task.aggregator();
     for p in parts {
         total.merge(p?.as_ref())?;
@@ -102,8 +112,7 @@ pub fn run_columns(task: &dyn Task, columns: &[ColumnValues], seed: u64) -> Resu
     if let Some(c) = columns.iter().find(|c| c.len() != n) {
         return Err(Error::input("columns", format!("{} rows", c.len()), format!("{n} rows in every column")));
     }
-    let chunk = |c: usize| -> Result<Box<dyn TaskAggregator>> {
-        let rows = c * CHUNK..((c + 1) * CHUNK).min(n);
+    chunked(task, n, &|rows| {
         let d = columns.len().max(1);
         let mut values = Vec::with_capacity(rows.len() * d);
         for i in rows.clone() {
@@ -111,20 +120,7 @@ pub fn run_columns(task: &dyn Task, columns: &[ColumnValues], seed: u64) -> Resu
         }
         let inputs: Vec<Input> = values.chunks_exact(d).map(Input::Record).collect();
         task.simulate(&inputs, seed, rows.start as u64)
-    };
-    let chunks = n.div_ceil(CHUNK);
-    #[cfg(feature = "parallel")]
-    let parts: Vec<Result<Box<dyn TaskAggregator>>> = {
-        use rayon::prelude::*;
-        (0..chunks).into_par_iter().map(chunk).collect()
-    };
-    #[cfg(not(feature = "parallel"))]
-    let parts: Vec<Result<Box<dyn TaskAggregator>>> = (0..chunks).map(chunk).collect();
-    let mut total = task.aggregator();
-    for p in parts {
-        total.merge(p?.as_ref())?;
-    }
-    Ok(total)
+    })
 }
 
 /// The seed of run `run` (0-based) of a simulation seeded `seed`: the seed itself for the first

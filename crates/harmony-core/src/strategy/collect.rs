@@ -133,44 +133,16 @@ impl RecordColumns {
     /// dropped in turn, so the peak memory is the columns plus one widened column.
     /// Errors: a wrong column count, kind or length, or a bad value (naming attribute and row).
     pub fn from_columns(schema: &Schema, columns: Vec<ColumnValues>) -> Result<Self> {
-        let cards = cards_of(schema);
-        if columns.len() != cards.len() {
-            return Err(Error::input(
-                "columns",
-                format!("{} columns", columns.len()),
-                format!("one per attribute of the schema ({})", cards.len()),
-            ));
-        }
+        schema.check_columns(&columns)?;
         let n = columns.first().map_or(0, ColumnValues::len);
-        let mut out = Vec::with_capacity(columns.len());
-        for (j, (col, &card)) in columns.into_iter().zip(&cards).enumerate() {
-            let name = schema.attributes()[j].name();
-            if col.len() != n {
-                return Err(Error::input(
-                    format!("column {name}"),
-                    format!("{} values", col.len()),
-                    format!("{n} values"),
-                ));
-            }
-            out.push(match (col, card) {
-                (ColumnValues::Unit(v), 0) => {
-                    if let Some(i) = v.iter().position(|t| !(-1.0..=1.0).contains(t)) {
-                        return Err(Error::input(format!("row {i}: {name}"), v[i], "a value in [-1, 1]"));
-                    }
-                    Column::Numeric(v)
-                }
-                (ColumnValues::Category(v), card) if card > 0 => {
-                    if let Some(i) = v.iter().position(|&c| c >= card) {
-                        return Err(Error::input(format!("row {i}: {name}"), v[i], format!("a category below {card}")));
-                    }
-                    Column::Categorical(v.into_iter().map(|c| c as usize).collect())
-                }
-                (col, _) => {
-                    let (got, want) = if card == 0 { ("categorical", "numeric") } else { ("numeric", "categorical") };
-                    return Err(Error::input(format!("column {name}"), format!("{got} ({} values)", col.len()), want));
-                }
-            });
-        }
+        let cards = cards_of(schema);
+        let out = columns
+            .into_iter()
+            .map(|col| match col {
+                ColumnValues::Unit(v) => Column::Numeric(v),
+                ColumnValues::Category(v) => Column::Categorical(v.into_iter().map(|c| c as usize).collect()),
+            })
+            .collect();
         Ok(RecordColumns { n, cards, columns: out })
     }
 
