@@ -35,6 +35,7 @@ pub mod randomizer;
 pub mod sampling;
 pub mod schema;
 pub mod shuffle;
+pub mod state;
 pub mod strategy;
 pub mod wire;
 

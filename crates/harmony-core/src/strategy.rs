@@ -900,3 +900,48 @@ impl Aggregator for RecordAggregator {
         self.estimates()
     }
 }
+
+impl crate::state::SaveState for RecordAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.len(self.numeric.len());
+        for s in &self.numeric {
+            w.u64(s.n);
+            w.i128(s.units);
+            w.u128(s.units_sq.lo);
+            w.u64(s.units_sq.hi);
+            w.u64(s.positive);
+            w.u64(s.negative);
+        }
+        w.len(self.categorical.len());
+        for a in self.categorical.iter().flatten() {
+            a.save_state(w);
+        }
+        if let Some(j) = &self.joint {
+            j.save_state(w);
+        }
+        crate::state::save_all(w, &self.tallies);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("record reports")?;
+        r.len_exactly("numeric attributes", self.numeric.len())?;
+        for s in &mut self.numeric {
+            let other = NumSums {
+                n: r.u64("numeric reports")?,
+                units: r.i128("numeric sum")?,
+                units_sq: Wide { lo: r.u128("numeric sum of squares")?, hi: r.u64("numeric sum of squares")? },
+                positive: r.u64("numeric positive signs")?,
+                negative: r.u64("numeric negative signs")?,
+            };
+            s.merge(&other);
+        }
+        r.len_exactly("categorical attributes", self.categorical.len())?;
+        for a in self.categorical.iter_mut().flatten() {
+            a.merge_state(r)?;
+        }
+        if let Some(j) = &mut self.joint {
+            j.merge_state(r)?;
+        }
+        crate::state::merge_all(r, "tallies", &mut self.tallies)
+    }
+}

@@ -9,6 +9,7 @@
 
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};
+use harmony_core::state::{SaveState, StateReader, StateWriter};
 use harmony_core::wire::{self, WireReport};
 use harmony_protocol::estimates::{Query, TaskEstimate};
 use harmony_protocol::{CollectionConfig, TaskKind};
@@ -92,6 +93,12 @@ pub trait TaskAggregator: Send + Sync {
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
         None
     }
+    /// Appends the accumulator's counters to `out`: a distributed engine's partial
+    /// state, folded back in by [`TaskAggregator::merge_saved`]. Use [`crate::state::save`],
+    /// which frames it with the task's fingerprint.
+    fn save(&self, out: &mut Vec<u8>) -> Result<()>;
+    /// Folds in a state [`TaskAggregator::save`] wrote for an accumulator of the same task.
+    fn merge_saved(&mut self, state: &[u8]) -> Result<()>;
 }
 
 impl Clone for Box<dyn TaskAggregator> {
@@ -133,7 +140,7 @@ impl<A: Aggregator + 'static> Typed<A> {
     }
 }
 
-impl<A: Aggregator + 'static> TaskAggregator for Typed<A> {
+impl<A: Aggregator + SaveState + 'static> TaskAggregator for Typed<A> {
     fn add(&mut self, report: &[u8]) -> Result<()> {
         let r = (self.decode)(report)?;
         self.agg.add_unchecked(&r);
@@ -150,6 +157,19 @@ impl<A: Aggregator + 'static> TaskAggregator for Typed<A> {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        self.agg.save_state(&mut StateWriter(out));
+        Ok(())
+    }
+    fn merge_saved(&mut self, state: &[u8]) -> Result<()> {
+        // Into a copy, kept only when every counter fitted (all or nothing).
+        let mut merged = self.agg.clone();
+        let mut r = StateReader::new(state);
+        merged.merge_state(&mut r)?;
+        r.finish()?;
+        self.agg = merged;
+        Ok(())
     }
 }
 

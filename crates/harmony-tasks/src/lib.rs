@@ -37,6 +37,7 @@ pub mod poison;
 pub mod range;
 pub mod registry;
 pub mod simulate;
+pub mod state;
 pub mod train;
 
 pub use erased::{DeviceSide, Task, TaskAggregator, Typed};

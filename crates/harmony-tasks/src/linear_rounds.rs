@@ -239,6 +239,16 @@ impl TaskAggregator for QueryRounds {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
+        Err(Error::Incompatible(
+            "adaptive query rounds depend on the order of the answers: they have no mergeable state".into(),
+        ))
+    }
+    fn merge_saved(&mut self, _state: &[u8]) -> Result<()> {
+        Err(Error::Incompatible(
+            "adaptive query rounds depend on the order of the answers: they have no mergeable state".into(),
+        ))
+    }
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
         Some(self)
     }

@@ -413,6 +413,16 @@ impl TaskAggregator for Rounds {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
+        Err(Error::Incompatible(
+            "model rounds depend on the order of the gradients: they have no mergeable state".into(),
+        ))
+    }
+    fn merge_saved(&mut self, _state: &[u8]) -> Result<()> {
+        Err(Error::Incompatible(
+            "model rounds depend on the order of the gradients: they have no mergeable state".into(),
+        ))
+    }
 }
 
 #[cfg(test)]

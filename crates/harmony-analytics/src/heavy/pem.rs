@@ -510,6 +510,34 @@ impl HeavyHitterAggregator {
     }
 }
 
+impl harmony_core::state::SaveState for HeavyHitterAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        w.len(self.reports.len());
+        for level in &self.reports {
+            w.len(level.len());
+            for o in level {
+                w.u64(o.seed);
+                w.u64(u64::from(o.y));
+            }
+        }
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        r.len_exactly("levels", self.reports.len())?;
+        for level in 0..self.reports.len() {
+            let n = r.len_any("level reports", 16)?;
+            self.reports[level].reserve(n);
+            for _ in 0..n {
+                let seed = r.u64("report seed")?;
+                let y = u32::try_from(r.u64("report value")?).unwrap_or(u32::MAX);
+                let report = HeavyHitterReport { level: level as u16, olh: OlhReport { seed, y } };
+                self.protocol.validate_report(&report)?;
+                self.reports[level].push(report.olh);
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

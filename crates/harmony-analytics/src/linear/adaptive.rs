@@ -317,6 +317,31 @@ pub fn partition<R: Rng + ?Sized>(n: usize, groups: usize, rng: &mut R) -> Resul
     Ok(g)
 }
 
+impl harmony_core::state::SaveState for AdaptiveAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.u64(self.positive);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        let (n, positive) = (r.u64("query answers")?, r.u64("query positive answers")?);
+        if positive > n {
+            return Err(Error::report("query positive answers", positive, format!("at most the answers, {n}")));
+        }
+        self.n += n;
+        self.positive += positive;
+        Ok(())
+    }
+}
+
+impl harmony_core::state::SaveState for AdaptiveWorkloadAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        harmony_core::state::save_all(w, &self.groups);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        harmony_core::state::merge_all(r, "queries", &mut self.groups)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

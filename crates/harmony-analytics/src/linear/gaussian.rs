@@ -284,6 +284,17 @@ impl Aggregator for GaussianAggregator {
     }
 }
 
+impl harmony_core::state::SaveState for GaussianAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.i128s(&self.sums);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("gaussian reports")?;
+        r.add_i128s("gaussian sums", &mut self.sums)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

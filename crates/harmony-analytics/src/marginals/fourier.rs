@@ -446,3 +446,14 @@ pub fn run<R: Rng>(
     }
     Ok(plan.answer_published(&agg.estimate()))
 }
+
+impl harmony_core::state::SaveState for FourierAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        w.u64s(&self.counts);
+        w.u64s(&self.positives);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        r.add_u64s("fourier coefficient reports", &mut self.counts)?;
+        r.add_u64s("fourier positive answers", &mut self.positives)
+    }
+}

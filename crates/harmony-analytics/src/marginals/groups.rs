@@ -198,6 +198,15 @@ impl Aggregator for GroupAggregator {
     }
 }
 
+impl harmony_core::state::SaveState for GroupAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        harmony_core::state::save_all(w, &self.groups);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        harmony_core::state::merge_all(r, "marginal groups", &mut self.groups)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

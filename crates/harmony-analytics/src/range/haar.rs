@@ -287,3 +287,12 @@ impl RangeEstimator for HaarEstimate {
         normalize_plug_in((0..self.d).map(|t| self.prefix[t + 1] - self.prefix[t]).collect())
     }
 }
+
+impl harmony_core::state::SaveState for HaarAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        harmony_core::state::save_all(w, &self.levels);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        harmony_core::state::merge_all(r, "haar levels", &mut self.levels)
+    }
+}

@@ -524,3 +524,12 @@ pub(super) fn decompose_for_test(bf: usize, h: usize, a: usize, b: usize) -> Vec
     decompose(bf, h, a, b, &mut r);
     r
 }
+
+impl harmony_core::state::SaveState for HhAggregator {
+    fn save_state(&self, w: &mut harmony_core::state::StateWriter<'_>) {
+        harmony_core::state::save_all(w, &self.levels);
+    }
+    fn merge_state(&mut self, r: &mut harmony_core::state::StateReader<'_>) -> Result<()> {
+        harmony_core::state::merge_all(r, "hierarchy levels", &mut self.levels)
+    }
+}

@@ -241,6 +241,21 @@ impl AdaptiveAggregator {
     }
 }
 
+impl crate::state::SaveState for AdaptiveAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        match self {
+            AdaptiveAggregator::Grr(a) => a.save_state(w),
+            AdaptiveAggregator::Oue(a) => a.save_state(w),
+        }
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        match self {
+            AdaptiveAggregator::Grr(a) => a.merge_state(r),
+            AdaptiveAggregator::Oue(a) => a.merge_state(r),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -631,6 +631,15 @@ impl Aggregator for AnyAggregator {
     }
 }
 
+impl crate::state::SaveState for AnyAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        each_aggregator!(self, a => a.save_state(w))
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        each_aggregator!(self, a => a.merge_state(r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -317,6 +317,15 @@ impl Aggregator for BassilySmithAggregator {
     }
 }
 
+impl crate::state::SaveState for BassilySmithAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        self.state.save_state(w);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.state.merge_state(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

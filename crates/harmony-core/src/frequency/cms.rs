@@ -401,6 +401,15 @@ impl Aggregator for CmsAggregator {
     }
 }
 
+impl crate::state::SaveState for CmsAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        self.rows.save_state(w);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.rows.merge_state(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -293,6 +293,17 @@ impl Aggregator for GrrAggregator {
     }
 }
 
+impl crate::state::SaveState for GrrAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.u64s(&self.counts);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("grr n")?;
+        r.add_u64s("grr counts", &mut self.counts)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -358,6 +358,17 @@ impl Aggregator for HcmsAggregator {
     }
 }
 
+impl crate::state::SaveState for HcmsAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.i64s(&self.sums);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("hcms n")?;
+        r.add_i64s("hcms sums", &mut self.sums)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

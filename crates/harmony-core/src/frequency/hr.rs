@@ -363,6 +363,17 @@ fn histogram<T>(hist: &mut [u64], reports: &[T], y: impl Fn(&T) -> u32 + Copy) -
     true
 }
 
+impl crate::state::SaveState for HrAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.u64s(&self.hist);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("hr n")?;
+        r.add_u64s("hr histogram", &mut self.hist)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

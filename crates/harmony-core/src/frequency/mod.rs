@@ -216,3 +216,14 @@ pub fn check_batch(vs: &[usize], d: usize) -> Result<()> {
     }
     Ok(())
 }
+
+impl crate::state::SaveState for SignedRowSums {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.i64s(&self.sums);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> crate::error::Result<()> {
+        self.n += r.u64("reports")?;
+        r.add_i64s("signed sums", &mut self.sums)
+    }
+}

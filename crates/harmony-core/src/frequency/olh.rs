@@ -578,6 +578,35 @@ impl Aggregator for OlhAggregator {
     }
 }
 
+impl crate::state::SaveState for OlhAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.u64s(&self.counts);
+        w.len(self.pending.len());
+        for p in &self.pending {
+            w.u64(p.seed);
+            w.u64(u64::from(p.y));
+        }
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("olh n")?;
+        r.add_u64s("olh counts", &mut self.counts)?;
+        let pending = r.len_any("olh pending reports", 16)?;
+        for _ in 0..pending {
+            let seed = r.u64("olh pending seed")?;
+            let y = r.u64("olh pending value")?;
+            if y >= u64::from(self.oracle.g) {
+                return Err(Error::report("olh pending value", y, format!("a hash value below g = {}", self.oracle.g)));
+            }
+            self.pending.push(OlhReport { seed, y: y as u32 });
+        }
+        if self.pending.len() >= PENDING {
+            self.flush();
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,6 +211,17 @@ impl RowBits {
     }
 }
 
+impl crate::state::SaveState for RowBits {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64s(&self.reports);
+        crate::state::save_all(w, &self.counters);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> crate::error::Result<()> {
+        r.add_u64s("reports per row", &mut self.reports)?;
+        crate::state::merge_all(r, "rows", &mut self.counters)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

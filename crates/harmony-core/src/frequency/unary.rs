@@ -667,6 +667,26 @@ impl BitSlicedCounts {
     }
 }
 
+impl crate::state::SaveState for BitSlicedCounts {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64s(&self.totals());
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        r.add_u64s("bit counts", &mut self.flushed)
+    }
+}
+
+impl crate::state::SaveState for UnaryAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        self.counts.save_state(w);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("unary n")?;
+        self.counts.merge_state(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

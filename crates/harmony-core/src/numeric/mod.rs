@@ -704,3 +704,17 @@ mod batch_tests {
         agree!(Hybrid::new(0.3).unwrap());
     }
 }
+
+impl<M: NumericMechanism> crate::state::SaveState for MeanAggregator<M> {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.f64(self.sum);
+        w.f64(self.sum_sq);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("mean n")?;
+        self.sum += r.f64("mean sum")?;
+        self.sum_sq += r.f64("mean sum of squares")?;
+        Ok(())
+    }
+}

@@ -174,3 +174,16 @@ impl<M: VectorMechanism> Aggregator for VectorMeanAggregator<M> {
             .collect()
     }
 }
+
+impl<M: VectorMechanism> crate::state::SaveState for VectorMeanAggregator<M> {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.f64s(&self.sum);
+        w.f64s(&self.sum_sq);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("vector n")?;
+        r.add_f64s("vector sums", &mut self.sum)?;
+        r.add_f64s("vector sums of squares", &mut self.sum_sq)
+    }
+}

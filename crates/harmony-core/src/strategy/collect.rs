@@ -205,7 +205,8 @@ pub(super) enum Tally {
     /// SUE/OUE: set bits per position of the kernel's blocks (see [`UnaryKernel`]); the
     /// counter is allocated by the first collection (aggregators that only ever receive single
     /// reports, e.g. a server's, never hold one).
-    Lanes { n: u64, d: usize, lanes: Option<UnaryAggregator> },
+    /// `merged`: counts per category folded in from saved states (empty until one is).
+    Lanes { n: u64, d: usize, lanes: Option<UnaryAggregator>, merged: Vec<u64> },
 }
 
 impl Tally {
@@ -213,7 +214,7 @@ impl Tally {
     pub(super) fn new(k: &Kernel) -> Self {
         match k {
             Kernel::Grr(g) => Tally::Counts { n: 0, counts: vec![0; g.d] },
-            Kernel::Unary(u) => Tally::Lanes { n: 0, d: u.d, lanes: None },
+            Kernel::Unary(u) => Tally::Lanes { n: 0, d: u.d, lanes: None, merged: Vec::new() },
             Kernel::Generic => Tally::None,
         }
     }
@@ -231,11 +232,12 @@ impl Tally {
         match self {
             Tally::None => Vec::new(),
             Tally::Counts { counts, .. } => counts.clone(),
-            Tally::Lanes { d, lanes, .. } => {
+            Tally::Lanes { d, lanes, merged, .. } => {
                 let mut c = vec![0; *d];
                 for (pos, x) in lanes.iter().flat_map(|l| l.counts()).enumerate() {
                     c[pos % d] += x;
                 }
+                c.iter_mut().zip(merged).for_each(|(a, b)| *a += b);
                 c
             }
         }
@@ -247,8 +249,12 @@ impl Tally {
                 *n += n2;
                 counts.iter_mut().zip(c2).for_each(|(a, b)| *a += b);
             }
-            (Tally::Lanes { n, lanes, .. }, Tally::Lanes { n: n2, lanes: l2, .. }) => {
+            (Tally::Lanes { n, lanes, merged, .. }, Tally::Lanes { n: n2, lanes: l2, merged: m2, .. }) => {
                 *n += n2;
+                if merged.len() < m2.len() {
+                    merged.resize(m2.len(), 0);
+                }
+                merged.iter_mut().zip(m2).for_each(|(a, b)| *a += b);
                 match (lanes.as_mut(), l2) {
                     (Some(a), Some(b)) => a.merge(b)?,
                     (None, Some(b)) => *lanes = Some(b.clone()),
@@ -258,6 +264,31 @@ impl Tally {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// A tally saves its sufficient statistic: reports and support counts.
+impl crate::state::SaveState for Tally {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n());
+        w.u64s(&self.counts());
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        let n2 = r.u64("tally reports")?;
+        match self {
+            Tally::None => r.len_exactly("tally counts", 0),
+            Tally::Counts { n, counts } => {
+                *n += n2;
+                r.add_u64s("tally counts", counts)
+            }
+            Tally::Lanes { n, d, merged, .. } => {
+                *n += n2;
+                if merged.is_empty() {
+                    *merged = vec![0; *d];
+                }
+                r.add_u64s("tally counts", merged)
+            }
+        }
     }
 }
 

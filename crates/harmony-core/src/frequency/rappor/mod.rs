@@ -592,5 +592,14 @@ impl Aggregator for RapporAggregator {
     }
 }
 
+impl crate::state::SaveState for RapporAggregator {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        self.rows.save_state(w);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.rows.merge_state(r)
+    }
+}
+
 #[cfg(test)]
 mod tests;
