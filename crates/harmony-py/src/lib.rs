@@ -11,6 +11,7 @@
 
 use pyo3::prelude::*;
 
+mod aggregate;
 mod device;
 mod errors;
 mod numeric;
@@ -26,6 +27,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<numeric::NativeNumeric>()?;
     m.add_class::<records::NativeSchema>()?;
     m.add_class::<device::NativeDeviceTask>()?;
+    m.add_class::<aggregate::NativeAggregator>()?;
+    m.add_function(wrap_pyfunction!(aggregate::resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate_task, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate_items, m)?)?;

@@ -1,6 +1,6 @@
 //! `harmony export` (a collection's stored reports → Parquet, partitioned by received day, with
-//! its config beside them) and `harmony aggregate --engine local` (those files → the estimate
-//! document `harmony query` prints). Layout and columns: docs/EXPORT.md and
+//! its config beside them) and `harmony aggregate --engine local|datafusion` (those files → the
+//! estimate document `harmony query` prints). Layout and columns: docs/EXPORT.md and
 //! [`harmony_data::reports`].
 
 use crate::output::Format;
@@ -50,7 +50,8 @@ pub struct ExportArgs {
 pub enum Engine {
     /// In this process, through the task registry (the server's aggregators).
     Local,
-    /// Apache DataFusion (not built yet).
+    /// Apache DataFusion (the `harmony_estimate` aggregate over every part; needs a harmony built
+    /// with `--features datafusion`).
     Datafusion,
 }
 
@@ -75,6 +76,9 @@ pub struct AggregateArgs {
     /// Range collections: quantile levels (default 0.1,0.5,0.9).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub quantiles: Option<Vec<f64>>,
+    /// `--engine datafusion`: partitions (threads) to aggregate on (default: the cores).
+    #[arg(long)]
+    pub partitions: Option<usize>,
 }
 
 /// Refuses a training collection: its gradients are rounds, not reports.
@@ -185,15 +189,42 @@ pub fn aggregate_local(dir: &Path, query: &harmony_protocol::estimates::Query) -
     Ok((doc, files.len()))
 }
 
+/// The estimate document of an exported collection aggregated by Apache DataFusion
+/// (`harmony_dist::estimate_dir`: `harmony_estimate` over every part, partial states merged).
+#[cfg(feature = "datafusion")]
+fn aggregate_datafusion(
+    dir: &Path,
+    query: &harmony_protocol::estimates::Query,
+    partitions: Option<usize>,
+) -> Result<(EstimateDocument, usize)> {
+    let spec = dir.join(SPEC_FILE);
+    let text = std::fs::read_to_string(&spec).with_context(|| format!("{}", spec.display()))?;
+    let config = CollectionConfig::from_json(&text).map_err(|e| anyhow!("{}: {e}", spec.display()))?;
+    check_reports_task(&config, "aggregate")?;
+    let partitions = partitions.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    harmony_dist::estimate_dir_blocking(dir, query, partitions).map_err(|e| anyhow!("--engine datafusion: {e}"))
+}
+
+#[cfg(not(feature = "datafusion"))]
+fn aggregate_datafusion(
+    _: &Path,
+    _: &harmony_protocol::estimates::Query,
+    _: Option<usize>,
+) -> Result<(EstimateDocument, usize)> {
+    bail!(
+        "--engine datafusion: this harmony was built without DataFusion; build it with `cargo build --release -p harmony-cli --features datafusion` (docs/SCALE.md), or use --engine local"
+    )
+}
+
 /// Runs `harmony aggregate`.
 pub fn aggregate(a: AggregateArgs) -> Result<()> {
-    if a.engine == Engine::Datafusion {
-        bail!("--engine datafusion: not built yet: issue 21 item 2 (use --engine local)");
-    }
     let dir = collection_dir(&a.reports, a.collection.as_deref())?;
     let query = crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref())?;
     let t = Instant::now();
-    let (doc, files) = aggregate_local(&dir, &query)?;
+    let (doc, files) = match a.engine {
+        Engine::Local => aggregate_local(&dir, &query)?,
+        Engine::Datafusion => aggregate_datafusion(&dir, &query, a.partitions)?,
+    };
     let secs = t.elapsed().as_secs_f64();
     eprintln!(
         "aggregated {} reports from {files} part files in {secs:.2} s ({:.0} reports/s)",

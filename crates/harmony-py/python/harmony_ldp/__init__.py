@@ -6,7 +6,8 @@ multi-attribute collection on a DataFrame; ``simulate_task`` runs any task of th
 ``CreateCollection`` request) through the registry a server runs, its ``Estimates`` as
 tables; ``train`` fits a linear model from a frame's rows as devices of a ``train``
 collection (a ``Model`` with ``predict``); ``Analyst`` creates collections on a server and reads their estimates; ``Device`` submits a
-frame's rows as devices randomizing under the device's own policy. Every error is
+frame's rows as devices randomizing under the device's own policy; ``Aggregator`` adds a
+collection's reports, saves and merges its state (``harmony_ldp.spark`` runs it on Spark). Every error is
 a ``HarmonyError`` (a ``ValueError``).
 
 >>> import numpy as np
@@ -17,6 +18,7 @@ a ``HarmonyError`` (a ``ValueError``).
 True
 """
 
+from ._aggregate import Aggregator, read_spec, resolve_config
 from ._analyst import Analyst
 from ._device import Device
 from ._errors import HarmonyError
@@ -31,6 +33,7 @@ from ._train import Model, train
 HarmonyError.__module__ = "harmony_ldp"
 
 __all__ = [
+    "Aggregator",
     "Analyst",
     "Device",
     "FREQUENCY_NAMES",
@@ -43,6 +46,8 @@ __all__ = [
     "NumericMechanism",
     "Schema",
     "plan",
+    "read_spec",
+    "resolve_config",
     "simulate",
     "simulate_task",
     "train",

@@ -1,0 +1,136 @@
+//! The scale measurement of docs/SCALE.md: reports of a mix of frequency collections generated as
+//! `harmony export` writes them, then aggregated by DataFusion on 1 and 2 partitions and in
+//! process (`harmony aggregate --engine local`'s path), each timed; JSON lines on stdout.
+//!
+//! ```sh
+//! cargo run --release -p harmony-dist --example scale -- generate OUT 100000000 grr,oue,olh,hadamard 16
+//! cargo run --release -p harmony-dist --example scale -- time OUT 1,2
+//! ```
+//!
+//! Generation runs simulated devices (seeded RNGs: simulation only), one thread per collection.
+
+use harmony_core::schema::Value;
+use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
+use harmony_dist::estimate_dir_blocking;
+use harmony_protocol::CreateCollection;
+use harmony_protocol::estimates::Query;
+use harmony_tasks::Input;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+fn request(mechanism: &str, d: usize) -> CreateCollection {
+    let categories: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
+    let req = serde_json::json!({
+        "schema": [{"kind": "categorical", "name": "c", "categories": categories}],
+        "epsilon": 1.0,
+        "task": {"kind": "frequency", "attribute": "c", "mechanism": mechanism},
+    });
+    serde_json::from_value(req).expect("a request")
+}
+
+fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize) {
+    let per = reports / mechanisms.len() as u64;
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for m in mechanisms {
+            s.spawn(move || {
+                let config = harmony_tasks::resolve(&request(m, d), m).expect("resolves");
+                let device = harmony_tasks::build_device(&config).expect("builds");
+                let dir = out.join(format!("collection={m}"));
+                let mut w = ReportsWriter::create(&dir).expect("an empty directory");
+                std::fs::write(dir.join("spec.json"), serde_json::to_string(&config).unwrap()).unwrap();
+                let mut rng = harmony_core::sampling::fast_rng(11);
+                let (mut body, mut id) = (Vec::new(), String::new());
+                for i in 0..per {
+                    // A skewed input: category ⌊d·u²⌋.
+                    let u = ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64) / (1u64 << 53) as f64;
+                    let v = Value::Category(((d as f64) * u * u) as u32);
+                    device.randomize(&Input::Record(&[v]), &mut rng, &mut body).expect("randomizes");
+                    id.clear();
+                    use std::fmt::Write;
+                    write!(id, "r{i}").unwrap();
+                    w.push(&id, Some(20_000 + (i % 7) as i32), &body).expect("writes");
+                }
+                w.finish().expect("closes");
+            });
+        }
+    });
+    let bytes: u64 = walk(out).iter().map(|f| f.metadata().map_or(0, |m| m.len())).sum();
+    println!(
+        "{}",
+        serde_json::json!({"generated": per * mechanisms.len() as u64, "collections": mechanisms, "d": d,
+            "seconds": t.elapsed().as_secs_f64(), "parquet_bytes": bytes})
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+/// `harmony aggregate --engine local`'s path: every part read, validated and added on one thread.
+fn local(dir: &Path) -> u64 {
+    let config =
+        harmony_protocol::CollectionConfig::from_json(&std::fs::read_to_string(dir.join("spec.json")).unwrap())
+            .unwrap();
+    let task = harmony_tasks::build(&config).unwrap();
+    let mut agg = task.aggregator();
+    for f in part_files(dir).unwrap() {
+        for_each_row(&f, &mut |r| {
+            task.validate(r.body).map_err(|e| e.to_string())?;
+            agg.add(r.body).map_err(|e| e.to_string())
+        })
+        .unwrap();
+    }
+    let _ = task.estimate(agg.as_ref(), &Query::default()).unwrap();
+    agg.count()
+}
+
+fn time(out: &Path, partitions: &[usize]) {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(out).unwrap().flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    for dir in dirs.iter().filter(|d| d.join("spec.json").is_file()) {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let t = Instant::now();
+        let n = local(dir);
+        let local_s = t.elapsed().as_secs_f64();
+        println!(
+            "{}",
+            serde_json::json!({"collection": name, "engine": "local", "partitions": 1, "reports": n, "seconds": local_s, "per_s": n as f64 / local_s})
+        );
+        for &p in partitions {
+            let t = Instant::now();
+            let (doc, _) = estimate_dir_blocking(dir, &Query::default(), p).unwrap();
+            let s = t.elapsed().as_secs_f64();
+            assert_eq!(doc.reports, n);
+            println!(
+                "{}",
+                serde_json::json!({"collection": name, "engine": "datafusion", "partitions": p, "reports": n, "seconds": s, "per_s": n as f64 / s})
+            );
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "scale generate OUT REPORTS MECHANISMS D | scale time OUT PARTITIONS";
+    match args.first().map(String::as_str) {
+        Some("generate") if args.len() == 5 => {
+            let n: f64 = args[2].parse().expect("REPORTS");
+            let ms: Vec<String> = args[3].split(',').map(str::to_string).collect();
+            generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"));
+        }
+        Some("time") if args.len() == 3 => {
+            let ps: Vec<usize> = args[2].split(',').map(|p| p.parse().expect("PARTITIONS")).collect();
+            time(Path::new(&args[1]), &ps);
+        }
+        _ => {
+            eprintln!("usage: {usage}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,258 @@
+//! The user-defined aggregates. One accumulator serves the three: it holds a task's aggregator
+//! (built from the collection's config, the aggregate's second argument), adds report bodies or
+//! merges saved states, and ships its saved state ([`harmony_tasks::state`]) between DataFusion's
+//! partial and final aggregations.
+//!
+//! | SQL | input | output |
+//! |---|---|---|
+//! | `harmony_estimate(body, spec [, query])` | report bodies | the estimate document (JSON text) |
+//! | `harmony_state(body, spec)` | report bodies | the saved state (binary): a partial to store |
+//! | `harmony_merge(state, spec [, query])` | saved states | the estimate document (JSON text) |
+//!
+//! `spec` is the collection's config (the `spec.json` beside exported reports) as a string
+//! literal; `query` is `harmony query`'s URL query (`ranges=LO:HI,…&quantiles=Q,…`).
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility};
+use datafusion::physical_expr::expressions::Literal;
+use harmony_protocol::CollectionConfig;
+use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_tasks::{Task, TaskAggregator, state};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Which aggregate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `harmony_estimate`: reports → estimate document.
+    Estimate,
+    /// `harmony_state`: reports → saved state.
+    State,
+    /// `harmony_merge`: saved states → estimate document.
+    Merge,
+}
+
+impl Kind {
+    /// The SQL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Estimate => "harmony_estimate",
+            Kind::State => "harmony_state",
+            Kind::Merge => "harmony_merge",
+        }
+    }
+    fn takes_query(self) -> bool {
+        self != Kind::State
+    }
+}
+
+/// Tasks built from specs, shared by every accumulator of a session (a GROUP BY makes one per
+/// group and partition; building some tasks is not free).
+type Tasks = Arc<Mutex<HashMap<String, Arc<dyn Task>>>>;
+
+/// A Harmony aggregate as a DataFusion UDAF.
+#[derive(Clone)]
+pub struct HarmonyUdaf {
+    kind: Kind,
+    signature: Signature,
+    tasks: Tasks,
+}
+
+impl std::fmt::Debug for HarmonyUdaf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.kind.name())
+    }
+}
+
+impl PartialEq for HarmonyUdaf {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+    }
+}
+impl Eq for HarmonyUdaf {}
+impl std::hash::Hash for HarmonyUdaf {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.kind.hash(state);
+    }
+}
+
+impl HarmonyUdaf {
+    /// The aggregate `kind`.
+    pub fn new(kind: Kind) -> Self {
+        let arities = if kind.takes_query() { vec![2, 3] } else { vec![2] };
+        let signature = Signature::one_of(arities.into_iter().map(TypeSignature::Any).collect(), Volatility::Immutable);
+        HarmonyUdaf { kind, signature, tasks: Tasks::default() }
+    }
+    /// As a DataFusion function (to register, or to call from the DataFrame API).
+    pub fn udaf(kind: Kind) -> AggregateUDF {
+        AggregateUDF::new_from_impl(Self::new(kind))
+    }
+
+    fn err(&self, msg: impl std::fmt::Display) -> DataFusionError {
+        DataFusionError::Execution(format!("{}: {msg}", self.kind.name()))
+    }
+
+    fn task(&self, spec: &str) -> Result<Arc<dyn Task>> {
+        let mut tasks = self.tasks.lock().map_err(|_| self.err("a poisoned task cache"))?;
+        if let Some(t) = tasks.get(spec) {
+            return Ok(t.clone());
+        }
+        let config = CollectionConfig::from_json(spec).map_err(|e| self.err(format!("argument 2 (spec): {e}")))?;
+        let task: Arc<dyn Task> =
+            harmony_tasks::build(&config).map_err(|e| self.err(format!("argument 2 (spec): {e}")))?.into();
+        if !task.mergeable() {
+            return Err(self.err(format!(
+                "collection {} (task \"{}\") depends on the order of its reports: it has no mergeable state (aggregate it with `harmony aggregate --engine local`)",
+                config.id,
+                config.task.kind().name()
+            )));
+        }
+        tasks.insert(spec.to_string(), task.clone());
+        Ok(task)
+    }
+}
+
+/// The string literal argument `i` (`what`).
+fn literal(args: &AccumulatorArgs<'_>, i: usize, what: &str, name: &str) -> Result<Option<String>> {
+    let Some(expr) = args.exprs.get(i) else { return Ok(None) };
+    let lit = expr.downcast_ref::<Literal>().ok_or_else(|| {
+        DataFusionError::Plan(format!("{name}: argument {} ({what}) must be a string literal, got {expr}", i + 1))
+    })?;
+    match lit.value() {
+        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+            Ok(Some(s.clone()))
+        }
+        v => Err(DataFusionError::Plan(format!(
+            "{name}: argument {} ({what}) must be a non-null string, got {v:?}",
+            i + 1
+        ))),
+    }
+}
+
+impl AggregateUDFImpl for HarmonyUdaf {
+    fn name(&self) -> &str {
+        self.kind.name()
+    }
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        if !is_binary(&args[0]) {
+            let what = if self.kind == Kind::Merge { "saved states" } else { "report bodies" };
+            return Err(DataFusionError::Plan(format!(
+                "{}: argument 1 ({what}) must be binary, got {}",
+                self.kind.name(),
+                args[0]
+            )));
+        }
+        Ok(if self.kind == Kind::State { DataType::Binary } else { DataType::Utf8 })
+    }
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![Arc::new(Field::new(format!("{}[state]", args.name), DataType::Binary, true))])
+    }
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let name = self.kind.name();
+        let spec = literal(&args, 1, "spec", name)?.ok_or_else(|| self.err("argument 2 (spec) is missing"))?;
+        let query = match literal(&args, 2, "query", name)? {
+            Some(q) => {
+                Query::parse(&q).map_err(|(field, msg)| self.err(format!("argument 3 (query): {field}: {msg}")))?
+            }
+            None => Query::default(),
+        };
+        let task = self.task(&spec)?;
+        let agg = task.aggregator();
+        Ok(Box::new(HarmonyAccumulator { kind: self.kind, task, agg, query }))
+    }
+}
+
+fn is_binary(t: &DataType) -> bool {
+    matches!(t, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
+}
+
+/// Calls `f` on every value of a binary column; a null is an error naming its row.
+fn each_binary(col: &ArrayRef, what: &str, f: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
+    let mut run = |i: usize, v: &[u8]| f(v).map_err(|e| format!("row {i} of the batch: {e}"));
+    if col.null_count() > 0 {
+        let i = (0..col.len()).find(|&i| col.is_null(i)).unwrap_or(0);
+        return Err(format!("row {i} of the batch: a null {what}"));
+    }
+    match col.data_type() {
+        DataType::Binary => col.as_binary::<i32>().iter().flatten().enumerate().try_for_each(|(i, v)| run(i, v)),
+        DataType::LargeBinary => col.as_binary::<i64>().iter().flatten().enumerate().try_for_each(|(i, v)| run(i, v)),
+        DataType::BinaryView => col.as_binary_view().iter().flatten().enumerate().try_for_each(|(i, v)| run(i, v)),
+        t => Err(format!("a column of {t}, expected binary {what}")),
+    }
+}
+
+/// One group's (or partition's) aggregator.
+struct HarmonyAccumulator {
+    kind: Kind,
+    task: Arc<dyn Task>,
+    agg: Box<dyn TaskAggregator>,
+    query: Query,
+}
+
+impl std::fmt::Debug for HarmonyAccumulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({}, {} reports)", self.kind.name(), self.task.config().id, self.agg.count())
+    }
+}
+
+impl HarmonyAccumulator {
+    fn err(&self, msg: impl std::fmt::Display) -> DataFusionError {
+        DataFusionError::Execution(format!("{} (collection {}): {msg}", self.kind.name(), self.task.config().id))
+    }
+    fn merge_states(&mut self, col: &ArrayRef) -> Result<()> {
+        let (task, agg) = (&self.task, &mut self.agg);
+        each_binary(col, "saved state", &mut |s| {
+            state::merge(task.as_ref(), agg.as_mut(), s).map_err(|e| e.to_string())
+        })
+        .map_err(|e| self.err(e))
+    }
+    fn save(&self) -> Result<Vec<u8>> {
+        state::save(self.task.as_ref(), self.agg.as_ref()).map_err(|e| self.err(e))
+    }
+}
+
+impl Accumulator for HarmonyAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if self.kind == Kind::Merge {
+            return self.merge_states(&values[0]);
+        }
+        let (task, agg) = (&self.task, &mut self.agg);
+        // Every report is validated as the server does before it is added.
+        each_binary(&values[0], "report body", &mut |r| {
+            task.validate(r).and_then(|()| agg.add(r)).map_err(|e| format!("invalid report: {e}"))
+        })
+        .map_err(|e| self.err(e))
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.merge_states(&states[0])
+    }
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Binary(Some(self.save()?))])
+    }
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        if self.kind == Kind::State {
+            return Ok(ScalarValue::Binary(Some(self.save()?)));
+        }
+        let result = self.task.estimate(self.agg.as_ref(), &self.query).map_err(|e| self.err(format!("query: {e}")))?;
+        let config = self.task.config();
+        let doc = EstimateDocument {
+            collection: config.id.clone(),
+            reports: self.agg.count(),
+            epsilon: config.epsilon,
+            result,
+        };
+        let json = serde_json::to_string(&doc).map_err(|e| self.err(e))?;
+        Ok(ScalarValue::Utf8(Some(json)))
+    }
+    fn size(&self) -> usize {
+        // The aggregator does not report its heap size; its counters are a few KiB for every
+        // task but heavy hitters (which keep their reports).
+        std::mem::size_of_val(self) + 4096
+    }
+}

@@ -1,0 +1,203 @@
+//! DataFusion equals the in-process aggregation: for every task and method of the fuzz table
+//! (fuzz/src/wire_reports.rs), reports written as `harmony export` writes them (three days,
+//! several part files each), aggregated by `estimate_dir` on 1, 2 and 3 partitions and by SQL
+//! (`harmony_estimate`, and daily `harmony_state` partials merged by `harmony_merge`), give the
+//! estimate document of one in-process aggregator of the same files to 1e-12.
+
+#[path = "../../../fuzz/src/wire_reports.rs"]
+#[allow(dead_code)]
+mod wire_reports;
+
+use datafusion::arrow::array::AsArray;
+use harmony_core::schema::{Attribute, Value};
+use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
+use harmony_dist::{context, estimate_dir};
+use harmony_protocol::TaskKind;
+use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_tasks::Input;
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use wire_reports::{Entry, table};
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("harmony-dist-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Report i of an entry: records that vary with i.
+fn report(e: &Entry, i: u64) -> Vec<u8> {
+    let attrs = e.config.schema.as_ref().map_or(&[][..], |s| s.attributes());
+    let record: Vec<Value> = attrs
+        .iter()
+        .enumerate()
+        .map(|(j, a)| match a {
+            Attribute::Categorical { categories, .. } => Value::Category(((i as usize + j) % categories.len()) as u32),
+            _ => Value::Unit(((i * 7 + j as u64) % 21) as f64 / 10.0 - 1.0),
+        })
+        .collect();
+    let items = vec![format!("item{}", i % 5), "cd".to_string()];
+    let input = match e.config.task.kind() {
+        TaskKind::HeavyHitters => Input::Items(&items),
+        _ => Input::Record(&record),
+    };
+    let mut out = Vec::new();
+    let mut rng = harmony_core::sampling::fast_rng(7000 + i);
+    e.task.randomize(&input, &mut rng, &mut out).unwrap_or_else(|err| panic!("{}: {err}", e.label));
+    out
+}
+
+/// Writes `n` reports of `e` under `out/<label>/collection=ID` (three days) with its spec.
+fn export(e: &Entry, out: &Path, n: u64) -> PathBuf {
+    let dir = out.join(e.label.replace(' ', "_")).join(format!("collection={}", e.config.id));
+    let mut w = ReportsWriter::create(&dir).unwrap();
+    for i in 0..n {
+        w.push(&format!("r{i}"), Some(20_000 + (i % 3) as i32), &report(e, i)).unwrap();
+    }
+    w.finish().unwrap();
+    std::fs::write(dir.join("spec.json"), serde_json::to_string(&e.config).unwrap()).unwrap();
+    dir
+}
+
+/// One in-process aggregator of every part (the reference).
+fn local(e: &Entry, dir: &Path) -> EstimateDocument {
+    let mut agg = e.task.aggregator();
+    for f in part_files(dir).unwrap() {
+        for_each_row(&f, &mut |r| {
+            e.task.validate(r.body).map_err(|x| x.to_string())?;
+            agg.add(r.body).map_err(|x| x.to_string())
+        })
+        .unwrap();
+    }
+    let result = e.task.estimate(agg.as_ref(), &Query::default()).unwrap();
+    EstimateDocument { collection: e.config.id.clone(), reports: agg.count(), epsilon: e.config.epsilon, result }
+}
+
+/// The largest relative difference between two documents' numbers (∞ when shapes differ).
+fn rel_diff(a: &Json, b: &Json) -> f64 {
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            (x - y).abs() / x.abs().max(y.abs()).max(1e-300)
+        }
+        (Json::Array(x), Json::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).map(|(x, y)| rel_diff(x, y)).fold(0.0, f64::max)
+        }
+        (Json::Object(x), Json::Object(y)) if x.len() == y.len() => {
+            x.iter().map(|(k, v)| y.get(k).map_or(f64::INFINITY, |w| rel_diff(v, w))).fold(0.0, f64::max)
+        }
+        (x, y) if x == y => 0.0,
+        _ => f64::INFINITY,
+    }
+}
+
+fn sql_text(ctx: &datafusion::prelude::SessionContext, rt: &tokio::runtime::Runtime, sql: &str) -> String {
+    let batches = rt.block_on(async { ctx.sql(sql).await.unwrap().collect().await.unwrap() });
+    let col = batches[0].column(0);
+    match col.data_type() {
+        datafusion::arrow::datatypes::DataType::Utf8View => col.as_string_view().value(0).to_string(),
+        _ => col.as_string::<i32>().value(0).to_string(),
+    }
+}
+
+#[test]
+fn datafusion_equals_in_process_for_every_task() {
+    let out = temp("equality");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut checked = 0;
+    for e in table().iter().filter(|e| e.task.mergeable()) {
+        let dir = export(e, &out, 1500);
+        let want = serde_json::to_value(local(e, &dir)).unwrap();
+        for partitions in [1, 2, 3] {
+            let (doc, files) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
+            assert!(files >= 3, "{}: {files} part files", e.label);
+            let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
+            assert!(
+                d <= 1e-12,
+                "{} on {partitions} partitions: {d:e}\n{want}\n{}",
+                e.label,
+                serde_json::to_value(&doc).unwrap()
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 30, "{checked} entries");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn sql_estimates_and_daily_partials_merge() {
+    let out = temp("sql");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // One entry per task kind.
+    let mut seen = std::collections::BTreeSet::new();
+    for e in table().iter().filter(|e| e.task.mergeable() && seen.insert(e.config.task.kind().name())) {
+        let dir = export(e, &out, 900);
+        let want = serde_json::to_value(local(e, &dir)).unwrap();
+        let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap().replace('\'', "''");
+        let ctx = context(2);
+        let files: Vec<String> = part_files(&dir).unwrap().iter().map(|p| p.display().to_string()).collect();
+        rt.block_on(async {
+            let df = ctx.read_parquet(files, Default::default()).await.unwrap();
+            ctx.register_table("reports", df.into_view()).unwrap();
+        });
+        let direct = sql_text(&ctx, &rt, &format!("SELECT harmony_estimate(body, '{spec}') FROM reports"));
+        let d = rel_diff(&want, &serde_json::from_str(&direct).unwrap());
+        assert!(d <= 1e-12, "{}: SQL differs by {d:e}", e.label);
+        rt.block_on(async {
+            let daily = ctx
+                .sql(&format!("SELECT day, harmony_state(body, '{spec}') AS s FROM reports GROUP BY day"))
+                .await
+                .unwrap();
+            ctx.register_table("daily", daily.into_view()).unwrap();
+        });
+        let merged = sql_text(&ctx, &rt, &format!("SELECT harmony_merge(s, '{spec}') FROM daily"));
+        let d = rel_diff(&want, &serde_json::from_str(&merged).unwrap());
+        assert!(d <= 1e-12, "{}: merged daily partials differ by {d:e}", e.label);
+    }
+    assert!(seen.len() >= 6, "{seen:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn errors_name_the_argument_the_row_and_the_collection() {
+    let out = temp("errors");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let e = table().iter().find(|e| e.config.task.kind() == TaskKind::Frequency).unwrap();
+    let dir = export(e, &out, 50);
+    let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap();
+    let ctx = context(2);
+    let files: Vec<String> = part_files(&dir).unwrap().iter().map(|p| p.display().to_string()).collect();
+    rt.block_on(async {
+        let df = ctx.read_parquet(files, Default::default()).await.unwrap();
+        ctx.register_table("reports", df.into_view()).unwrap();
+    });
+    let run = |sql: String| -> String {
+        rt.block_on(async {
+            match ctx.sql(&sql).await {
+                Err(e) => e.to_string(),
+                Ok(df) => df.collect().await.map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string()),
+            }
+        })
+    };
+    let err = run("SELECT harmony_estimate(report_id, '{}') FROM reports".into());
+    assert!(err.contains("argument 1 (report bodies) must be binary"), "{err}");
+    let err = run("SELECT harmony_estimate(body, '{\"config_version\": 3}') FROM reports".into());
+    assert!(err.contains("harmony_estimate: argument 2 (spec)"), "{err}");
+    let err = run("SELECT harmony_estimate(body, report_id) FROM reports".into());
+    assert!(err.contains("argument 2 (spec) must be a string literal"), "{err}");
+    let spec_sql = spec.replace('\'', "''");
+    let err = run(format!("SELECT harmony_estimate(body, '{spec_sql}', 'quantiles=2') FROM reports"));
+    assert!(err.contains("argument 3 (query)"), "{err}");
+    // Another collection's reports: the first is named by its row and refused.
+    let other = table().iter().find(|o| o.config.task.kind() == TaskKind::Marginals).unwrap();
+    let other_spec = serde_json::to_string(&other.config).unwrap().replace('\'', "''");
+    let err = run(format!("SELECT harmony_estimate(body, '{other_spec}') FROM reports"));
+    assert!(err.contains("invalid report") && err.contains("row 0"), "{err}");
+    // States of another collection do not merge.
+    let err = run(format!(
+        "SELECT harmony_merge(s, '{other_spec}') FROM (SELECT harmony_state(body, '{spec_sql}') AS s FROM reports)"
+    ));
+    assert!(err.contains("another collection"), "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -1,0 +1,107 @@
+"""A collection's aggregator in Python: what an engine's workers run on their partitions.
+
+``Aggregator(spec)`` builds the collection's task from its config (the ``spec.json`` that
+``harmony export`` writes beside the reports, or the JSON of ``GET …/config``), adds report
+bodies (an Arrow binary column, without a copy per report; or a list of ``bytes``), saves its
+state (the counters, framed with the config's fingerprint: a state of another collection does
+not merge), merges saved states and estimates the document ``harmony query`` prints."""
+
+import json
+import os
+from typing import Any, Dict, Iterable, Mapping, Optional, Union
+
+import numpy as np
+
+from . import _native
+from ._errors import _error
+
+__all__ = ["Aggregator", "read_spec", "resolve_config"]
+
+
+def read_spec(path: Union[str, "os.PathLike[str]"]) -> str:
+    """The config of an exported collection: ``path`` is its directory (``collection=ID``, holding
+    ``spec.json``) or the ``spec.json`` file itself."""
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        p = os.path.join(p, "spec.json")
+    with open(p, encoding="utf-8") as f:
+        return f.read()
+
+
+def resolve_config(request: Mapping[str, Any], collection: str = "local") -> Dict[str, Any]:
+    """The config a server publishes for a collection ``request`` (a ``CreateCollection``: schema,
+    ε, task) under the id ``collection``: every choice written out (the ``spec`` of
+    ``Aggregator`` and of ``harmony_ldp.spark.estimate``)."""
+    return json.loads(_native.resolve_config(json.dumps(dict(request)), str(collection)))
+
+
+def _spec_text(spec: Union[str, Mapping[str, Any]]) -> str:
+    if isinstance(spec, Mapping):
+        return json.dumps(spec)
+    if isinstance(spec, str):
+        return spec
+    raise _error("spec", type(spec).__name__, "the collection's config as a JSON string or a dict")
+
+
+class Aggregator:
+    """A mergeable accumulator of one collection's reports.
+
+    >>> agg = Aggregator(spec)                       # doctest: +SKIP
+    >>> agg.add_arrow(table.column("body"))          # doctest: +SKIP
+    >>> other.merge(agg.save()); other.estimate()    # doctest: +SKIP
+    """
+
+    def __init__(self, spec: Union[str, Mapping[str, Any]]) -> None:
+        self._native = _native.NativeAggregator(_spec_text(spec))
+
+    def add_arrow(self, column: Any) -> int:
+        """Adds every report of an Arrow binary column (``pyarrow`` ``Array`` or
+        ``ChunkedArray`` of ``binary``, ``large_binary`` or ``binary_view``), each validated as
+        the server does; returns how many. A null or a report of another collection is an error
+        naming its row, and nothing of that chunk is added."""
+        import pyarrow as pa
+
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        n = 0
+        for arr in chunks:
+            if arr.null_count:
+                raise _error("body", f"{arr.null_count} nulls", "a report body in every row")
+            t = arr.type
+            if pa.types.is_binary_view(t) if hasattr(pa.types, "is_binary_view") else False:
+                arr, t = arr.cast(pa.large_binary()), pa.large_binary()
+            if pa.types.is_large_binary(t):
+                dtype = np.int64
+            elif pa.types.is_binary(t):
+                dtype = np.int32
+            else:
+                raise _error("body", str(t), "an Arrow binary column of report bodies")
+            _, offsets, data = arr.buffers()[:3]
+            offs = np.frombuffer(offsets, dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
+            body = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+            n += self._native.add_packed(offs.astype(np.int64, copy=False), body)
+        return n
+
+    def add(self, reports: Iterable[bytes]) -> int:
+        """Adds report bodies given as ``bytes``; returns how many."""
+        items = [bytes(r) for r in reports]
+        offs = np.zeros(len(items) + 1, dtype=np.int64)
+        np.cumsum([len(r) for r in items], out=offs[1:])
+        return self._native.add_packed(offs, np.frombuffer(b"".join(items), dtype=np.uint8))
+
+    def save(self) -> bytes:
+        """The saved state: bytes to ship to wherever the states are merged."""
+        return self._native.save()
+
+    def merge(self, state: bytes) -> None:
+        """Merges a state ``save`` returned (of the same collection)."""
+        self._native.merge(bytes(state))
+
+    @property
+    def count(self) -> int:
+        """Reports added here and through merged states."""
+        return self._native.count
+
+    def estimate(self, query: Optional[str] = None) -> Dict[str, Any]:
+        """The estimate document (as ``harmony query --format json`` prints it); ``query`` is
+        ``ranges=LO:HI,…&quantiles=Q,…`` for range collections."""
+        return json.loads(self._native.estimate(query or ""))

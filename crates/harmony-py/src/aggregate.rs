@@ -1,0 +1,108 @@
+//! A collection's aggregator from Python: what an engine's workers run on their partitions
+//! (`harmony_ldp.spark`). Built from the collection's config (`spec.json`), it adds report bodies
+//! (an Arrow binary column's offsets and bytes, without a copy per report), saves its state
+//! (`harmony_tasks::state`: the counters, framed with the config's fingerprint), merges saved
+//! states, and estimates the document `harmony query` prints.
+
+use crate::errors::{OrPy, param_error, report_error};
+use harmony_protocol::CollectionConfig;
+use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_tasks::{Task, TaskAggregator, state};
+use numpy::PyReadonlyArray1;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// The config a server publishes for a collection request (`CreateCollection` JSON) under `id`:
+/// every choice written out, as `harmony_tasks::resolve` makes it.
+#[pyfunction]
+pub fn resolve_config(request: &str, id: &str) -> PyResult<String> {
+    let req = crate::records::parse_request(request)?;
+    let config = harmony_tasks::resolve(&req, id).or_py()?;
+    serde_json::to_string(&config).map_err(|e| param_error("config", e, "a config"))
+}
+
+/// One accumulator of a collection's reports.
+#[pyclass(module = "harmony_ldp._native")]
+pub struct NativeAggregator {
+    task: Box<dyn Task>,
+    agg: Box<dyn TaskAggregator>,
+}
+
+#[pymethods]
+impl NativeAggregator {
+    /// `spec`: the collection's config (JSON).
+    #[new]
+    fn new(spec: &str) -> PyResult<Self> {
+        let config = CollectionConfig::from_json(spec).map_err(|e| param_error("spec", e, "a collection config"))?;
+        let task = harmony_tasks::build(&config).or_py()?;
+        if !task.mergeable() {
+            return Err(param_error(
+                "spec",
+                format!("task \"{}\"", config.task.kind().name()),
+                "a task whose reports aggregate in any order (not model or query rounds)",
+            ));
+        }
+        let agg = task.aggregator();
+        Ok(NativeAggregator { task, agg })
+    }
+
+    /// Adds reports `data[offsets[i]:offsets[i+1]]` (an Arrow binary column's buffers), each
+    /// validated as the server does; all or nothing. The error names the row. The GIL is released.
+    fn add_packed(
+        &mut self,
+        py: Python<'_>,
+        offsets: PyReadonlyArray1<'_, i64>,
+        data: PyReadonlyArray1<'_, u8>,
+    ) -> PyResult<u64> {
+        let (offsets, data) = (offsets.as_slice()?, data.as_slice()?);
+        let (task, agg) = (&self.task, &mut self.agg);
+        let mut work = agg.clone();
+        py.detach(|| {
+            for (i, w) in offsets.windows(2).enumerate() {
+                let (a, b) = (w[0], w[1]);
+                let body =
+                    usize::try_from(a).ok().zip(usize::try_from(b).ok()).and_then(|(a, b)| data.get(a..b)).ok_or_else(
+                        || report_error(&format!("reports[{i}]"), format!("bytes {a}..{b}"), "offsets within the data"),
+                    )?;
+                task.validate(body)
+                    .and_then(|()| work.add(body))
+                    .map_err(|e| report_error(&format!("reports[{i}]"), e, "a report of this collection"))?;
+            }
+            Ok::<_, PyErr>(())
+        })?;
+        *agg = work;
+        Ok(offsets.len().saturating_sub(1) as u64)
+    }
+
+    /// The saved state (bytes) to ship to the merging side.
+    fn save<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = state::save(self.task.as_ref(), self.agg.as_ref()).or_py()?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Merges a saved state of the same collection.
+    fn merge(&mut self, saved: &[u8]) -> PyResult<()> {
+        state::merge(self.task.as_ref(), self.agg.as_mut(), saved).or_py()
+    }
+
+    /// Reports added (here and through merged states).
+    #[getter]
+    fn count(&self) -> u64 {
+        self.agg.count()
+    }
+
+    /// The estimate document (JSON); `query` is `harmony query`'s URL query
+    /// (`ranges=LO:HI,…&quantiles=Q,…`, empty for the defaults).
+    fn estimate(&self, query: &str) -> PyResult<String> {
+        let query = Query::parse(query).map_err(|(field, msg)| param_error(&field, query, &msg))?;
+        let result = self.task.estimate(self.agg.as_ref(), &query).or_py()?;
+        let config = self.task.config();
+        let doc = EstimateDocument {
+            collection: config.id.clone(),
+            reports: self.agg.count(),
+            epsilon: config.epsilon,
+            result,
+        };
+        serde_json::to_string(&doc).map_err(|e| param_error("estimate", e, "a document"))
+    }
+}

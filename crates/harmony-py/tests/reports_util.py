@@ -1,0 +1,100 @@
+"""Exported collections for the aggregator and Spark tests: every report task of the protocol
+resolved (`resolve_config`), its devices' reports randomized by the device SDK
+(`NativeDeviceTask`, the OS CSPRNG) and written as `harmony export` writes them
+(`collection=ID/day=YYYY-MM-DD/part-NNNNN.parquet`: report_id, day, body; `spec.json`)."""
+
+import json
+import os
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+import harmony_ldp as hl
+from harmony_ldp import _native
+
+SCHEMA = [
+    {"kind": "numeric", "name": "age", "min": 0, "max": 100},
+    {"kind": "categorical", "name": "color", "categories": ["red", "green", "blue"]},
+    {"kind": "numeric", "name": "score", "min": -1, "max": 1},
+    {"kind": "categorical", "name": "size", "categories": ["s", "m", "l", "xl", "xxl"]},
+]
+
+#: (name, task, ε): one collection per report task (and a few methods).
+TASKS: List[Tuple[str, Dict[str, Any], float]] = [
+    ("means-harmony", {"kind": "means", "strategy": "harmony"}, 1.0),
+    ("means-split", {"kind": "means", "strategy": "split"}, 2.0),
+    ("frequency-oue", {"kind": "frequency", "attribute": "size", "mechanism": "oue"}, 1.0),
+    ("frequency-olh", {"kind": "frequency", "attribute": "size", "mechanism": "olh"}, 1.0),
+    ("range-hh", {"kind": "range", "attribute": "age", "bins": 16, "method": "hh"}, 1.0),
+    ("marginals-direct", {"kind": "marginals", "method": "direct", "bins": {"age": 4, "score": 2}, "ways": [2]}, 1.0),
+    ("linear-hr", {"kind": "linear-queries", "attributes": ["color", "age"], "bins": {"age": 4},
+                   "workload": "prefix", "mechanism": "hr"}, 1.0),
+    ("heavy-hitters-pem", {"kind": "heavy-hitters", "method": "pem", "top": 3, "pad_length": 2}, 2.0),
+]
+
+POLICY = json.dumps({"max_epsilon": 10.0})
+
+
+def frame(n: int, seed: int) -> Dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    return {
+        "age": rng.uniform(17, 90, n).round(),
+        "color": rng.choice(["red", "green", "blue"], n, p=[0.5, 0.3, 0.2]),
+        "score": rng.uniform(-1, 1, n),
+        "size": rng.choice(["s", "m", "l", "xl", "xxl"], n),
+    }
+
+
+def reports(config: Dict[str, Any], n: int, seed: int) -> List[Tuple[str, bytes]]:
+    """n devices' (report id, body) of a collection."""
+    device = _native.NativeDeviceTask(json.dumps(config), POLICY)
+    if config["task"]["kind"] == "heavy-hitters":
+        rng = np.random.default_rng(seed)
+        words = ["ab", "cd", "ef", "gh", "ij"]
+        items = device.item_sets([[words[min(int(rng.exponential(1.2)), 4)]] for _ in range(n)])
+    else:
+        columns, _ = hl.Schema({"attributes": config["schema"]}).encode(frame(n, seed))
+        items = device.records(columns)
+    return [(i, bytes.fromhex(r)) for i, r in items]
+
+
+def export(out: str, name: str, task: Dict[str, Any], eps: float, n: int, parts: int = 3) -> Tuple[str, str]:
+    """Writes n reports of a new collection `name` under out/collection=name (`parts` days);
+    returns (its directory, its spec)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    config = hl.resolve_config({"schema": SCHEMA, "epsilon": eps, "task": task}, name)
+    spec = json.dumps(config)
+    rows = reports(config, n, seed=abs(hash(name)) % 2**32)
+    d = os.path.join(out, f"collection={name}")
+    schema = pa.schema([("report_id", pa.string(), False), ("day", pa.date32()), ("body", pa.binary(), False)])
+    for p in range(parts):
+        chunk = rows[p::parts]
+        day = 20_000 + p
+        ddir = os.path.join(d, "day=%s" % (np.datetime64(day, "D")))
+        os.makedirs(ddir, exist_ok=True)
+        table = pa.table(
+            {"report_id": [i for i, _ in chunk], "day": pa.array([day] * len(chunk), pa.int32()).cast(pa.date32()),
+             "body": [b for _, b in chunk]},
+            schema=schema,
+        )
+        pq.write_table(table, os.path.join(ddir, "part-00000.parquet"), row_group_size=max(1, len(chunk) // 2))
+    with open(os.path.join(d, "spec.json"), "w", encoding="utf-8") as f:
+        f.write(spec)
+    return d, spec
+
+
+def rel_diff(a: Any, b: Any) -> float:
+    """The largest relative difference between two documents' numbers (inf when shapes differ)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return 0.0 if a == b else float("inf")
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if a == b:
+            return 0.0
+        return abs(a - b) / max(abs(a), abs(b))
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return max([rel_diff(x, y) for x, y in zip(a, b)], default=0.0)
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
+        return max([rel_diff(a[k], b[k]) for k in a], default=0.0)
+    return 0.0 if a == b else float("inf")

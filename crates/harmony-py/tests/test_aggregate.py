@@ -1,0 +1,78 @@
+"""harmony_ldp.Aggregator: a collection's reports added from Arrow columns or bytes, states saved
+and merged (what an engine's workers run), the estimate document equal to one accumulator's and
+to `harmony aggregate --engine local` of the same Parquet files."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import harmony_ldp as hl
+from reports_util import SCHEMA, TASKS, export, rel_diff
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def _body(d):
+    return pq.read_table(d, columns=["body"]).column("body")
+
+
+@pytest.mark.parametrize("name,task,eps", TASKS, ids=[t[0] for t in TASKS])
+def test_partial_states_merge_to_one_accumulator(tmp_path, name, task, eps):
+    d, spec = export(str(tmp_path), name, task, eps, 1200)
+    body = _body(d)
+    whole = hl.Aggregator(spec)
+    assert whole.add_arrow(body) == 1200
+    merged = hl.Aggregator(json.loads(spec))
+    for lo, hi in [(0, 100), (100, 100), (100, 1200)]:
+        part = hl.Aggregator(spec)
+        part.add_arrow(body.slice(lo, hi - lo))  # a sliced array: offsets from the slice's start
+        merged.merge(part.save())
+    assert merged.count == whole.count == 1200
+    assert rel_diff(whole.estimate(), merged.estimate()) <= 1e-12
+    # Bytes in, the same.
+    again = hl.Aggregator(spec)
+    again.add([bytes(b) for b in body.to_pylist()])
+    assert again.save() == whole.save()
+    # `harmony aggregate --engine local` on the same files.
+    binary = os.environ.get("HARMONY_BIN")
+    if binary:
+        out = subprocess.run([binary, "aggregate", "--engine", "local", "--reports", d, "--format", "json"],
+                             check=True, capture_output=True, text=True).stdout
+        assert rel_diff(json.loads(out), whole.estimate()) <= 1e-12
+
+
+def test_errors_name_the_row_and_refuse_foreign_states(tmp_path):
+    (n1, t1, e1), (n2, t2, e2) = TASKS[2], TASKS[5]
+    d1, spec1 = export(str(tmp_path), n1, t1, e1, 50)
+    d2, spec2 = export(str(tmp_path), n2, t2, e2, 50)
+    a = hl.Aggregator(spec1)
+    with pytest.raises(hl.HarmonyError) as e:
+        a.merge(hl.Aggregator(spec2).save())
+    assert "another collection" in str(e.value)
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add([b"\x01\x02\x03"])
+    assert e.value.field == "reports[0]" and a.count == 0
+    bodies = [bytes(b) for b in _body(d1).to_pylist()]
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add(bodies[:3] + [b"\xff"] + bodies[3:])
+    assert e.value.field == "reports[3]" and a.count == 0, "all or nothing"
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add_arrow(pa.array([b"x", None], pa.binary()))
+    assert e.value.field == "body"
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add_arrow(pa.array(["text"]))
+    assert "binary" in str(e.value)
+    with pytest.raises(hl.HarmonyError) as e:
+        a.merge(a.save()[:-1])
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.Aggregator("{}")
+    assert e.value.field == "spec"
+    train = hl.resolve_config({"schema": SCHEMA, "epsilon": 1,
+                               "task": {"kind": "train", "task": "linear", "target": "score", "batch_size": 4, "rounds": 2}})
+    with pytest.raises(hl.HarmonyError) as e:
+        hl.Aggregator(train)
+    assert "any order" in str(e.value)
+    assert hl.read_spec(d1) == spec1
