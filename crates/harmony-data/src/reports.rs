@@ -134,9 +134,19 @@ impl ReportsWriter {
     /// A writer into `collection_dir` (created; refused if it already holds a day partition, so
     /// two exports never mix).
     pub fn create(collection_dir: &Path) -> Result<Self> {
+        Self::open(collection_dir, false)
+    }
+
+    /// A writer that adds parts to `collection_dir` beside those already there (a server's
+    /// archive, across restarts): each day's part numbers continue after the largest present.
+    pub fn append(collection_dir: &Path) -> Result<Self> {
+        Self::open(collection_dir, true)
+    }
+
+    fn open(collection_dir: &Path, append: bool) -> Result<Self> {
         std::fs::create_dir_all(collection_dir).map_err(io(collection_dir))?;
-        for e in std::fs::read_dir(collection_dir).map_err(io(collection_dir))? {
-            let name = e.map_err(io(collection_dir))?.file_name();
+        let entries = if append { Vec::new() } else { read_names(collection_dir)? };
+        for name in entries {
             if name.to_string_lossy().starts_with("day=") {
                 return Err(Error::data(format!(
                     "{} already holds exported reports ({}); export into an empty directory",
@@ -168,7 +178,10 @@ impl ReportsWriter {
         }
         let dir = self.dir.join(day_dir(day));
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
-        let n = self.next.entry(day).or_insert(0);
+        let n = match self.next.entry(day) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(next_part_number(&dir)?),
+        };
         let path = dir.join(format!("part-{n:05}.parquet.tmp"));
         *n += 1;
         let file = File::create(&path).map_err(io(&path))?;
@@ -204,6 +217,24 @@ impl ReportsWriter {
         }
         Ok(self.written)
     }
+}
+
+fn read_names(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
+    let entries = std::fs::read_dir(dir).map_err(io(dir))?;
+    entries.map(|e| e.map(|e| e.file_name()).map_err(io(dir))).collect()
+}
+
+/// The number after the largest `part-N.parquet` (or `.tmp`) in a day directory (0 when none).
+fn next_part_number(day_dir: &Path) -> Result<u32> {
+    let mut next = 0;
+    for name in read_names(day_dir)? {
+        let name = name.to_string_lossy();
+        let n = name.strip_prefix("part-").and_then(|r| r.split('.').next()).and_then(|n| n.parse::<u32>().ok());
+        if let Some(n) = n {
+            next = next.max(n + 1);
+        }
+    }
+    Ok(next)
 }
 
 /// The part files under a collection directory: `day=*/part-*.parquet`, sorted by path.
@@ -320,8 +351,14 @@ mod tests {
             .unwrap();
         }
         assert!(seen.iter().all(|s| *s));
-        // A second export into the same directory is refused.
+        // A second export into the same directory is refused; an appending writer adds parts
+        // numbered after the existing ones.
         assert!(ReportsWriter::create(&col).is_err());
+        let mut a = ReportsWriter::append(&col).unwrap();
+        a.push("late", Some(20_000), b"x").unwrap();
+        let added = a.finish().unwrap();
+        assert_eq!(part_files(&col).unwrap().len(), files.len() + 1);
+        assert!(!files.contains(&added.files[0]), "{:?} overwrote a part", added.files[0]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,11 +3,13 @@
 //! process (`harmony aggregate --engine local`'s path), each timed; JSON lines on stdout.
 //!
 //! ```sh
-//! cargo run --release -p harmony-dist --example scale -- generate OUT 100000000 grr,oue,olh,hadamard 16
+//! cargo run --release -p harmony-dist --example scale -- generate OUT 100000000 grr,oue,olh,hadamard 16 [device-ids]
 //! cargo run --release -p harmony-dist --example scale -- time OUT 1,2
 //! ```
 //!
 //! Generation runs simulated devices (seeded RNGs: simulation only), one thread per collection.
+//! Report ids are `r<i>` unless `device-ids` is given: then 32 random hex digits, as devices
+//! choose them (`harmony_client::report_id`), for the storage figures.
 
 use harmony_core::schema::Value;
 use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
@@ -28,7 +30,7 @@ fn request(mechanism: &str, d: usize) -> CreateCollection {
     serde_json::from_value(req).expect("a request")
 }
 
-fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize) {
+fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize, device_ids: bool) {
     let per = reports / mechanisms.len() as u64;
     let t = Instant::now();
     std::thread::scope(|s| {
@@ -48,7 +50,13 @@ fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize) {
                     device.randomize(&Input::Record(&[v]), &mut rng, &mut body).expect("randomizes");
                     id.clear();
                     use std::fmt::Write;
-                    write!(id, "r{i}").unwrap();
+                    if device_ids {
+                        use rand::Rng;
+                        let (a, b) = (rng.next_u64(), rng.next_u64());
+                        write!(id, "{a:016x}{b:016x}").unwrap();
+                    } else {
+                        write!(id, "r{i}").unwrap();
+                    }
                     w.push(&id, Some(20_000 + (i % 7) as i32), &body).expect("writes");
                 }
                 w.finish().expect("closes");
@@ -117,12 +125,13 @@ fn time(out: &Path, partitions: &[usize]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "scale generate OUT REPORTS MECHANISMS D | scale time OUT PARTITIONS";
+    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] | scale time OUT PARTITIONS";
     match args.first().map(String::as_str) {
-        Some("generate") if args.len() == 5 => {
+        Some("generate") if args.len() == 5 || args.len() == 6 => {
             let n: f64 = args[2].parse().expect("REPORTS");
             let ms: Vec<String> = args[3].split(',').map(str::to_string).collect();
-            generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"));
+            let ids = args.get(5).map(String::as_str) == Some("device-ids");
+            generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"), ids);
         }
         Some("time") if args.len() == 3 => {
             let ps: Vec<usize> = args[2].split(',').map(|p| p.parse().expect("PARTITIONS")).collect();

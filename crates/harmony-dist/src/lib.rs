@@ -22,7 +22,7 @@ pub mod udaf;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::execution::config::SessionConfig;
-use datafusion::prelude::{ParquetReadOptions, SessionContext, col, lit};
+use datafusion::prelude::{ParquetReadOptions, SessionContext, col};
 use harmony_protocol::estimates::{EstimateDocument, Query};
 use std::path::{Path, PathBuf};
 pub use udaf::{HarmonyUdaf, Kind};
@@ -102,7 +102,7 @@ pub async fn estimate_dir(ctx: &SessionContext, dir: &Path, query: &Query) -> Re
     }
     let n = files.len();
     let df = ctx.read_parquet(files, ParquetReadOptions::default()).await?;
-    let call = HarmonyUdaf::udaf(Kind::Estimate).call(vec![col("body"), lit(spec), lit(query_string(query))]);
+    let call = HarmonyUdaf::bound(Kind::Estimate, &spec, &query_string(query)).call(vec![col("body")]);
     let batches = df.aggregate(vec![], vec![call.alias("estimate")])?.collect().await?;
     let column = batches.first().filter(|b| b.num_rows() == 1).map(|b| b.column(0).clone());
     let column = column.ok_or_else(|| Error::Other("harmony_estimate returned no row".into()))?;

@@ -98,3 +98,15 @@ def rel_diff(a: Any, b: Any) -> float:
     if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
         return max([rel_diff(a[k], b[k]) for k in a], default=0.0)
     return 0.0 if a == b else float("inf")
+
+
+def read_body(d: str) -> Any:
+    """The body column of every part of an exported collection (day=*/part-*.parquet, sorted by
+    path as `harmony aggregate` reads them)."""
+    import glob
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = sorted(glob.glob(os.path.join(d, "day=*", "part-*.parquet")))
+    return pa.concat_tables([pq.read_table(p, columns=["body"]) for p in parts]).column("body")

@@ -9,14 +9,14 @@ import subprocess
 import pytest
 
 import harmony_ldp as hl
-from reports_util import SCHEMA, TASKS, export, rel_diff
+from reports_util import SCHEMA, TASKS, export, read_body, rel_diff
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 
 def _body(d):
-    return pq.read_table(d, columns=["body"]).column("body")
+    return read_body(d)
 
 
 @pytest.mark.parametrize("name,task,eps", TASKS, ids=[t[0] for t in TASKS])

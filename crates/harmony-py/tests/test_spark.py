@@ -16,7 +16,7 @@ import time
 import pytest
 
 import harmony_ldp as hl
-from reports_util import TASKS, export, rel_diff
+from reports_util import TASKS, export, read_body, rel_diff
 
 if os.environ.get("HARMONY_SPARK") != "1":
     pytest.skip("HARMONY_SPARK=1 runs the Spark tests (pyspark, Java 17)", allow_module_level=True)
@@ -56,7 +56,7 @@ def cluster():
 
 def local_estimate(d: str, spec: str) -> dict:
     agg = hl.Aggregator(spec)
-    agg.add_arrow(pq.read_table(d, columns=["body"]).column("body"))
+    agg.add_arrow(read_body(d))
     return agg.estimate()
 
 

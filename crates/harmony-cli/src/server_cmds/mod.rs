@@ -4,6 +4,7 @@
 //! through the client SDK ([`submit`]), and the task's estimate document ([`crate::render`]).
 
 pub mod answers;
+pub mod archive;
 pub mod dashboard;
 pub mod demo;
 pub mod export;
@@ -69,6 +70,18 @@ pub struct ServeArgs {
     /// Seconds SIGTERM/SIGINT waits for in-flight requests before exiting.
     #[arg(long, default_value_t = 30.0)]
     pub drain_timeout: f64,
+    /// Also append every newly stored report to Parquet segments under DIR, in `harmony export`'s
+    /// layout (`DIR/collection=ID/day=…/part-N.parquet`, spec.json): an append-only archive that
+    /// DataFusion, Spark and `harmony aggregate` read (docs/EXPORT.md).
+    #[arg(long, value_name = "DIR")]
+    pub archive: Option<PathBuf>,
+    /// `--archive`: close a collection's segment after this many reports.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub archive_segment_reports: u64,
+    /// `--archive`: close a collection's segment this many seconds after it opened (checked as
+    /// reports arrive; every open segment closes when the server stops).
+    #[arg(long, default_value_t = 300.0)]
+    pub archive_segment_seconds: f64,
     /// Serve HTTPS: the certificate chain (PEM, leaf first); needs `--tls-key`.
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -300,7 +313,15 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         (Some(cert), Some(key)) => Some(harmony_server::tls::server_config(cert, key).map_err(|e| anyhow!(e))?),
         _ => None,
     };
-    let store = harmony_server::open_store_with(&args.db, args.db_ca_cert.as_deref()).map_err(|e| anyhow!(e))?;
+    let mut store = harmony_server::open_store_with(&args.db, args.db_ca_cert.as_deref()).map_err(|e| anyhow!(e))?;
+    if let Some(dir) = args.archive.clone() {
+        if !(args.archive_segment_seconds.is_finite() && args.archive_segment_seconds > 0.0) {
+            bail!("--archive-segment-seconds is {}, expected a number of seconds > 0", args.archive_segment_seconds);
+        }
+        let age = std::time::Duration::from_secs_f64(args.archive_segment_seconds);
+        let rolling = archive::Rolling { reports: args.archive_segment_reports, age };
+        store = std::sync::Arc::new(archive::ArchivingStore::new(store, dir, rolling));
+    }
     let state = harmony_server::AppState::with_tokens(store, &token, metrics.as_deref()).map_err(|e| anyhow!(e))?;
     harmony_server::serve_state_forever_extended(state, &args.listen, &limits, tls, dashboard::routes)
         .map_err(|e| anyhow!(e))

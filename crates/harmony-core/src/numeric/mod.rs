@@ -594,6 +594,20 @@ pub fn decode_fixed_bounded(report: &NumericReport, bound: f64, mechanism: &str)
     }
 }
 
+impl<M: NumericMechanism> crate::state::SaveState for MeanAggregator<M> {
+    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
+        w.u64(self.n);
+        w.f64(self.sum);
+        w.f64(self.sum_sq);
+    }
+    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
+        self.n += r.u64("mean n")?;
+        self.sum += r.f64("mean sum")?;
+        self.sum_sq += r.f64("mean sum of squares")?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod batch_tests {
     //! The vectorised batch kernels of Laplace, PM and HM: the same distribution as the scalar
@@ -702,19 +716,5 @@ mod batch_tests {
         agree!(Piecewise::new(1.0).unwrap());
         agree!(Hybrid::new(2.0).unwrap());
         agree!(Hybrid::new(0.3).unwrap());
-    }
-}
-
-impl<M: NumericMechanism> crate::state::SaveState for MeanAggregator<M> {
-    fn save_state(&self, w: &mut crate::state::StateWriter<'_>) {
-        w.u64(self.n);
-        w.f64(self.sum);
-        w.f64(self.sum_sq);
-    }
-    fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
-        self.n += r.u64("mean n")?;
-        self.sum += r.f64("mean sum")?;
-        self.sum_sq += r.f64("mean sum of squares")?;
-        Ok(())
     }
 }

@@ -40,7 +40,7 @@ def _spec_text(spec: Union[str, Mapping[str, Any]]) -> str:
         return json.dumps(spec)
     if isinstance(spec, str):
         return spec
-    raise _error("spec", type(spec).__name__, "the collection's config as a JSON string or a dict")
+    raise _error("invalid parameter", "spec", type(spec).__name__, "the collection's config as a JSON string or a dict")
 
 
 class Aggregator:
@@ -65,7 +65,7 @@ class Aggregator:
         n = 0
         for arr in chunks:
             if arr.null_count:
-                raise _error("body", f"{arr.null_count} nulls", "a report body in every row")
+                raise _error("invalid input", "body", f"{arr.null_count} nulls", "a report body in every row")
             t = arr.type
             if pa.types.is_binary_view(t) if hasattr(pa.types, "is_binary_view") else False:
                 arr, t = arr.cast(pa.large_binary()), pa.large_binary()
@@ -74,7 +74,7 @@ class Aggregator:
             elif pa.types.is_binary(t):
                 dtype = np.int32
             else:
-                raise _error("body", str(t), "an Arrow binary column of report bodies")
+                raise _error("invalid input", "body", str(t), "an Arrow binary column of report bodies")
             _, offsets, data = arr.buffers()[:3]
             offs = np.frombuffer(offsets, dtype=dtype)[arr.offset : arr.offset + len(arr) + 1]
             body = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
