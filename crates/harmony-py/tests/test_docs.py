@@ -11,7 +11,7 @@ import pytest
 import harmony_ldp as hl
 
 MODULES = ["harmony_ldp", "harmony_ldp._mechanisms", "harmony_ldp._records", "harmony_ldp._tasks",
-           "harmony_ldp._analyst", "harmony_ldp._device", "harmony_ldp._plan"]
+           "harmony_ldp._analyst", "harmony_ldp._device", "harmony_ldp._plan", "harmony_ldp._aggregate"]
 # (HarmonyError is shown as harmony_ldp.HarmonyError, so its example runs with the package.)
 
 

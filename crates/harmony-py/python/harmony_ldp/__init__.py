@@ -18,7 +18,7 @@ a ``HarmonyError`` (a ``ValueError``).
 True
 """
 
-from ._aggregate import Aggregator, read_spec, resolve_config
+from ._aggregate import Aggregator, device_reports, read_spec, resolve_config
 from ._analyst import Analyst
 from ._device import Device
 from ._errors import HarmonyError
@@ -36,6 +36,7 @@ __all__ = [
     "Aggregator",
     "Analyst",
     "Device",
+    "device_reports",
     "FREQUENCY_NAMES",
     "NUMERIC_NAMES",
     "STRATEGY_NAMES",

@@ -8,19 +8,27 @@ not merge), merges saved states and estimates the document ``harmony query`` pri
 
 import json
 import os
-from typing import Any, Dict, Iterable, Mapping, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _native
 from ._errors import _error
 
-__all__ = ["Aggregator", "read_spec", "resolve_config"]
+__all__ = ["Aggregator", "device_reports", "read_spec", "resolve_config"]
 
 
 def read_spec(path: Union[str, "os.PathLike[str]"]) -> str:
     """The config of an exported collection: ``path`` is its directory (``collection=ID``, holding
-    ``spec.json``) or the ``spec.json`` file itself."""
+    ``spec.json``) or the ``spec.json`` file itself.
+
+    >>> import json, os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "spec.json"), "w") as f:
+    ...     _ = f.write(json.dumps(_example()[0]))
+    >>> json.loads(read_spec(d))["task"]["kind"]
+    'frequency'
+    """
     p = os.fspath(path)
     if os.path.isdir(p):
         p = os.path.join(p, "spec.json")
@@ -31,8 +39,44 @@ def read_spec(path: Union[str, "os.PathLike[str]"]) -> str:
 def resolve_config(request: Mapping[str, Any], collection: str = "local") -> Dict[str, Any]:
     """The config a server publishes for a collection ``request`` (a ``CreateCollection``: schema,
     ε, task) under the id ``collection``: every choice written out (the ``spec`` of
-    ``Aggregator`` and of ``harmony_ldp.spark.estimate``)."""
+    ``Aggregator`` and of ``harmony_ldp.spark.estimate``).
+
+    >>> spec = resolve_config({"schema": [{"kind": "categorical", "name": "c", "categories": ["a", "b"]}],
+    ...                        "epsilon": 1.0, "task": {"kind": "frequency", "attribute": "c"}}, "c1")
+    >>> spec["id"], spec["task"]["kind"]
+    ('c1', 'frequency')
+    """
     return json.loads(_native.resolve_config(json.dumps(dict(request)), str(collection)))
+
+
+def device_reports(config: Mapping[str, Any], frame: Any, max_epsilon: float = 10.0) -> List[Tuple[str, bytes]]:
+    """What the devices of ``frame``'s rows would send for the collection ``config``: ``(report
+    id, report bytes)`` per row, randomized here with the OS CSPRNG after the config is checked
+    against a device policy of ``max_epsilon`` (as ``Device.submit`` does, without the network).
+    For heavy hitters, ``frame`` is the devices' items.
+
+    >>> spec, _ = _example()
+    >>> reports = device_reports(spec, {"c": ["a", "b", "b"]})
+    >>> len(reports), len(reports[0][0])
+    (3, 32)
+    """
+    from ._records import Schema
+    from ._tasks import _item_sets
+
+    device = _native.NativeDeviceTask(json.dumps(dict(config)), json.dumps({"max_epsilon": float(max_epsilon)}))
+    if config["task"]["kind"] == "heavy-hitters":
+        items = device.item_sets(_item_sets(frame))
+    else:
+        columns, _ = Schema({"attributes": config["schema"]}).encode(frame)
+        items = device.records(columns)
+    return [(i, bytes.fromhex(r)) for i, r in items]
+
+
+def _example() -> Tuple[Dict[str, Any], List[bytes]]:
+    """A frequency collection over ``c`` ∈ {a, b} (ε = 1) and 1,000 of its devices' reports (600 a)."""
+    spec = resolve_config({"schema": [{"kind": "categorical", "name": "c", "categories": ["a", "b"]}],
+                           "epsilon": 1.0, "task": {"kind": "frequency", "attribute": "c"}}, "c1")
+    return spec, [body for _, body in device_reports(spec, {"c": ["a"] * 600 + ["b"] * 400})]
 
 
 def _spec_text(spec: Union[str, Mapping[str, Any]]) -> str:
@@ -46,9 +90,14 @@ def _spec_text(spec: Union[str, Mapping[str, Any]]) -> str:
 class Aggregator:
     """A mergeable accumulator of one collection's reports.
 
-    >>> agg = Aggregator(spec)                       # doctest: +SKIP
-    >>> agg.add_arrow(table.column("body"))          # doctest: +SKIP
-    >>> other.merge(agg.save()); other.estimate()    # doctest: +SKIP
+    >>> spec, bodies = _example()                     # a config and 1,000 reports
+    >>> first, second = Aggregator(spec), Aggregator(spec)
+    >>> first.add(bodies[:300]), second.add(bodies[300:])
+    (300, 700)
+    >>> first.merge(second.save())                     # as an engine merges partitions
+    >>> doc = first.estimate()
+    >>> doc["reports"], [c["label"] for c in doc["categories"]]
+    (1000, ['a', 'b'])
     """
 
     def __init__(self, spec: Union[str, Mapping[str, Any]]) -> None:
@@ -58,7 +107,13 @@ class Aggregator:
         """Adds every report of an Arrow binary column (``pyarrow`` ``Array`` or
         ``ChunkedArray`` of ``binary``, ``large_binary`` or ``binary_view``), each validated as
         the server does; returns how many. A null or a report of another collection is an error
-        naming its row, and nothing of that chunk is added."""
+        naming its row, and nothing of that chunk is added.
+
+        >>> import pyarrow as pa
+        >>> spec, bodies = _example()
+        >>> Aggregator(spec).add_arrow(pa.array(bodies, pa.binary()))
+        1000
+        """
         import pyarrow as pa
 
         chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
@@ -82,18 +137,40 @@ class Aggregator:
         return n
 
     def add(self, reports: Iterable[bytes]) -> int:
-        """Adds report bodies given as ``bytes``; returns how many."""
+        """Adds report bodies given as ``bytes`` (validated as the server does; all or nothing);
+        returns how many.
+
+        >>> spec, bodies = _example()
+        >>> agg = Aggregator(spec)
+        >>> agg.add(bodies), agg.count
+        (1000, 1000)
+        """
         items = [bytes(r) for r in reports]
         offs = np.zeros(len(items) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in items], out=offs[1:])
         return self._native.add_packed(offs, np.frombuffer(b"".join(items), dtype=np.uint8))
 
     def save(self) -> bytes:
-        """The saved state: bytes to ship to wherever the states are merged."""
+        """The saved state: bytes to ship to wherever the states are merged (the counters, framed
+        with the config's fingerprint).
+
+        >>> spec, bodies = _example()
+        >>> agg = Aggregator(spec)
+        >>> _ = agg.add(bodies)
+        >>> agg.save()[:4]
+        b'HST1'
+        """
         return self._native.save()
 
     def merge(self, state: bytes) -> None:
-        """Merges a state ``save`` returned (of the same collection)."""
+        """Merges a state ``save`` returned (of the same collection; another's is refused).
+
+        >>> spec, bodies = _example()
+        >>> a, b = Aggregator(spec), Aggregator(spec)
+        >>> _ = b.add(bodies)
+        >>> a.merge(b.save()); a.count
+        1000
+        """
         self._native.merge(bytes(state))
 
     @property
@@ -103,5 +180,13 @@ class Aggregator:
 
     def estimate(self, query: Optional[str] = None) -> Dict[str, Any]:
         """The estimate document (as ``harmony query --format json`` prints it); ``query`` is
-        ``ranges=LO:HI,…&quantiles=Q,…`` for range collections."""
+        ``ranges=LO:HI,…&quantiles=Q,…`` for range collections.
+
+        >>> spec, bodies = _example()
+        >>> agg = Aggregator(spec)
+        >>> _ = agg.add(bodies)
+        >>> doc = agg.estimate()
+        >>> doc["task"], doc["reports"], abs(doc["categories"][0]["estimate"] - 0.6) < 5 * doc["categories"][0]["std_error"]
+        ('frequency', 1000, True)
+        """
         return json.loads(self._native.estimate(query or ""))
