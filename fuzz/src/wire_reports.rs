@@ -175,6 +175,50 @@ pub fn assert_finite(what: &str, v: &Value) {
     }
 }
 
+/// Device `i`'s report for an entry, from a record that varies with `i` (categories cycle, numbers
+/// step through [-1, 1]; heavy hitters: one of five items), randomized with `fast_rng(seed + i)`:
+/// what the state and engine tests (harmony-tasks/tests/state.rs, harmony-dist) aggregate.
+pub fn varied_report(e: &Entry, i: u64, seed: u64) -> Vec<u8> {
+    use harmony_core::schema::{Attribute, Value as Cell};
+    let attrs = e.config.schema.as_ref().map_or(&[][..], |s| s.attributes());
+    let record: Vec<Cell> = attrs
+        .iter()
+        .enumerate()
+        .map(|(j, a)| match a {
+            Attribute::Categorical { categories, .. } => Cell::Category(((i as usize + j) % categories.len()) as u32),
+            _ => Cell::Unit(((i * 7 + j as u64) % 21) as f64 / 10.0 - 1.0),
+        })
+        .collect();
+    let items = vec![format!("item{}", i % 5), "cd".to_string()];
+    let input = match e.config.task.kind() {
+        harmony_protocol::TaskKind::HeavyHitters => harmony_tasks::Input::Items(&items),
+        _ => harmony_tasks::Input::Record(&record),
+    };
+    let mut out = Vec::new();
+    let mut rng = harmony_core::sampling::fast_rng(seed + i);
+    e.task.randomize(&input, &mut rng, &mut out).unwrap_or_else(|err| panic!("{}: {err}", e.label));
+    out
+}
+
+/// The largest relative difference between two estimate documents' numbers (∞ when their shapes
+/// or any non-number differ).
+pub fn rel_diff(a: &Value, b: &Value) -> f64 {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            if x == y { 0.0 } else { (x - y).abs() / x.abs().max(y.abs()) }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            x.iter().zip(y).map(|(p, q)| rel_diff(p, q)).fold(0.0, f64::max)
+        }
+        (Value::Object(x), Value::Object(y)) if x.len() == y.len() => {
+            x.iter().map(|(k, p)| y.get(k).map_or(f64::INFINITY, |q| rel_diff(p, q))).fold(0.0, f64::max)
+        }
+        (x, y) if x == y => 0.0,
+        _ => f64::INFINITY,
+    }
+}
+
 /// The fuzz target's body. Returns whether the report was accepted (for tests).
 pub fn run(data: &[u8]) -> bool {
     let [selector, repeat, form, rest @ ..] = data else { return false };

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{BIN, free_port, harmony, root, wait_for_port};
+use common::{BIN, adult_rows, free_port, harmony, root, wait_for_port};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,21 +18,20 @@ fn temp(name: &str) -> PathBuf {
     dir
 }
 
-fn adult_rows(dir: &Path, skip: usize, n: usize) -> String {
-    let text = std::fs::read_to_string(root().join("data/adult.csv")).unwrap();
-    let mut lines = text.lines();
-    let mut out = format!("{}\n", lines.next().unwrap());
-    for l in lines.skip(skip).take(n) {
-        out.push_str(l);
-        out.push('\n');
+/// A server child, killed on drop unless [`stop`] stopped it (a failed assertion leaves no server).
+struct Served(Option<Child>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
-    let path = dir.join(format!("adult-{skip}-{n}.csv"));
-    std::fs::write(&path, out).unwrap();
-    path.display().to_string()
 }
 
 /// `harmony serve --archive ARCHIVE --archive-segment-reports 500` on `db`.
-fn serve(db: &str, archive: &Path) -> (Child, String) {
+fn serve(db: &str, archive: &Path) -> (Served, String) {
     let port = free_port();
     let child = Command::new(BIN)
         .args(["serve", "--db", db, "--listen", &format!("127.0.0.1:{port}"), "--analyst-token", "tok"])
@@ -42,11 +41,12 @@ fn serve(db: &str, archive: &Path) -> (Child, String) {
         .spawn()
         .unwrap();
     wait_for_port(port);
-    (child, format!("http://127.0.0.1:{port}"))
+    (Served(Some(child)), format!("http://127.0.0.1:{port}"))
 }
 
 /// SIGTERM, then waits (up to 60 s) for a clean exit.
-fn stop(mut child: Child) {
+fn stop(mut served: Served) {
+    let mut child = served.0.take().expect("running");
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let t = Instant::now();
@@ -55,7 +55,10 @@ fn stop(mut child: Child) {
             assert!(status.success(), "harmony serve exited with {status}");
             return;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "harmony serve did not stop");
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("harmony serve did not stop within 60 s of SIGTERM");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }

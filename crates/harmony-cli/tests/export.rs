@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fails, harmony, root, serve};
+use common::{adult_rows, fails, harmony, root, serve};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -101,20 +101,6 @@ fn temp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// The first `n` rows of Adult (from row `skip`) as a CSV file in `dir`.
-fn adult_rows(dir: &Path, skip: usize, n: usize) -> String {
-    let text = std::fs::read_to_string(root().join("data/adult.csv")).unwrap();
-    let mut lines = text.lines();
-    let mut out = format!("{}\n", lines.next().unwrap());
-    for l in lines.skip(skip).take(n) {
-        out.push_str(l);
-        out.push('\n');
-    }
-    let path = dir.join(format!("adult-{skip}-{n}.csv"));
-    std::fs::write(&path, out).unwrap();
-    path.display().to_string()
 }
 
 fn schema() -> String {

@@ -27,7 +27,7 @@ use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Signature, TypeSignature, Volatility};
 use datafusion::physical_expr::expressions::Literal;
 use harmony_protocol::CollectionConfig;
-use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::estimates::Query;
 use harmony_tasks::{Task, TaskAggregator, state};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -295,14 +295,8 @@ impl Accumulator for HarmonyAccumulator {
         if self.kind == Kind::State {
             return Ok(ScalarValue::Binary(Some(self.save()?)));
         }
-        let result = self.task.estimate(self.agg.as_ref(), &self.query).map_err(|e| self.err(format!("query: {e}")))?;
-        let config = self.task.config();
-        let doc = EstimateDocument {
-            collection: config.id.clone(),
-            reports: self.agg.count(),
-            epsilon: config.epsilon,
-            result,
-        };
+        let doc = harmony_tasks::document(self.task.as_ref(), self.agg.as_ref(), &self.query)
+            .map_err(|e| self.err(format!("query: {e}")))?;
         let json = serde_json::to_string(&doc).map_err(|e| self.err(e))?;
         Ok(ScalarValue::Utf8(Some(json)))
     }

@@ -9,15 +9,12 @@
 mod wire_reports;
 
 use datafusion::arrow::array::AsArray;
-use harmony_core::schema::{Attribute, Value};
 use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
 use harmony_dist::{context, estimate_dir};
 use harmony_protocol::TaskKind;
 use harmony_protocol::estimates::{EstimateDocument, Query};
-use harmony_tasks::Input;
-use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
-use wire_reports::{Entry, table};
+use wire_reports::{Entry, rel_diff, table};
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("harmony-dist-{name}-{}", std::process::id()));
@@ -25,34 +22,12 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
-/// Report i of an entry: records that vary with i.
-fn report(e: &Entry, i: u64) -> Vec<u8> {
-    let attrs = e.config.schema.as_ref().map_or(&[][..], |s| s.attributes());
-    let record: Vec<Value> = attrs
-        .iter()
-        .enumerate()
-        .map(|(j, a)| match a {
-            Attribute::Categorical { categories, .. } => Value::Category(((i as usize + j) % categories.len()) as u32),
-            _ => Value::Unit(((i * 7 + j as u64) % 21) as f64 / 10.0 - 1.0),
-        })
-        .collect();
-    let items = vec![format!("item{}", i % 5), "cd".to_string()];
-    let input = match e.config.task.kind() {
-        TaskKind::HeavyHitters => Input::Items(&items),
-        _ => Input::Record(&record),
-    };
-    let mut out = Vec::new();
-    let mut rng = harmony_core::sampling::fast_rng(7000 + i);
-    e.task.randomize(&input, &mut rng, &mut out).unwrap_or_else(|err| panic!("{}: {err}", e.label));
-    out
-}
-
 /// Writes `n` reports of `e` under `out/<label>/collection=ID` (three days) with its spec.
 fn export(e: &Entry, out: &Path, n: u64) -> PathBuf {
     let dir = out.join(e.label.replace(' ', "_")).join(format!("collection={}", e.config.id));
     let mut w = ReportsWriter::create(&dir).unwrap();
     for i in 0..n {
-        w.push(&format!("r{i}"), Some(20_000 + (i % 3) as i32), &report(e, i)).unwrap();
+        w.push(&format!("r{i}"), Some(20_000 + (i % 3) as i32), &wire_reports::varied_report(e, i, 7000)).unwrap();
     }
     w.finish().unwrap();
     std::fs::write(dir.join("spec.json"), serde_json::to_string(&e.config).unwrap()).unwrap();
@@ -69,26 +44,7 @@ fn local(e: &Entry, dir: &Path) -> EstimateDocument {
         })
         .unwrap();
     }
-    let result = e.task.estimate(agg.as_ref(), &Query::default()).unwrap();
-    EstimateDocument { collection: e.config.id.clone(), reports: agg.count(), epsilon: e.config.epsilon, result }
-}
-
-/// The largest relative difference between two documents' numbers (∞ when shapes differ).
-fn rel_diff(a: &Json, b: &Json) -> f64 {
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => {
-            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-            (x - y).abs() / x.abs().max(y.abs()).max(1e-300)
-        }
-        (Json::Array(x), Json::Array(y)) if x.len() == y.len() => {
-            x.iter().zip(y).map(|(x, y)| rel_diff(x, y)).fold(0.0, f64::max)
-        }
-        (Json::Object(x), Json::Object(y)) if x.len() == y.len() => {
-            x.iter().map(|(k, v)| y.get(k).map_or(f64::INFINITY, |w| rel_diff(v, w))).fold(0.0, f64::max)
-        }
-        (x, y) if x == y => 0.0,
-        _ => f64::INFINITY,
-    }
+    harmony_tasks::document(e.task.as_ref(), agg.as_ref(), &Query::default()).unwrap()
 }
 
 fn sql_text(ctx: &datafusion::prelude::SessionContext, rt: &tokio::runtime::Runtime, sql: &str) -> String {

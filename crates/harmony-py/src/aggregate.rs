@@ -6,7 +6,7 @@
 
 use crate::errors::{OrPy, param_error, report_error};
 use harmony_protocol::CollectionConfig;
-use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::estimates::Query;
 use harmony_tasks::{Task, TaskAggregator, state};
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
@@ -95,14 +95,7 @@ impl NativeAggregator {
     /// (`ranges=LO:HI,…&quantiles=Q,…`, empty for the defaults).
     fn estimate(&self, query: &str) -> PyResult<String> {
         let query = Query::parse(query).map_err(|(field, msg)| param_error(&field, query, &msg))?;
-        let result = self.task.estimate(self.agg.as_ref(), &query).or_py()?;
-        let config = self.task.config();
-        let doc = EstimateDocument {
-            collection: config.id.clone(),
-            reports: self.agg.count(),
-            epsilon: config.epsilon,
-            result,
-        };
+        let doc = harmony_tasks::document(self.task.as_ref(), self.agg.as_ref(), &query).or_py()?;
         serde_json::to_string(&doc).map_err(|e| param_error("estimate", e, "a document"))
     }
 }

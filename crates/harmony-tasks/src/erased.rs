@@ -11,7 +11,7 @@ use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};
 use harmony_core::state::{SaveState, StateReader, StateWriter};
 use harmony_core::wire::{self, WireReport};
-use harmony_protocol::estimates::{Query, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
 use harmony_protocol::{CollectionConfig, TaskKind};
 use rand::Rng;
 use std::any::Any;
@@ -171,6 +171,14 @@ impl<A: Aggregator + SaveState + 'static> TaskAggregator for Typed<A> {
         self.agg = merged;
         Ok(())
     }
+}
+
+/// The estimate document of `agg` for `task`'s collection: what `harmony query` prints and the
+/// engines return (the task's estimate, the reports aggregated, the collection's id and ε).
+pub fn document(task: &dyn Task, agg: &dyn TaskAggregator, query: &Query) -> Result<EstimateDocument> {
+    let result = task.estimate(agg, query)?;
+    let c = task.config();
+    Ok(EstimateDocument { collection: c.id.clone(), reports: agg.count(), epsilon: c.epsilon, result })
 }
 
 /// Encodes a report into `out` (cleared first).

@@ -8,53 +8,9 @@
 #[allow(dead_code)]
 mod wire_reports;
 
-use harmony_core::schema::{Attribute, Value};
-use harmony_protocol::TaskKind;
 use harmony_protocol::estimates::Query;
-use harmony_tasks::{Input, state};
-use serde_json::Value as Json;
-use wire_reports::{Entry, table};
-
-/// Report i of an entry: records that vary with i (so counts differ between categories).
-fn report(e: &Entry, i: u64) -> Vec<u8> {
-    let attrs = e.config.schema.as_ref().map_or(&[][..], |s| s.attributes());
-    let record: Vec<Value> = attrs
-        .iter()
-        .enumerate()
-        .map(|(j, a)| match a {
-            Attribute::Categorical { categories, .. } => Value::Category(((i as usize + j) % categories.len()) as u32),
-            _ => Value::Unit(((i * 7 + j as u64) % 21) as f64 / 10.0 - 1.0),
-        })
-        .collect();
-    let items = vec![format!("item{}", i % 5), "cd".to_string()];
-    let input = match e.config.task.kind() {
-        TaskKind::HeavyHitters => Input::Items(&items),
-        _ => Input::Record(&record),
-    };
-    let mut out = Vec::new();
-    let mut rng = harmony_core::sampling::fast_rng(1000 + i);
-    e.task.randomize(&input, &mut rng, &mut out).unwrap_or_else(|err| panic!("{}: {err}", e.label));
-    out
-}
-
-/// The largest relative difference between two estimate documents' numbers (∞ when their shapes
-/// differ).
-fn rel_diff(a: &Json, b: &Json) -> f64 {
-    match (a, b) {
-        (Json::Number(x), Json::Number(y)) => {
-            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
-            (x - y).abs() / x.abs().max(y.abs()).max(1e-300)
-        }
-        (Json::Array(x), Json::Array(y)) if x.len() == y.len() => {
-            x.iter().zip(y).map(|(x, y)| rel_diff(x, y)).fold(0.0, f64::max)
-        }
-        (Json::Object(x), Json::Object(y)) if x.len() == y.len() => {
-            x.iter().map(|(k, v)| y.get(k).map_or(f64::INFINITY, |w| rel_diff(v, w))).fold(0.0, f64::max)
-        }
-        (x, y) if x == y => 0.0,
-        _ => f64::INFINITY,
-    }
-}
+use harmony_tasks::state;
+use wire_reports::{rel_diff, table};
 
 #[test]
 fn saved_states_merge_to_the_single_accumulators_estimate() {
@@ -66,7 +22,7 @@ fn saved_states_merge_to_the_single_accumulators_estimate() {
             assert!(e.task.aggregator().save(&mut out).is_err(), "{}: an order-dependent state saved", e.label);
             continue;
         }
-        let reports: Vec<Vec<u8>> = (0..n).map(|i| report(e, i)).collect();
+        let reports: Vec<Vec<u8>> = (0..n).map(|i| wire_reports::varied_report(e, i, 1000)).collect();
         let mut whole = e.task.aggregator();
         reports.iter().for_each(|r| whole.add(r).unwrap());
         // Three parts of unequal sizes, one empty: saved, then merged into a fresh accumulator.
@@ -97,7 +53,7 @@ fn foreign_truncated_and_padded_states_are_errors() {
     let t = table();
     for (k, e) in t.iter().enumerate().filter(|(_, e)| e.task.mergeable()) {
         let mut agg = e.task.aggregator();
-        (0..40).for_each(|i| agg.add(&report(e, i)).unwrap());
+        (0..40).for_each(|i| agg.add(&wire_reports::varied_report(e, i, 1000)).unwrap());
         let saved = state::save(e.task.as_ref(), agg.as_ref()).unwrap();
         let before = state::save(e.task.as_ref(), agg.as_ref()).unwrap();
         // Another collection's state (the next entry with another config): refused by the

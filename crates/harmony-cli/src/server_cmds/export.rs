@@ -184,8 +184,7 @@ pub fn aggregate_local(dir: &Path, query: &harmony_protocol::estimates::Query) -
             agg.add(r.body).map_err(|e| format!("invalid report: {e}"))
         })?;
     }
-    let result = task.estimate(agg.as_ref(), query).map_err(|e| anyhow!("query: {e}"))?;
-    let doc = EstimateDocument { collection: config.id.clone(), reports: agg.count(), epsilon: config.epsilon, result };
+    let doc = harmony_tasks::document(task.as_ref(), agg.as_ref(), query).map_err(|e| anyhow!("query: {e}"))?;
     Ok((doc, files.len()))
 }
 

@@ -91,3 +91,17 @@ pub fn serve(db: &str) -> Server {
 pub fn serve_sqlite(dir: &std::path::Path) -> Server {
     serve(&format!("sqlite://{}", dir.join("db.sqlite").display()))
 }
+
+/// The first `n` rows of Adult (from row `skip`) as a CSV file in `dir`; returns its path.
+pub fn adult_rows(dir: &std::path::Path, skip: usize, n: usize) -> String {
+    let text = std::fs::read_to_string(root().join("data/adult.csv")).unwrap();
+    let mut lines = text.lines();
+    let mut out = format!("{}\n", lines.next().unwrap());
+    for l in lines.skip(skip).take(n) {
+        out.push_str(l);
+        out.push('\n');
+    }
+    let path = dir.join(format!("adult-{skip}-{n}.csv"));
+    std::fs::write(&path, out).unwrap();
+    path.display().to_string()
+}
