@@ -77,20 +77,6 @@ pub fn read_spec(dir: &Path) -> Result<String> {
     std::fs::read_to_string(&path).map_err(|source| Error::Io { path, source })
 }
 
-/// The query as `harmony query`'s URL query string (what the aggregates' third argument takes).
-pub fn query_string(q: &Query) -> String {
-    let mut parts = Vec::new();
-    if !q.ranges.is_empty() {
-        let r: Vec<String> = q.ranges.iter().map(|[lo, hi]| format!("{lo}:{hi}")).collect();
-        parts.push(format!("ranges={}", r.join(",")));
-    }
-    if let Some(qs) = &q.quantiles {
-        let v: Vec<String> = qs.iter().map(|x| x.to_string()).collect();
-        parts.push(format!("quantiles={}", v.join(",")));
-    }
-    parts.join("&")
-}
-
 /// The estimate document of an exported collection (`dir` holds `spec.json` and `day=*/part-*.parquet`)
 /// aggregated by DataFusion on `ctx`; also the number of part files read.
 pub async fn estimate_dir(ctx: &SessionContext, dir: &Path, query: &Query) -> Result<(EstimateDocument, usize)> {
@@ -102,7 +88,7 @@ pub async fn estimate_dir(ctx: &SessionContext, dir: &Path, query: &Query) -> Re
     }
     let n = files.len();
     let df = ctx.read_parquet(files, ParquetReadOptions::default()).await?;
-    let call = HarmonyUdaf::bound(Kind::Estimate, &spec, &query_string(query)).call(vec![col("body")]);
+    let call = HarmonyUdaf::bound(Kind::Estimate, &spec, &query.to_query_string()).call(vec![col("body")]);
     let batches = df.aggregate(vec![], vec![call.alias("estimate")])?.collect().await?;
     let column = batches.first().filter(|b| b.num_rows() == 1).map(|b| b.column(0).clone());
     let column = column.ok_or_else(|| Error::Other("harmony_estimate returned no row".into()))?;

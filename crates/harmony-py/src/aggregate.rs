@@ -56,22 +56,21 @@ impl NativeAggregator {
     ) -> PyResult<u64> {
         let (offsets, data) = (offsets.as_slice()?, data.as_slice()?);
         let (task, agg) = (&self.task, &mut self.agg);
-        let mut work = agg.clone();
+        let body = |i: usize| {
+            let (a, b) = (offsets[i], offsets[i + 1]);
+            usize::try_from(a).ok().zip(usize::try_from(b).ok()).and_then(|(a, b)| data.get(a..b)).ok_or_else(|| {
+                report_error(&format!("reports[{i}]"), format!("bytes {a}..{b}"), "offsets within the data")
+            })
+        };
+        let invalid = |i: usize, e| report_error(&format!("reports[{i}]"), e, "a report of this collection");
+        let n = offsets.len().saturating_sub(1);
+        // Every report validated before any is added (all or nothing, without copying the
+        // accumulator: a heavy-hitter accumulator holds its reports).
         py.detach(|| {
-            for (i, w) in offsets.windows(2).enumerate() {
-                let (a, b) = (w[0], w[1]);
-                let body =
-                    usize::try_from(a).ok().zip(usize::try_from(b).ok()).and_then(|(a, b)| data.get(a..b)).ok_or_else(
-                        || report_error(&format!("reports[{i}]"), format!("bytes {a}..{b}"), "offsets within the data"),
-                    )?;
-                task.validate(body)
-                    .and_then(|()| work.add(body))
-                    .map_err(|e| report_error(&format!("reports[{i}]"), e, "a report of this collection"))?;
-            }
-            Ok::<_, PyErr>(())
+            (0..n).try_for_each(|i| task.validate(body(i)?).map_err(|e| invalid(i, e)))?;
+            (0..n).try_for_each(|i| agg.add(body(i)?).map_err(|e| invalid(i, e)))
         })?;
-        *agg = work;
-        Ok(offsets.len().saturating_sub(1) as u64)
+        Ok(n as u64)
     }
 
     /// The saved state (bytes) to ship to the merging side.
