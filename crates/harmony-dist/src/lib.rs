@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod tally;
 pub mod udaf;
 
 use datafusion::arrow::array::{Array, AsArray};

@@ -17,6 +17,7 @@
 //! optimizer therefore rewrites a call with literal `spec` and `query` into one of the same
 //! aggregate bound to them ([`HarmonyUdaf::bound`], `simplify`), whose only argument is the body.
 
+use crate::tally::{Tally, key_of, key_of_view};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
@@ -220,7 +221,7 @@ impl AggregateUDFImpl for HarmonyUdaf {
         };
         let task = self.task(&spec)?;
         let agg = task.aggregator();
-        Ok(Box::new(HarmonyAccumulator { kind: self.kind, task, agg, query }))
+        Ok(Box::new(HarmonyAccumulator { kind: self.kind, task, agg, query, tally: Tally::default() }))
     }
 }
 
@@ -228,19 +229,29 @@ fn is_binary(t: &DataType) -> bool {
     matches!(t, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
 }
 
+/// The first null row of `col`, as an error.
+fn no_nulls(col: &dyn Array, what: &str) -> Result<(), String> {
+    match col.null_count() {
+        0 => Ok(()),
+        _ => Err(format!("row {} of the batch: a null {what}", (0..col.len()).find(|&i| col.is_null(i)).unwrap_or(0))),
+    }
+}
+
+/// The values of a binary column (`None` for another type).
+fn binaries(col: &dyn Array) -> Option<Vec<&[u8]>> {
+    Some(match col.data_type() {
+        DataType::Binary => col.as_binary::<i32>().iter().map(Option::unwrap_or_default).collect(),
+        DataType::LargeBinary => col.as_binary::<i64>().iter().map(Option::unwrap_or_default).collect(),
+        DataType::BinaryView => col.as_binary_view().iter().map(Option::unwrap_or_default).collect(),
+        _ => return None,
+    })
+}
+
 /// Calls `f` on every value of a binary column; a null is an error naming its row.
 fn each_binary(col: &ArrayRef, what: &str, f: &mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> {
-    let mut run = |i: usize, v: &[u8]| f(v).map_err(|e| format!("row {i} of the batch: {e}"));
-    if col.null_count() > 0 {
-        let i = (0..col.len()).find(|&i| col.is_null(i)).unwrap_or(0);
-        return Err(format!("row {i} of the batch: a null {what}"));
-    }
-    match col.data_type() {
-        DataType::Binary => col.as_binary::<i32>().iter().flatten().enumerate().try_for_each(|(i, v)| run(i, v)),
-        DataType::LargeBinary => col.as_binary::<i64>().iter().flatten().enumerate().try_for_each(|(i, v)| run(i, v)),
-        DataType::BinaryView => col.as_binary_view().iter().flatten().enumerate().try_for_each(|(i, v)| run(i, v)),
-        t => Err(format!("a column of {t}, expected binary {what}")),
-    }
+    no_nulls(col, what)?;
+    let values = binaries(col).ok_or_else(|| format!("a column of {}, expected binary {what}", col.data_type()))?;
+    values.into_iter().enumerate().try_for_each(|(i, v)| f(v).map_err(|e| format!("row {i} of the batch: {e}")))
 }
 
 /// One group's (or partition's) aggregator.
@@ -249,6 +260,8 @@ struct HarmonyAccumulator {
     task: Arc<dyn Task>,
     agg: Box<dyn TaskAggregator>,
     query: Query,
+    /// Short reports counted, not yet added.
+    tally: Tally,
 }
 
 impl std::fmt::Debug for HarmonyAccumulator {
@@ -268,9 +281,60 @@ impl HarmonyAccumulator {
         })
         .map_err(|e| self.err(e))
     }
-    fn save(&self) -> Result<Vec<u8>> {
+    fn save(&mut self) -> Result<Vec<u8>> {
+        self.flush()?;
         state::save(self.task.as_ref(), self.agg.as_ref()).map_err(|e| self.err(e))
     }
+    /// Adds the counted short reports.
+    fn flush(&mut self) -> Result<()> {
+        let flushed = self.tally.flush(self.agg.as_mut());
+        flushed.map_err(|e| self.err(format!("invalid report: {e}")))
+    }
+    /// A column of report bodies: short ones counted ([`Tally`]), the others validated and
+    /// added as one batch ([`Task::add_checked_batch`]).
+    fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
+        no_nulls(col, "report body")?;
+        let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
+        if !self.tally.on() {
+            let bodies = binaries(col).ok_or_else(|| not_binary(col))?;
+            return self.task.add_checked_batch(self.agg.as_mut(), &bodies).map_err(|(i, e)| invalid(i, e));
+        }
+        let task = self.task.as_ref();
+        let (mut rows, mut long) = (Vec::new(), Vec::new());
+        if let Some(views) = col.as_binary_view_opt() {
+            for (row, &view) in views.views().iter().enumerate() {
+                match key_of_view(view) {
+                    Some(key) => self.tally.add(key, task).map_err(|e| invalid(row, e))?,
+                    None => {
+                        rows.push(row);
+                        long.push(views.value(row));
+                    }
+                }
+            }
+        } else {
+            for (row, body) in binaries(col).ok_or_else(|| not_binary(col))?.into_iter().enumerate() {
+                match key_of(body) {
+                    Some(key) => self.tally.add(key, task).map_err(|e| invalid(row, e))?,
+                    None => {
+                        rows.push(row);
+                        long.push(body);
+                    }
+                }
+            }
+        }
+        self.tally.counted((col.len() - long.len()) as u64);
+        if !long.is_empty() {
+            task.add_checked_batch(self.agg.as_mut(), &long).map_err(|(i, e)| invalid(rows[i], e))?;
+        }
+        if self.tally.due() {
+            self.tally.flush(self.agg.as_mut()).map_err(|e| format!("invalid report: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+fn not_binary(col: &dyn Array) -> String {
+    format!("a column of {}, expected binary report bodies", col.data_type())
 }
 
 impl Accumulator for HarmonyAccumulator {
@@ -278,12 +342,9 @@ impl Accumulator for HarmonyAccumulator {
         if self.kind == Kind::Merge {
             return self.merge_states(&values[0]);
         }
-        let (task, agg) = (&self.task, &mut self.agg);
         // Every report is validated as the server does before it is added.
-        each_binary(&values[0], "report body", &mut |r| {
-            task.validate(r).and_then(|()| agg.add(r)).map_err(|e| format!("invalid report: {e}"))
-        })
-        .map_err(|e| self.err(e))
+        let added = self.add_bodies(&values[0]);
+        added.map_err(|e| self.err(e))
     }
     fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
         self.merge_states(&states[0])
@@ -295,6 +356,7 @@ impl Accumulator for HarmonyAccumulator {
         if self.kind == Kind::State {
             return Ok(ScalarValue::Binary(Some(self.save()?)));
         }
+        self.flush()?;
         let doc = harmony_tasks::document(self.task.as_ref(), self.agg.as_ref(), &self.query)
             .map_err(|e| self.err(format!("query: {e}")))?;
         let json = serde_json::to_string(&doc).map_err(|e| self.err(e))?;

@@ -157,3 +157,37 @@ fn errors_name_the_argument_the_row_and_the_collection() {
     assert!(err.contains("another collection"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn long_columns_tally_short_reports_or_switch_the_tally_off() {
+    // 150,000 reports: past the tally's trial (65,536 reports) on 1 and on 2 partitions. GRR's
+    // and Hadamard's few distinct reports stay counted; OLH's (distinct seeds, some longer than
+    // 12 bytes) switch the tally off after its trial; unary reports sit in between.
+    let out = temp("long");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut checked = 0;
+    for e in table().iter().filter(|e| e.config.task.kind() == TaskKind::Frequency) {
+        if !["grr", "olh", "oue", "hadamard"].iter().any(|m| e.label.split(' ').any(|w| w == *m)) {
+            continue;
+        }
+        let dir = export(e, &out, 150_000);
+        let want = serde_json::to_value(local(e, &dir)).unwrap();
+        for partitions in [1, 2] {
+            let (doc, _) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
+            let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
+            assert!(d <= 1e-12, "{} on {partitions} partitions: {d:e}", e.label);
+        }
+        // A bad report late in the column is still named by its row.
+        let mut w = ReportsWriter::append(&dir).unwrap();
+        for i in 0..70_000u64 {
+            let body = if i == 69_990 { vec![0xff; 3] } else { wire_reports::varied_report(e, i, 1) };
+            w.push(&format!("late{i}"), Some(20_003), &body).unwrap();
+        }
+        w.finish().unwrap();
+        let err = rt.block_on(estimate_dir(&context(1), &dir, &Query::default())).unwrap_err().to_string();
+        assert!(err.contains("invalid report") && err.contains("row "), "{}: {err}", e.label);
+        checked += 1;
+    }
+    assert!(checked >= 4, "{checked} entries");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -34,6 +34,17 @@ pub trait Task: Send + Sync {
     fn validate(&self, report: &[u8]) -> Result<()>;
     /// An empty accumulator.
     fn aggregator(&self) -> Box<dyn TaskAggregator>;
+    /// Validates each of `reports` as [`Task::validate`] does and adds it to `agg` (an
+    /// accumulator of this task): a stored column's path, where a task may decode each report
+    /// once and add the batch through its aggregator's batch kernel. Stops at the first invalid
+    /// report: the error is the index of that report and why; the reports before it may have
+    /// been added.
+    fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
+        for (i, r) in reports.iter().enumerate() {
+            self.validate(r).and_then(|()| agg.add(r)).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
     /// The estimate document of an accumulator of this task (with `query`'s ranges/quantiles).
     fn estimate(&self, agg: &dyn TaskAggregator, query: &Query) -> Result<TaskEstimate>;
     /// Whether accumulators merge (everything but model rounds, whose order matters).
@@ -80,6 +91,15 @@ impl<T: Task> DeviceSide for T {
 pub trait TaskAggregator: Send + Sync {
     /// Adds an encoded report that passed [`Task::validate`] (decoded again here).
     fn add(&mut self, report: &[u8]) -> Result<()>;
+    /// Adds an encoded report that passed [`Task::validate`] `times` times, decoding it once:
+    /// the state `times` calls of [`TaskAggregator::add`] leave (a dictionary-encoded column
+    /// holds each distinct report once).
+    fn add_times(&mut self, report: &[u8], times: u64) -> Result<()> {
+        for _ in 0..times {
+            self.add(report)?;
+        }
+        Ok(())
+    }
     /// Folds in another accumulator of the same task (an error if it is not one).
     fn merge(&mut self, other: &dyn TaskAggregator) -> Result<()>;
     /// Reports added.
@@ -88,8 +108,8 @@ pub trait TaskAggregator: Send + Sync {
     fn clone_box(&self) -> Box<dyn TaskAggregator>;
     /// For downcasting to the typed accumulator.
     fn as_any(&self) -> &dyn Any;
-    /// For updating a stateful accumulator in place (adaptive query rounds); `None` for the
-    /// others.
+    /// For updating the accumulator in place (adaptive query rounds, a task's batch path);
+    /// `None` where that is not offered.
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
         None
     }
@@ -138,12 +158,24 @@ impl<A: Aggregator + 'static> Typed<A> {
             Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
         })
     }
+    /// [`Typed::of`], to update.
+    pub fn of_mut(agg: &mut dyn TaskAggregator) -> Result<&mut A> {
+        let typed = agg.as_any_mut().and_then(|a| a.downcast_mut::<Typed<A>>());
+        typed.map(|t| &mut t.agg).ok_or_else(|| {
+            Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
+        })
+    }
 }
 
 impl<A: Aggregator + SaveState + 'static> TaskAggregator for Typed<A> {
     fn add(&mut self, report: &[u8]) -> Result<()> {
         let r = (self.decode)(report)?;
         self.agg.add_unchecked(&r);
+        Ok(())
+    }
+    fn add_times(&mut self, report: &[u8], times: u64) -> Result<()> {
+        let r = (self.decode)(report)?;
+        self.agg.add_unchecked_times(&r, times);
         Ok(())
     }
     fn merge(&mut self, other: &dyn TaskAggregator) -> Result<()> {
@@ -157,6 +189,9 @@ impl<A: Aggregator + SaveState + 'static> TaskAggregator for Typed<A> {
     }
     fn as_any(&self) -> &dyn Any {
         self
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
+        Some(self)
     }
     fn save(&self, out: &mut Vec<u8>) -> Result<()> {
         self.agg.save_state(&mut StateWriter(out));

@@ -104,6 +104,17 @@ impl Task for FrequencyTask {
     fn aggregator(&self) -> Box<dyn TaskAggregator> {
         Box::new(Typed::new(self.oracle.aggregator(), AnyReport::decode))
     }
+    /// Each report decoded once, checked as [`Task::validate`] checks it and added (the
+    /// aggregators batch internally: OLH's pending reports, unary's groups of 16).
+    fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
+        let agg = Typed::<AnyAggregator>::of_mut(agg).map_err(|e| (0, e))?;
+        for (i, r) in reports.iter().enumerate() {
+            let r = self.oracle.decode_report(r).map_err(|e| (i, e))?;
+            self.oracle.validate_report(&r).map_err(|e| (i, e))?;
+            agg.add_unchecked(&r);
+        }
+        Ok(())
+    }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         let agg = Typed::<AnyAggregator>::of(agg)?;
         let fe = agg.estimate();

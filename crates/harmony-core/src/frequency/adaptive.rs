@@ -187,6 +187,13 @@ impl Aggregator for AdaptiveAggregator {
             _ => {}
         }
     }
+    fn add_unchecked_times(&mut self, r: &AdaptiveReport, times: u64) {
+        match (self, r) {
+            (AdaptiveAggregator::Grr(a), AdaptiveReport::Grr(r)) => a.add_unchecked_times(r, times),
+            (AdaptiveAggregator::Oue(a), AdaptiveReport::Oue(r)) => a.add_unchecked_times(r, times),
+            _ => {}
+        }
+    }
     fn add_batch(&mut self, reports: &[AdaptiveReport]) -> Result<()> {
         for (i, r) in reports.iter().enumerate() {
             self.validate(r).map_err(|e| crate::aggregate::at_index(e, i))?;

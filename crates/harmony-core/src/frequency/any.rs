@@ -583,6 +583,9 @@ impl Aggregator for AnyAggregator {
         // A report of another kind cannot pass `validate`; it is ignored here.
         paired_agg!(self, r, a, r => a.add_unchecked(r), _ => ())
     }
+    fn add_unchecked_times(&mut self, r: &AnyReport, times: u64) {
+        paired_agg!(self, r, a, r => a.add_unchecked_times(r, times), _ => ())
+    }
     fn add_batch(&mut self, reports: &[AnyReport]) -> Result<()> {
         for (i, r) in reports.iter().enumerate() {
             self.validate(r).map_err(|e| at_index(e, i))?;

@@ -275,6 +275,9 @@ impl Aggregator for BassilySmithAggregator {
     fn add_unchecked(&mut self, r: &BassilySmithReport) {
         self.state.add(r.j, r.bit);
     }
+    fn add_unchecked_times(&mut self, r: &BassilySmithReport, times: u64) {
+        self.state.add_times(r.j, r.bit, times);
+    }
     fn merge(&mut self, other: &Self) -> Result<()> {
         check_compatible("bassily-smith parameters", &self.oracle, &other.oracle)?;
         self.state.merge(&other.state);

@@ -279,6 +279,10 @@ impl Aggregator for GrrAggregator {
         self.counts[r.y as usize] += 1;
         self.n += 1;
     }
+    fn add_unchecked_times(&mut self, r: &GrrReport, times: u64) {
+        self.counts[r.y as usize] += times;
+        self.n += times;
+    }
     fn merge(&mut self, other: &Self) -> Result<()> {
         check_compatible("grr parameters", &self.oracle, &other.oracle)?;
         self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);

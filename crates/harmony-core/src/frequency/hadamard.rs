@@ -160,6 +160,9 @@ impl Aggregator for HadamardAggregator {
     fn add_unchecked(&mut self, r: &HadamardReport) {
         self.state.add(r.j, r.bit);
     }
+    fn add_unchecked_times(&mut self, r: &HadamardReport, times: u64) {
+        self.state.add_times(r.j, r.bit, times);
+    }
     fn merge(&mut self, other: &Self) -> Result<()> {
         check_compatible("hadamard parameters", &self.oracle, &other.oracle)?;
         self.state.merge(&other.state);

@@ -270,6 +270,10 @@ impl Aggregator for HrAggregator {
         self.hist[r.y as usize] += 1;
         self.n += 1;
     }
+    fn add_unchecked_times(&mut self, r: &HrReport, times: u64) {
+        self.hist[r.y as usize] += times;
+        self.n += times;
+    }
     /// The range check and the counting in one branch-free pass ([`histogram`]); on a bad
     /// report nothing is added and the error names the first one (searched only then).
     fn add_batch(&mut self, reports: &[HrReport]) -> Result<()> {

@@ -202,6 +202,12 @@ impl SignedRowSums {
         self.sums[j as usize] += if bit { 1 } else { -1 };
         self.n += 1;
     }
+    /// Adds one report `times` times.
+    pub fn add_times(&mut self, j: u32, bit: bool, times: u64) {
+        let t = times as i64;
+        self.sums[j as usize] += if bit { t } else { -t };
+        self.n += times;
+    }
     /// Adds another state of the same size.
     pub fn merge(&mut self, other: &Self) {
         self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);

@@ -446,6 +446,10 @@ impl Aggregator for UnaryAggregator {
         self.counts.add_one(&r.bits);
         self.n += 1;
     }
+    fn add_unchecked_times(&mut self, r: &UnaryReport, times: u64) {
+        self.counts.add_times(&r.bits, times);
+        self.n += times;
+    }
     /// All or nothing in one pass over the reports: each group of 16 is validated and added
     /// to a scratch counter, which is folded in only if every report was valid.
     fn add_batch(&mut self, reports: &[UnaryReport]) -> Result<()> {
@@ -569,6 +573,16 @@ impl BitSlicedCounts {
     /// Adds one bit vector: staged, and the 16 staged vectors go through [`Self::add16`]
     /// together.
     #[inline]
+    /// Adds one report's bits `times` times, straight into the flushed counts.
+    pub(crate) fn add_times(&mut self, bits: &[u64], times: u64) {
+        for (w, &word) in bits[..self.words].iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                self.flushed[w * 64 + rest.trailing_zeros() as usize] += times;
+                rest &= rest - 1;
+            }
+        }
+    }
     pub(crate) fn add_one(&mut self, bits: &[u64]) {
         let w = self.words;
         self.stage[self.staged * w..][..w].copy_from_slice(&bits[..w]);

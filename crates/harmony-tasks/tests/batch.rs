@@ -1,0 +1,104 @@
+//! The stored-column paths a distributed engine takes (`Task::add_checked_batch`,
+//! `TaskAggregator::add_times`) against the server's path (`Task::validate`, then
+//! `TaskAggregator::add`, one report at a time): for every task and method of the fuzz table,
+//! the same accumulator (its estimate, to 1e-12), and the same verdict on every report of a
+//! corpus of bad ones (truncated, another collection's, noise), with the index of the bad one.
+
+#[path = "../../../fuzz/src/wire_reports.rs"]
+#[allow(dead_code)]
+mod wire_reports;
+
+use harmony_protocol::estimates::Query;
+use harmony_tasks::TaskAggregator;
+use wire_reports::{Entry, rel_diff, table};
+
+/// The two accumulators estimate the same (an aggregator may hold its reports differently, e.g.
+/// OLH's batch kernel counts at once what single adds keep pending).
+fn assert_same(e: &Entry, a: &dyn TaskAggregator, b: &dyn TaskAggregator, what: &str) {
+    assert_eq!(a.count(), b.count(), "{}: {what}", e.label);
+    let q = Query::default();
+    let (a, b) = (e.task.estimate(a, &q).unwrap(), e.task.estimate(b, &q).unwrap());
+    let (a, b) = (serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap());
+    let d = rel_diff(&a, &b);
+    assert!(d <= 1e-12, "{}: {what} differs by {d:e}\n{a}\n{b}", e.label);
+}
+
+/// The entries an engine aggregates (model rounds have no stored-column path).
+fn mergeable() -> impl Iterator<Item = (usize, &'static Entry)> {
+    table().iter().enumerate().filter(|(_, e)| e.task.mergeable())
+}
+
+/// Bad (or surprising) bodies for `e`: every truncation of a valid report, one byte more,
+/// the reports of the other entries, and seeded noise.
+fn corpus(k: usize, e: &Entry) -> Vec<Vec<u8>> {
+    let good = wire_reports::varied_report(e, 7, 99);
+    let mut bodies: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+    bodies.push([&good[..], &[0]].concat());
+    bodies.extend(mergeable().filter(|(j, _)| *j != k).map(|(_, o)| wire_reports::varied_report(o, 3, 5)));
+    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ k as u64;
+    for len in [1usize, 2, 3, 5, 9, 16, 40] {
+        bodies.push(
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect(),
+        );
+    }
+    bodies
+}
+
+#[test]
+fn batches_and_repeats_equal_report_by_report() {
+    let mut checked = 0;
+    for (_, e) in mergeable() {
+        let reports: Vec<Vec<u8>> = (0..200).map(|i| wire_reports::varied_report(e, i, 77)).collect();
+        let mut one_by_one = e.task.aggregator();
+        for r in &reports {
+            e.task.validate(r).unwrap();
+            one_by_one.add(r).unwrap();
+        }
+        let mut batched = e.task.aggregator();
+        let slices: Vec<&[u8]> = reports.iter().map(Vec::as_slice).collect();
+        for chunk in slices.chunks(64) {
+            e.task
+                .add_checked_batch(batched.as_mut(), chunk)
+                .unwrap_or_else(|(i, err)| panic!("{}: {i}: {err}", e.label));
+        }
+        assert_same(e, batched.as_ref(), one_by_one.as_ref(), "add_checked_batch");
+        // Each of the first 20 reports k + 1 times, by add_times and by add.
+        let (mut repeated, mut added) = (e.task.aggregator(), e.task.aggregator());
+        for (k, r) in reports.iter().take(20).enumerate() {
+            repeated.add_times(r, k as u64 + 1).unwrap();
+            (0..=k).for_each(|_| added.add(r).unwrap());
+        }
+        repeated.add_times(&reports[0], 0).unwrap();
+        assert_eq!(repeated.count(), 210, "{}", e.label);
+        assert_same(e, repeated.as_ref(), added.as_ref(), "add_times");
+        checked += 1;
+    }
+    assert!(checked > 30, "{checked} mergeable entries");
+}
+
+#[test]
+fn batches_refuse_what_validate_refuses_and_name_the_report() {
+    let mut refused = 0;
+    for (k, e) in mergeable() {
+        let good = wire_reports::varied_report(e, 1, 99);
+        for bad in corpus(k, e) {
+            let server = e.task.validate(&bad);
+            let mut agg = e.task.aggregator();
+            let batch = e.task.add_checked_batch(agg.as_mut(), &[&good, &bad]);
+            match (&server, &batch) {
+                (Ok(()), Ok(())) => {}
+                (Err(_), Err((1, _))) => refused += 1,
+                _ => panic!("{}: body {bad:?}: validate says {server:?}, the batch {batch:?}", e.label),
+            }
+        }
+    }
+    eprintln!("{refused} bad bodies refused by validate and by the batch alike");
+    assert!(refused > 500, "{refused} bad bodies refused");
+}

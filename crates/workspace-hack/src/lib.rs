@@ -1,0 +1,1 @@
+//! No code: see Cargo.toml (the features DataFusion turns on, turned on for every build).
