@@ -19,8 +19,8 @@ pub trait Aggregator: Clone + Send + Sync {
     /// Adds a report already checked by `validate`.
     fn add_unchecked(&mut self, report: &Self::Report);
     /// Adds a report already checked by `validate` `times` times: the state `times` calls of
-    /// `add_unchecked` leave (a column of stored reports names each distinct report once in a
-    /// dictionary-encoded page). Counting aggregators override it with one weighted add.
+    /// `add_unchecked` leave (an engine counts the repeats of each distinct stored report, then
+    /// adds it once). Counting aggregators override it with one weighted add.
     fn add_unchecked_times(&mut self, report: &Self::Report, times: u64) {
         for _ in 0..times {
             self.add_unchecked(report);

@@ -36,7 +36,7 @@ pub trait Task: Send + Sync {
     fn aggregator(&self) -> Box<dyn TaskAggregator>;
     /// Validates each of `reports` as [`Task::validate`] does and adds it to `agg` (an
     /// accumulator of this task): a stored column's path, where a task may decode each report
-    /// once and add the batch through its aggregator's batch kernel. Stops at the first invalid
+    /// once instead of twice (validate, then add). Stops at the first invalid
     /// report: the error is the index of that report and why; the reports before it may have
     /// been added.
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
@@ -92,8 +92,8 @@ pub trait TaskAggregator: Send + Sync {
     /// Adds an encoded report that passed [`Task::validate`] (decoded again here).
     fn add(&mut self, report: &[u8]) -> Result<()>;
     /// Adds an encoded report that passed [`Task::validate`] `times` times, decoding it once:
-    /// the state `times` calls of [`TaskAggregator::add`] leave (a dictionary-encoded column
-    /// holds each distinct report once).
+    /// the state `times` calls of [`TaskAggregator::add`] leave (an engine counts the repeats of
+    /// each distinct stored report, then adds it once).
     fn add_times(&mut self, report: &[u8], times: u64) -> Result<()> {
         for _ in 0..times {
             self.add(report)?;
@@ -154,16 +154,15 @@ impl<A: Aggregator + 'static> Typed<A> {
     }
     /// The typed accumulator behind `agg` (an error when it is another task's).
     pub fn of(agg: &dyn TaskAggregator) -> Result<&A> {
-        agg.as_any().downcast_ref::<Typed<A>>().map(|t| &t.agg).ok_or_else(|| {
-            Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
-        })
+        agg.as_any().downcast_ref::<Typed<A>>().map(|t| &t.agg).ok_or_else(Self::another_task)
     }
     /// [`Typed::of`], to update.
     pub fn of_mut(agg: &mut dyn TaskAggregator) -> Result<&mut A> {
         let typed = agg.as_any_mut().and_then(|a| a.downcast_mut::<Typed<A>>());
-        typed.map(|t| &mut t.agg).ok_or_else(|| {
-            Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
-        })
+        typed.map(|t| &mut t.agg).ok_or_else(Self::another_task)
+    }
+    fn another_task() -> Error {
+        Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
     }
 }
 

@@ -86,6 +86,12 @@ impl FrequencyTask {
     pub fn oracle(&self) -> &AnyOracle {
         &self.oracle
     }
+    /// A report decoded and checked (what [`Task::validate`] checks).
+    fn checked(&self, report: &[u8]) -> Result<AnyReport> {
+        let r = self.oracle.decode_report(report)?;
+        self.oracle.validate_report(&r)?;
+        Ok(r)
+    }
 }
 
 impl Task for FrequencyTask {
@@ -99,7 +105,7 @@ impl Task for FrequencyTask {
         Ok(())
     }
     fn validate(&self, report: &[u8]) -> Result<()> {
-        self.oracle.validate_report(&self.oracle.decode_report(report)?)
+        self.checked(report).map(drop)
     }
     fn aggregator(&self) -> Box<dyn TaskAggregator> {
         Box::new(Typed::new(self.oracle.aggregator(), AnyReport::decode))
@@ -109,9 +115,7 @@ impl Task for FrequencyTask {
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
         let agg = Typed::<AnyAggregator>::of_mut(agg).map_err(|e| (0, e))?;
         for (i, r) in reports.iter().enumerate() {
-            let r = self.oracle.decode_report(r).map_err(|e| (i, e))?;
-            self.oracle.validate_report(&r).map_err(|e| (i, e))?;
-            agg.add_unchecked(&r);
+            agg.add_unchecked(&self.checked(r).map_err(|e| (i, e))?);
         }
         Ok(())
     }
