@@ -294,55 +294,43 @@ impl HarmonyAccumulator {
     /// added as one batch ([`Task::add_checked_batch`]).
     fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
         no_nulls(col, "report body")?;
+        let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
         if !self.tally.on() {
             let bodies = binaries(col).ok_or_else(|| not_binary(col))?;
             return self.task.add_checked_batch(self.agg.as_mut(), &bodies).map_err(|(i, e)| invalid(i, e));
         }
-        match col.as_binary_view_opt() {
-            // A view holds a short report inline: its key, no copy.
-            Some(views) => self.tally_short(views.views().iter().map(|&v| key_of_view(v)), |row| views.value(row)),
-            None => {
-                let bodies = binaries(col).ok_or_else(|| not_binary(col))?;
-                self.tally_short(bodies.iter().map(|b| key_of(b)), |row| bodies[row])
+        let task = self.task.as_ref();
+        let (mut rows, mut long) = (Vec::new(), Vec::new());
+        if let Some(views) = col.as_binary_view_opt() {
+            for (row, &view) in views.views().iter().enumerate() {
+                match key_of_view(view) {
+                    Some(key) => self.tally.add(key, task).map_err(|e| invalid(row, e))?,
+                    None => {
+                        rows.push(row);
+                        long.push(views.value(row));
+                    }
+                }
             }
-        }?;
+        } else {
+            for (row, body) in binaries(col).ok_or_else(|| not_binary(col))?.into_iter().enumerate() {
+                match key_of(body) {
+                    Some(key) => self.tally.add(key, task).map_err(|e| invalid(row, e))?,
+                    None => {
+                        rows.push(row);
+                        long.push(body);
+                    }
+                }
+            }
+        }
+        self.tally.counted((col.len() - long.len()) as u64);
+        if !long.is_empty() {
+            task.add_checked_batch(self.agg.as_mut(), &long).map_err(|(i, e)| invalid(rows[i], e))?;
+        }
         if self.tally.due() {
             self.tally.flush(self.agg.as_mut()).map_err(|e| format!("invalid report: {e}"))?;
         }
         Ok(())
     }
-    /// Counts the reports that have a key (`keys`, one per row); validates and adds the others
-    /// (`body(row)`) as one batch.
-    fn tally_short<'a>(
-        &mut self,
-        keys: impl Iterator<Item = Option<u128>>,
-        body: impl Fn(usize) -> &'a [u8],
-    ) -> Result<(), String> {
-        let task = self.task.as_ref();
-        let (mut rows, mut long) = (Vec::new(), Vec::new());
-        let mut counted = 0;
-        for (row, key) in keys.enumerate() {
-            match key {
-                Some(key) => {
-                    self.tally.add(key, task).map_err(|e| invalid(row, e))?;
-                    counted += 1;
-                }
-                None => {
-                    rows.push(row);
-                    long.push(body(row));
-                }
-            }
-        }
-        self.tally.counted(counted);
-        if !long.is_empty() {
-            task.add_checked_batch(self.agg.as_mut(), &long).map_err(|(i, e)| invalid(rows[i], e))?;
-        }
-        Ok(())
-    }
-}
-
-fn invalid(row: usize, e: impl std::fmt::Display) -> String {
-    format!("row {row} of the batch: invalid report: {e}")
 }
 
 fn not_binary(col: &dyn Array) -> String {
