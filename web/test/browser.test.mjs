@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startStatic } from './serve.mjs';
 import { startHarmony } from './harmony.mjs';
+import { apiRequest, CHROMIUM_ARGS } from './loopback.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -41,12 +42,9 @@ function serveHarmony() {
 }
 
 async function api(method, p, body) {
-  const res = await fetch(apiBase + p, { method, signal: AbortSignal.timeout(30000),
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  assert.ok(res.ok, `${method} ${p}: ${res.status} ${text}`);
-  return JSON.parse(text);
+  const res = await apiRequest(apiBase, method, p, body, TOKEN);
+  assert.ok(res.ok, `${method} ${p}: ${res.status} ${res.text}`);
+  return JSON.parse(res.text);
 }
 
 before(async () => {
@@ -58,8 +56,7 @@ before(async () => {
   browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: CHROMIUM_ARGS,
     timeout: 60000,
   });
   page = await browser.newPage();

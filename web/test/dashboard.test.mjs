@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { fmt } from '../dashboard/js/format.js';
 import { harmonyBin, startHarmony } from './harmony.mjs';
+import { apiRequest, CHROMIUM_ARGS } from './loopback.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '../..');
@@ -36,11 +37,8 @@ let harmony, tmp, browser, page, base;
 
 
 async function api(method, p, body, token = TOKEN) {
-  const res = await fetch(base + p, { method, signal: AbortSignal.timeout(30000),
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await res.text();
-  return { status: res.status, json: JSON.parse(text) };
+  const res = await apiRequest(base, method, p, body, token);
+  return { status: res.status, json: JSON.parse(res.text) };
 }
 
 const shot = (name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
@@ -79,8 +77,7 @@ before(async () => {
   browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: CHROMIUM_ARGS,
     viewport: { width: 1200, height: 900 },
     acceptDownloads: true,
     timeout: 60000,

@@ -7,6 +7,9 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 
+// Forwarded requests go straight to harmony serve, whatever proxy the environment names (loopback.mjs).
+const agent = new http.Agent({ keepAlive: false });
+
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json',
   '.wasm': 'application/wasm', '.css': 'text/css', '.ts': 'text/plain' };
 
@@ -44,7 +47,7 @@ function proxy(req, res, url, api, stats, failFirstPosts) {
       }
     }
     const headers = { ...req.headers, host: new URL(api).host };
-    const up = http.request(api + url.pathname + url.search, { method: req.method, headers }, (r) => {
+    const up = http.request(api + url.pathname + url.search, { method: req.method, headers, agent }, (r) => {
       res.writeHead(r.statusCode, r.headers);
       r.pipe(res);
     });
