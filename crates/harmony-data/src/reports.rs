@@ -7,14 +7,17 @@
 //! DIR/collection=ID/day=unknown/part-NNNNN.parquet  reports stored before days were kept
 //! ```
 //!
-//! Columns: `report_id` (utf8), `day` (date32, null under `day=unknown`), `body` (binary: the
-//! stored report bytes). Row groups of [`ROW_GROUP_ROWS`] rows. Both directions stream: the
+//! Columns: `report_id` (utf8), `day` (date32, null under `day=unknown`), `body` (the stored
+//! report bytes: binary, or dictionary<int32, binary> when the collection's reports repeat:
+//! [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows. Both directions stream: the
 //! writer holds at most [`MAX_OPEN_PARTS`] open parts (one row group each in memory), the
 //! reader one batch of [`crate::BATCH_ROWS`] rows.
 
 use crate::error::{Error, Result};
-use arrow_array::builder::{BinaryBuilder, StringBuilder};
-use arrow_array::{Array, ArrayRef, BinaryArray, Date32Array, RecordBatch, StringArray};
+use arrow_array::builder::{BinaryBuilder, BinaryDictionaryBuilder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, ArrayRef, BinaryArray, Date32Array, DictionaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -33,13 +36,77 @@ const WRITE_ROWS: usize = 8192;
 /// recently used is closed, and a later report of its day starts a new part.
 pub const MAX_OPEN_PARTS: usize = 16;
 
-/// The Arrow schema of a part.
+/// How a part holds the report bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bodies {
+    /// `binary`: each row's bytes.
+    #[default]
+    Plain,
+    /// `dictionary<int32, binary>`: each distinct report once per batch, and each row's index.
+    /// For collections whose reports repeat (a counting oracle's: GRR's category, Hadamard's row
+    /// and bit): Parquet stores them dictionary-encoded either way, and a reader given this type
+    /// gets the indices without building a value per row (DataFusion counts them: harmony-dist).
+    Dictionary,
+}
+
+/// The type of the `body` column.
+pub fn body_type(bodies: Bodies) -> DataType {
+    match bodies {
+        Bodies::Plain => DataType::Binary,
+        Bodies::Dictionary => DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Binary)),
+    }
+}
+
+/// The Arrow schema of a part whose bodies are `Bodies::Plain`.
 pub fn reports_schema() -> SchemaRef {
+    reports_schema_of(Bodies::Plain)
+}
+
+/// The Arrow schema of a part.
+pub fn reports_schema_of(bodies: Bodies) -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("report_id", DataType::Utf8, false),
         Field::new("day", DataType::Date32, true),
-        Field::new("body", DataType::Binary, false),
+        Field::new("body", body_type(bodies), false),
     ]))
+}
+
+impl Bodies {
+    /// The encoding a writer chooses from its first batch: a dictionary when the batch holds at
+    /// least 64 rows and at most a quarter as many distinct reports (each repeats 4 times or
+    /// more on average), else plain.
+    pub fn of(first: &BinaryArray) -> Bodies {
+        let rows = first.len();
+        if rows < 64 {
+            return Bodies::Plain;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for b in first.iter() {
+            if seen.insert(b.unwrap_or_default()) && seen.len() * 4 > rows {
+                return Bodies::Plain;
+            }
+        }
+        Bodies::Dictionary
+    }
+
+    /// The encoding of an existing part's body column.
+    fn of_type(t: &DataType) -> Option<Bodies> {
+        [Bodies::Plain, Bodies::Dictionary].into_iter().find(|b| body_type(*b) == *t)
+    }
+
+    /// A batch's bodies in this encoding.
+    fn column(self, bodies: BinaryArray) -> ArrayRef {
+        match self {
+            Bodies::Plain => Arc::new(bodies),
+            Bodies::Dictionary => {
+                let mut b = BinaryDictionaryBuilder::<Int32Type>::with_capacity(bodies.len(), 256, 4096);
+                for v in bodies.iter() {
+                    b.append(v.unwrap_or_default()).expect("fewer than 2^31 distinct reports in a batch");
+                }
+                Arc::new(b.finish())
+            }
+        }
+    }
 }
 
 /// The civil date (year, month, day) of a day count since 1970-01-01 (proleptic Gregorian).
@@ -75,10 +142,12 @@ fn pq(path: &Path) -> impl Fn(parquet::errors::ParquetError) -> Error + '_ {
     move |e| Error::data(format!("{}: {e}", path.display()))
 }
 
-/// One open part: a Parquet writer and the rows not yet handed to it.
+/// One open part: its file, its Parquet writer once the body encoding is known (at its first
+/// batch), and the rows not yet handed to it.
 struct Part {
     path: PathBuf,
-    writer: ArrowWriter<File>,
+    file: Option<File>,
+    writer: Option<ArrowWriter<File>>,
     ids: StringBuilder,
     bodies: BinaryBuilder,
     pending: usize,
@@ -86,23 +155,38 @@ struct Part {
     last_use: u64,
 }
 
+/// What every part of a writer shares: the Parquet settings and the body encoding (fixed by
+/// the first batch any part writes, unless given).
+struct Encoding {
+    props: WriterProperties,
+    bodies: Option<Bodies>,
+}
+
 impl Part {
-    fn flush(&mut self) -> Result<()> {
-        if self.pending == 0 {
+    fn flush(&mut self, enc: &mut Encoding) -> Result<()> {
+        if self.pending == 0 && self.writer.is_some() {
             return Ok(());
         }
+        let bodies = self.bodies.finish();
+        let kind = *enc.bodies.get_or_insert_with(|| Bodies::of(&bodies));
+        let schema = reports_schema_of(kind);
+        if let Some(file) = self.file.take() {
+            let w = ArrowWriter::try_new(file, schema.clone(), Some(enc.props.clone())).map_err(pq(&self.path))?;
+            self.writer = Some(w);
+        }
+        let writer = self.writer.as_mut().expect("created above");
         let days: ArrayRef = Arc::new(Date32Array::from(vec![self.day; self.pending]));
-        let cols: Vec<ArrayRef> = vec![Arc::new(self.ids.finish()), days, Arc::new(self.bodies.finish())];
-        let batch = RecordBatch::try_new(reports_schema(), cols).map_err(|e| Error::data(e.to_string()))?;
-        self.writer.write(&batch).map_err(pq(&self.path))?;
+        let cols: Vec<ArrayRef> = vec![Arc::new(self.ids.finish()), days, kind.column(bodies)];
+        let batch = RecordBatch::try_new(schema, cols).map_err(|e| Error::data(e.to_string()))?;
+        writer.write(&batch).map_err(pq(&self.path))?;
         self.pending = 0;
         Ok(())
     }
 
     /// Writes the footer and renames `part-N.parquet.tmp` to `part-N.parquet`.
-    fn close(mut self) -> Result<PathBuf> {
-        self.flush()?;
-        self.writer.close().map_err(pq(&self.path))?;
+    fn close(mut self, enc: &mut Encoding) -> Result<PathBuf> {
+        self.flush(enc)?;
+        self.writer.take().expect("flushed").close().map_err(pq(&self.path))?;
         let done = self.path.with_extension("");
         std::fs::rename(&self.path, &done).map_err(io(&done))?;
         Ok(done)
@@ -123,7 +207,7 @@ pub struct Written {
 /// sees half a file.
 pub struct ReportsWriter {
     dir: PathBuf,
-    props: WriterProperties,
+    enc: Encoding,
     open: HashMap<Option<i32>, Part>,
     next: HashMap<Option<i32>, u32>,
     clock: u64,
@@ -159,9 +243,11 @@ impl ReportsWriter {
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_compression(Compression::SNAPPY)
             .build();
+        // Parts added beside others keep their encoding (readers take one schema for all).
+        let bodies = if append { existing_bodies(collection_dir)? } else { None };
         Ok(ReportsWriter {
             dir: collection_dir.to_path_buf(),
-            props,
+            enc: Encoding { props, bodies },
             open: HashMap::new(),
             next: HashMap::new(),
             clock: 0,
@@ -174,7 +260,7 @@ impl ReportsWriter {
             && let Some(&oldest) = self.open.iter().min_by_key(|(_, p)| p.last_use).map(|(d, _)| d)
         {
             let part = self.open.remove(&oldest).expect("an open part");
-            self.written.files.push(part.close()?);
+            self.written.files.push(part.close(&mut self.enc)?);
         }
         let dir = self.dir.join(day_dir(day));
         std::fs::create_dir_all(&dir).map_err(io(&dir))?;
@@ -184,9 +270,16 @@ impl ReportsWriter {
         };
         let path = dir.join(format!("part-{n:05}.parquet.tmp"));
         *n += 1;
-        let file = File::create(&path).map_err(io(&path))?;
-        let writer = ArrowWriter::try_new(file, reports_schema(), Some(self.props.clone())).map_err(pq(&path))?;
-        Ok(Part { path, writer, ids: StringBuilder::new(), bodies: BinaryBuilder::new(), pending: 0, day, last_use: 0 })
+        let file = Some(File::create(&path).map_err(io(&path))?);
+        let (ids, bodies) = (StringBuilder::new(), BinaryBuilder::new());
+        Ok(Part { path, file, writer: None, ids, bodies, pending: 0, day, last_use: 0 })
+    }
+
+    /// The writer with its body encoding given (else it is chosen from the first batch written,
+    /// [`Bodies::of`], or taken from the existing parts when appending). Before the first push.
+    pub fn with_bodies(mut self, bodies: Bodies) -> Self {
+        self.enc.bodies = Some(bodies);
+        self
     }
 
     /// Appends one report.
@@ -203,7 +296,7 @@ impl ReportsWriter {
         part.pending += 1;
         self.written.rows += 1;
         if part.pending >= WRITE_ROWS {
-            part.flush()?;
+            part.flush(&mut self.enc)?;
         }
         Ok(())
     }
@@ -213,9 +306,25 @@ impl ReportsWriter {
         let mut parts: Vec<Part> = self.open.drain().map(|(_, p)| p).collect();
         parts.sort_by(|a, b| a.path.cmp(&b.path));
         for p in parts {
-            self.written.files.push(p.close()?);
+            self.written.files.push(p.close(&mut self.enc)?);
         }
         Ok(self.written)
+    }
+}
+
+/// The body encoding of the parts already under `collection_dir` (`None` when there are none).
+fn existing_bodies(collection_dir: &Path) -> Result<Option<Bodies>> {
+    let Some(part) = part_files(collection_dir)?.into_iter().next() else { return Ok(None) };
+    let file = File::open(&part).map_err(io(&part))?;
+    let schema = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq(&part))?.schema().clone();
+    let body = schema.field_with_name("body").map_err(|e| Error::data(format!("{}: {e}", part.display())))?;
+    match Bodies::of_type(body.data_type()) {
+        Some(b) => Ok(Some(b)),
+        None => Err(Error::data(format!(
+            "{}: column \"body\" is {}, expected binary or dictionary<int32, binary>",
+            part.display(),
+            body.data_type()
+        ))),
     }
 }
 
@@ -278,6 +387,42 @@ fn column<'a, T: 'static>(batch: &'a RecordBatch, path: &Path, name: &str, ty: &
     })
 }
 
+/// A part's body column: binary, or a dictionary of binary values.
+enum BodyColumn<'a> {
+    Plain(&'a BinaryArray),
+    Dictionary(&'a DictionaryArray<Int32Type>, &'a BinaryArray),
+}
+
+impl BodyColumn<'_> {
+    fn is_null(&self, i: usize) -> bool {
+        match self {
+            BodyColumn::Plain(a) => a.is_null(i),
+            BodyColumn::Dictionary(d, _) => d.is_null(i),
+        }
+    }
+    fn value(&self, i: usize) -> &[u8] {
+        match self {
+            BodyColumn::Plain(a) => a.value(i),
+            BodyColumn::Dictionary(d, v) => v.value(d.keys().value(i) as usize),
+        }
+    }
+}
+
+fn body_column<'a>(batch: &'a RecordBatch, path: &Path) -> Result<BodyColumn<'a>> {
+    const TY: &str = "binary or dictionary<int32, binary>";
+    let col = batch.column_by_name("body").ok_or_else(|| {
+        Error::data(format!("{}: no column \"body\" (expected report_id, day, body)", path.display()))
+    })?;
+    if let Some(a) = col.as_binary_opt::<i32>() {
+        return Ok(BodyColumn::Plain(a));
+    }
+    let dict = col.as_dictionary_opt::<Int32Type>();
+    match dict.and_then(|d| d.values().as_binary_opt::<i32>().map(|v| (d, v))) {
+        Some((d, v)) => Ok(BodyColumn::Dictionary(d, v)),
+        None => Err(Error::data(format!("{}: column \"body\" is {}, expected {TY}", path.display(), col.data_type()))),
+    }
+}
+
 /// Calls `f` on every row of one part file, batch by batch; `f`'s error is reported with the
 /// file and the row (0-based, in the file).
 pub fn for_each_row(path: &Path, f: &mut dyn FnMut(ReportRow<'_>) -> Result<(), String>) -> Result<u64> {
@@ -292,7 +437,7 @@ pub fn for_each_row(path: &Path, f: &mut dyn FnMut(ReportRow<'_>) -> Result<(), 
         let batch = batch.map_err(|e| Error::data(format!("{}: row {row}: {e}", path.display())))?;
         let ids = column::<StringArray>(&batch, path, "report_id", "utf8")?;
         let days = column::<Date32Array>(&batch, path, "day", "date32")?;
-        let bodies = column::<BinaryArray>(&batch, path, "body", "binary")?;
+        let bodies = body_column(&batch, path)?;
         for i in 0..batch.num_rows() {
             if ids.is_null(i) || bodies.is_null(i) {
                 return Err(Error::data(format!("{}: row {row}: a null report_id or body", path.display())));
@@ -351,6 +496,8 @@ mod tests {
             .unwrap();
         }
         assert!(seen.iter().all(|s| *s));
+        // Every report differs: plain.
+        assert_eq!(existing_bodies(&col).unwrap(), Some(Bodies::Plain));
         // A second export into the same directory is refused; an appending writer adds parts
         // numbered after the existing ones.
         assert!(ReportsWriter::create(&col).is_err());
@@ -359,6 +506,53 @@ mod tests {
         let added = a.finish().unwrap();
         assert_eq!(part_files(&col).unwrap().len(), files.len() + 1);
         assert!(!files.contains(&added.files[0]), "{:?} overwrote a part", added.files[0]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn body_has_dictionary_page(part: &Path) -> bool {
+        let meta = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap()).unwrap().metadata().clone();
+        meta.row_group(0).column(2).dictionary_page_offset().is_some()
+    }
+
+    #[test]
+    fn repeating_bodies_are_written_as_a_dictionary_and_appends_keep_it() {
+        let dir = std::env::temp_dir().join(format!("harmony-reports-dict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let col = dir.join("collection=c");
+        // Reports that repeat: the writer chooses a dictionary by itself.
+        let mut w = ReportsWriter::create(&col).unwrap();
+        let body = |i: usize| if i < 1_000_000 { vec![(i % 5) as u8; i % 3] } else { i.to_le_bytes().to_vec() };
+        let n = 3 * WRITE_ROWS + 17;
+        for i in 0..n {
+            w.push(&format!("r{i}"), Some(20_000), &body(i)).unwrap();
+        }
+        let mut files = w.finish().unwrap().files;
+        // Appended parts keep the encoding, although these reports are all distinct.
+        let mut a = ReportsWriter::append(&col).unwrap();
+        for i in 1_000_000..1_000_000 + WRITE_ROWS {
+            a.push(&format!("r{i}"), Some(20_001), &body(i)).unwrap();
+        }
+        files.extend(a.finish().unwrap().files);
+        let mut read = 0;
+        for f in &files {
+            assert_eq!(existing_bodies(f.parent().unwrap().parent().unwrap()).unwrap(), Some(Bodies::Dictionary));
+            let schema = ParquetRecordBatchReaderBuilder::try_new(File::open(f).unwrap()).unwrap().schema().clone();
+            assert_eq!(schema.field_with_name("body").unwrap().data_type(), &body_type(Bodies::Dictionary));
+            assert!(body_has_dictionary_page(f));
+            for_each_row(f, &mut |r| {
+                let i: usize = r.id[1..].parse().unwrap();
+                assert_eq!(r.body, &body(i)[..]);
+                read += 1;
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(read, n + WRITE_ROWS);
+        // Distinct reports (the round-trip test's): plain.
+        let distinct = BinaryArray::from_iter_values((0..WRITE_ROWS as u32).map(|i| i.to_le_bytes()));
+        assert_eq!(Bodies::of(&distinct), Bodies::Plain);
+        let few = BinaryArray::from_iter_values((0..63u32).map(|_| [1u8]));
+        assert_eq!(Bodies::of(&few), Bodies::Plain, "fewer than 64 rows");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

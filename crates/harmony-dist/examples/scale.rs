@@ -5,16 +5,17 @@
 //! JSON lines on stdout.
 //!
 //! ```sh
-//! cargo run --release -p harmony-dist --example scale -- generate OUT 100000000 grr,oue,olh,hadamard 16 [device-ids]
+//! cargo run --release -p harmony-dist --example scale -- generate OUT 100000000 grr,oue,olh,hadamard 16 [device-ids] [plain|dictionary]
 //! cargo run --release -p harmony-dist --example scale -- time OUT 1,2 [--no-local]
 //! ```
 //!
 //! Generation runs simulated devices (seeded RNGs: simulation only), one thread per collection.
 //! Report ids are `r<i>` unless `device-ids` is given: then 32 random hex digits, as devices
-//! choose them (`harmony_client::report_id`), for the storage figures.
+//! choose them (`harmony_client::report_id`), for the storage figures. The writer chooses the body
+//! encoding as export's does (a dictionary when reports repeat: `Bodies::of`) unless told.
 
 use harmony_core::schema::Value;
-use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
+use harmony_data::reports::{Bodies, ReportsWriter, for_each_row, part_files};
 use harmony_dist::estimate_dir_blocking;
 use harmony_protocol::CreateCollection;
 use harmony_protocol::estimates::Query;
@@ -32,7 +33,7 @@ fn request(mechanism: &str, d: usize) -> CreateCollection {
     serde_json::from_value(req).expect("a request")
 }
 
-fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize, device_ids: bool) {
+fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize, device_ids: bool, bodies: Option<Bodies>) {
     let per = reports / mechanisms.len() as u64;
     let t = Instant::now();
     std::thread::scope(|s| {
@@ -42,6 +43,9 @@ fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize, device_id
                 let device = harmony_tasks::build_device(&config).expect("builds");
                 let dir = out.join(format!("collection={m}"));
                 let mut w = ReportsWriter::create(&dir).expect("an empty directory");
+                if let Some(b) = bodies {
+                    w = w.with_bodies(b);
+                }
                 std::fs::write(dir.join("spec.json"), serde_json::to_string(&config).unwrap()).unwrap();
                 let mut rng = harmony_core::sampling::fast_rng(11);
                 let (mut body, mut id) = (Vec::new(), String::new());
@@ -158,13 +162,21 @@ fn time(out: &Path, partitions: &[usize], with_local: bool) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] | scale time OUT PARTITIONS [--no-local]";
+    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] [plain|dictionary] | scale time OUT PARTITIONS [--no-local]";
+    let flags = args.get(5..).unwrap_or_default();
     match args.first().map(String::as_str) {
-        Some("generate") if args.len() == 5 || args.len() == 6 => {
+        Some("generate")
+            if args.len() >= 5 && flags.iter().all(|f| ["device-ids", "plain", "dictionary"].contains(&f.as_str())) =>
+        {
             let n: f64 = args[2].parse().expect("REPORTS");
             let ms: Vec<String> = args[3].split(',').map(str::to_string).collect();
-            let ids = args.get(5).map(String::as_str) == Some("device-ids");
-            generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"), ids);
+            let ids = flags.iter().any(|f| f == "device-ids");
+            let bodies = flags.iter().find_map(|f| match f.as_str() {
+                "plain" => Some(Bodies::Plain),
+                "dictionary" => Some(Bodies::Dictionary),
+                _ => None,
+            });
+            generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"), ids, bodies);
         }
         Some("time") if args.len() == 3 || (args.len() == 4 && args[3] == "--no-local") => {
             let ps: Vec<usize> = args[2].split(',').map(|p| p.parse().expect("PARTITIONS")).collect();

@@ -17,9 +17,10 @@
 //! optimizer therefore rewrites a call with literal `spec` and `query` into one of the same
 //! aggregate bound to them ([`HarmonyUdaf::bound`], `simplify`), whose only argument is the body.
 
+use crate::dictionary::{DictionaryCounts, binary_values};
 use crate::tally::{Tally, key_of, key_of_view};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::expr::AggregateFunction;
@@ -221,12 +222,17 @@ impl AggregateUDFImpl for HarmonyUdaf {
         };
         let task = self.task(&spec)?;
         let agg = task.aggregator();
-        Ok(Box::new(HarmonyAccumulator { kind: self.kind, task, agg, query, tally: Tally::default() }))
+        let (tally, dictionary) = (Tally::default(), DictionaryCounts::default());
+        Ok(Box::new(HarmonyAccumulator { kind: self.kind, task, agg, query, tally, dictionary }))
     }
 }
 
+/// Binary, or a dictionary of binary values (report bodies: harmony_data::reports::Bodies).
 fn is_binary(t: &DataType) -> bool {
-    matches!(t, DataType::Binary | DataType::LargeBinary | DataType::BinaryView)
+    match t {
+        DataType::Dictionary(_, values) => binary_values(values),
+        t => binary_values(t),
+    }
 }
 
 /// The first null row of `col`, as an error.
@@ -262,6 +268,8 @@ struct HarmonyAccumulator {
     query: Query,
     /// Short reports counted, not yet added.
     tally: Tally,
+    /// The rows of a dictionary column counted per report, not yet added.
+    dictionary: DictionaryCounts,
 }
 
 impl std::fmt::Debug for HarmonyAccumulator {
@@ -285,15 +293,26 @@ impl HarmonyAccumulator {
         self.flush()?;
         state::save(self.task.as_ref(), self.agg.as_ref()).map_err(|e| self.err(e))
     }
-    /// Adds the counted short reports.
+    /// Adds the counted reports.
     fn flush(&mut self) -> Result<()> {
         let flushed = self.tally.flush(self.agg.as_mut());
-        flushed.map_err(|e| self.err(format!("invalid report: {e}")))
+        flushed.map_err(|e| self.err(format!("invalid report: {e}")))?;
+        let flushed = self.dictionary.flush(self.agg.as_mut());
+        flushed.map_err(|e| self.err(e))
     }
     /// A column of report bodies: short ones counted ([`Tally`]), the others validated and
     /// added as one batch ([`Task::add_checked_batch`]).
     fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
         no_nulls(col, "report body")?;
+        if let DataType::Dictionary(key, _) = col.data_type() {
+            if let Some(dict) = col.as_dictionary_opt::<Int32Type>() {
+                return self.dictionary.add(dict, self.task.as_ref(), self.agg.as_mut());
+            }
+            // Other index types (not what export writes): the values, row by row.
+            let cast = datafusion::arrow::compute::cast(col, &DataType::BinaryView);
+            let plain = cast.map_err(|e| format!("a dictionary column with {key} indices: {e}"))?;
+            return self.add_bodies(&plain);
+        }
         let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
         if !self.tally.on() {
             let bodies = binaries(col).ok_or_else(|| not_binary(col))?;

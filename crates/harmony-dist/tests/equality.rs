@@ -2,14 +2,15 @@
 //! (fuzz/src/wire_reports.rs), reports written as `harmony export` writes them (three days,
 //! several part files each), aggregated by `estimate_dir` on 1, 2 and 3 partitions and by SQL
 //! (`harmony_estimate`, and daily `harmony_state` partials merged by `harmony_merge`), give the
-//! estimate document of one in-process aggregator of the same files to 1e-12.
+//! estimate document of one in-process aggregator of the same files to 1e-12; with the bodies
+//! written plain and as a dictionary (harmony_data::reports::Bodies).
 
 #[path = "../../../fuzz/src/wire_reports.rs"]
 #[allow(dead_code)]
 mod wire_reports;
 
 use datafusion::arrow::array::AsArray;
-use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
+use harmony_data::reports::{Bodies, ReportsWriter, for_each_row, part_files};
 use harmony_dist::{context, estimate_dir};
 use harmony_protocol::TaskKind;
 use harmony_protocol::estimates::{EstimateDocument, Query};
@@ -24,8 +25,14 @@ fn temp(name: &str) -> PathBuf {
 
 /// Writes `n` reports of `e` under `out/<label>/collection=ID` (three days) with its spec.
 fn export(e: &Entry, out: &Path, n: u64) -> PathBuf {
-    let dir = out.join(e.label.replace(' ', "_")).join(format!("collection={}", e.config.id));
-    let mut w = ReportsWriter::create(&dir).unwrap();
+    export_as(e, out, n, Bodies::Plain)
+}
+
+/// [`export`] with the bodies written as `bodies` (under `out/<label>-<bodies>`).
+fn export_as(e: &Entry, out: &Path, n: u64, bodies: Bodies) -> PathBuf {
+    let label = format!("{}-{bodies:?}", e.label.replace(' ', "_"));
+    let dir = out.join(label).join(format!("collection={}", e.config.id));
+    let mut w = ReportsWriter::create(&dir).unwrap().with_bodies(bodies);
     for i in 0..n {
         w.push(&format!("r{i}"), Some(20_000 + (i % 3) as i32), &wire_reports::varied_report(e, i, 7000)).unwrap();
     }
@@ -62,18 +69,20 @@ fn datafusion_equals_in_process_for_every_task() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut checked = 0;
     for e in table().iter().filter(|e| e.task.mergeable()) {
-        let dir = export(e, &out, 1500);
-        let want = serde_json::to_value(local(e, &dir)).unwrap();
-        for partitions in [1, 2, 3] {
-            let (doc, files) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
-            assert!(files >= 3, "{}: {files} part files", e.label);
-            let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
-            assert!(
-                d <= 1e-12,
-                "{} on {partitions} partitions: {d:e}\n{want}\n{}",
-                e.label,
-                serde_json::to_value(&doc).unwrap()
-            );
+        for bodies in [Bodies::Plain, Bodies::Dictionary] {
+            let dir = export_as(e, &out, 1500, bodies);
+            let want = serde_json::to_value(local(e, &dir)).unwrap();
+            for partitions in [1, 2, 3] {
+                let (doc, files) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
+                assert!(files >= 3, "{}: {files} part files", e.label);
+                let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
+                assert!(
+                    d <= 1e-12,
+                    "{} ({bodies:?}) on {partitions} partitions: {d:e}\n{want}\n{}",
+                    e.label,
+                    serde_json::to_value(&doc).unwrap()
+                );
+            }
         }
         checked += 1;
     }
@@ -120,10 +129,16 @@ fn errors_name_the_argument_the_row_and_the_collection() {
     let out = temp("errors");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let e = table().iter().find(|e| e.config.task.kind() == TaskKind::Frequency).unwrap();
-    let dir = export(e, &out, 50);
+    for bodies in [Bodies::Plain, Bodies::Dictionary] {
+        errors_of(&export_as(e, &out, 50, bodies), &rt);
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+fn errors_of(dir: &Path, rt: &tokio::runtime::Runtime) {
     let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap();
     let ctx = context(2);
-    let files: Vec<String> = part_files(&dir).unwrap().iter().map(|p| p.display().to_string()).collect();
+    let files: Vec<String> = part_files(dir).unwrap().iter().map(|p| p.display().to_string()).collect();
     rt.block_on(async {
         let df = ctx.read_parquet(files, Default::default()).await.unwrap();
         ctx.register_table("reports", df.into_view()).unwrap();
@@ -155,7 +170,6 @@ fn errors_name_the_argument_the_row_and_the_collection() {
         "SELECT harmony_merge(s, '{other_spec}') FROM (SELECT harmony_state(body, '{spec_sql}') AS s FROM reports)"
     ));
     assert!(err.contains("another collection"), "{err}");
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
@@ -170,22 +184,30 @@ fn long_columns_tally_short_reports_or_switch_the_tally_off() {
         if !["grr", "olh", "oue", "hadamard"].iter().any(|m| e.label.split(' ').any(|w| w == *m)) {
             continue;
         }
-        let dir = export(e, &out, 150_000);
-        let want = serde_json::to_value(local(e, &dir)).unwrap();
-        for partitions in [1, 2] {
-            let (doc, _) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
-            let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
-            assert!(d <= 1e-12, "{} on {partitions} partitions: {d:e}", e.label);
+        for bodies in [Bodies::Plain, Bodies::Dictionary] {
+            let dir = export_as(e, &out, 150_000, bodies);
+            let want = serde_json::to_value(local(e, &dir)).unwrap();
+            // DataFusion reads the column as written (a dictionary reaches the dictionary path).
+            let files: Vec<String> = part_files(&dir).unwrap().iter().map(|p| p.display().to_string()).collect();
+            let df = rt.block_on(context(1).read_parquet(files, Default::default())).unwrap();
+            let ty = df.schema().field_with_unqualified_name("body").unwrap().data_type().clone();
+            let dictionary = matches!(ty, datafusion::arrow::datatypes::DataType::Dictionary(..));
+            assert_eq!(dictionary, bodies == Bodies::Dictionary, "{}: {ty}", e.label);
+            for partitions in [1, 2] {
+                let (doc, _) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
+                let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
+                assert!(d <= 1e-12, "{} ({bodies:?}) on {partitions} partitions: {d:e}", e.label);
+            }
+            // A bad report late in the column is still named by its row.
+            let mut w = ReportsWriter::append(&dir).unwrap().with_bodies(bodies);
+            for i in 0..70_000u64 {
+                let body = if i == 69_990 { vec![0xff; 3] } else { wire_reports::varied_report(e, i, 1) };
+                w.push(&format!("late{i}"), Some(20_003), &body).unwrap();
+            }
+            w.finish().unwrap();
+            let err = rt.block_on(estimate_dir(&context(1), &dir, &Query::default())).unwrap_err().to_string();
+            assert!(err.contains("invalid report") && err.contains("row "), "{} ({bodies:?}): {err}", e.label);
         }
-        // A bad report late in the column is still named by its row.
-        let mut w = ReportsWriter::append(&dir).unwrap();
-        for i in 0..70_000u64 {
-            let body = if i == 69_990 { vec![0xff; 3] } else { wire_reports::varied_report(e, i, 1) };
-            w.push(&format!("late{i}"), Some(20_003), &body).unwrap();
-        }
-        w.finish().unwrap();
-        let err = rt.block_on(estimate_dir(&context(1), &dir, &Query::default())).unwrap_err().to_string();
-        assert!(err.contains("invalid report") && err.contains("row "), "{}: {err}", e.label);
         checked += 1;
     }
     assert!(checked >= 4, "{checked} entries");

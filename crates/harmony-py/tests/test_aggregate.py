@@ -36,6 +36,10 @@ def test_partial_states_merge_to_one_accumulator(tmp_path, name, task, eps):
     again = hl.Aggregator(spec)
     again.add([bytes(b) for b in body.to_pylist()])
     assert again.save() == whole.save()
+    # A dictionary column (`harmony export` writes repeating reports so), the same.
+    coded = hl.Aggregator(spec)
+    assert coded.add_arrow(body.dictionary_encode()) == 1200
+    assert coded.save() == whole.save()
     # `harmony aggregate --engine local` on the same files.
     binary = os.environ.get("HARMONY_BIN")
     if binary:

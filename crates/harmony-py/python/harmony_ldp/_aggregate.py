@@ -105,7 +105,8 @@ class Aggregator:
 
     def add_arrow(self, column: Any) -> int:
         """Adds every report of an Arrow binary column (``pyarrow`` ``Array`` or
-        ``ChunkedArray`` of ``binary``, ``large_binary`` or ``binary_view``), each validated as
+        ``ChunkedArray`` of ``binary``, ``large_binary`` or ``binary_view``, or a dictionary of
+        them, as ``harmony export`` writes repeating reports), each validated as
         the server does; returns how many. A null or a report of another collection is an error
         naming its row, and nothing of that chunk is added.
 
@@ -122,6 +123,10 @@ class Aggregator:
             if arr.null_count:
                 raise _error("invalid input", "body", f"{arr.null_count} nulls", "a report body in every row")
             t = arr.type
+            if pa.types.is_dictionary(t):
+                # `harmony export` writes repeating reports as dictionary<int32, binary>.
+                arr = arr.dictionary_decode()
+                t = arr.type
             if pa.types.is_binary_view(t) if hasattr(pa.types, "is_binary_view") else False:
                 arr, t = arr.cast(pa.large_binary()), pa.large_binary()
             if pa.types.is_large_binary(t):
