@@ -300,8 +300,9 @@ impl HarmonyAccumulator {
         let flushed = self.dictionary.flush(self.agg.as_mut());
         flushed.map_err(|e| self.err(e))
     }
-    /// A column of report bodies: short ones counted ([`Tally`]), the others validated and
-    /// added as one batch ([`Task::add_checked_batch`]).
+    /// A column of report bodies: a dictionary's rows counted per index ([`DictionaryCounts`]);
+    /// otherwise short ones counted ([`Tally`]), the others validated and added as one batch
+    /// ([`Task::add_checked_batch`]).
     fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
         no_nulls(col, "report body")?;
         if let DataType::Dictionary(key, _) = col.data_type() {
