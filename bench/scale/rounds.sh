@@ -7,6 +7,7 @@
 #   bench/scale/rounds.sh DATA MECHANISMS D N OUT
 #   bench/scale/rounds.sh /tmp/scale-data grr,oue,olh,hadamard 16 10000000 /tmp/rounds-d16
 #   bench/scale/rounds.sh /tmp/scale-d1024 olh,hr,bassily-smith,sue 1024 3000000 /tmp/rounds-d1024
+#   bench/scale/rounds.sh /tmp/scale-means pm,duchi,laplace 16 10000000 /tmp/rounds-means  # means-pm, …; D ignored
 #
 # DATA comes from `target/release/examples/scale generate DATA REPORTS MECHANISMS D`. Builds:
 #   cargo build --release -p harmony-dist --example scale
@@ -33,7 +34,9 @@ for f in glob.glob(f"{out}/scale-*.jsonl"):
         r = json.loads(line)
         scale.setdefault((r["collection"].split("=")[1], r["engine"], r["partitions"]), []).append(r["per_s"] / 1e6)
 med = lambda k: st.median(scale.get(k, [float("nan")]))
-for m, b in bench.items():
+for b_name, b in bench.items():
+    # A means collection (`means-pm`) is compared with bench's aggregator of its mechanism (`pm`).
+    m = b_name if any(k[0] == b_name for k in scale) else f"means-{b_name}"
     df1, df2 = med((m, "datafusion", 1)), med((m, "datafusion", 2))
     print(f"{m}: bench {st.median(b):.1f} M/s, scan {med((m, 'scan', 1)):.1f}, DataFusion {df1:.1f} "
           f"({100 * df1 / st.median(b):.0f}%), 2 partitions {df2:.1f} ({df2 / df1:.2f}x), in-process {med((m, 'local', 1)):.2f}")

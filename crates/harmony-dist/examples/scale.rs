@@ -1,4 +1,5 @@
-//! The scale measurement of docs/SCALE.md: reports of a mix of frequency collections generated as
+//! The scale measurement of docs/SCALE.md: reports of a mix of collections (frequency oracles;
+//! `means-M` for the means task with numeric mechanism M) generated as
 //! `harmony export` writes them, then aggregated by DataFusion on 1 and 2 partitions and in
 //! process (`harmony aggregate --engine local`'s path), each timed, beside DataFusion's scan of
 //! the body column alone (a comparison per report); DataFusion's timings are the best of 3.
@@ -23,14 +24,35 @@ use harmony_tasks::Input;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-fn request(mechanism: &str, d: usize) -> CreateCollection {
-    let categories: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
-    let req = serde_json::json!({
-        "schema": [{"kind": "categorical", "name": "c", "categories": categories}],
-        "epsilon": 1.0,
-        "task": {"kind": "frequency", "attribute": "c", "mechanism": mechanism},
-    });
+/// The request of a collection name: a frequency oracle (`grr`, `oue`, …) over a categorical
+/// attribute of `d` categories, or `means-M`: the means task with numeric mechanism `M` (`pm`,
+/// `duchi`, …) over one numeric attribute in [0, 1].
+fn request(name: &str, d: usize) -> CreateCollection {
+    let req = match name.strip_prefix("means-") {
+        Some(m) => serde_json::json!({
+            "schema": [{"kind": "numeric", "name": "x", "min": 0, "max": 1}],
+            "epsilon": 1.0,
+            "task": {"kind": "means", "strategy": "split", "numeric_mechanism": m},
+        }),
+        None => {
+            let categories: Vec<String> = (0..d).map(|i| format!("c{i}")).collect();
+            serde_json::json!({
+                "schema": [{"kind": "categorical", "name": "c", "categories": categories}],
+                "epsilon": 1.0,
+                "task": {"kind": "frequency", "attribute": "c", "mechanism": name},
+            })
+        }
+    };
     serde_json::from_value(req).expect("a request")
+}
+
+/// Device `i`'s value, skewed: category ⌊d·u²⌋, or 2u² − 1 on [−1, 1] for a numeric attribute.
+fn input(name: &str, i: u64, d: usize) -> Value {
+    let u = ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64) / (1u64 << 53) as f64;
+    match name.starts_with("means-") {
+        true => Value::Unit(2.0 * u * u - 1.0),
+        false => Value::Category(((d as f64) * u * u) as u32),
+    }
 }
 
 fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize, device_ids: bool, bodies: Option<Bodies>) {
@@ -50,9 +72,7 @@ fn generate(out: &Path, reports: u64, mechanisms: &[String], d: usize, device_id
                 let mut rng = harmony_core::sampling::fast_rng(11);
                 let (mut body, mut id) = (Vec::new(), String::new());
                 for i in 0..per {
-                    // A skewed input: category ⌊d·u²⌋.
-                    let u = ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) as f64) / (1u64 << 53) as f64;
-                    let v = Value::Category(((d as f64) * u * u) as u32);
+                    let v = input(m, i, d);
                     device.randomize(&Input::Record(&[v]), &mut rng, &mut body).expect("randomizes");
                     id.clear();
                     use std::fmt::Write;

@@ -140,6 +140,17 @@ impl Task for MeansTask {
     fn aggregator(&self) -> Box<dyn TaskAggregator> {
         Box::new(Typed::wire(self.mech.aggregator()))
     }
+    /// Each report decoded once, checked as [`Task::validate`] checks it and added (the default
+    /// decodes twice: decoding is most of a record report's cost).
+    fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
+        let agg = Typed::<RecordAggregator>::of_mut(agg).map_err(|e| (0, e))?;
+        for (i, r) in reports.iter().enumerate() {
+            let report = wire::decode::<RecordReport>(r).map_err(|e| (i, e))?;
+            self.mech.validate_report(&report).map_err(|e| (i, e))?;
+            agg.add_unchecked(&report);
+        }
+        Ok(())
+    }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         Ok(TaskEstimate::Means(self.document(Typed::<RecordAggregator>::of(agg)?)))
     }
