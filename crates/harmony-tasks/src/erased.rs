@@ -161,6 +161,19 @@ impl<A: Aggregator + 'static> Typed<A> {
         let typed = agg.as_any_mut().and_then(|a| a.downcast_mut::<Typed<A>>());
         typed.map(|t| &mut t.agg).ok_or_else(Self::another_task)
     }
+    /// A [`Task::add_checked_batch`] that decodes each report once: `checked` decodes and checks
+    /// it as the task's `validate` does, then it is added; an error carries the report's index.
+    pub fn add_each(
+        agg: &mut dyn TaskAggregator,
+        reports: &[&[u8]],
+        checked: impl Fn(&[u8]) -> Result<A::Report>,
+    ) -> Result<(), (usize, Error)> {
+        let agg = Self::of_mut(agg).map_err(|e| (0, e))?;
+        for (i, r) in reports.iter().enumerate() {
+            agg.add_unchecked(&checked(r).map_err(|e| (i, e))?);
+        }
+        Ok(())
+    }
     fn another_task() -> Error {
         Error::Incompatible(format!("an accumulator of another task, expected {}", std::any::type_name::<A>()))
     }

@@ -113,11 +113,7 @@ impl Task for FrequencyTask {
     /// Each report decoded once, checked as [`Task::validate`] checks it and added (the
     /// aggregators batch internally: OLH's pending reports, unary's groups of 16).
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
-        let agg = Typed::<AnyAggregator>::of_mut(agg).map_err(|e| (0, e))?;
-        for (i, r) in reports.iter().enumerate() {
-            agg.add_unchecked(&self.checked(r).map_err(|e| (i, e))?);
-        }
-        Ok(())
+        Typed::<AnyAggregator>::add_each(agg, reports, |r| self.checked(r))
     }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         let agg = Typed::<AnyAggregator>::of(agg)?;

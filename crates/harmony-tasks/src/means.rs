@@ -125,6 +125,15 @@ fn attribute_result(a: &Attribute, e: &AttributeEstimate, m: Option<&MissingEsti
     }
 }
 
+impl MeansTask {
+    /// A report decoded and checked as [`Task::validate`] checks it.
+    fn checked(&self, report: &[u8]) -> Result<RecordReport> {
+        let r = wire::decode::<RecordReport>(report)?;
+        self.mech.validate_report(&r)?;
+        Ok(r)
+    }
+}
+
 impl Task for MeansTask {
     fn config(&self) -> &CollectionConfig {
         &self.config
@@ -135,7 +144,7 @@ impl Task for MeansTask {
         Ok(())
     }
     fn validate(&self, report: &[u8]) -> Result<()> {
-        self.mech.validate_report(&wire::decode::<RecordReport>(report)?)
+        self.checked(report).map(drop)
     }
     fn aggregator(&self) -> Box<dyn TaskAggregator> {
         Box::new(Typed::wire(self.mech.aggregator()))
@@ -143,13 +152,7 @@ impl Task for MeansTask {
     /// Each report decoded once, checked as [`Task::validate`] checks it and added (the default
     /// decodes twice: decoding is most of a record report's cost).
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
-        let agg = Typed::<RecordAggregator>::of_mut(agg).map_err(|e| (0, e))?;
-        for (i, r) in reports.iter().enumerate() {
-            let report = wire::decode::<RecordReport>(r).map_err(|e| (i, e))?;
-            self.mech.validate_report(&report).map_err(|e| (i, e))?;
-            agg.add_unchecked(&report);
-        }
-        Ok(())
+        Typed::<RecordAggregator>::add_each(agg, reports, |r| self.checked(r))
     }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         Ok(TaskEstimate::Means(self.document(Typed::<RecordAggregator>::of(agg)?)))
