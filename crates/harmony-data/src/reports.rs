@@ -9,9 +9,10 @@
 //!
 //! Columns: `report_id` (utf8), `day` (date32, null under `day=unknown`), `body` (the stored
 //! report bytes: binary, or dictionary<int32, binary> when the collection's reports repeat:
-//! [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows. Both directions stream: the
-//! writer holds at most [`MAX_OPEN_PARTS`] open parts (one row group each in memory), the
-//! reader one batch of [`crate::BATCH_ROWS`] rows.
+//! [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows ([`DICTIONARY_ROW_GROUP_ROWS`] for a
+//! dictionary), or [`ROW_GROUP_BYTES`] encoded. Both directions stream: the writer holds at
+//! most [`MAX_OPEN_PARTS`] open parts (one row group each in memory, encoded), the reader one
+//! batch of [`crate::BATCH_ROWS`] rows.
 
 use crate::error::{Error, Result};
 use arrow_array::builder::{BinaryBuilder, BinaryDictionaryBuilder, StringBuilder};
@@ -28,10 +29,25 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Rows per Parquet row group.
+/// Rows per Parquet row group of plain bodies.
 pub const ROW_GROUP_ROWS: usize = 65_536;
+/// Rows per Parquet row group of dictionary bodies: Parquet keeps one dictionary per row group,
+/// and a reader adds each distinct report once per dictionary, so long row groups pay (unary
+/// at d = 16: 19,881 distinct reports in 65,536 rows, 52,847 in 1.4 million). Held encoded in
+/// memory while written (an index and a report id per row), at most [`ROW_GROUP_BYTES`].
+pub const DICTIONARY_ROW_GROUP_ROWS: usize = 4 << 20;
+/// Most bytes of a row group held in memory while written: a longer one is cut there.
+pub const ROW_GROUP_BYTES: usize = 32 << 20;
+/// Most bytes of a row group's dictionary page (Parquet's default is 1 MiB; past it, the rest of
+/// the row group is written plain and a reader builds a dictionary per batch).
+const DICTIONARY_PAGE_BYTES: usize = 16 << 20;
 /// Rows buffered before they are handed to a part's writer.
 const WRITE_ROWS: usize = 8192;
+/// Rows a writer holds before it chooses the body encoding from them ([`Bodies::of`]), unless
+/// their bodies reach [`SAMPLE_BYTES`] first.
+pub const SAMPLE_ROWS: usize = 65_536;
+/// Most body bytes a part holds while the encoding is not chosen.
+const SAMPLE_BYTES: usize = 16 << 20;
 /// Most parts open at once while writing (reports arrive in no order of day): the least
 /// recently used is closed, and a later report of its day starts a new part.
 pub const MAX_OPEN_PARTS: usize = 16;
@@ -72,9 +88,11 @@ pub fn reports_schema_of(bodies: Bodies) -> SchemaRef {
 }
 
 impl Bodies {
-    /// The encoding a writer chooses from its first batch: a dictionary when the batch holds at
-    /// least 64 rows and at most a quarter as many distinct reports (each repeats 4 times or
-    /// more on average), else plain.
+    /// The encoding a writer chooses from its first rows ([`SAMPLE_ROWS`], fewer at the end or
+    /// past [`SAMPLE_BYTES`]): a dictionary when they are at least 64 and at most half of them
+    /// distinct, else plain. Reports drawn uniformly from D values are half distinct in 65,536
+    /// rows when D is about 41,000: a row group's dictionary then holds 4% as many reports as
+    /// the row group has rows, or fewer.
     pub fn of(first: &BinaryArray) -> Bodies {
         let rows = first.len();
         if rows < 64 {
@@ -82,11 +100,24 @@ impl Bodies {
         }
         let mut seen = std::collections::HashSet::new();
         for b in first.iter() {
-            if seen.insert(b.unwrap_or_default()) && seen.len() * 4 > rows {
+            if seen.insert(b.unwrap_or_default()) && seen.len() * 2 > rows {
                 return Bodies::Plain;
             }
         }
         Bodies::Dictionary
+    }
+
+    /// The Parquet settings of parts in this encoding.
+    fn props(self) -> WriterProperties {
+        let rows = match self {
+            Bodies::Plain => ROW_GROUP_ROWS,
+            Bodies::Dictionary => DICTIONARY_ROW_GROUP_ROWS,
+        };
+        WriterProperties::builder()
+            .set_max_row_group_row_count(Some(rows))
+            .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
+            .set_compression(Compression::SNAPPY)
+            .build()
     }
 
     /// The encoding of an existing part's body column.
@@ -155,10 +186,9 @@ struct Part {
     last_use: u64,
 }
 
-/// What every part of a writer shares: the Parquet settings and the body encoding (fixed by
-/// the first batch any part writes, unless given).
+/// What every part of a writer shares: the body encoding (fixed by the first batch any part
+/// writes, [`SAMPLE_ROWS`] long unless the part closes sooner, or given).
 struct Encoding {
-    props: WriterProperties,
     bodies: Option<Bodies>,
 }
 
@@ -171,7 +201,7 @@ impl Part {
         let kind = *enc.bodies.get_or_insert_with(|| Bodies::of(&bodies));
         let schema = reports_schema_of(kind);
         if let Some(file) = self.file.take() {
-            let w = ArrowWriter::try_new(file, schema.clone(), Some(enc.props.clone())).map_err(pq(&self.path))?;
+            let w = ArrowWriter::try_new(file, schema.clone(), Some(kind.props())).map_err(pq(&self.path))?;
             self.writer = Some(w);
         }
         let writer = self.writer.as_mut().expect("created above");
@@ -179,6 +209,9 @@ impl Part {
         let cols: Vec<ArrayRef> = vec![Arc::new(self.ids.finish()), days, kind.column(bodies)];
         let batch = RecordBatch::try_new(schema, cols).map_err(|e| Error::data(e.to_string()))?;
         writer.write(&batch).map_err(pq(&self.path))?;
+        if writer.in_progress_size() >= ROW_GROUP_BYTES {
+            writer.flush().map_err(pq(&self.path))?;
+        }
         self.pending = 0;
         Ok(())
     }
@@ -239,15 +272,11 @@ impl ReportsWriter {
                 )));
             }
         }
-        let props = WriterProperties::builder()
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_compression(Compression::SNAPPY)
-            .build();
         // Parts added beside others keep their encoding (readers take one schema for all).
         let bodies = if append { existing_bodies(collection_dir)? } else { None };
         Ok(ReportsWriter {
             dir: collection_dir.to_path_buf(),
-            enc: Encoding { props, bodies },
+            enc: Encoding { bodies },
             open: HashMap::new(),
             next: HashMap::new(),
             clock: 0,
@@ -275,7 +304,7 @@ impl ReportsWriter {
         Ok(Part { path, file, writer: None, ids, bodies, pending: 0, day, last_use: 0 })
     }
 
-    /// The writer with its body encoding given (else it is chosen from the first batch written,
+    /// The writer with its body encoding given (else it is chosen from the first rows written,
     /// [`Bodies::of`], or taken from the existing parts when appending). Before the first push.
     pub fn with_bodies(mut self, bodies: Bodies) -> Self {
         self.enc.bodies = Some(bodies);
@@ -295,7 +324,9 @@ impl ReportsWriter {
         part.bodies.append_value(body);
         part.pending += 1;
         self.written.rows += 1;
-        if part.pending >= WRITE_ROWS {
+        // The first batch waits for a sample large enough to choose the encoding from.
+        let sampled = part.pending >= SAMPLE_ROWS || part.bodies.values_slice().len() >= SAMPLE_BYTES;
+        if part.pending >= WRITE_ROWS && (self.enc.bodies.is_some() || sampled) {
             part.flush(&mut self.enc)?;
         }
         Ok(())
@@ -509,6 +540,29 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    #[test]
+    fn a_row_group_is_cut_at_its_byte_bound() {
+        let dir = std::env::temp_dir().join(format!("harmony-reports-bytes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // 20,000 distinct bodies of 4,000 bytes: 76 MiB, fewer rows than a row group holds.
+        let mut w = ReportsWriter::create(&dir).unwrap();
+        // Incompressible bytes (a 64-bit LCG's high bytes): encoded, the row group is as long.
+        let body = |i: usize| {
+            let mut x = i as u64 + 1;
+            (0..4000)
+                .map(|_| (x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407), (x >> 56) as u8).1)
+                .collect::<Vec<u8>>()
+        };
+        for i in 0..20_000 {
+            w.push(&format!("r{i}"), None, &body(i)).unwrap();
+        }
+        let files = w.finish().unwrap().files;
+        let meta = ParquetRecordBatchReaderBuilder::try_new(File::open(&files[0]).unwrap()).unwrap().metadata().clone();
+        assert!(meta.num_row_groups() >= 2, "{} row groups", meta.num_row_groups());
+        assert_eq!(meta.file_metadata().num_rows(), 20_000);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     fn body_has_dictionary_page(part: &Path) -> bool {
         let meta = ParquetRecordBatchReaderBuilder::try_new(File::open(part).unwrap()).unwrap().metadata().clone();
         meta.row_group(0).column(2).dictionary_page_offset().is_some()
@@ -548,6 +602,17 @@ mod tests {
             .unwrap();
         }
         assert_eq!(read, n + WRITE_ROWS);
+        // Reports of a domain of 20,000 values: about 19,000 distinct in the 65,536 rows the
+        // writer looks at, 29%: a dictionary, whose row groups are long.
+        let col = dir.join("collection=d");
+        let mut w = ReportsWriter::create(&col).unwrap();
+        for i in 0..2 * SAMPLE_ROWS {
+            w.push(&format!("r{i}"), None, &((i * 7919) % 20_000).to_le_bytes()[..4]).unwrap();
+        }
+        let files = w.finish().unwrap().files;
+        assert_eq!(existing_bodies(&col).unwrap(), Some(Bodies::Dictionary));
+        let meta = ParquetRecordBatchReaderBuilder::try_new(File::open(&files[0]).unwrap()).unwrap().metadata().clone();
+        assert_eq!((meta.num_row_groups(), meta.row_group(0).num_rows()), (1, 2 * SAMPLE_ROWS as i64));
         // Distinct reports (the round-trip test's): plain.
         let distinct = BinaryArray::from_iter_values((0..WRITE_ROWS as u32).map(|i| i.to_le_bytes()));
         assert_eq!(Bodies::of(&distinct), Bodies::Plain);

@@ -1,10 +1,10 @@
 //! A dictionary column of reports (`dictionary<int32, binary>`: what `harmony export` writes
 //! for a collection whose reports repeat, `harmony_data::reports::Bodies`). Each row is an
 //! index into the distinct reports, and Parquet's reader hands the indices over without
-//! building a value per row. The rows are counted per index; a distinct report is validated
-//! (`Task::validate`, the server's check) the first time a row names it, and added once with
-//! its count ([`TaskAggregator::add_times`]). The batches of one column chunk share their
-//! dictionary (the same buffers), so the counts run on until the dictionary changes.
+//! building a value per row. The rows are counted per index; when the dictionary changes (the
+//! batches of one column chunk share it: the same buffers), each distinct report counted is
+//! validated (`Task::validate`, the server's check) and added once with its count, one decode
+//! for both ([`Task::add_checked_times`]); an invalid one is named by the row that first read it.
 
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, DictionaryArray};
 use datafusion::arrow::datatypes::{DataType, Int32Type};
@@ -18,6 +18,10 @@ pub struct DictionaryCounts {
     /// Its buffers' addresses, offset and length.
     identity: Vec<usize>,
     counts: Vec<u64>,
+    /// Per index counted: the first row that named it (rows of this accumulator's column).
+    first: Vec<u64>,
+    /// Rows read so far.
+    rows: u64,
 }
 
 /// The buffers' addresses, the offset and the length of a dictionary's values.
@@ -56,37 +60,46 @@ impl DictionaryCounts {
     ) -> Result<(), String> {
         let values = dict.values();
         if self.values.is_none() || identity(values) != self.identity {
-            self.flush(agg)?;
+            self.flush(task, agg)?;
             if !binary_values(values.data_type()) {
                 return Err(format!("a dictionary of {}, expected binary report bodies", values.data_type()));
             }
             self.identity = identity(values);
             self.counts = vec![0; values.len()];
+            self.first = vec![0; values.len()];
             self.values = Some(values.clone());
         }
-        let counts = &mut self.counts;
+        let (counts, first) = (&mut self.counts, &mut self.first);
         for (row, &k) in dict.keys().values().iter().enumerate() {
             let Some(c) = counts.get_mut(k as usize) else {
                 return Err(format!("row {row} of the batch: dictionary index {k} out of range"));
             };
             if *c == 0 {
-                let report = value_at(values.as_ref(), k as usize);
-                let report = report.ok_or_else(|| format!("row {row} of the batch: a null report body"))?;
-                task.validate(report).map_err(|e| format!("row {row} of the batch: invalid report: {e}"))?;
+                if values.is_null(k as usize) {
+                    return Err(format!("row {row} of the batch: a null report body"));
+                }
+                first[k as usize] = self.rows + row as u64;
             }
             *c += 1;
         }
+        self.rows += dict.len() as u64;
         Ok(())
     }
 
-    /// Adds the counted reports to `agg` (each validated when first counted).
-    pub fn flush(&mut self, agg: &mut dyn TaskAggregator) -> Result<(), String> {
+    /// Validates each counted report and adds it to `agg` with its count.
+    pub fn flush(&mut self, task: &dyn Task, agg: &mut dyn TaskAggregator) -> Result<(), String> {
         let Some(values) = self.values.take() else { return Ok(()) };
         for (i, &n) in self.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
             let report = value_at(values.as_ref(), i).expect("a counted value is not null");
-            agg.add_times(report, n).map_err(|e| format!("invalid report: {e}"))?;
+            task.add_checked_times(agg, report, n).map_err(|e| {
+                format!(
+                    "row {} of the partition's column (the first with this report): invalid report: {e}",
+                    self.first[i]
+                )
+            })?;
         }
         self.counts.clear();
+        self.first.clear();
         self.identity.clear();
         Ok(())
     }

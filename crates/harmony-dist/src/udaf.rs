@@ -297,7 +297,7 @@ impl HarmonyAccumulator {
     fn flush(&mut self) -> Result<()> {
         let flushed = self.tally.flush(self.agg.as_mut());
         flushed.map_err(|e| self.err(format!("invalid report: {e}")))?;
-        let flushed = self.dictionary.flush(self.agg.as_mut());
+        let flushed = self.dictionary.flush(self.task.as_ref(), self.agg.as_mut());
         flushed.map_err(|e| self.err(e))
     }
     /// A column of report bodies: a dictionary's rows counted per index ([`DictionaryCounts`]);

@@ -45,6 +45,13 @@ pub trait Task: Send + Sync {
         }
         Ok(())
     }
+    /// Validates `report` as [`Task::validate`] does and adds it `times` times to `agg` (a
+    /// counted column's path: each distinct report once with its count), decoding it once where
+    /// the task can.
+    fn add_checked_times(&self, agg: &mut dyn TaskAggregator, report: &[u8], times: u64) -> Result<()> {
+        self.validate(report)?;
+        agg.add_times(report, times)
+    }
     /// The estimate document of an accumulator of this task (with `query`'s ranges/quantiles).
     fn estimate(&self, agg: &dyn TaskAggregator, query: &Query) -> Result<TaskEstimate>;
     /// Whether accumulators merge (everything but model rounds, whose order matters).
@@ -160,6 +167,18 @@ impl<A: Aggregator + 'static> Typed<A> {
     pub fn of_mut(agg: &mut dyn TaskAggregator) -> Result<&mut A> {
         let typed = agg.as_any_mut().and_then(|a| a.downcast_mut::<Typed<A>>());
         typed.map(|t| &mut t.agg).ok_or_else(Self::another_task)
+    }
+    /// A [`Task::add_checked_times`] that decodes the report once: `checked` decodes and checks
+    /// it as the task's `validate` does, then it is added `times` times.
+    pub fn add_times_checked(
+        agg: &mut dyn TaskAggregator,
+        report: &[u8],
+        times: u64,
+        checked: impl Fn(&[u8]) -> Result<A::Report>,
+    ) -> Result<()> {
+        let agg = Self::of_mut(agg)?;
+        agg.add_unchecked_times(&checked(report)?, times);
+        Ok(())
     }
     /// A [`Task::add_checked_batch`] that decodes each report once: `checked` decodes and checks
     /// it as the task's `validate` does, then it is added; an error carries the report's index.

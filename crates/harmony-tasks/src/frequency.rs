@@ -115,6 +115,9 @@ impl Task for FrequencyTask {
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
         Typed::<AnyAggregator>::add_each(agg, reports, |r| self.checked(r))
     }
+    fn add_checked_times(&self, agg: &mut dyn TaskAggregator, report: &[u8], times: u64) -> Result<()> {
+        Typed::<AnyAggregator>::add_times_checked(agg, report, times, |r| self.checked(r))
+    }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         let agg = Typed::<AnyAggregator>::of(agg)?;
         let fe = agg.estimate();

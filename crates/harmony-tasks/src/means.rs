@@ -154,6 +154,9 @@ impl Task for MeansTask {
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
         Typed::<RecordAggregator>::add_each(agg, reports, |r| self.checked(r))
     }
+    fn add_checked_times(&self, agg: &mut dyn TaskAggregator, report: &[u8], times: u64) -> Result<()> {
+        Typed::<RecordAggregator>::add_times_checked(agg, report, times, |r| self.checked(r))
+    }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         Ok(TaskEstimate::Means(self.document(Typed::<RecordAggregator>::of(agg)?)))
     }

@@ -1,5 +1,5 @@
 //! The stored-column paths a distributed engine takes (`Task::add_checked_batch`,
-//! `TaskAggregator::add_times`) against the server's path (`Task::validate`, then
+//! `Task::add_checked_times`, `TaskAggregator::add_times`) against the server's path (`Task::validate`, then
 //! `TaskAggregator::add`, one report at a time): for every task and method of the fuzz table,
 //! the same accumulator (its estimate, to 1e-12), and the same verdict on every report of a
 //! corpus of bad ones (truncated, another collection's, noise), with the index of the bad one.
@@ -69,15 +69,18 @@ fn batches_and_repeats_equal_report_by_report() {
                 .unwrap_or_else(|(i, err)| panic!("{}: {i}: {err}", e.label));
         }
         assert_same(e, batched.as_ref(), one_by_one.as_ref(), "add_checked_batch");
-        // Each of the first 20 reports k + 1 times, by add_times and by add.
-        let (mut repeated, mut added) = (e.task.aggregator(), e.task.aggregator());
+        // Each of the first 20 reports k + 1 times, by add_times, by add_checked_times and by add.
+        let (mut repeated, mut checked_times) = (e.task.aggregator(), e.task.aggregator());
+        let mut added = e.task.aggregator();
         for (k, r) in reports.iter().take(20).enumerate() {
             repeated.add_times(r, k as u64 + 1).unwrap();
+            e.task.add_checked_times(checked_times.as_mut(), r, k as u64 + 1).unwrap();
             (0..=k).for_each(|_| added.add(r).unwrap());
         }
         repeated.add_times(&reports[0], 0).unwrap();
         assert_eq!(repeated.count(), 210, "{}", e.label);
         assert_same(e, repeated.as_ref(), added.as_ref(), "add_times");
+        assert_same(e, checked_times.as_ref(), added.as_ref(), "add_checked_times");
         checked += 1;
     }
     assert!(checked > 30, "{checked} mergeable entries");
@@ -97,6 +100,8 @@ fn batches_refuse_what_validate_refuses_and_name_the_report() {
                 (Err(_), Err((1, _))) => refused += 1,
                 _ => panic!("{}: body {bad:?}: validate says {server:?}, the batch {batch:?}", e.label),
             }
+            let times = e.task.add_checked_times(e.task.aggregator().as_mut(), &bad, 5);
+            assert_eq!(times.is_ok(), server.is_ok(), "{}: body {bad:?}: add_checked_times {times:?}", e.label);
         }
     }
     eprintln!("{refused} bad bodies refused by validate and by the batch alike");
