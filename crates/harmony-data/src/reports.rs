@@ -38,8 +38,9 @@ pub const ROW_GROUP_ROWS: usize = 65_536;
 pub const DICTIONARY_ROW_GROUP_ROWS: usize = 4 << 20;
 /// Most bytes of a row group held in memory while written: a longer one is cut there.
 pub const ROW_GROUP_BYTES: usize = 32 << 20;
-/// Most bytes of a row group's dictionary page (Parquet's default is 1 MiB; past it, the rest of
-/// the row group is written plain and a reader builds a dictionary per batch).
+/// Most bytes of a dictionary part's dictionary page (Parquet's default, which plain parts keep,
+/// is 1 MiB; past it, the rest of the row group is written plain and a reader of the dictionary
+/// column builds a dictionary per batch).
 const DICTIONARY_PAGE_BYTES: usize = 16 << 20;
 /// Rows buffered before they are handed to a part's writer.
 const WRITE_ROWS: usize = 8192;
@@ -109,15 +110,14 @@ impl Bodies {
 
     /// The Parquet settings of parts in this encoding.
     fn props(self) -> WriterProperties {
-        let rows = match self {
-            Bodies::Plain => ROW_GROUP_ROWS,
-            Bodies::Dictionary => DICTIONARY_ROW_GROUP_ROWS,
-        };
-        WriterProperties::builder()
-            .set_max_row_group_row_count(Some(rows))
-            .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
-            .set_compression(Compression::SNAPPY)
-            .build()
+        let props = WriterProperties::builder().set_compression(Compression::SNAPPY);
+        match self {
+            Bodies::Plain => props.set_max_row_group_row_count(Some(ROW_GROUP_ROWS)),
+            Bodies::Dictionary => props
+                .set_max_row_group_row_count(Some(DICTIONARY_ROW_GROUP_ROWS))
+                .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES),
+        }
+        .build()
     }
 
     /// The encoding of an existing part's body column.
