@@ -9,7 +9,7 @@ mod common;
 
 use common::{harmony, root, serve};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The largest difference between two JSON documents' numbers (∞ when their shapes differ),
 /// ignoring the `collection` id.
@@ -73,7 +73,9 @@ fn check_asking(case: &Case, ask: &[&str], data: &Path, schema: &Path, db: &str,
     eprintln!("{} on {}: simulate = serve (largest difference {d:e})", case.name, db.split(':').next().unwrap_or(db));
 }
 
-fn stores(name: &str) -> Vec<String> {
+/// The stores a case runs on, and the SQLite file's directory, removed when the guard drops
+/// (a Census run's database is ~220 MB: left behind, repeated runs fill the disk).
+fn stores(name: &str) -> (Scratch, Vec<String>) {
     let dir = std::env::temp_dir().join(format!("harmony-equality-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -82,7 +84,16 @@ fn stores(name: &str) -> Vec<String> {
         Ok(url) => v.push(url),
         Err(_) => eprintln!("HARMONY_TEST_POSTGRES not set: the PostgreSQL half of {name} is skipped"),
     }
-    v
+    (Scratch(dir), v)
+}
+
+/// A test's scratch directory, removed on drop (also when the test fails).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// On Census-Income, PostgreSQL runs one case per task (every method runs over SQLite, and over
@@ -174,7 +185,8 @@ fn adult_simulate_equals_serve() {
         submit: &[],
     });
     cases.extend(task_cases(&["--attributes", "sex,race,income,workclass,relationship"], "education", "48842"));
-    for db in stores("adult") {
+    let (_scratch, dbs) = stores("adult");
+    for db in dbs {
         for c in &cases {
             check(c, &data, &schema, &db, 17);
         }
@@ -229,7 +241,8 @@ fn census_simulate_equals_serve(postgres: bool) {
         "199523",
     ));
     let name = if postgres { "census-postgres" } else { "census-sqlite" };
-    for db in stores(name).into_iter().filter(|db| db.starts_with("sqlite:") != postgres) {
+    let (_scratch, dbs) = stores(name);
+    for db in dbs.into_iter().filter(|db| db.starts_with("sqlite:") != postgres) {
         for c in cases.iter().filter(|c| census_case_on(c, &db)) {
             check(c, &data, &schema, &db, 23);
         }
@@ -288,7 +301,8 @@ const ASK: &[&str] = &["--ranges", "20:30,40:65", "--quantiles", "0.25,0.5,0.75"
 
 fn range_and_linear(data: &Path, schema: &Path, name: &str, seed: u64) {
     let census = name.starts_with("census");
-    for db in stores(name) {
+    let (_scratch, dbs) = stores(name);
+    for db in dbs {
         for c in RANGE_LINEAR.iter().filter(|c| !census || census_case_on(c, &db)) {
             let ask = if c.name.starts_with("range") { ASK } else { &[] };
             check_asking(c, ask, data, schema, &db, seed);

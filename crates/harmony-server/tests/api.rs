@@ -411,6 +411,8 @@ fn a_body_over_the_limit_gets_a_json_413_and_stores_nothing() {
         assert!(e["error"]["message"].as_str().unwrap().contains("limit"), "{p}: {resp}");
     }
     assert_eq!(estimates(&analyst, &a.id).reports, 0);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `GET …/days`: the stored reports per UTC day received (the dashboard's per-day counts),
