@@ -105,6 +105,23 @@ pub fn encode_into<T: WireReport>(report: &T, buf: &mut Vec<u8>) {
     *buf = payload;
 }
 
+/// Reads postcard's varint of a `bits`-bit integer from the start of `bytes` as postcard's
+/// `try_take_varint_*` does (little-endian groups of 7 bits; at most ⌈bits/7⌉ bytes, the last of
+/// which holds only the bits left): the value and the bytes read, `None` where postcard fails.
+/// The reports' serde-free decoders (an engine's batch path) read with it.
+pub fn take_varint(bytes: &[u8], bits: u32) -> Option<(u64, usize)> {
+    let max = bits.div_ceil(7) as usize;
+    let last = (1u8 << (bits % 7)) - 1;
+    let mut out = 0u64;
+    for (i, &b) in bytes.iter().take(max).enumerate() {
+        out |= u64::from(b & 0x7F) << (7 * i);
+        if b & 0x80 == 0 {
+            return (i + 1 < max || b <= last).then_some((out, i + 1));
+        }
+    }
+    None
+}
+
 /// Encodes a report into a fresh buffer.
 pub fn encode<T: WireReport>(report: &T) -> Vec<u8> {
     let mut buf = Vec::with_capacity(16);
@@ -157,6 +174,44 @@ impl WireReport for crate::numeric::NumericReport {
 mod tests {
     use super::*;
     use crate::numeric::NumericReport;
+
+    /// postcard's own reading of a varint from the start of `bytes`, and the bytes it read.
+    fn postcard_varint(bytes: &[u8], bits: u32) -> Option<(u64, usize)> {
+        let read = match bits {
+            32 => postcard::take_from_bytes::<u32>(bytes).map(|(v, rest)| (u64::from(v), rest)),
+            _ => postcard::take_from_bytes::<u64>(bytes),
+        };
+        read.ok().map(|(v, rest)| (v, bytes.len() - rest.len()))
+    }
+
+    #[test]
+    fn take_varint_reads_what_postcard_reads() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut agree = [0usize; 2];
+        for n in 0..200_000 {
+            let len = (next() % 14) as usize;
+            // Bytes with the continuation bit set more often than not, so that long varints occur.
+            let bytes: Vec<u8> = (0..len).map(|_| next() as u8 | if next() % 5 != 0 { 0x80 } else { 0 }).collect();
+            for bits in [32, 64] {
+                let want = postcard_varint(&bytes, bits);
+                assert_eq!(take_varint(&bytes, bits), want, "{bytes:02x?}, {bits} bits");
+                agree[want.is_some() as usize] += 1;
+            }
+            let v = next() >> (n % 64);
+            let enc = postcard::to_allocvec(&v).unwrap();
+            assert_eq!(take_varint(&[&enc[..], &[0xAB; 6]].concat(), 64), Some((v, enc.len())), "{v}");
+            let v = v as u32;
+            let enc = postcard::to_allocvec(&v).unwrap();
+            assert_eq!(take_varint(&[&enc[..], &[0xCD; 6]].concat(), 32), Some((v as u64, enc.len())), "{v}");
+        }
+        assert!(agree[0] > 10_000 && agree[1] > 10_000, "refused and read: {agree:?}");
+    }
 
     #[test]
     fn roundtrip_and_rejections() {

@@ -3,10 +3,11 @@
 use crate::erased::{Task, TaskAggregator, Typed};
 use crate::input::{Input, category};
 use harmony_core::error::{Error, Result};
-use harmony_core::frequency::{AnyAggregator, AnyOracle, AnyReport};
+use harmony_core::frequency::{AnyAggregator, AnyOracle, AnyReport, OlhReport, UnaryReport};
 use harmony_core::kinds::OracleKind;
 use harmony_core::missing::Present;
 use harmony_core::schema::{Attribute, Schema};
+use harmony_core::wire;
 use harmony_core::{Aggregator, FrequencyOracle};
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::estimates::{CategoryResult, Est, FrequencyEstimate, Query, TaskEstimate};
@@ -112,8 +113,32 @@ impl Task for FrequencyTask {
     }
     /// Each report decoded once, checked as [`Task::validate`] checks it and added (the
     /// aggregators batch internally: OLH's pending reports, unary's groups of 16).
+    /// OLH's and unary reports (mostly distinct: the engines' `binary` path) decode without
+    /// serde, into one reused report ([`OlhReport::decode_fast`], [`UnaryReport::decode_into`]);
+    /// a report they do not decode takes the wire decoder, which names what is wrong.
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
-        Typed::<AnyAggregator>::add_each(agg, reports, |r| self.checked(r))
+        match (&self.oracle, Typed::<AnyAggregator>::of_mut(agg)) {
+            (AnyOracle::Olh(o), Ok(AnyAggregator::Olh(a))) => {
+                for (i, bytes) in reports.iter().enumerate() {
+                    let r = OlhReport::decode_fast(bytes).map_or_else(|| wire::decode(bytes), Ok);
+                    let r = r.and_then(|r| o.validate_report(&r).map(|()| r)).map_err(|e| (i, e))?;
+                    a.add_unchecked(&r);
+                }
+                Ok(())
+            }
+            (AnyOracle::Sue(o) | AnyOracle::Oue(o), Ok(AnyAggregator::Unary(a))) => {
+                let mut r = UnaryReport { bits: Vec::new() };
+                for (i, bytes) in reports.iter().enumerate() {
+                    if r.decode_into(bytes).is_none() {
+                        r = wire::decode(bytes).map_err(|e| (i, e))?;
+                    }
+                    o.validate_report(&r).map_err(|e| (i, e))?;
+                    a.add_unchecked(&r);
+                }
+                Ok(())
+            }
+            _ => Typed::<AnyAggregator>::add_each(agg, reports, |r| self.checked(r)),
+        }
     }
     fn add_checked_times(&self, agg: &mut dyn TaskAggregator, report: &[u8], times: u64) -> Result<()> {
         Typed::<AnyAggregator>::add_times_checked(agg, report, times, |r| self.checked(r))

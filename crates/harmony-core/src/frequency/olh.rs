@@ -112,6 +112,21 @@ impl WireReport for OlhReport {
     const KIND: WireKind = ReportKind::Olh.wire();
 }
 
+impl OlhReport {
+    /// Decodes a report's bytes as [`crate::wire::decode`] does (the header, then postcard's
+    /// varints: the seed, then `y`), without serde: an engine's batch path over stored reports.
+    /// `None` wherever that decode fails; call it for the error.
+    pub fn decode_fast(bytes: &[u8]) -> Option<OlhReport> {
+        let [crate::wire::WIRE_VERSION, kind, payload @ ..] = bytes else { return None };
+        if *kind != Self::KIND.byte {
+            return None;
+        }
+        let (seed, n) = crate::wire::take_varint(payload, 64)?;
+        let (y, m) = crate::wire::take_varint(&payload[n..], 32)?;
+        (n + m == payload.len()).then_some(OlhReport { seed, y: y as u32 })
+    }
+}
+
 /// The exact variance-minimising integer g for budget ε (MECHANISMS.md §A4), in [2, MAX_G].
 pub fn optimal_g(eps: Epsilon) -> u32 {
     let e = eps.exp();
@@ -611,6 +626,50 @@ impl crate::state::SaveState for OlhAggregator {
 mod tests {
     use super::*;
     use crate::sampling::fast_rng;
+    use rand::RngExt;
+
+    /// `decode_fast` accepts exactly the byte strings `wire::decode` accepts, with the same
+    /// report: encodings of random and edge reports, then each truncated, extended, with a
+    /// byte changed, and hand-made non-canonical and overlong varints.
+    #[test]
+    fn the_fast_decode_agrees_with_the_wire_decode() {
+        let mut rng = fast_rng(7);
+        let edge = [0, 1, 127, 128, 16_383, 16_384, u32::MAX as u64, 1 << 63, u64::MAX - 1, u64::MAX];
+        let ys = [0, 1, 127, 128, 1 << 28, u32::MAX];
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for i in 0..2_000 {
+            let seed = if i < edge.len() { edge[i] } else { rng.random::<u64>() >> rng.random_range(0..64) };
+            let r = OlhReport { seed, y: ys[i % ys.len()].min(rng.random::<u32>() >> rng.random_range(0..32)) };
+            let bytes = crate::wire::encode(&r);
+            assert_eq!(OlhReport::decode_fast(&bytes), Some(r));
+            let pos = rng.random_range(0..bytes.len());
+            let mut changed = bytes.clone();
+            changed[pos] = rng.random();
+            let mut longer = bytes.clone();
+            longer.push(rng.random());
+            inputs.extend([bytes[..pos].to_vec(), changed, longer]);
+        }
+        // 0 as two bytes (accepted by both), an 11-byte seed, a 10th seed byte of 2, y's 5th byte over 0x0F.
+        let header = [crate::wire::WIRE_VERSION, OlhReport::KIND.byte];
+        let hand_made = [
+            &[0x80, 0x00, 0x03][..],
+            &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x00],
+            &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02, 0x00],
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x00],
+            &[0x05, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F],
+            &[0x05, 0xFF, 0xFF, 0xFF, 0xFF, 0x10],
+            &[0x05, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00],
+        ];
+        for (payload, ok) in hand_made.into_iter().zip([true, true, false, false, true, false, false]) {
+            let bytes = [&header[..], payload].concat();
+            assert_eq!(crate::wire::decode::<OlhReport>(&bytes).is_ok(), ok, "{payload:02x?}");
+            inputs.push(bytes);
+        }
+        for bytes in &inputs {
+            let slow = crate::wire::decode::<OlhReport>(bytes).ok();
+            assert_eq!(OlhReport::decode_fast(bytes), slow, "{bytes:02x?}");
+        }
+    }
 
     #[test]
     fn optimal_g_follows_the_integer_rule() {

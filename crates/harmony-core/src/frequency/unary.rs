@@ -157,6 +157,30 @@ pub struct UnaryReport {
 }
 
 impl UnaryReport {
+    /// Decodes a report's bytes into `self` as [`crate::wire::decode`] does (the header, then
+    /// postcard's sequence: a varint length, then each word a varint), without serde and reusing
+    /// `self.bits`: an engine's batch path over stored reports. `None` wherever that decode
+    /// fails (`self` then holds no report); call it for the error.
+    pub fn decode_into(&mut self, bytes: &[u8]) -> Option<()> {
+        use crate::wire::{WIRE_VERSION, take_varint};
+        self.bits.clear();
+        let [WIRE_VERSION, kind, payload @ ..] = bytes else { return None };
+        if *kind != Self::KIND.byte {
+            return None;
+        }
+        let (len, mut at) = take_varint(payload, usize::BITS)?;
+        // Each word is at least one byte: a longer sequence cannot fit (postcard fails on it too).
+        if len > (payload.len() - at) as u64 {
+            return None;
+        }
+        for _ in 0..len {
+            let (word, n) = take_varint(&payload[at..], 64)?;
+            self.bits.push(word);
+            at += n;
+        }
+        (at == payload.len()).then_some(())
+    }
+
     /// Bit v.
     #[inline]
     pub fn bit(&self, v: usize) -> bool {
@@ -705,6 +729,48 @@ impl crate::state::SaveState for UnaryAggregator {
 mod tests {
     use super::*;
     use crate::sampling::fast_rng;
+
+    /// `decode_into` accepts exactly the byte strings `wire::decode` accepts, with the same
+    /// report: encodings of random reports, then each truncated, extended and with a byte
+    /// changed, and hand-made lengths (non-canonical, past the end, overlong).
+    #[test]
+    fn the_fast_decode_agrees_with_the_wire_decode() {
+        use rand::RngExt;
+        let mut rng = fast_rng(11);
+        let mut r = UnaryReport { bits: Vec::new() };
+        let mut inputs: Vec<Vec<u8>> = Vec::new();
+        for i in 0..2_000 {
+            let bits = (0..i % 20).map(|_| rng.random::<u64>() >> rng.random_range(0..64)).collect();
+            let report = UnaryReport { bits };
+            let bytes = crate::wire::encode(&report);
+            assert_eq!(r.decode_into(&bytes), Some(()));
+            assert_eq!(r, report);
+            let pos = rng.random_range(0..bytes.len());
+            let mut changed = bytes.clone();
+            changed[pos] = rng.random();
+            let mut longer = bytes.clone();
+            longer.push(rng.random());
+            inputs.extend([bytes[..pos].to_vec(), changed, longer]);
+        }
+        let header = [crate::wire::WIRE_VERSION, UnaryReport::KIND.byte];
+        let hand_made = [
+            &[0x81, 0x00, 0x05][..],
+            &[0x02, 0x05],
+            &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01, 0x05],
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0x05],
+            &[0x00],
+        ];
+        for (payload, ok) in hand_made.into_iter().zip([true, false, false, false, true]) {
+            let bytes = [&header[..], payload].concat();
+            assert_eq!(crate::wire::decode::<UnaryReport>(&bytes).is_ok(), ok, "{payload:02x?}");
+            inputs.push(bytes);
+        }
+        for bytes in &inputs {
+            let slow = crate::wire::decode::<UnaryReport>(bytes).ok();
+            let fast = r.decode_into(bytes).map(|()| r.clone());
+            assert_eq!(fast, slow, "{bytes:02x?}");
+        }
+    }
 
     fn naive_counts(reports: &[UnaryReport], d: usize) -> Vec<u64> {
         (0..d).map(|v| reports.iter().filter(|r| r.bit(v)).count() as u64).collect()
