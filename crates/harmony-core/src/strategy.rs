@@ -1030,12 +1030,7 @@ mod tests {
                 assert_eq!(r, report);
                 read += 1;
             }
-            let pos = rng.random_range(0..bytes.len());
-            let mut changed = bytes.clone();
-            changed[pos] = rng.random();
-            let mut longer = bytes.clone();
-            longer.push(rng.random());
-            inputs.extend([bytes[..pos].to_vec(), changed, longer]);
+            inputs.extend(crate::wire::mutations(&bytes, &mut rng));
         }
         assert!(read > 1_000, "{read} numeric records read");
         for bytes in &inputs {

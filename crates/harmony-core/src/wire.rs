@@ -122,6 +122,16 @@ pub fn take_varint(bytes: &[u8], bits: u32) -> Option<(u64, usize)> {
     None
 }
 
+/// Three near misses of an encoded report, for the decoders' agreement tests: cut at a random
+/// length, one byte changed at random, one random byte appended.
+#[cfg(test)]
+pub(crate) fn mutations(bytes: &[u8], rng: &mut impl rand::RngExt) -> [Vec<u8>; 3] {
+    let pos = rng.random_range(0..bytes.len());
+    let mut changed = bytes.to_vec();
+    changed[pos] = rng.random();
+    [bytes[..pos].to_vec(), changed, [bytes, &[rng.random()]].concat()]
+}
+
 /// Encodes a report into a fresh buffer.
 pub fn encode<T: WireReport>(report: &T) -> Vec<u8> {
     let mut buf = Vec::with_capacity(16);

@@ -642,12 +642,7 @@ mod tests {
             let r = OlhReport { seed, y: ys[i % ys.len()].min(rng.random::<u32>() >> rng.random_range(0..32)) };
             let bytes = crate::wire::encode(&r);
             assert_eq!(OlhReport::decode_fast(&bytes), Some(r));
-            let pos = rng.random_range(0..bytes.len());
-            let mut changed = bytes.clone();
-            changed[pos] = rng.random();
-            let mut longer = bytes.clone();
-            longer.push(rng.random());
-            inputs.extend([bytes[..pos].to_vec(), changed, longer]);
+            inputs.extend(crate::wire::mutations(&bytes, &mut rng));
         }
         // 0 as two bytes (accepted by both), an 11-byte seed, a 10th seed byte of 2, y's 5th byte over 0x0F.
         let header = [crate::wire::WIRE_VERSION, OlhReport::KIND.byte];

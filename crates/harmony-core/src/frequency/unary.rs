@@ -745,12 +745,7 @@ mod tests {
             let bytes = crate::wire::encode(&report);
             assert_eq!(r.decode_into(&bytes), Some(()));
             assert_eq!(r, report);
-            let pos = rng.random_range(0..bytes.len());
-            let mut changed = bytes.clone();
-            changed[pos] = rng.random();
-            let mut longer = bytes.clone();
-            longer.push(rng.random());
-            inputs.extend([bytes[..pos].to_vec(), changed, longer]);
+            inputs.extend(crate::wire::mutations(&bytes, &mut rng));
         }
         let header = [crate::wire::WIRE_VERSION, UnaryReport::KIND.byte];
         let hand_made = [
