@@ -3,7 +3,7 @@
 use crate::erased::{Task, TaskAggregator, Typed};
 use crate::input::{Input, category};
 use harmony_core::error::{Error, Result};
-use harmony_core::frequency::{AnyAggregator, AnyOracle, AnyReport, OlhReport, UnaryReport};
+use harmony_core::frequency::{AnyAggregator, AnyOracle, AnyReport, BassilySmithReport, OlhReport, UnaryReport};
 use harmony_core::kinds::OracleKind;
 use harmony_core::missing::Present;
 use harmony_core::schema::{Attribute, Schema};
@@ -113,14 +113,23 @@ impl Task for FrequencyTask {
     }
     /// Each report decoded once, checked as [`Task::validate`] checks it and added (the
     /// aggregators batch internally: OLH's pending reports, unary's groups of 16).
-    /// OLH's and unary reports (mostly distinct: the engines' `binary` path) decode without
-    /// serde, into one reused report ([`OlhReport::decode_fast`], [`UnaryReport::decode_into`]);
+    /// OLH's, Bassily–Smith's and unary reports (mostly distinct: the engines' `binary` path)
+    /// decode without serde ([`OlhReport::decode_fast`], [`BassilySmithReport::decode_fast`],
+    /// [`UnaryReport::decode_into`] into one reused report);
     /// a report they do not decode takes the wire decoder, which names what is wrong.
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
         match (&self.oracle, Typed::<AnyAggregator>::of_mut(agg)) {
             (AnyOracle::Olh(o), Ok(AnyAggregator::Olh(a))) => {
                 for (i, bytes) in reports.iter().enumerate() {
                     let r = OlhReport::decode_fast(bytes).map_or_else(|| wire::decode(bytes), Ok);
+                    let r = r.and_then(|r| o.validate_report(&r).map(|()| r)).map_err(|e| (i, e))?;
+                    a.add_unchecked(&r);
+                }
+                Ok(())
+            }
+            (AnyOracle::BassilySmith(o), Ok(AnyAggregator::BassilySmith(a))) => {
+                for (i, bytes) in reports.iter().enumerate() {
+                    let r = BassilySmithReport::decode_fast(bytes).map_or_else(|| wire::decode(bytes), Ok);
                     let r = r.and_then(|r| o.validate_report(&r).map(|()| r)).map_err(|e| (i, e))?;
                     a.add_unchecked(&r);
                 }

@@ -107,6 +107,25 @@ impl WireReport for BassilySmithReport {
     const KIND: WireKind = ReportKind::BassilySmith.wire();
 }
 
+impl BassilySmithReport {
+    /// Decodes a report's bytes as [`crate::wire::decode`] does (the header, postcard's varint
+    /// `j`, then the bool as one byte, 0 or 1), without serde: an engine's batch path over
+    /// stored reports. `None` wherever that decode fails; call it for the error.
+    pub fn decode_fast(bytes: &[u8]) -> Option<BassilySmithReport> {
+        let [crate::wire::WIRE_VERSION, kind, payload @ ..] = bytes else { return None };
+        if *kind != Self::KIND.byte {
+            return None;
+        }
+        let (j, n) = crate::wire::take_varint(payload, 32)?;
+        let bit = match payload[n..] {
+            [0] => false,
+            [1] => true,
+            _ => return None,
+        };
+        Some(BassilySmithReport { j: j as u32, bit })
+    }
+}
+
 impl BassilySmith {
     /// Bassily–Smith with [`default_rows`](Self::default_rows)`(d)` rows and
     /// [`DEFAULT_MATRIX_SEED`]. Errors: ε not finite and > 0, d < 2, m·d > 2^30.
@@ -333,6 +352,37 @@ impl crate::state::SaveState for BassilySmithAggregator {
 mod tests {
     use super::*;
     use crate::sampling::fast_rng;
+
+    /// `decode_fast` accepts exactly the byte strings `wire::decode` accepts, with the same
+    /// report: random and edge reports, their near misses, and hand-made ones.
+    #[test]
+    fn the_fast_decode_agrees_with_the_wire_decode() {
+        use rand::RngExt;
+        let mut rng = fast_rng(13);
+        let mut inputs = Vec::new();
+        for i in 0..2_000u32 {
+            let j = if i < 4 {
+                [0, 127, 128, u32::MAX][i as usize]
+            } else {
+                rng.random::<u32>() >> rng.random_range(0..32)
+            };
+            let r = BassilySmithReport { j, bit: rng.random() };
+            let bytes = crate::wire::encode(&r);
+            assert_eq!(BassilySmithReport::decode_fast(&bytes), Some(r));
+            inputs.extend(crate::wire::mutations(&bytes, &mut rng));
+        }
+        let header = [crate::wire::WIRE_VERSION, BassilySmithReport::KIND.byte];
+        let hand_made = [&[0x80, 0x00, 0x01][..], &[0x05, 0x02], &[0x05], &[0xFF, 0xFF, 0xFF, 0xFF, 0x1F, 0x00]];
+        for (payload, ok) in hand_made.into_iter().zip([true, false, false, false]) {
+            let bytes = [&header[..], payload].concat();
+            assert_eq!(crate::wire::decode::<BassilySmithReport>(&bytes).is_ok(), ok, "{payload:02x?}");
+            inputs.push(bytes);
+        }
+        for bytes in &inputs {
+            let slow = crate::wire::decode::<BassilySmithReport>(bytes).ok();
+            assert_eq!(BassilySmithReport::decode_fast(bytes), slow, "{bytes:02x?}");
+        }
+    }
 
     #[test]
     fn matrix_is_reproducible_and_seeded() {
