@@ -112,11 +112,11 @@ impl Task for FrequencyTask {
         Box::new(Typed::new(self.oracle.aggregator(), AnyReport::decode))
     }
     /// Each report decoded once, checked as [`Task::validate`] checks it and added (the
-    /// aggregators batch internally: OLH's pending reports, unary's groups of 16).
-    /// OLH's, Bassily–Smith's and unary reports (mostly distinct: the engines' `binary` path)
-    /// decode without serde ([`OlhReport::decode_fast`], [`BassilySmithReport::decode_fast`],
-    /// [`UnaryReport::decode_into`] into one reused report);
-    /// a report they do not decode takes the wire decoder, which names what is wrong.
+    /// aggregators batch internally: OLH's pending reports, unary's groups of 16). OLH's,
+    /// Bassily–Smith's and unary reports (mostly distinct: the engines' `binary` path) decode
+    /// without serde ([`OlhReport::decode_fast`], [`BassilySmithReport::decode_fast`],
+    /// [`UnaryReport::decode_into`] into one reused report); a report they do not read takes
+    /// the wire decoder, which names what is wrong.
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
         match (&self.oracle, Typed::<AnyAggregator>::of_mut(agg)) {
             (AnyOracle::Olh(o), Ok(AnyAggregator::Olh(a))) => {
