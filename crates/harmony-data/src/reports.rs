@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Columns: `report_id` (utf8), `day` (date32, null under `day=unknown`), `body` (the stored
-//! report bytes: binary, or dictionary<int32, binary> when the collection's reports repeat:
-//! [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows ([`DICTIONARY_ROW_GROUP_ROWS`] for a
+//! report bytes: binary, or dictionary<int32, binary> when the collection's reports repeat, or
+//! struct<seed: int64, y: int32> for distinct OLH reports: [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows ([`DICTIONARY_ROW_GROUP_ROWS`] for a
 //! dictionary), or [`ROW_GROUP_BYTES`] encoded. Both directions stream: the writer holds at
 //! most [`MAX_OPEN_PARTS`] open parts (one row group each in memory, encoded), the reader one
 //! batch of [`crate::BATCH_ROWS`] rows.
@@ -17,9 +17,14 @@
 use crate::error::{Error, Result};
 use arrow_array::builder::{BinaryBuilder, BinaryDictionaryBuilder, StringBuilder};
 use arrow_array::cast::AsArray;
-use arrow_array::types::Int32Type;
-use arrow_array::{Array, ArrayRef, BinaryArray, Date32Array, DictionaryArray, RecordBatch, StringArray};
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{
+    Array, ArrayRef, BinaryArray, Date32Array, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray,
+    StructArray,
+};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use harmony_core::frequency::OlhReport;
+use harmony_core::wire;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
@@ -64,6 +69,12 @@ pub enum Bodies {
     /// and bit): Parquet stores them dictionary-encoded either way, and a reader given this type
     /// gets the indices without building a value per row (DataFusion counts them: harmony-dist).
     Dictionary,
+    /// `struct<seed: int64, y: int32>`: OLH reports as their two fields (each the bits of the
+    /// report's u64 seed and u32 hash value), for collections whose reports are all distinct
+    /// OLH reports: no bytes to decode, and an engine reads two fixed-width columns
+    /// (harmony_tasks::ReportColumns). Every row must be a canonical OLH report (as a device
+    /// encodes it), so that it reads back to the same bytes.
+    OlhFields,
 }
 
 /// The type of the `body` column.
@@ -71,7 +82,21 @@ pub fn body_type(bodies: Bodies) -> DataType {
     match bodies {
         Bodies::Plain => DataType::Binary,
         Bodies::Dictionary => DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Binary)),
+        Bodies::OlhFields => DataType::Struct(olh_fields()),
     }
+}
+
+/// The fields of an `OlhFields` body.
+fn olh_fields() -> arrow_schema::Fields {
+    vec![Field::new("seed", DataType::Int64, false), Field::new("y", DataType::Int32, false)].into()
+}
+
+/// The OLH report `body` encodes canonically (as a device does), if it is one.
+fn canonical_olh(body: &[u8], scratch: &mut Vec<u8>) -> Option<OlhReport> {
+    let r = OlhReport::decode_fast(body)?;
+    scratch.clear();
+    wire::encode_into(&r, scratch);
+    (scratch.as_slice() == body).then_some(r)
 }
 
 /// The Arrow schema of a part whose bodies are `Bodies::Plain`.
@@ -93,7 +118,8 @@ impl Bodies {
     /// past [`SAMPLE_BYTES`]): a dictionary when they are at least 64 and at most half of them
     /// distinct, else plain. Reports drawn uniformly from D values are half distinct in 65,536
     /// rows when D is about 41,000: a row group's dictionary then holds 4% as many reports as
-    /// the row group has rows, or fewer.
+    /// the row group has rows, or fewer. Plain rows that are all canonical OLH reports:
+    /// `OlhFields`.
     pub fn of(first: &BinaryArray) -> Bodies {
         let rows = first.len();
         if rows < 64 {
@@ -102,7 +128,9 @@ impl Bodies {
         let mut seen = std::collections::HashSet::new();
         for b in first.iter() {
             if seen.insert(b.unwrap_or_default()) && seen.len() * 2 > rows {
-                return Bodies::Plain;
+                let mut scratch = Vec::new();
+                let olh = first.iter().all(|b| canonical_olh(b.unwrap_or_default(), &mut scratch).is_some());
+                return if olh { Bodies::OlhFields } else { Bodies::Plain };
             }
         }
         Bodies::Dictionary
@@ -113,6 +141,14 @@ impl Bodies {
         let props = WriterProperties::builder().set_compression(Compression::SNAPPY);
         match self {
             Bodies::Plain => props.set_max_row_group_row_count(Some(ROW_GROUP_ROWS)),
+            // Random seeds neither repeat nor compress.
+            Bodies::OlhFields => {
+                let seed = parquet::schema::types::ColumnPath::from(vec!["body".to_string(), "seed".to_string()]);
+                props
+                    .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+                    .set_column_dictionary_enabled(seed.clone(), false)
+                    .set_column_compression(seed, Compression::UNCOMPRESSED)
+            }
             Bodies::Dictionary => props
                 .set_max_row_group_row_count(Some(DICTIONARY_ROW_GROUP_ROWS))
                 .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES),
@@ -122,13 +158,24 @@ impl Bodies {
 
     /// The encoding of an existing part's body column.
     fn of_type(t: &DataType) -> Option<Bodies> {
-        [Bodies::Plain, Bodies::Dictionary].into_iter().find(|b| body_type(*b) == *t)
+        [Bodies::Plain, Bodies::Dictionary, Bodies::OlhFields].into_iter().find(|b| body_type(*b) == *t)
     }
 
-    /// A batch's bodies in this encoding.
-    fn column(self, bodies: BinaryArray) -> ArrayRef {
-        match self {
+    /// A batch's bodies in this encoding; `Err(row)` for a row it cannot hold.
+    fn column(self, bodies: BinaryArray) -> std::result::Result<ArrayRef, usize> {
+        Ok(match self {
             Bodies::Plain => Arc::new(bodies),
+            Bodies::OlhFields => {
+                let (mut seeds, mut ys) = (Vec::with_capacity(bodies.len()), Vec::with_capacity(bodies.len()));
+                let mut scratch = Vec::new();
+                for (i, b) in bodies.iter().enumerate() {
+                    let r = canonical_olh(b.unwrap_or_default(), &mut scratch).ok_or(i)?;
+                    seeds.push(r.seed as i64);
+                    ys.push(r.y as i32);
+                }
+                let cols: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(seeds)), Arc::new(Int32Array::from(ys))];
+                Arc::new(StructArray::new(olh_fields(), cols, None))
+            }
             Bodies::Dictionary => {
                 let mut b = BinaryDictionaryBuilder::<Int32Type>::with_capacity(bodies.len(), 256, 4096);
                 for v in bodies.iter() {
@@ -136,7 +183,7 @@ impl Bodies {
                 }
                 Arc::new(b.finish())
             }
-        }
+        })
     }
 }
 
@@ -206,7 +253,15 @@ impl Part {
         }
         let writer = self.writer.as_mut().expect("created above");
         let days: ArrayRef = Arc::new(Date32Array::from(vec![self.day; self.pending]));
-        let cols: Vec<ArrayRef> = vec![Arc::new(self.ids.finish()), days, kind.column(bodies)];
+        let ids = self.ids.finish();
+        let body = kind.column(bodies).map_err(|i| {
+            Error::data(format!(
+                "{}: report {:?} is not an OLH report as a device encodes it, and this collection's parts hold OLH reports as fields (body.seed, body.y)",
+                self.path.display(),
+                ids.value(i)
+            ))
+        })?;
+        let cols: Vec<ArrayRef> = vec![Arc::new(ids), days, body];
         let batch = RecordBatch::try_new(schema, cols).map_err(|e| Error::data(e.to_string()))?;
         writer.write(&batch).map_err(pq(&self.path))?;
         if writer.in_progress_size() >= ROW_GROUP_BYTES {
@@ -352,7 +407,7 @@ fn existing_bodies(collection_dir: &Path) -> Result<Option<Bodies>> {
     match Bodies::of_type(body.data_type()) {
         Some(b) => Ok(Some(b)),
         None => Err(Error::data(format!(
-            "{}: column \"body\" is {}, expected binary or dictionary<int32, binary>",
+            "{}: column \"body\" is {}, expected {BODY_TYPES}",
             part.display(),
             body.data_type()
         ))),
@@ -418,10 +473,14 @@ fn column<'a, T: 'static>(batch: &'a RecordBatch, path: &Path, name: &str, ty: &
     })
 }
 
-/// A part's body column: binary, or a dictionary of binary values.
+/// The types a part's body column may have ([`Bodies`]).
+const BODY_TYPES: &str = "binary, dictionary<int32, binary> or struct<seed: int64, y: int32>";
+
+/// A part's body column: binary, a dictionary of binary values, or OLH's fields.
 enum BodyColumn<'a> {
     Plain(&'a BinaryArray),
     Dictionary(&'a DictionaryArray<Int32Type>, &'a BinaryArray),
+    OlhFields(&'a StructArray, &'a Int64Array, &'a Int32Array),
 }
 
 impl BodyColumn<'_> {
@@ -429,28 +488,45 @@ impl BodyColumn<'_> {
         match self {
             BodyColumn::Plain(a) => a.is_null(i),
             BodyColumn::Dictionary(d, _) => d.is_null(i),
+            BodyColumn::OlhFields(s, seeds, ys) => s.is_null(i) || seeds.is_null(i) || ys.is_null(i),
         }
     }
-    fn value(&self, i: usize) -> &[u8] {
+    /// Row `i`'s report bytes (OLH's fields encoded into `scratch`).
+    fn value<'b>(&'b self, i: usize, scratch: &'b mut Vec<u8>) -> &'b [u8] {
         match self {
             BodyColumn::Plain(a) => a.value(i),
             BodyColumn::Dictionary(d, v) => v.value(d.keys().value(i) as usize),
+            BodyColumn::OlhFields(_, seeds, ys) => {
+                scratch.clear();
+                wire::encode_into(&OlhReport { seed: seeds.value(i) as u64, y: ys.value(i) as u32 }, scratch);
+                scratch
+            }
         }
     }
 }
 
 fn body_column<'a>(batch: &'a RecordBatch, path: &Path) -> Result<BodyColumn<'a>> {
-    const TY: &str = "binary or dictionary<int32, binary>";
     let col = batch.column_by_name("body").ok_or_else(|| {
         Error::data(format!("{}: no column \"body\" (expected report_id, day, body)", path.display()))
     })?;
     if let Some(a) = col.as_binary_opt::<i32>() {
         return Ok(BodyColumn::Plain(a));
     }
+    if let Some(s) = col.as_struct_opt() {
+        let field = |name| s.column_by_name(name);
+        let seeds = field("seed").and_then(|c| c.as_primitive_opt::<Int64Type>());
+        if let (Some(seeds), Some(ys)) = (seeds, field("y").and_then(|c| c.as_primitive_opt::<Int32Type>())) {
+            return Ok(BodyColumn::OlhFields(s, seeds, ys));
+        }
+    }
     let dict = col.as_dictionary_opt::<Int32Type>();
     match dict.and_then(|d| d.values().as_binary_opt::<i32>().map(|v| (d, v))) {
         Some((d, v)) => Ok(BodyColumn::Dictionary(d, v)),
-        None => Err(Error::data(format!("{}: column \"body\" is {}, expected {TY}", path.display(), col.data_type()))),
+        None => Err(Error::data(format!(
+            "{}: column \"body\" is {}, expected {BODY_TYPES}",
+            path.display(),
+            col.data_type()
+        ))),
     }
 }
 
@@ -463,7 +539,7 @@ pub fn for_each_row(path: &Path, f: &mut dyn FnMut(ReportRow<'_>) -> Result<(), 
         .with_batch_size(crate::BATCH_ROWS)
         .build()
         .map_err(pq(path))?;
-    let mut row = 0u64;
+    let (mut row, mut scratch) = (0u64, Vec::new());
     for batch in reader {
         let batch = batch.map_err(|e| Error::data(format!("{}: row {row}: {e}", path.display())))?;
         let ids = column::<StringArray>(&batch, path, "report_id", "utf8")?;
@@ -474,7 +550,7 @@ pub fn for_each_row(path: &Path, f: &mut dyn FnMut(ReportRow<'_>) -> Result<(), 
                 return Err(Error::data(format!("{}: row {row}: a null report_id or body", path.display())));
             }
             let day = (!days.is_null(i)).then(|| days.value(i));
-            let r = ReportRow { id: ids.value(i), day, body: bodies.value(i) };
+            let r = ReportRow { id: ids.value(i), day, body: bodies.value(i, &mut scratch) };
             f(r).map_err(|e| Error::data(format!("{}: row {row} (report {:?}): {e}", path.display(), r.id)))?;
             row += 1;
         }
@@ -618,6 +694,48 @@ mod tests {
         assert_eq!(Bodies::of(&distinct), Bodies::Plain);
         let few = BinaryArray::from_iter_values((0..63u32).map(|_| [1u8]));
         assert_eq!(Bodies::of(&few), Bodies::Plain, "fewer than 64 rows");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn distinct_olh_reports_are_written_as_fields_and_read_back_as_bytes() {
+        let dir = std::env::temp_dir().join(format!("harmony-reports-olh-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let col = dir.join("collection=o");
+        // Seeds of every varint length (1 to 10 bytes), y up to 2^31 - 1.
+        let report = |i: u64| {
+            let seed = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 64);
+            wire::encode(&OlhReport { seed, y: (i * 2_654_435_761 % (1 << 31)) as u32 })
+        };
+        let n = SAMPLE_ROWS as u64 + 3 * WRITE_ROWS as u64 + 5;
+        let mut w = ReportsWriter::create(&col).unwrap();
+        for i in 0..n {
+            w.push(&format!("r{i}"), Some(20_000 + (i % 2) as i32), &report(i)).unwrap();
+        }
+        let files = w.finish().unwrap().files;
+        assert_eq!(existing_bodies(&col).unwrap(), Some(Bodies::OlhFields));
+        let mut read = 0;
+        for f in &files {
+            for_each_row(f, &mut |r| {
+                assert_eq!(r.body, report(r.id[1..].parse().unwrap()));
+                read += 1;
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(read, n);
+        // Appended parts keep the fields; a report that is not a canonical OLH report (another
+        // kind, or an overlong varint that decodes to the same report) is refused by its id.
+        let olh = wire::encode(&OlhReport { seed: 5, y: 1 });
+        let overlong = [&olh[..2], &[0x85, 0x00, 0x01]].concat();
+        assert_eq!(OlhReport::decode_fast(&overlong), Some(OlhReport { seed: 5, y: 1 }));
+        for bad in [vec![1u8, 2, 3], overlong] {
+            let mut a = ReportsWriter::append(&col).unwrap();
+            a.push("good", Some(20_003), &olh).unwrap();
+            a.push("bad one", Some(20_003), &bad).unwrap();
+            let err = a.finish().unwrap_err().to_string();
+            assert!(err.contains("report \"bad one\" is not an OLH report"), "{err}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -125,15 +125,24 @@ fn local(dir: &Path) -> u64 {
 }
 
 /// DataFusion reading the body column and comparing each report with a constant (`count(*)
-/// WHERE body <> X'00'`): what any aggregate over the reports costs at least. The reports.
+/// WHERE body <> X'00'`; OLH's fields: `WHERE body.seed <> 0 OR body.y <> -1`, both read):
+/// what any aggregate over the reports costs at least. The reports.
 fn scan(dir: &Path, partitions: usize) -> u64 {
+    use datafusion::arrow::datatypes::DataType;
+    use datafusion::functions::core::expr_ext::FieldAccessor;
     use datafusion::prelude::{col, lit};
     let files: Vec<String> = part_files(dir).unwrap().iter().map(|p| p.display().to_string()).collect();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(partitions).enable_all().build().unwrap();
     rt.block_on(async {
         let ctx = harmony_dist::context(partitions);
         let df = ctx.read_parquet(files, Default::default()).await.unwrap();
-        let df = df.filter(col("body").not_eq(lit(datafusion::scalar::ScalarValue::Binary(Some(vec![0]))))).unwrap();
+        let fields =
+            matches!(df.schema().field_with_unqualified_name("body").unwrap().data_type(), DataType::Struct(_));
+        let keep = match fields {
+            true => col("body").field("seed").not_eq(lit(0i64)).or(col("body").field("y").not_eq(lit(-1i32))),
+            false => col("body").not_eq(lit(datafusion::scalar::ScalarValue::Binary(Some(vec![0])))),
+        };
+        let df = df.filter(keep).unwrap();
         let count = datafusion::functions_aggregate::expr_fn::count(lit(1));
         let batches = df.aggregate(vec![], vec![count]).unwrap().collect().await.unwrap();
         batches[0].column(0).as_any().downcast_ref::<datafusion::arrow::array::Int64Array>().unwrap().value(0) as u64
@@ -182,11 +191,12 @@ fn time(out: &Path, partitions: &[usize], with_local: bool) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] [plain|dictionary] | scale time OUT PARTITIONS [--no-local]";
+    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] [plain|dictionary|fields] | scale time OUT PARTITIONS [--no-local]";
     let flags = args.get(5..).unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("generate")
-            if args.len() >= 5 && flags.iter().all(|f| ["device-ids", "plain", "dictionary"].contains(&f.as_str())) =>
+            if args.len() >= 5
+                && flags.iter().all(|f| ["device-ids", "plain", "dictionary", "fields"].contains(&f.as_str())) =>
         {
             let n: f64 = args[2].parse().expect("REPORTS");
             let ms: Vec<String> = args[3].split(',').map(str::to_string).collect();
@@ -194,6 +204,7 @@ fn main() {
             let bodies = flags.iter().find_map(|f| match f.as_str() {
                 "plain" => Some(Bodies::Plain),
                 "dictionary" => Some(Bodies::Dictionary),
+                "fields" => Some(Bodies::OlhFields),
                 _ => None,
             });
             generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"), ids, bodies);

@@ -9,6 +9,10 @@
 //! | `harmony_state(body, spec)` | report bodies | the saved state (binary): a partial to store |
 //! | `harmony_merge(state, spec [, query])` | saved states | the estimate document (JSON text) |
 //!
+//! Report bodies are a binary column (or a dictionary of binary values), or OLH's reports as
+//! their fields, `struct<seed: int64, y: int32>` (harmony_data::reports::Bodies::OlhFields),
+//! handed to the task as two columns ([`Task::add_checked_columns`]).
+//!
 //! `spec` is the collection's config (the `spec.json` beside exported reports) as a string
 //! literal; `query` is `harmony query`'s URL query (`ranges=LO:HI,…&quantiles=Q,…`).
 //!
@@ -20,7 +24,7 @@
 use crate::dictionary::{DictionaryCounts, binary_values};
 use crate::tally::{Tally, key_of, key_of_view};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type};
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Int32Type, Int64Type};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::expr::AggregateFunction;
@@ -30,7 +34,7 @@ use datafusion::logical_expr::{Accumulator, AggregateUDF, AggregateUDFImpl, Sign
 use datafusion::physical_expr::expressions::Literal;
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::estimates::Query;
-use harmony_tasks::{Task, TaskAggregator, state};
+use harmony_tasks::{ReportColumns, Task, TaskAggregator, state};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -160,10 +164,14 @@ impl AggregateUDFImpl for HarmonyUdaf {
         &self.signature
     }
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        if !is_binary(&args[0]) {
-            let what = if self.kind == Kind::Merge { "saved states" } else { "report bodies" };
+        let fields = self.kind != Kind::Merge && olh_fields(&args[0]);
+        if !is_binary(&args[0]) && !fields {
+            let (what, ty) = match self.kind {
+                Kind::Merge => ("saved states", "binary"),
+                _ => ("report bodies", "binary or struct<seed: int64, y: int32> (OLH's fields)"),
+            };
             return Err(DataFusionError::Plan(format!(
-                "{}: argument 1 ({what}) must be binary, got {}",
+                "{}: argument 1 ({what}) must be {ty}, got {}",
                 self.kind.name(),
                 args[0]
             )));
@@ -235,6 +243,24 @@ fn is_binary(t: &DataType) -> bool {
     }
 }
 
+/// OLH reports as fields (harmony_data::reports::Bodies::OlhFields): `struct<seed: int64, y: int32>`.
+fn olh_fields(t: &DataType) -> bool {
+    let DataType::Struct(fields) = t else { return false };
+    let ty = |name| fields.find(name).map(|(_, f)| f.data_type().clone());
+    ty("seed") == Some(DataType::Int64) && ty("y") == Some(DataType::Int32)
+}
+
+/// The report columns of a struct of OLH's fields; an error names a null or another column.
+fn report_columns(col: &dyn Array) -> Result<ReportColumns<'_>, String> {
+    let s = col.as_struct_opt().ok_or_else(|| not_binary(col))?;
+    let field = |name| s.column_by_name(name).ok_or_else(|| not_binary(col));
+    let seeds = field("seed")?.as_primitive_opt::<Int64Type>().ok_or_else(|| not_binary(col))?;
+    let ys = field("y")?.as_primitive_opt::<Int32Type>().ok_or_else(|| not_binary(col))?;
+    no_nulls(seeds, "body.seed")?;
+    no_nulls(ys, "body.y")?;
+    Ok(ReportColumns::Olh { seeds: seeds.values(), ys: ys.values() })
+}
+
 /// The first null row of `col`, as an error.
 fn no_nulls(col: &dyn Array, what: &str) -> Result<(), String> {
     match col.null_count() {
@@ -301,10 +327,15 @@ impl HarmonyAccumulator {
         flushed.map_err(|e| self.err(e))
     }
     /// A column of report bodies: a dictionary's rows counted per index ([`DictionaryCounts`]);
-    /// otherwise short ones counted ([`Tally`]), the others validated and added as one batch
-    /// ([`Task::add_checked_batch`]).
+    /// OLH's fields handed over as columns ([`Task::add_checked_columns`]); otherwise short ones
+    /// counted ([`Tally`]), the others validated and added as one batch ([`Task::add_checked_batch`]).
     fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
         no_nulls(col, "report body")?;
+        if let DataType::Struct(_) = col.data_type() {
+            let columns = report_columns(col)?;
+            let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
+            return self.task.add_checked_columns(self.agg.as_mut(), columns).map_err(|(i, e)| invalid(i, e));
+        }
         if let DataType::Dictionary(key, _) = col.data_type() {
             if let Some(dict) = col.as_dictionary_opt::<Int32Type>() {
                 return self.dictionary.add(dict, self.task.as_ref(), self.agg.as_mut());
@@ -354,7 +385,7 @@ impl HarmonyAccumulator {
 }
 
 fn not_binary(col: &dyn Array) -> String {
-    format!("a column of {}, expected binary report bodies", col.data_type())
+    format!("a column of {}, expected binary report bodies or OLH's fields", col.data_type())
 }
 
 impl Accumulator for HarmonyAccumulator {

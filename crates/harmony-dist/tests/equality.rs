@@ -3,7 +3,7 @@
 //! several part files each), aggregated by `estimate_dir` on 1, 2 and 3 partitions and by SQL
 //! (`harmony_estimate`, and daily `harmony_state` partials merged by `harmony_merge`), give the
 //! estimate document of one in-process aggregator of the same files to 1e-12; with the bodies
-//! written plain and as a dictionary (harmony_data::reports::Bodies).
+//! written plain, as a dictionary and (OLH's reports) as fields (harmony_data::reports::Bodies).
 
 #[path = "../../../fuzz/src/wire_reports.rs"]
 #[allow(dead_code)]
@@ -41,6 +41,13 @@ fn export_as(e: &Entry, out: &Path, n: u64, bodies: Bodies) -> PathBuf {
     dir
 }
 
+/// The body encodings `e`'s reports can be written in: OLH's fields too where they are OLH's.
+fn layouts(e: &Entry) -> Vec<Bodies> {
+    let r = wire_reports::varied_report(e, 0, 7000);
+    let olh = harmony_core::frequency::OlhReport::decode_fast(&r).is_some_and(|o| harmony_core::wire::encode(&o) == r);
+    [Bodies::Plain, Bodies::Dictionary].into_iter().chain(olh.then_some(Bodies::OlhFields)).collect()
+}
+
 /// One in-process aggregator of every part (the reference).
 fn local(e: &Entry, dir: &Path) -> EstimateDocument {
     let mut agg = e.task.aggregator();
@@ -52,6 +59,17 @@ fn local(e: &Entry, dir: &Path) -> EstimateDocument {
         .unwrap();
     }
     harmony_tasks::document(e.task.as_ref(), agg.as_ref(), &Query::default()).unwrap()
+}
+
+/// A context on `partitions` partitions with the parts of `dir` registered as table `reports`.
+fn reports_table(dir: &Path, partitions: usize, rt: &tokio::runtime::Runtime) -> datafusion::prelude::SessionContext {
+    let ctx = context(partitions);
+    let files: Vec<String> = part_files(dir).unwrap().iter().map(|p| p.display().to_string()).collect();
+    rt.block_on(async {
+        let df = ctx.read_parquet(files, Default::default()).await.unwrap();
+        ctx.register_table("reports", df.into_view()).unwrap();
+    });
+    ctx
 }
 
 fn sql_text(ctx: &datafusion::prelude::SessionContext, rt: &tokio::runtime::Runtime, sql: &str) -> String {
@@ -68,8 +86,10 @@ fn datafusion_equals_in_process_for_every_task() {
     let out = temp("equality");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut checked = 0;
+    let mut fields = 0;
     for e in table().iter().filter(|e| e.task.mergeable()) {
-        for bodies in [Bodies::Plain, Bodies::Dictionary] {
+        for bodies in layouts(e) {
+            fields += usize::from(bodies == Bodies::OlhFields);
             let dir = export_as(e, &out, 1500, bodies);
             let want = serde_json::to_value(local(e, &dir)).unwrap();
             for partitions in [1, 2, 3] {
@@ -87,6 +107,7 @@ fn datafusion_equals_in_process_for_every_task() {
         checked += 1;
     }
     assert!(checked > 30, "{checked} entries");
+    assert!(fields >= 2, "{fields} entries written as OLH's fields");
     let _ = std::fs::remove_dir_all(&out);
 }
 
@@ -100,12 +121,7 @@ fn sql_estimates_and_daily_partials_merge() {
         let dir = export(e, &out, 900);
         let want = serde_json::to_value(local(e, &dir)).unwrap();
         let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap().replace('\'', "''");
-        let ctx = context(2);
-        let files: Vec<String> = part_files(&dir).unwrap().iter().map(|p| p.display().to_string()).collect();
-        rt.block_on(async {
-            let df = ctx.read_parquet(files, Default::default()).await.unwrap();
-            ctx.register_table("reports", df.into_view()).unwrap();
-        });
+        let ctx = reports_table(&dir, 2, &rt);
         let direct = sql_text(&ctx, &rt, &format!("SELECT harmony_estimate(body, '{spec}') FROM reports"));
         let d = rel_diff(&want, &serde_json::from_str(&direct).unwrap());
         assert!(d <= 1e-12, "{}: SQL differs by {d:e}", e.label);
@@ -132,17 +148,27 @@ fn errors_name_the_argument_the_row_and_the_collection() {
     for bodies in [Bodies::Plain, Bodies::Dictionary] {
         errors_of(&export_as(e, &out, 50, bodies), &rt);
     }
+    // OLH's fields: a null field and a value outside [0, g) are named.
+    let olh = table().iter().find(|e| layouts(e).contains(&Bodies::OlhFields)).unwrap();
+    let dir = export_as(olh, &out, 50, Bodies::OlhFields);
+    let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap().replace('\'', "''");
+    let ctx = reports_table(&dir, 1, &rt);
+    let run = |fields: &str| -> String {
+        let sql = format!("SELECT harmony_estimate(named_struct({fields}), '{spec}') FROM reports");
+        let result = rt.block_on(async { ctx.sql(&sql).await?.collect().await });
+        result.map(|_| "ok".to_string()).unwrap_or_else(|e| e.to_string())
+    };
+    assert_eq!(run("'seed', get_field(body, 'seed'), 'y', get_field(body, 'y')"), "ok");
+    let err = run("'seed', CAST(NULL AS BIGINT), 'y', get_field(body, 'y')");
+    assert!(err.contains("a null body.seed"), "{err}");
+    let err = run("'seed', get_field(body, 'seed'), 'y', CAST(get_field(body, 'y') + 1000 AS INT)");
+    assert!(err.contains("row 0 of the batch: invalid report") && err.contains("y is 1001"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
 fn errors_of(dir: &Path, rt: &tokio::runtime::Runtime) {
     let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap();
-    let ctx = context(2);
-    let files: Vec<String> = part_files(dir).unwrap().iter().map(|p| p.display().to_string()).collect();
-    rt.block_on(async {
-        let df = ctx.read_parquet(files, Default::default()).await.unwrap();
-        ctx.register_table("reports", df.into_view()).unwrap();
-    });
+    let ctx = reports_table(dir, 2, &rt);
     let run = |sql: String| -> String {
         rt.block_on(async {
             match ctx.sql(&sql).await {
@@ -184,15 +210,20 @@ fn long_columns_tally_short_reports_or_switch_the_tally_off() {
         if !["grr", "olh", "oue", "hadamard"].iter().any(|m| e.label.split(' ').any(|w| w == *m)) {
             continue;
         }
-        for bodies in [Bodies::Plain, Bodies::Dictionary] {
+        for bodies in layouts(e) {
             let dir = export_as(e, &out, 150_000, bodies);
             let want = serde_json::to_value(local(e, &dir)).unwrap();
             // DataFusion reads the column as written (a dictionary reaches the dictionary path).
             let files: Vec<String> = part_files(&dir).unwrap().iter().map(|p| p.display().to_string()).collect();
             let df = rt.block_on(context(1).read_parquet(files, Default::default())).unwrap();
             let ty = df.schema().field_with_unqualified_name("body").unwrap().data_type().clone();
-            let dictionary = matches!(ty, datafusion::arrow::datatypes::DataType::Dictionary(..));
-            assert_eq!(dictionary, bodies == Bodies::Dictionary, "{}: {ty}", e.label);
+            use datafusion::arrow::datatypes::DataType;
+            let read = match ty {
+                DataType::Dictionary(..) => Bodies::Dictionary,
+                DataType::Struct(_) => Bodies::OlhFields,
+                _ => Bodies::Plain, // binary, read as a view
+            };
+            assert_eq!(read, bodies, "{}: {ty}", e.label);
             for partitions in [1, 2] {
                 let (doc, _) = rt.block_on(estimate_dir(&context(partitions), &dir, &Query::default())).unwrap();
                 let d = rel_diff(&want, &serde_json::to_value(&doc).unwrap());
@@ -201,7 +232,14 @@ fn long_columns_tally_short_reports_or_switch_the_tally_off() {
             // A bad report late in the column is still named by its row.
             let mut w = ReportsWriter::append(&dir).unwrap().with_bodies(bodies);
             for i in 0..70_000u64 {
-                let body = if i == 69_990 { vec![0xff; 3] } else { wire_reports::varied_report(e, i, 1) };
+                let body = match (i, bodies) {
+                    // A y outside [0, g) (a bad report that fields can hold).
+                    (69_990, Bodies::OlhFields) => {
+                        harmony_core::wire::encode(&harmony_core::frequency::OlhReport { seed: i, y: u32::MAX })
+                    }
+                    (69_990, _) => vec![0xff; 3],
+                    _ => wire_reports::varied_report(e, i, 1),
+                };
                 w.push(&format!("late{i}"), Some(20_003), &body).unwrap();
             }
             w.finish().unwrap();

@@ -2,12 +2,13 @@
 //! (`harmony_ldp.spark`). Built from the collection's config (`spec.json`), it adds report bodies
 //! (an Arrow binary column's offsets and bytes, without a copy per report), saves its state
 //! (`harmony_tasks::state`: the counters, framed with the config's fingerprint), merges saved
-//! states, and estimates the document `harmony query` prints.
+//! states, and estimates the document `harmony query` prints. OLH's reports exported as their
+//! fields come as two integer columns.
 
 use crate::errors::{OrPy, param_error, report_error};
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::estimates::Query;
-use harmony_tasks::{Task, TaskAggregator, state};
+use harmony_tasks::{ReportColumns, Task, TaskAggregator, state};
 use numpy::PyReadonlyArray1;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -71,6 +72,29 @@ impl NativeAggregator {
             (0..n).try_for_each(|i| agg.add(body(i)?).map_err(|e| invalid(i, e)))
         })?;
         Ok(n as u64)
+    }
+
+    /// Adds OLH reports given as their fields (an exported part's `struct<seed: int64, y: int32>`
+    /// body: row i is the seed `seeds[i]` and hash value `ys[i]`, each the bits of the report's
+    /// unsigned field), each validated as the server does; all or nothing. The GIL is released.
+    fn add_olh_fields(
+        &mut self,
+        py: Python<'_>,
+        seeds: PyReadonlyArray1<'_, i64>,
+        ys: PyReadonlyArray1<'_, i32>,
+    ) -> PyResult<u64> {
+        let columns = ReportColumns::Olh { seeds: seeds.as_slice()?, ys: ys.as_slice()? };
+        let (task, agg) = (&self.task, &mut self.agg);
+        let invalid = |i: usize, e| report_error(&format!("reports[{i}]"), e, "a report of this collection");
+        py.detach(|| {
+            let mut buf = Vec::with_capacity(16);
+            for i in 0..columns.rows().map_err(|(i, e)| invalid(i, e))? {
+                columns.encode_row(i, &mut buf);
+                task.validate(&buf).map_err(|e| invalid(i, e))?;
+            }
+            task.add_checked_columns(agg.as_mut(), columns).map_err(|(i, e)| invalid(i, e))
+        })?;
+        Ok(columns.len() as u64)
     }
 
     /// The saved state (bytes) to ship to the merging side.

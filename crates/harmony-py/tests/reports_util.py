@@ -25,6 +25,8 @@ TASKS: List[Tuple[str, Dict[str, Any], float]] = [
     ("means-split", {"kind": "means", "strategy": "split"}, 2.0),
     ("frequency-oue", {"kind": "frequency", "attribute": "size", "mechanism": "oue"}, 1.0),
     ("frequency-olh", {"kind": "frequency", "attribute": "size", "mechanism": "olh"}, 1.0),
+    # The same, its bodies written as `harmony export` writes distinct OLH reports: their fields.
+    ("frequency-olh-fields", {"kind": "frequency", "attribute": "size", "mechanism": "olh"}, 1.0),
     ("range-hh", {"kind": "range", "attribute": "age", "bins": 16, "method": "hh"}, 1.0),
     ("marginals-direct", {"kind": "marginals", "method": "direct", "bins": {"age": 4, "score": 2}, "ways": [2]}, 1.0),
     ("linear-hr", {"kind": "linear-queries", "attributes": ["color", "age"], "bins": {"age": 4},
@@ -68,7 +70,9 @@ def export(out: str, name: str, task: Dict[str, Any], eps: float, n: int, parts:
     spec = json.dumps(config)
     rows = reports(config, n, seed=abs(hash(name)) % 2**32)
     d = os.path.join(out, f"collection={name}")
-    schema = pa.schema([("report_id", pa.string(), False), ("day", pa.date32()), ("body", pa.binary(), False)])
+    fields = name.endswith("-fields")
+    body_type = OLH_FIELDS if fields else pa.binary()
+    schema = pa.schema([("report_id", pa.string(), False), ("day", pa.date32()), ("body", body_type, False)])
     for p in range(parts):
         chunk = rows[p::parts]
         day = 20_000 + p
@@ -76,13 +80,67 @@ def export(out: str, name: str, task: Dict[str, Any], eps: float, n: int, parts:
         os.makedirs(ddir, exist_ok=True)
         table = pa.table(
             {"report_id": [i for i, _ in chunk], "day": pa.array([day] * len(chunk), pa.int32()).cast(pa.date32()),
-             "body": [b for _, b in chunk]},
+             "body": olh_fields([b for _, b in chunk]) if fields else [b for _, b in chunk]},
             schema=schema,
         )
         pq.write_table(table, os.path.join(ddir, "part-00000.parquet"), row_group_size=max(1, len(chunk) // 2))
     with open(os.path.join(d, "spec.json"), "w", encoding="utf-8") as f:
         f.write(spec)
     return d, spec
+
+
+def _varint(b: bytes, i: int) -> Tuple[int, int]:
+    x, shift = 0, 0
+    while True:
+        x |= (b[i] & 0x7F) << shift
+        shift += 7
+        i += 1
+        if b[i - 1] < 0x80:
+            return x, i
+
+
+def _to_varint(x: int) -> bytes:
+    out = bytearray()
+    while x >= 0x80:
+        out.append(x & 0x7F | 0x80)
+        x >>= 7
+    out.append(x)
+    return bytes(out)
+
+
+def _pa() -> Any:
+    import pyarrow as pa
+
+    return pa
+
+
+OLH_FIELDS = _pa().struct([("seed", _pa().int64(), False), ("y", _pa().int32(), False)])
+
+
+def olh_fields(bodies: List[bytes]) -> Any:
+    """OLH report bodies as `harmony export`'s struct<seed: int64, y: int32> (the u64 seed's and
+    u32 value's bits)."""
+    seeds, ys = [], []
+    for b in bodies:
+        seed, i = _varint(b, 2)
+        y, i = _varint(b, i)
+        assert i == len(b) and b[:2] == OLH_HEADER
+        seeds.append(seed - (1 << 64) if seed >= 1 << 63 else seed)
+        ys.append(y - (1 << 32) if y >= 1 << 31 else y)
+    pa = _pa()
+    return pa.StructArray.from_arrays([pa.array(seeds, pa.int64()), pa.array(ys, pa.int32())], fields=list(OLH_FIELDS))
+
+
+#: An OLH report's wire header: version 1, OLH's kind byte (harmony_core::wire::ReportKind::Olh).
+OLH_HEADER = b"\x01\x04"
+
+
+def body_bytes(column: Any, header: bytes = OLH_HEADER) -> List[bytes]:
+    """The report bytes of a body column (OLH's fields encoded under `header`)."""
+    rows = column.to_pylist()
+    if rows and isinstance(rows[0], dict):
+        return [header + _to_varint(r["seed"] % (1 << 64)) + _to_varint(r["y"] % (1 << 32)) for r in rows]
+    return [bytes(b) for b in rows]
 
 
 def rel_diff(a: Any, b: Any) -> float:

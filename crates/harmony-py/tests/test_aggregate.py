@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import harmony_ldp as hl
-from reports_util import SCHEMA, TASKS, export, read_body, rel_diff
+from reports_util import SCHEMA, TASKS, body_bytes, export, read_body, rel_diff
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -34,8 +34,14 @@ def test_partial_states_merge_to_one_accumulator(tmp_path, name, task, eps):
     assert rel_diff(whole.estimate(), merged.estimate()) <= 1e-12
     # Bytes in, the same.
     again = hl.Aggregator(spec)
-    again.add([bytes(b) for b in body.to_pylist()])
+    again.add(body_bytes(body))
     assert again.save() == whole.save()
+    if pa.types.is_struct(body.type):
+        # OLH's fields: the same as the bytes they encode, in one binary column and as a dictionary.
+        body = pa.array(body_bytes(body), pa.binary())
+        plain = hl.Aggregator(spec)
+        assert plain.add_arrow(body) == 1200
+        assert plain.save() == whole.save()
     # A dictionary column (`harmony export` writes repeating reports so), the same.
     coded = hl.Aggregator(spec)
     assert coded.add_arrow(body.dictionary_encode()) == 1200
@@ -80,3 +86,24 @@ def test_errors_name_the_row_and_refuse_foreign_states(tmp_path):
         hl.Aggregator(train)
     assert "any order" in str(e.value)
     assert hl.read_spec(d1) == spec1
+
+
+def test_olh_fields_refuse_nulls_other_structs_and_bad_values(tmp_path):
+    name, task, eps = next(t for t in TASKS if t[0] == "frequency-olh-fields")
+    _, spec = export(str(tmp_path), name, task, eps, 50)
+    a = hl.Aggregator(spec)
+    null_seed = pa.StructArray.from_arrays([pa.array([1, None], pa.int64()), pa.array([0, 1], pa.int32())],
+                                           names=["seed", "y"])
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add_arrow(null_seed)
+    assert "body.seed" in str(e.value)
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add_arrow(pa.StructArray.from_arrays([pa.array([1], pa.int64())], names=["x"]))
+    assert "OLH's fields" in str(e.value)
+    # y = -1 holds the u32 2^32 - 1: outside [0, g), named by its row; nothing is added.
+    bad_y = pa.StructArray.from_arrays([pa.array([1, 2], pa.int64()), pa.array([0, -1], pa.int32())],
+                                       names=["seed", "y"])
+    with pytest.raises(hl.HarmonyError) as e:
+        a.add_arrow(bad_y)
+    assert "reports[1]" in str(e.value)
+    assert a.count == 0

@@ -45,6 +45,16 @@ pub trait Task: Send + Sync {
         }
         Ok(())
     }
+    /// [`Task::add_checked_batch`] for reports stored as columns of their decoded fields (an
+    /// exported part's typed body column). The default encodes each row and validates and adds
+    /// the bytes; a task may read the fields directly.
+    fn add_checked_columns(
+        &self,
+        agg: &mut dyn TaskAggregator,
+        columns: ReportColumns<'_>,
+    ) -> Result<(), (usize, Error)> {
+        add_columns_as_bytes(self, agg, columns)
+    }
     /// Validates `report` as [`Task::validate`] does and adds it `times` times to `agg` (a
     /// counted column's path: each distinct report once with its count), decoding it once where
     /// the task can.
@@ -72,6 +82,67 @@ pub trait Task: Send + Sync {
     fn simulate(&self, inputs: &[Input<'_>], seed: u64, first: u64) -> Result<Box<dyn TaskAggregator>> {
         crate::simulate::sequential(self, inputs, seed, first)
     }
+}
+
+/// Reports stored as columns of their decoded fields instead of bytes: an exported part's typed
+/// body (harmony_data's `Bodies::OlhFields`). The columns are signed, as Arrow, Parquet and
+/// Spark hold integers: each holds the bits of the report's unsigned field.
+#[derive(Debug, Clone, Copy)]
+pub enum ReportColumns<'a> {
+    /// OLH reports: row i is `OlhReport { seed: seeds[i] as u64, y: ys[i] as u32 }`.
+    Olh {
+        /// The seeds.
+        seeds: &'a [i64],
+        /// The hash values, as many.
+        ys: &'a [i32],
+    },
+}
+
+impl ReportColumns<'_> {
+    /// The rows (the shorter column's length, should they differ).
+    pub fn len(&self) -> usize {
+        match self {
+            ReportColumns::Olh { seeds, ys } => seeds.len().min(ys.len()),
+        }
+    }
+    /// The rows, or an error when the columns differ in length (at the shorter's end).
+    pub fn rows(&self) -> Result<usize, (usize, Error)> {
+        match self {
+            ReportColumns::Olh { seeds, ys } if seeds.len() != ys.len() => {
+                let lens = format!("{} seeds, {} ys", seeds.len(), ys.len());
+                Err((self.len(), Error::param("columns", lens, "columns of one length")))
+            }
+            _ => Ok(self.len()),
+        }
+    }
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Row `i`'s report, encoded into `out` (cleared first).
+    pub fn encode_row(&self, i: usize, out: &mut Vec<u8>) {
+        out.clear();
+        match self {
+            ReportColumns::Olh { seeds, ys } => {
+                let r = harmony_core::frequency::OlhReport { seed: seeds[i] as u64, y: ys[i] as u32 };
+                wire::encode_into(&r, out);
+            }
+        }
+    }
+}
+
+/// [`Task::add_checked_columns`]' default: each row encoded, validated and added as bytes.
+pub fn add_columns_as_bytes<T: Task + ?Sized>(
+    task: &T,
+    agg: &mut dyn TaskAggregator,
+    columns: ReportColumns<'_>,
+) -> Result<(), (usize, Error)> {
+    let mut buf = Vec::with_capacity(16);
+    for i in 0..columns.rows()? {
+        columns.encode_row(i, &mut buf);
+        task.validate(&buf).and_then(|()| agg.add(&buf)).map_err(|e| (i, e))?;
+    }
+    Ok(())
 }
 
 /// A device's side of a [`Task`]: its config and its randomizer, nothing a server calls. A

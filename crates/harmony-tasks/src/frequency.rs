@@ -1,6 +1,6 @@
 //! `frequency`: one categorical attribute through one frequency oracle (any of harmony-core's).
 
-use crate::erased::{Task, TaskAggregator, Typed};
+use crate::erased::{ReportColumns, Task, TaskAggregator, Typed, add_columns_as_bytes};
 use crate::input::{Input, category};
 use harmony_core::error::{Error, Result};
 use harmony_core::frequency::{AnyAggregator, AnyOracle, AnyReport, BassilySmithReport, OlhReport, UnaryReport};
@@ -147,6 +147,24 @@ impl Task for FrequencyTask {
                 Ok(())
             }
             _ => Typed::<AnyAggregator>::add_each(agg, reports, |r| self.checked(r)),
+        }
+    }
+    fn add_checked_columns(
+        &self,
+        agg: &mut dyn TaskAggregator,
+        columns: ReportColumns<'_>,
+    ) -> Result<(), (usize, Error)> {
+        let rows = columns.rows()?;
+        match (columns, &self.oracle, Typed::<AnyAggregator>::of_mut(agg)) {
+            (ReportColumns::Olh { seeds, ys }, AnyOracle::Olh(o), Ok(AnyAggregator::Olh(a))) => {
+                for (i, (&seed, &y)) in seeds[..rows].iter().zip(&ys[..rows]).enumerate() {
+                    let r = OlhReport { seed: seed as u64, y: y as u32 };
+                    o.validate_report(&r).map_err(|e| (i, e))?;
+                    a.add_unchecked(&r);
+                }
+                Ok(())
+            }
+            _ => add_columns_as_bytes(self, agg, columns),
         }
     }
     fn add_checked_times(&self, agg: &mut dyn TaskAggregator, report: &[u8], times: u64) -> Result<()> {

@@ -40,7 +40,7 @@ pub mod simulate;
 pub mod state;
 pub mod train;
 
-pub use erased::{DeviceSide, Task, TaskAggregator, Typed, document};
+pub use erased::{DeviceSide, ReportColumns, Task, TaskAggregator, Typed, document};
 pub use harmony_protocol::estimates::Query;
 pub use input::Input;
 pub use registry::{build, build_device, resolve};

@@ -107,3 +107,46 @@ fn batches_refuse_what_validate_refuses_and_name_the_report() {
     eprintln!("{refused} bad bodies refused by validate and by the batch alike");
     assert!(refused > 500, "{refused} bad bodies refused");
 }
+
+/// The entries' reports that are OLH reports, as their fields (harmony_data's `OlhFields`).
+fn olh_columns(reports: &[Vec<u8>]) -> Option<(Vec<i64>, Vec<i32>)> {
+    let decoded: Option<Vec<_>> = reports.iter().map(|r| harmony_core::frequency::OlhReport::decode_fast(r)).collect();
+    let decoded = decoded?;
+    Some((decoded.iter().map(|r| r.seed as i64).collect(), decoded.iter().map(|r| r.y as i32).collect()))
+}
+
+#[test]
+fn olh_fields_equal_their_bytes_and_bad_values_are_named() {
+    use harmony_tasks::ReportColumns;
+    let mut checked = 0;
+    for (_, e) in mergeable() {
+        let reports: Vec<Vec<u8>> = (0..300).map(|i| wire_reports::varied_report(e, i, 77)).collect();
+        let Some((seeds, ys)) = olh_columns(&reports) else { continue };
+        let mut by_bytes = e.task.aggregator();
+        let slices: Vec<&[u8]> = reports.iter().map(Vec::as_slice).collect();
+        e.task.add_checked_batch(by_bytes.as_mut(), &slices).unwrap();
+        let mut by_columns = e.task.aggregator();
+        for (s, y) in seeds.chunks(128).zip(ys.chunks(128)) {
+            let columns = ReportColumns::Olh { seeds: s, ys: y };
+            e.task.add_checked_columns(by_columns.as_mut(), columns).unwrap_or_else(|(i, err)| panic!("{i}: {err}"));
+        }
+        assert_same(e, by_columns.as_ref(), by_bytes.as_ref(), "add_checked_columns");
+        // The default path (bytes rebuilt) agrees too.
+        let mut default = e.task.aggregator();
+        let columns = ReportColumns::Olh { seeds: &seeds, ys: &ys };
+        harmony_tasks::erased::add_columns_as_bytes(e.task.as_ref(), default.as_mut(), columns).unwrap();
+        assert_same(e, default.as_ref(), by_bytes.as_ref(), "add_columns_as_bytes");
+        // y = -1 (2^32 - 1) is outside [0, g): named by its row, as validate names it.
+        let mut bad_ys = ys.clone();
+        bad_ys[5] = -1;
+        let columns = ReportColumns::Olh { seeds: &seeds, ys: &bad_ys };
+        let (i, err) = e.task.add_checked_columns(e.task.aggregator().as_mut(), columns).unwrap_err();
+        let mut buf = Vec::new();
+        columns.encode_row(5, &mut buf);
+        assert_eq!((i, err.to_string()), (5, e.task.validate(&buf).unwrap_err().to_string()), "{}", e.label);
+        let short = ReportColumns::Olh { seeds: &seeds, ys: &ys[..10] };
+        assert!(e.task.add_checked_columns(e.task.aggregator().as_mut(), short).is_err(), "{}", e.label);
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked} entries with OLH reports");
+}
