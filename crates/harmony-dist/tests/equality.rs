@@ -168,7 +168,7 @@ fn errors_name_the_argument_the_row_and_the_collection() {
 
 fn errors_of(dir: &Path, rt: &tokio::runtime::Runtime) {
     let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap();
-    let ctx = reports_table(dir, 2, &rt);
+    let ctx = reports_table(dir, 2, rt);
     let run = |sql: String| -> String {
         rt.block_on(async {
             match ctx.sql(&sql).await {
