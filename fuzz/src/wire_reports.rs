@@ -99,6 +99,12 @@ pub fn requests() -> Vec<(String, Value)> {
             add(format!("train {model} {mechanism}"), spec, 1.0);
         }
     }
+    // One numeric attribute: each means report is one fixed-point value (what `harmony export`
+    // writes as fields, harmony_data::reports::Bodies::RecordFields).
+    for n in ["pm", "laplace"] {
+        let task = json!({"kind": "means", "strategy": "split", "numeric_mechanism": n});
+        out.push((format!("means one-numeric {n}"), json!({"schema": [schema()[0]], "epsilon": 1.0, "task": task})));
+    }
     out
 }
 

@@ -188,6 +188,21 @@ impl crate::wire::WireReport for RecordReport {
 }
 
 impl RecordReport {
+    /// A record of one numeric attribute, `attribute`, reporting `NumericReport::Fixed(units)`,
+    /// and no joint report (what a one-attribute strategy's device sends for a real value).
+    pub fn one_fixed(attribute: u32, units: i64) -> RecordReport {
+        RecordReport {
+            attributes: vec![(attribute, AttributeReport::Numeric(NumericReport::Fixed(units)))],
+            joint: None,
+        }
+    }
+    /// `(attribute, units)` when this is a [`RecordReport::one_fixed`] record.
+    pub fn as_one_fixed(&self) -> Option<(u32, i64)> {
+        match (self.attributes.as_slice(), &self.joint) {
+            ([(j, AttributeReport::Numeric(NumericReport::Fixed(u)))], None) => Some((*j, *u)),
+            _ => None,
+        }
+    }
     /// Decodes a report whose attributes are all numeric and that has no joint report into
     /// `self`, as [`crate::wire::decode`] does (postcard: the attributes' count, each as index,
     /// `Numeric`'s variant tag, `Sign` and a bool byte or `Fixed` and a zigzag varint; then `None`

@@ -9,7 +9,7 @@
 //!
 //! Columns: `report_id` (utf8), `day` (date32, null under `day=unknown`), `body` (the stored
 //! report bytes: binary, or dictionary<int32, binary> when the collection's reports repeat, or
-//! struct<seed: int64, y: int32> for distinct OLH reports: [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows ([`DICTIONARY_ROW_GROUP_ROWS`] for a
+//! two fields for distinct OLH reports and one-attribute fixed-point records: [`Bodies`]). Row groups of [`ROW_GROUP_ROWS`] rows ([`DICTIONARY_ROW_GROUP_ROWS`] for a
 //! dictionary), or [`ROW_GROUP_BYTES`] encoded. Both directions stream: the writer holds at
 //! most [`MAX_OPEN_PARTS`] open parts (one row group each in memory, encoded), the reader one
 //! batch of [`crate::BATCH_ROWS`] rows.
@@ -24,6 +24,7 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use harmony_core::frequency::OlhReport;
+use harmony_core::strategy::RecordReport;
 use harmony_core::wire;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -75,6 +76,11 @@ pub enum Bodies {
     /// (harmony_tasks::ReportColumns). Every row must be a canonical OLH report (as a device
     /// encodes it), so that it reads back to the same bytes.
     OlhFields,
+    /// `struct<attribute: int32, units: int64>`: records of one numeric attribute reporting a
+    /// fixed-point value and no joint report (`RecordReport::one_fixed`: a one-attribute means
+    /// collection's reports from PM, Laplace, …), for collections whose reports are all such
+    /// and distinct; canonical as for `OlhFields`.
+    RecordFields,
 }
 
 /// The type of the `body` column.
@@ -83,7 +89,22 @@ pub fn body_type(bodies: Bodies) -> DataType {
         Bodies::Plain => DataType::Binary,
         Bodies::Dictionary => DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Binary)),
         Bodies::OlhFields => DataType::Struct(olh_fields()),
+        Bodies::RecordFields => DataType::Struct(record_fields()),
     }
+}
+
+/// The fields of a `RecordFields` body.
+fn record_fields() -> arrow_schema::Fields {
+    vec![Field::new("attribute", DataType::Int32, false), Field::new("units", DataType::Int64, false)].into()
+}
+
+/// The one-attribute fixed-point record `body` encodes canonically, as (attribute, units).
+fn canonical_record(body: &[u8], record: &mut RecordReport, scratch: &mut Vec<u8>) -> Option<(u32, i64)> {
+    record.decode_into(body)?;
+    let one = record.as_one_fixed()?;
+    scratch.clear();
+    wire::encode_into(record, scratch);
+    (scratch.as_slice() == body).then_some(one)
 }
 
 /// The fields of an `OlhFields` body.
@@ -119,7 +140,7 @@ impl Bodies {
     /// distinct, else plain. Reports drawn uniformly from D values are half distinct in 65,536
     /// rows when D is about 41,000: a row group's dictionary then holds 4% as many reports as
     /// the row group has rows, or fewer. Plain rows that are all canonical OLH reports:
-    /// `OlhFields`.
+    /// `OlhFields`; all one-attribute fixed-point records: `RecordFields`.
     pub fn of(first: &BinaryArray) -> Bodies {
         let rows = first.len();
         if rows < 64 {
@@ -128,9 +149,15 @@ impl Bodies {
         let mut seen = std::collections::HashSet::new();
         for b in first.iter() {
             if seen.insert(b.unwrap_or_default()) && seen.len() * 2 > rows {
-                let mut scratch = Vec::new();
-                let olh = first.iter().all(|b| canonical_olh(b.unwrap_or_default(), &mut scratch).is_some());
-                return if olh { Bodies::OlhFields } else { Bodies::Plain };
+                let (mut scratch, mut record) = (Vec::new(), RecordReport::default());
+                let mut bodies = first.iter().map(Option::unwrap_or_default);
+                if bodies.clone().all(|b| canonical_olh(b, &mut scratch).is_some()) {
+                    return Bodies::OlhFields;
+                }
+                if bodies.all(|b| canonical_record(b, &mut record, &mut scratch).is_some()) {
+                    return Bodies::RecordFields;
+                }
+                return Bodies::Plain;
             }
         }
         Bodies::Dictionary
@@ -141,13 +168,14 @@ impl Bodies {
         let props = WriterProperties::builder().set_compression(Compression::SNAPPY);
         match self {
             Bodies::Plain => props.set_max_row_group_row_count(Some(ROW_GROUP_ROWS)),
-            // Random seeds neither repeat nor compress.
-            Bodies::OlhFields => {
-                let seed = parquet::schema::types::ColumnPath::from(vec!["body".to_string(), "seed".to_string()]);
+            // Random seeds and noisy values neither repeat nor compress much: read as they lie.
+            Bodies::OlhFields | Bodies::RecordFields => {
+                let name = if self == Bodies::OlhFields { "seed" } else { "units" };
+                let col = parquet::schema::types::ColumnPath::from(vec!["body".to_string(), name.to_string()]);
                 props
                     .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-                    .set_column_dictionary_enabled(seed.clone(), false)
-                    .set_column_compression(seed, Compression::UNCOMPRESSED)
+                    .set_column_dictionary_enabled(col.clone(), false)
+                    .set_column_compression(col, Compression::UNCOMPRESSED)
             }
             Bodies::Dictionary => props
                 .set_max_row_group_row_count(Some(DICTIONARY_ROW_GROUP_ROWS))
@@ -158,7 +186,9 @@ impl Bodies {
 
     /// The encoding of an existing part's body column.
     fn of_type(t: &DataType) -> Option<Bodies> {
-        [Bodies::Plain, Bodies::Dictionary, Bodies::OlhFields].into_iter().find(|b| body_type(*b) == *t)
+        [Bodies::Plain, Bodies::Dictionary, Bodies::OlhFields, Bodies::RecordFields]
+            .into_iter()
+            .find(|b| body_type(*b) == *t)
     }
 
     /// A batch's bodies in this encoding; `Err(row)` for a row it cannot hold.
@@ -175,6 +205,18 @@ impl Bodies {
                 }
                 let cols: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(seeds)), Arc::new(Int32Array::from(ys))];
                 Arc::new(StructArray::new(olh_fields(), cols, None))
+            }
+            Bodies::RecordFields => {
+                let (mut attributes, mut units) = (Vec::with_capacity(bodies.len()), Vec::with_capacity(bodies.len()));
+                let (mut scratch, mut record) = (Vec::new(), RecordReport::default());
+                for (i, b) in bodies.iter().enumerate() {
+                    let (j, u) = canonical_record(b.unwrap_or_default(), &mut record, &mut scratch).ok_or(i)?;
+                    attributes.push(j as i32);
+                    units.push(u);
+                }
+                let cols: Vec<ArrayRef> =
+                    vec![Arc::new(Int32Array::from(attributes)), Arc::new(Int64Array::from(units))];
+                Arc::new(StructArray::new(record_fields(), cols, None))
             }
             Bodies::Dictionary => {
                 let mut b = BinaryDictionaryBuilder::<Int32Type>::with_capacity(bodies.len(), 256, 4096);
@@ -255,8 +297,12 @@ impl Part {
         let days: ArrayRef = Arc::new(Date32Array::from(vec![self.day; self.pending]));
         let ids = self.ids.finish();
         let body = kind.column(bodies).map_err(|i| {
+            let (what, fields) = match kind {
+                Bodies::RecordFields => ("a one-attribute fixed-point record", "body.attribute, body.units"),
+                _ => ("an OLH report", "body.seed, body.y"),
+            };
             Error::data(format!(
-                "{}: report {:?} is not an OLH report as a device encodes it, and this collection's parts hold OLH reports as fields (body.seed, body.y)",
+                "{}: report {:?} is not {what} as a device encodes it, and this collection's parts hold such reports as fields ({fields})",
                 self.path.display(),
                 ids.value(i)
             ))
@@ -474,13 +520,15 @@ fn column<'a, T: 'static>(batch: &'a RecordBatch, path: &Path, name: &str, ty: &
 }
 
 /// The types a part's body column may have ([`Bodies`]).
-const BODY_TYPES: &str = "binary, dictionary<int32, binary> or struct<seed: int64, y: int32>";
+const BODY_TYPES: &str =
+    "binary, dictionary<int32, binary>, struct<seed: int64, y: int32> or struct<attribute: int32, units: int64>";
 
 /// A part's body column: binary, a dictionary of binary values, or OLH's fields.
 enum BodyColumn<'a> {
     Plain(&'a BinaryArray),
     Dictionary(&'a DictionaryArray<Int32Type>, &'a BinaryArray),
     OlhFields(&'a StructArray, &'a Int64Array, &'a Int32Array),
+    RecordFields(&'a StructArray, &'a Int32Array, &'a Int64Array),
 }
 
 impl BodyColumn<'_> {
@@ -489,6 +537,7 @@ impl BodyColumn<'_> {
             BodyColumn::Plain(a) => a.is_null(i),
             BodyColumn::Dictionary(d, _) => d.is_null(i),
             BodyColumn::OlhFields(s, seeds, ys) => s.is_null(i) || seeds.is_null(i) || ys.is_null(i),
+            BodyColumn::RecordFields(s, js, us) => s.is_null(i) || js.is_null(i) || us.is_null(i),
         }
     }
     /// Row `i`'s report bytes (OLH's fields encoded into `scratch`).
@@ -499,6 +548,11 @@ impl BodyColumn<'_> {
             BodyColumn::OlhFields(_, seeds, ys) => {
                 scratch.clear();
                 wire::encode_into(&OlhReport { seed: seeds.value(i) as u64, y: ys.value(i) as u32 }, scratch);
+                scratch
+            }
+            BodyColumn::RecordFields(_, js, us) => {
+                scratch.clear();
+                wire::encode_into(&RecordReport::one_fixed(js.value(i) as u32, us.value(i)), scratch);
                 scratch
             }
         }
@@ -517,6 +571,10 @@ fn body_column<'a>(batch: &'a RecordBatch, path: &Path) -> Result<BodyColumn<'a>
         let seeds = field("seed").and_then(|c| c.as_primitive_opt::<Int64Type>());
         if let (Some(seeds), Some(ys)) = (seeds, field("y").and_then(|c| c.as_primitive_opt::<Int32Type>())) {
             return Ok(BodyColumn::OlhFields(s, seeds, ys));
+        }
+        let js = field("attribute").and_then(|c| c.as_primitive_opt::<Int32Type>());
+        if let (Some(js), Some(us)) = (js, field("units").and_then(|c| c.as_primitive_opt::<Int64Type>())) {
+            return Ok(BodyColumn::RecordFields(s, js, us));
         }
     }
     let dict = col.as_dictionary_opt::<Int32Type>();
@@ -736,6 +794,43 @@ mod tests {
             let err = a.finish().unwrap_err().to_string();
             assert!(err.contains("report \"bad one\" is not an OLH report"), "{err}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn one_attribute_records_are_written_as_fields_and_read_back_as_bytes() {
+        let dir = std::env::temp_dir().join(format!("harmony-reports-rec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let col = dir.join("collection=m");
+        // Units of both signs and every zigzag varint length.
+        let report = |i: u64| {
+            let units = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 64)) as i64;
+            wire::encode(&RecordReport::one_fixed((i % 3) as u32, if i.is_multiple_of(2) { units } else { -units }))
+        };
+        let n = SAMPLE_ROWS as u64 + WRITE_ROWS as u64 + 3;
+        let mut w = ReportsWriter::create(&col).unwrap();
+        for i in 0..n {
+            w.push(&format!("r{i}"), Some(20_000), &report(i)).unwrap();
+        }
+        let files = w.finish().unwrap().files;
+        assert_eq!(existing_bodies(&col).unwrap(), Some(Bodies::RecordFields));
+        let mut read = 0;
+        for f in &files {
+            for_each_row(f, &mut |r| {
+                assert_eq!(r.body, report(r.id[1..].parse().unwrap()));
+                read += 1;
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(read, n);
+        // A record of two attributes is refused by its id.
+        let mut two = RecordReport::one_fixed(0, 5);
+        two.attributes.push((1, two.attributes[0].1.clone()));
+        let mut a = ReportsWriter::append(&col).unwrap();
+        a.push("two", Some(20_001), &wire::encode(&two)).unwrap();
+        let err = a.finish().unwrap_err().to_string();
+        assert!(err.contains("report \"two\" is not a one-attribute fixed-point record"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

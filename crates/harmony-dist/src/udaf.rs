@@ -9,9 +9,10 @@
 //! | `harmony_state(body, spec)` | report bodies | the saved state (binary): a partial to store |
 //! | `harmony_merge(state, spec [, query])` | saved states | the estimate document (JSON text) |
 //!
-//! Report bodies are a binary column (or a dictionary of binary values), or OLH's reports as
-//! their fields, `struct<seed: int64, y: int32>` (harmony_data::reports::Bodies::OlhFields),
-//! handed to the task as two columns ([`Task::add_checked_columns`]).
+//! Report bodies are a binary column (or a dictionary of binary values), or reports as their
+//! fields (harmony_data::reports::Bodies: OLH's `struct<seed: int64, y: int32>`, one-attribute
+//! records' `struct<attribute: int32, units: int64>`), handed to the task as two columns
+//! ([`Task::add_checked_columns`]).
 //!
 //! `spec` is the collection's config (the `spec.json` beside exported reports) as a string
 //! literal; `query` is `harmony query`'s URL query (`ranges=LO:HI,…&quantiles=Q,…`).
@@ -164,11 +165,11 @@ impl AggregateUDFImpl for HarmonyUdaf {
         &self.signature
     }
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
-        let fields = self.kind != Kind::Merge && olh_fields(&args[0]);
+        let fields = self.kind != Kind::Merge && report_fields(&args[0]);
         if !is_binary(&args[0]) && !fields {
             let (what, ty) = match self.kind {
                 Kind::Merge => ("saved states", "binary"),
-                _ => ("report bodies", "binary or struct<seed: int64, y: int32> (OLH's fields)"),
+                _ => ("report bodies", "binary or a struct of reports' fields (docs/EXPORT.md)"),
             };
             return Err(DataFusionError::Plan(format!(
                 "{}: argument 1 ({what}) must be {ty}, got {}",
@@ -243,22 +244,32 @@ fn is_binary(t: &DataType) -> bool {
     }
 }
 
-/// OLH reports as fields (harmony_data::reports::Bodies::OlhFields): `struct<seed: int64, y: int32>`.
-fn olh_fields(t: &DataType) -> bool {
+/// The body types of reports as fields (harmony_data::reports::Bodies): OLH's, and
+/// one-attribute fixed-point records'.
+const FIELDS: [[(&str, DataType); 2]; 2] =
+    [[("seed", DataType::Int64), ("y", DataType::Int32)], [("attribute", DataType::Int32), ("units", DataType::Int64)]];
+
+/// Whether `t` is one of [`FIELDS`].
+fn report_fields(t: &DataType) -> bool {
     let DataType::Struct(fields) = t else { return false };
-    let ty = |name| fields.find(name).map(|(_, f)| f.data_type().clone());
-    ty("seed") == Some(DataType::Int64) && ty("y") == Some(DataType::Int32)
+    let has = |(name, ty): &(&str, DataType)| fields.find(name).is_some_and(|(_, f)| f.data_type() == ty);
+    FIELDS.iter().any(|two| two.iter().all(has))
 }
 
-/// The report columns of a struct of OLH's fields; an error names a null or another column.
+/// The report columns of a struct of reports' fields; an error names a null or another column.
 fn report_columns(col: &dyn Array) -> Result<ReportColumns<'_>, String> {
     let s = col.as_struct_opt().ok_or_else(|| not_binary(col))?;
-    let field = |name| s.column_by_name(name).ok_or_else(|| not_binary(col));
-    let seeds = field("seed")?.as_primitive_opt::<Int64Type>().ok_or_else(|| not_binary(col))?;
-    let ys = field("y")?.as_primitive_opt::<Int32Type>().ok_or_else(|| not_binary(col))?;
-    no_nulls(seeds, "body.seed")?;
-    no_nulls(ys, "body.y")?;
-    Ok(ReportColumns::Olh { seeds: seeds.values(), ys: ys.values() })
+    let field = |name: &str| {
+        let c = s.column_by_name(name).ok_or_else(|| not_binary(col))?;
+        no_nulls(c, &format!("body.{name}")).map(|()| c)
+    };
+    let int32 = |name| field(name)?.as_primitive_opt::<Int32Type>().map(|a| a.values()).ok_or_else(|| not_binary(col));
+    let int64 = |name| field(name)?.as_primitive_opt::<Int64Type>().map(|a| a.values()).ok_or_else(|| not_binary(col));
+    if s.column_by_name("seed").is_some() {
+        Ok(ReportColumns::Olh { seeds: int64("seed")?, ys: int32("y")? })
+    } else {
+        Ok(ReportColumns::FixedRecords { attributes: int32("attribute")?, units: int64("units")? })
+    }
 }
 
 /// The first null row of `col`, as an error.
@@ -327,7 +338,7 @@ impl HarmonyAccumulator {
         flushed.map_err(|e| self.err(e))
     }
     /// A column of report bodies: a dictionary's rows counted per index ([`DictionaryCounts`]);
-    /// OLH's fields handed over as columns ([`Task::add_checked_columns`]); otherwise short ones
+    /// reports' fields handed over as columns ([`Task::add_checked_columns`]); otherwise short ones
     /// counted ([`Tally`]), the others validated and added as one batch ([`Task::add_checked_batch`]).
     fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
         no_nulls(col, "report body")?;
@@ -385,7 +396,7 @@ impl HarmonyAccumulator {
 }
 
 fn not_binary(col: &dyn Array) -> String {
-    format!("a column of {}, expected binary report bodies or OLH's fields", col.data_type())
+    format!("a column of {}, expected binary report bodies or reports' fields", col.data_type())
 }
 
 impl Accumulator for HarmonyAccumulator {

@@ -2,8 +2,8 @@
 //! (`harmony_ldp.spark`). Built from the collection's config (`spec.json`), it adds report bodies
 //! (an Arrow binary column's offsets and bytes, without a copy per report), saves its state
 //! (`harmony_tasks::state`: the counters, framed with the config's fingerprint), merges saved
-//! states, and estimates the document `harmony query` prints. OLH's reports exported as their
-//! fields come as two integer columns.
+//! states, and estimates the document `harmony query` prints. Reports exported as their fields
+//! (OLH's, one-attribute records') come as two integer columns.
 
 use crate::errors::{OrPy, param_error, report_error};
 use harmony_protocol::CollectionConfig;
@@ -27,6 +27,23 @@ pub fn resolve_config(request: &str, id: &str) -> PyResult<String> {
 pub struct NativeAggregator {
     task: Box<dyn Task>,
     agg: Box<dyn TaskAggregator>,
+}
+
+impl NativeAggregator {
+    /// Every row validated as the server does (each encoded), then all added as columns.
+    fn add_columns(&mut self, py: Python<'_>, columns: ReportColumns<'_>) -> PyResult<u64> {
+        let (task, agg) = (&self.task, &mut self.agg);
+        let invalid = |i: usize, e| report_error(&format!("reports[{i}]"), e, "a report of this collection");
+        py.detach(|| {
+            let mut buf = Vec::with_capacity(16);
+            for i in 0..columns.rows().map_err(|(i, e)| invalid(i, e))? {
+                columns.encode_row(i, &mut buf);
+                task.validate(&buf).map_err(|e| invalid(i, e))?;
+            }
+            task.add_checked_columns(agg.as_mut(), columns).map_err(|(i, e)| invalid(i, e))
+        })?;
+        Ok(columns.len() as u64)
+    }
 }
 
 #[pymethods]
@@ -83,18 +100,21 @@ impl NativeAggregator {
         seeds: PyReadonlyArray1<'_, i64>,
         ys: PyReadonlyArray1<'_, i32>,
     ) -> PyResult<u64> {
-        let columns = ReportColumns::Olh { seeds: seeds.as_slice()?, ys: ys.as_slice()? };
-        let (task, agg) = (&self.task, &mut self.agg);
-        let invalid = |i: usize, e| report_error(&format!("reports[{i}]"), e, "a report of this collection");
-        py.detach(|| {
-            let mut buf = Vec::with_capacity(16);
-            for i in 0..columns.rows().map_err(|(i, e)| invalid(i, e))? {
-                columns.encode_row(i, &mut buf);
-                task.validate(&buf).map_err(|e| invalid(i, e))?;
-            }
-            task.add_checked_columns(agg.as_mut(), columns).map_err(|(i, e)| invalid(i, e))
-        })?;
-        Ok(columns.len() as u64)
+        self.add_columns(py, ReportColumns::Olh { seeds: seeds.as_slice()?, ys: ys.as_slice()? })
+    }
+
+    /// Adds one-attribute fixed-point records given as their fields (an exported part's
+    /// `struct<attribute: int32, units: int64>` body), as `add_olh_fields` adds OLH's.
+    fn add_record_fields(
+        &mut self,
+        py: Python<'_>,
+        attributes: PyReadonlyArray1<'_, i32>,
+        units: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<u64> {
+        self.add_columns(
+            py,
+            ReportColumns::FixedRecords { attributes: attributes.as_slice()?, units: units.as_slice()? },
+        )
     }
 
     /// The saved state (bytes) to ship to the merging side.

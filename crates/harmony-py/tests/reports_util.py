@@ -27,6 +27,9 @@ TASKS: List[Tuple[str, Dict[str, Any], float]] = [
     ("frequency-olh", {"kind": "frequency", "attribute": "size", "mechanism": "olh"}, 1.0),
     # The same, its bodies written as `harmony export` writes distinct OLH reports: their fields.
     ("frequency-olh-fields", {"kind": "frequency", "attribute": "size", "mechanism": "olh"}, 1.0),
+    # Means of one numeric attribute (schema: age only): one fixed-point record per device,
+    # written as `harmony export` writes them: struct<attribute: int32, units: int64>.
+    ("means-age-pm-fields", {"kind": "means", "strategy": "split", "numeric_mechanism": "pm"}, 1.0),
     ("range-hh", {"kind": "range", "attribute": "age", "bins": 16, "method": "hh"}, 1.0),
     ("marginals-direct", {"kind": "marginals", "method": "direct", "bins": {"age": 4, "score": 2}, "ways": [2]}, 1.0),
     ("linear-hr", {"kind": "linear-queries", "attributes": ["color", "age"], "bins": {"age": 4},
@@ -66,12 +69,14 @@ def export(out: str, name: str, task: Dict[str, Any], eps: float, n: int, parts:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    config = hl.resolve_config({"schema": SCHEMA, "epsilon": eps, "task": task}, name)
+    schema = SCHEMA[:1] if "-age-" in name else SCHEMA
+    config = hl.resolve_config({"schema": schema, "epsilon": eps, "task": task}, name)
     spec = json.dumps(config)
     rows = reports(config, n, seed=abs(hash(name)) % 2**32)
     d = os.path.join(out, f"collection={name}")
     fields = name.endswith("-fields")
-    body_type = OLH_FIELDS if fields else pa.binary()
+    to_fields = record_fields if task["kind"] == "means" else olh_fields
+    body_type = (RECORD_FIELDS if task["kind"] == "means" else OLH_FIELDS) if fields else pa.binary()
     schema = pa.schema([("report_id", pa.string(), False), ("day", pa.date32()), ("body", body_type, False)])
     for p in range(parts):
         chunk = rows[p::parts]
@@ -80,7 +85,7 @@ def export(out: str, name: str, task: Dict[str, Any], eps: float, n: int, parts:
         os.makedirs(ddir, exist_ok=True)
         table = pa.table(
             {"report_id": [i for i, _ in chunk], "day": pa.array([day] * len(chunk), pa.int32()).cast(pa.date32()),
-             "body": olh_fields([b for _, b in chunk]) if fields else [b for _, b in chunk]},
+             "body": to_fields([b for _, b in chunk]) if fields else [b for _, b in chunk]},
             schema=schema,
         )
         pq.write_table(table, os.path.join(ddir, "part-00000.parquet"), row_group_size=max(1, len(chunk) // 2))
@@ -135,11 +140,40 @@ def olh_fields(bodies: List[bytes]) -> Any:
 OLH_HEADER = b"\x01\x04"
 
 
-def body_bytes(column: Any, header: bytes = OLH_HEADER) -> List[bytes]:
-    """The report bytes of a body column (OLH's fields encoded under `header`)."""
+RECORD_FIELDS = _pa().struct([("attribute", _pa().int32(), False), ("units", _pa().int64(), False)])
+
+#: A record report's wire header (version 1, the Record kind byte) and the postcard bytes of a
+#: one-attribute record up to the index (1 attribute), between index and value (Numeric, Fixed)
+#: and after it (no joint report).
+RECORD_HEADER, NUMERIC_FIXED, NO_JOINT = b"\x01\x0b\x01", b"\x00\x01", b"\x00"
+
+
+def record_fields(bodies: List[bytes]) -> Any:
+    """One-attribute fixed-point record bodies as `harmony export`'s struct<attribute: int32,
+    units: int64>."""
+    attributes, units = [], []
+    for b in bodies:
+        assert b[:3] == RECORD_HEADER, b
+        j, i = _varint(b, 3)
+        assert b[i:i + 2] == NUMERIC_FIXED, b
+        z, i = _varint(b, i + 2)
+        assert b[i:] == NO_JOINT, b
+        attributes.append(j)
+        units.append((z >> 1) ^ -(z & 1))
+    pa = _pa()
+    return pa.StructArray.from_arrays([pa.array(attributes, pa.int32()), pa.array(units, pa.int64())],
+                                      fields=list(RECORD_FIELDS))
+
+
+def body_bytes(column: Any) -> List[bytes]:
+    """The report bytes of a body column (reports' fields encoded back)."""
     rows = column.to_pylist()
+    if rows and isinstance(rows[0], dict) and "seed" in rows[0]:
+        return [OLH_HEADER + _to_varint(r["seed"] % (1 << 64)) + _to_varint(r["y"] % (1 << 32)) for r in rows]
     if rows and isinstance(rows[0], dict):
-        return [header + _to_varint(r["seed"] % (1 << 64)) + _to_varint(r["y"] % (1 << 32)) for r in rows]
+        zigzag = [(r["units"] << 1) ^ (r["units"] >> 63) for r in rows]
+        return [RECORD_HEADER + _to_varint(r["attribute"]) + NUMERIC_FIXED + _to_varint(z % (1 << 64)) + NO_JOINT
+                for r, z in zip(rows, zigzag)]
     return [bytes(b) for b in rows]
 
 

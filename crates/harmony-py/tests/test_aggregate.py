@@ -37,7 +37,7 @@ def test_partial_states_merge_to_one_accumulator(tmp_path, name, task, eps):
     again.add(body_bytes(body))
     assert again.save() == whole.save()
     if pa.types.is_struct(body.type):
-        # OLH's fields: the same as the bytes they encode, in one binary column and as a dictionary.
+        # Reports' fields: the same as the bytes they encode, in one binary column and as a dictionary.
         body = pa.array(body_bytes(body), pa.binary())
         plain = hl.Aggregator(spec)
         assert plain.add_arrow(body) == 1200
@@ -99,7 +99,7 @@ def test_olh_fields_refuse_nulls_other_structs_and_bad_values(tmp_path):
     assert "body.seed" in str(e.value)
     with pytest.raises(hl.HarmonyError) as e:
         a.add_arrow(pa.StructArray.from_arrays([pa.array([1], pa.int64())], names=["x"]))
-    assert "OLH's fields" in str(e.value)
+    assert "reports' fields" in str(e.value)
     # y = -1 holds the u32 2^32 - 1: outside [0, g), named by its row; nothing is added.
     bad_y = pa.StructArray.from_arrays([pa.array([1, 2], pa.int64()), pa.array([0, -1], pa.int32())],
                                        names=["seed", "y"])

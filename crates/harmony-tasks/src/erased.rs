@@ -85,8 +85,8 @@ pub trait Task: Send + Sync {
 }
 
 /// Reports stored as columns of their decoded fields instead of bytes: an exported part's typed
-/// body (harmony_data's `Bodies::OlhFields`). The columns are signed, as Arrow, Parquet and
-/// Spark hold integers: each holds the bits of the report's unsigned field.
+/// body (harmony_data's `Bodies::OlhFields` and `Bodies::RecordFields`). The columns are signed,
+/// as Arrow, Parquet and Spark hold integers: each holds the bits of the report's field.
 #[derive(Debug, Clone, Copy)]
 pub enum ReportColumns<'a> {
     /// OLH reports: row i is `OlhReport { seed: seeds[i] as u64, y: ys[i] as u32 }`.
@@ -96,23 +96,35 @@ pub enum ReportColumns<'a> {
         /// The hash values, as many.
         ys: &'a [i32],
     },
+    /// Records of one numeric attribute and no joint report (a means collection's reports under
+    /// a one-attribute strategy): row i is `RecordReport::one_fixed(attributes[i] as u32,
+    /// units[i])`.
+    FixedRecords {
+        /// The attribute indices.
+        attributes: &'a [i32],
+        /// The fixed-point values, as many.
+        units: &'a [i64],
+    },
 }
 
 impl ReportColumns<'_> {
+    /// The two columns' lengths.
+    fn lengths(&self) -> (usize, usize) {
+        match self {
+            ReportColumns::Olh { seeds, ys } => (seeds.len(), ys.len()),
+            ReportColumns::FixedRecords { attributes, units } => (attributes.len(), units.len()),
+        }
+    }
     /// The rows (the shorter column's length, should they differ).
     pub fn len(&self) -> usize {
-        match self {
-            ReportColumns::Olh { seeds, ys } => seeds.len().min(ys.len()),
-        }
+        let (a, b) = self.lengths();
+        a.min(b)
     }
     /// The rows, or an error when the columns differ in length (at the shorter's end).
     pub fn rows(&self) -> Result<usize, (usize, Error)> {
-        match self {
-            ReportColumns::Olh { seeds, ys } if seeds.len() != ys.len() => {
-                let lens = format!("{} seeds, {} ys", seeds.len(), ys.len());
-                Err((self.len(), Error::param("columns", lens, "columns of one length")))
-            }
-            _ => Ok(self.len()),
+        match self.lengths() {
+            (a, b) if a != b => Err((a.min(b), Error::param("columns", (a, b), "two columns of one length"))),
+            (a, _) => Ok(a),
         }
     }
     /// Whether there are no rows.
@@ -125,6 +137,10 @@ impl ReportColumns<'_> {
         match self {
             ReportColumns::Olh { seeds, ys } => {
                 let r = harmony_core::frequency::OlhReport { seed: seeds[i] as u64, y: ys[i] as u32 };
+                wire::encode_into(&r, out);
+            }
+            ReportColumns::FixedRecords { attributes, units } => {
+                let r = harmony_core::strategy::RecordReport::one_fixed(attributes[i] as u32, units[i]);
                 wire::encode_into(&r, out);
             }
         }

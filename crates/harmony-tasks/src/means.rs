@@ -2,16 +2,17 @@
 //! (harmony-core's [`RecordMechanism`]); the server estimates every attribute's mean (numeric,
 //! in its units) or frequencies (categorical).
 
-use crate::erased::{Task, TaskAggregator, Typed, encode_to};
+use crate::erased::{ReportColumns, Task, TaskAggregator, Typed, add_columns_as_bytes, encode_to};
 use crate::input::Input;
 use harmony_core::aggregate::Aggregator;
 use harmony_core::error::{Error, Result};
 use harmony_core::estimate::{Estimate, FrequencyEstimate};
 use harmony_core::missing::{MissingEstimate, Present};
+use harmony_core::numeric::NumericReport;
 use harmony_core::randomizer::Randomizer;
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::{
-    AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyOptions,
+    AttributeEstimate, AttributeReport, KChoice, RecordAggregator, RecordMechanism, RecordReport, StrategyOptions,
 };
 use harmony_core::wire;
 use harmony_protocol::CollectionConfig;
@@ -160,6 +161,26 @@ impl Task for MeansTask {
             if r.decode_into(bytes).is_none() {
                 r = wire::decode(bytes).map_err(|e| (i, e))?;
             }
+            self.mech.validate_report(&r).map_err(|e| (i, e))?;
+            agg.add_unchecked(&r);
+        }
+        Ok(())
+    }
+    /// One-attribute records as columns: each row set into one reused record, checked as
+    /// [`Task::validate`] checks it and added.
+    fn add_checked_columns(
+        &self,
+        agg: &mut dyn TaskAggregator,
+        columns: ReportColumns<'_>,
+    ) -> Result<(), (usize, Error)> {
+        let rows = columns.rows()?;
+        let ReportColumns::FixedRecords { attributes, units } = columns else {
+            return add_columns_as_bytes(self, agg, columns);
+        };
+        let agg = Typed::<RecordAggregator>::of_mut(agg).map_err(|e| (0, e))?;
+        let mut r = RecordReport::one_fixed(0, 0);
+        for (i, (&j, &u)) in attributes[..rows].iter().zip(&units[..rows]).enumerate() {
+            r.attributes[0] = (j as u32, AttributeReport::Numeric(NumericReport::Fixed(u)));
             self.mech.validate_report(&r).map_err(|e| (i, e))?;
             agg.add_unchecked(&r);
         }

@@ -150,3 +150,40 @@ fn olh_fields_equal_their_bytes_and_bad_values_are_named() {
     }
     assert!(checked >= 2, "{checked} entries with OLH reports");
 }
+
+#[test]
+fn one_attribute_records_as_fields_equal_their_bytes_and_bad_ones_are_named() {
+    use harmony_core::strategy::RecordReport;
+    use harmony_tasks::ReportColumns;
+    let mut checked = 0;
+    for (_, e) in mergeable() {
+        let reports: Vec<Vec<u8>> = (0..300).map(|i| wire_reports::varied_report(e, i, 77)).collect();
+        let one: Option<Vec<(u32, i64)>> = reports
+            .iter()
+            .map(|r| harmony_core::wire::decode::<RecordReport>(r).ok().and_then(|x| x.as_one_fixed()))
+            .collect();
+        let Some(one) = one else { continue };
+        let attributes: Vec<i32> = one.iter().map(|(j, _)| *j as i32).collect();
+        let units: Vec<i64> = one.iter().map(|(_, u)| *u).collect();
+        let mut by_bytes = e.task.aggregator();
+        let slices: Vec<&[u8]> = reports.iter().map(Vec::as_slice).collect();
+        e.task.add_checked_batch(by_bytes.as_mut(), &slices).unwrap();
+        let mut by_columns = e.task.aggregator();
+        let columns = ReportColumns::FixedRecords { attributes: &attributes, units: &units };
+        e.task.add_checked_columns(by_columns.as_mut(), columns).unwrap_or_else(|(i, err)| panic!("{i}: {err}"));
+        assert_same(e, by_columns.as_ref(), by_bytes.as_ref(), "add_checked_columns");
+        // An attribute the schema lacks, and a value outside the mechanism's range: named by
+        // their rows as validate names them.
+        for (row, j, u) in [(3, 9, units[3]), (7, attributes[7], i64::MAX)] {
+            let (mut js, mut us) = (attributes.clone(), units.clone());
+            (js[row], us[row]) = (j, u);
+            let columns = ReportColumns::FixedRecords { attributes: &js, units: &us };
+            let (i, err) = e.task.add_checked_columns(e.task.aggregator().as_mut(), columns).unwrap_err();
+            let mut buf = Vec::new();
+            columns.encode_row(row, &mut buf);
+            assert_eq!((i, err.to_string()), (row, e.task.validate(&buf).unwrap_err().to_string()), "{}", e.label);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked} entries with one-attribute records");
+}

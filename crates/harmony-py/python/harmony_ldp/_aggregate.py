@@ -106,8 +106,8 @@ class Aggregator:
     def add_arrow(self, column: Any) -> int:
         """Adds every report of an Arrow binary column (``pyarrow`` ``Array`` or
         ``ChunkedArray`` of ``binary``, ``large_binary`` or ``binary_view``, or a dictionary of
-        them, as ``harmony export`` writes repeating reports, or the ``struct<seed: int64, y:
-        int32>`` it writes distinct OLH reports as), each validated as
+        them, as ``harmony export`` writes repeating reports, or the structs of two integer
+        fields it writes distinct OLH reports and one-attribute records as), each validated as
         the server does; returns how many. A null or a report of another collection is an error
         naming its row, and nothing of that chunk is added.
 
@@ -125,7 +125,7 @@ class Aggregator:
                 raise _error("invalid input", "body", f"{arr.null_count} nulls", "a report body in every row")
             t = arr.type
             if pa.types.is_struct(t):
-                n += self._add_olh_fields(arr)
+                n += self._add_fields(arr)
                 continue
             if pa.types.is_dictionary(t):
                 # `harmony export` writes repeating reports as dictionary<int32, binary>.
@@ -145,20 +145,27 @@ class Aggregator:
             n += self._native.add_packed(offs.astype(np.int64, copy=False), body)
         return n
 
-    def _add_olh_fields(self, arr: Any) -> int:
-        # `harmony export` writes distinct OLH reports as struct<seed: int64, y: int32>.
+    def _add_fields(self, arr: Any) -> int:
+        # `harmony export` writes distinct OLH reports as struct<seed: int64, y: int32> and
+        # one-attribute fixed-point records as struct<attribute: int32, units: int64>.
         import pyarrow as pa
 
         names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
-        if sorted(names) != ["seed", "y"]:
-            raise _error("invalid input", "body", str(arr.type), "struct<seed: int64, y: int32> (OLH's fields)")
+        layouts = {
+            ("seed", "y"): ((pa.int64(), pa.int32()), self._native.add_olh_fields),
+            ("attribute", "units"): ((pa.int32(), pa.int64()), self._native.add_record_fields),
+        }
+        key = next((k for k in layouts if sorted(k) == sorted(names)), None)
+        if key is None:
+            raise _error("invalid input", "body", str(arr.type),
+                         "struct<seed: int64, y: int32> or struct<attribute: int32, units: int64> (reports' fields)")
         cols = dict(zip(names, arr.flatten()))  # flatten applies the array's offset
-        for name, ty in (("seed", pa.int64()), ("y", pa.int32())):
+        types, add = layouts[key]
+        for name, ty in zip(key, types):
             if cols[name].type != ty or cols[name].null_count:
                 got = f"{cols[name].type}, {cols[name].null_count} nulls"
                 raise _error("invalid input", f"body.{name}", got, f"{ty} without nulls")
-        seeds = cols["seed"].to_numpy(zero_copy_only=True)
-        return self._native.add_olh_fields(seeds, cols["y"].to_numpy(zero_copy_only=True))
+        return add(*(cols[name].to_numpy(zero_copy_only=True) for name in key))
 
     def add(self, reports: Iterable[bytes]) -> int:
         """Adds report bodies given as ``bytes`` (validated as the server does; all or nothing);
