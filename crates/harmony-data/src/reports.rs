@@ -755,23 +755,15 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn distinct_olh_reports_are_written_as_fields_and_read_back_as_bytes() {
-        let dir = std::env::temp_dir().join(format!("harmony-reports-olh-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let col = dir.join("collection=o");
-        // Seeds of every varint length (1 to 10 bytes), y up to 2^31 - 1.
-        let report = |i: u64| {
-            let seed = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 64);
-            wire::encode(&OlhReport { seed, y: (i * 2_654_435_761 % (1 << 31)) as u32 })
-        };
-        let n = SAMPLE_ROWS as u64 + 3 * WRITE_ROWS as u64 + 5;
-        let mut w = ReportsWriter::create(&col).unwrap();
+    /// Writes reports 0..n (ids `r{i}`, two days) under `col`, checks the writer chose `bodies`,
+    /// and reads every report back to its bytes.
+    fn write_read_back(col: &Path, n: u64, report: &dyn Fn(u64) -> Vec<u8>, bodies: Bodies) {
+        let mut w = ReportsWriter::create(col).unwrap();
         for i in 0..n {
             w.push(&format!("r{i}"), Some(20_000 + (i % 2) as i32), &report(i)).unwrap();
         }
         let files = w.finish().unwrap().files;
-        assert_eq!(existing_bodies(&col).unwrap(), Some(Bodies::OlhFields));
+        assert_eq!(existing_bodies(col).unwrap(), Some(bodies));
         let mut read = 0;
         for f in &files {
             for_each_row(f, &mut |r| {
@@ -782,6 +774,19 @@ mod tests {
             .unwrap();
         }
         assert_eq!(read, n);
+    }
+
+    #[test]
+    fn distinct_olh_reports_are_written_as_fields_and_read_back_as_bytes() {
+        let dir = std::env::temp_dir().join(format!("harmony-reports-olh-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let col = dir.join("collection=o");
+        // Seeds of every varint length (1 to 10 bytes), y up to 2^31 - 1.
+        let report = |i: u64| {
+            let seed = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 64);
+            wire::encode(&OlhReport { seed, y: (i * 2_654_435_761 % (1 << 31)) as u32 })
+        };
+        write_read_back(&col, SAMPLE_ROWS as u64 + 3 * WRITE_ROWS as u64 + 5, &report, Bodies::OlhFields);
         // Appended parts keep the fields; a report that is not a canonical OLH report (another
         // kind, or an overlong varint that decodes to the same report) is refused by its id.
         let olh = wire::encode(&OlhReport { seed: 5, y: 1 });
@@ -807,23 +812,7 @@ mod tests {
             let units = (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (i % 64)) as i64;
             wire::encode(&RecordReport::one_fixed((i % 3) as u32, if i.is_multiple_of(2) { units } else { -units }))
         };
-        let n = SAMPLE_ROWS as u64 + WRITE_ROWS as u64 + 3;
-        let mut w = ReportsWriter::create(&col).unwrap();
-        for i in 0..n {
-            w.push(&format!("r{i}"), Some(20_000), &report(i)).unwrap();
-        }
-        let files = w.finish().unwrap().files;
-        assert_eq!(existing_bodies(&col).unwrap(), Some(Bodies::RecordFields));
-        let mut read = 0;
-        for f in &files {
-            for_each_row(f, &mut |r| {
-                assert_eq!(r.body, report(r.id[1..].parse().unwrap()));
-                read += 1;
-                Ok(())
-            })
-            .unwrap();
-        }
-        assert_eq!(read, n);
+        write_read_back(&col, SAMPLE_ROWS as u64 + WRITE_ROWS as u64 + 3, &report, Bodies::RecordFields);
         // A record of two attributes is refused by its id.
         let mut two = RecordReport::one_fixed(0, 5);
         two.attributes.push((1, two.attributes[0].1.clone()));
