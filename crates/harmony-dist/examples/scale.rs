@@ -194,12 +194,11 @@ fn time(out: &Path, partitions: &[usize], with_local: bool) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] [plain|dictionary|fields] | scale time OUT PARTITIONS [--no-local]";
+    let usage = "scale generate OUT REPORTS MECHANISMS D [device-ids] [plain|dictionary] | scale time OUT PARTITIONS [--no-local]";
     let flags = args.get(5..).unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("generate")
-            if args.len() >= 5
-                && flags.iter().all(|f| ["device-ids", "plain", "dictionary", "fields"].contains(&f.as_str())) =>
+            if args.len() >= 5 && flags.iter().all(|f| ["device-ids", "plain", "dictionary"].contains(&f.as_str())) =>
         {
             let n: f64 = args[2].parse().expect("REPORTS");
             let ms: Vec<String> = args[3].split(',').map(str::to_string).collect();
@@ -207,7 +206,6 @@ fn main() {
             let bodies = flags.iter().find_map(|f| match f.as_str() {
                 "plain" => Some(Bodies::Plain),
                 "dictionary" => Some(Bodies::Dictionary),
-                "fields" => None, // the writer's choice: fields where every sampled report allows
                 _ => None,
             });
             generate(Path::new(&args[1]), n as u64, &ms, args[4].parse().expect("D"), ids, bodies);

@@ -342,9 +342,9 @@ impl HarmonyAccumulator {
     /// counted ([`Tally`]), the others validated and added as one batch ([`Task::add_checked_batch`]).
     fn add_bodies(&mut self, col: &ArrayRef) -> Result<(), String> {
         no_nulls(col, "report body")?;
+        let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
         if let DataType::Struct(_) = col.data_type() {
             let columns = report_columns(col)?;
-            let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
             return self.task.add_checked_columns(self.agg.as_mut(), columns).map_err(|(i, e)| invalid(i, e));
         }
         if let DataType::Dictionary(key, _) = col.data_type() {
@@ -356,7 +356,6 @@ impl HarmonyAccumulator {
             let plain = cast.map_err(|e| format!("a dictionary column with {key} indices: {e}"))?;
             return self.add_bodies(&plain);
         }
-        let invalid = |row: usize, e| format!("row {row} of the batch: invalid report: {e}");
         if !self.tally.on() {
             let bodies = binaries(col).ok_or_else(|| not_binary(col))?;
             return self.task.add_checked_batch(self.agg.as_mut(), &bodies).map_err(|(i, e)| invalid(i, e));

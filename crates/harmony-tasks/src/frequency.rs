@@ -14,6 +14,20 @@ use harmony_protocol::estimates::{CategoryResult, Est, FrequencyEstimate, Query,
 use harmony_protocol::spec::{FrequencySpec, TaskSpec};
 use rand::Rng;
 
+/// A stored column's loop: each row's report (or why it does not decode) checked as `validate`
+/// checks it and added; the error is the first bad row's index and why.
+fn add_checked_each<R>(
+    rows: impl Iterator<Item = Result<R>>,
+    check: impl Fn(&R) -> Result<()>,
+    mut add: impl FnMut(&R),
+) -> Result<(), (usize, Error)> {
+    for (i, r) in rows.enumerate() {
+        let r = r.and_then(|r| check(&r).map(|()| r)).map_err(|e| (i, e))?;
+        add(&r);
+    }
+    Ok(())
+}
+
 /// The default oracle for d categories at ε: GRR when d < 3e^ε + 2 (where it has the least
 /// variance), else OLH (OUE's variance with a report of a few bytes whatever d).
 pub fn default_oracle(epsilon: f64, d: usize) -> OracleKind {
@@ -120,20 +134,12 @@ impl Task for FrequencyTask {
     fn add_checked_batch(&self, agg: &mut dyn TaskAggregator, reports: &[&[u8]]) -> Result<(), (usize, Error)> {
         match (&self.oracle, Typed::<AnyAggregator>::of_mut(agg)) {
             (AnyOracle::Olh(o), Ok(AnyAggregator::Olh(a))) => {
-                for (i, bytes) in reports.iter().enumerate() {
-                    let r = OlhReport::decode_fast(bytes).map_or_else(|| wire::decode(bytes), Ok);
-                    let r = r.and_then(|r| o.validate_report(&r).map(|()| r)).map_err(|e| (i, e))?;
-                    a.add_unchecked(&r);
-                }
-                Ok(())
+                let rows = reports.iter().map(|b| OlhReport::decode_fast(b).map_or_else(|| wire::decode(b), Ok));
+                add_checked_each(rows, |r| o.validate_report(r), |r| a.add_unchecked(r))
             }
             (AnyOracle::BassilySmith(o), Ok(AnyAggregator::BassilySmith(a))) => {
-                for (i, bytes) in reports.iter().enumerate() {
-                    let r = BassilySmithReport::decode_fast(bytes).map_or_else(|| wire::decode(bytes), Ok);
-                    let r = r.and_then(|r| o.validate_report(&r).map(|()| r)).map_err(|e| (i, e))?;
-                    a.add_unchecked(&r);
-                }
-                Ok(())
+                let decode = |b: &[u8]| BassilySmithReport::decode_fast(b).map_or_else(|| wire::decode(b), Ok);
+                add_checked_each(reports.iter().map(|b| decode(b)), |r| o.validate_report(r), |r| a.add_unchecked(r))
             }
             (AnyOracle::Sue(o) | AnyOracle::Oue(o), Ok(AnyAggregator::Unary(a))) => {
                 let mut r = UnaryReport { bits: Vec::new() };
@@ -157,12 +163,9 @@ impl Task for FrequencyTask {
         let rows = columns.rows()?;
         match (columns, &self.oracle, Typed::<AnyAggregator>::of_mut(agg)) {
             (ReportColumns::Olh { seeds, ys }, AnyOracle::Olh(o), Ok(AnyAggregator::Olh(a))) => {
-                for (i, (&seed, &y)) in seeds[..rows].iter().zip(&ys[..rows]).enumerate() {
-                    let r = OlhReport { seed: seed as u64, y: y as u32 };
-                    o.validate_report(&r).map_err(|e| (i, e))?;
-                    a.add_unchecked(&r);
-                }
-                Ok(())
+                let rows =
+                    seeds[..rows].iter().zip(&ys[..rows]).map(|(&s, &y)| Ok(OlhReport { seed: s as u64, y: y as u32 }));
+                add_checked_each(rows, |r| o.validate_report(r), |r| a.add_unchecked(r))
             }
             _ => add_columns_as_bytes(self, agg, columns),
         }
