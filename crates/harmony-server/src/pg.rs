@@ -48,7 +48,14 @@ fn describe(e: &postgres::Error) -> String {
     }
 }
 
+/// The tables, created in one transaction under a transaction-scoped advisory lock: servers that
+/// start together on a fresh database (replicas) create them one after the other. Without the
+/// lock, concurrent `CREATE TABLE IF NOT EXISTS` of one table fails in all but one session on
+/// the catalog's unique index (`pg_type_typname_nsp_index`). The key is an arbitrary constant
+/// that only this schema's creation takes.
 const SCHEMA: &str = "
+BEGIN;
+SELECT pg_advisory_xact_lock(7215963425010000001);
 CREATE TABLE IF NOT EXISTS harmony_collections (
     key BIGSERIAL PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
@@ -98,6 +105,7 @@ CREATE TABLE IF NOT EXISTS harmony_tokens (
     created BIGINT NOT NULL,
     revoked BOOLEAN NOT NULL DEFAULT FALSE
 );
+COMMIT;
 ";
 
 const INSERT: &str = "INSERT INTO harmony_reports (collection, report_id, body, day)
