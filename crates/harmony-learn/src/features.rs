@@ -208,108 +208,10 @@ impl FeatureMap {
                     ));
                 }
             }
-            (_, Attribute::Categorical { categories, .. }) => {
-                if spec.threshold.is_some() {
-                    return Err(Error::param(
-                        "threshold",
-                        &spec.column,
-                        "no threshold for a categorical target (use --positive LABEL)",
-                    ));
-                }
-                let label = match (&spec.positive, categories.len()) {
-                    (Some(p), _) => categories.iter().position(|c| c == p).ok_or_else(|| {
-                        Error::param(
-                            "positive",
-                            p,
-                            format!("one of the labels of {}: {}", spec.column, categories.join(", ")),
-                        )
-                    })?,
-                    (None, 2) => 1,
-                    (None, k) => {
-                        return Err(Error::param(
-                            "target",
-                            &spec.column,
-                            format!(
-                                "a binary target for --task {}: \"{}\" has {k} labels; pick the positive class with --positive LABEL (one of {})",
-                                task.name(),
-                                spec.column,
-                                categories.join(", ")
-                            ),
-                        ));
-                    }
-                };
-                positive = Some(label as u32);
-            }
-            (_, Attribute::Numeric { min, max, .. }) => {
-                if spec.positive.is_some() {
-                    return Err(Error::param(
-                        "positive",
-                        &spec.column,
-                        "no label for a numeric target (use --threshold)",
-                    ));
-                }
-                let range = attr.range().expect("numeric");
-                threshold = Some(match spec.threshold {
-                    None => {
-                        return Err(Error::param(
-                            "target",
-                            &spec.column,
-                            format!(
-                                "a binary target for --task {}: \"{}\" is numeric; give --threshold VALUE (in [{min}, {max}]) or --threshold mean",
-                                task.name(),
-                                spec.column
-                            ),
-                        ));
-                    }
-                    Some(Threshold::Value(v)) => {
-                        if !(v.is_finite() && *min <= v && v < *max) {
-                            return Err(Error::param(
-                                "threshold",
-                                v,
-                                format!("a number in [{min}, {max}) for {}", spec.column),
-                            ));
-                        }
-                        Threshold::Value(range.to_unit_clamped(v))
-                    }
-                    Some(Threshold::Mean) => {
-                        let d = schema.len();
-                        let (mut s, mut n) = (0.0, 0usize);
-                        for row in values.chunks_exact(d) {
-                            if let Value::Unit(t) = row[target] {
-                                s += t;
-                                n += 1;
-                            }
-                        }
-                        Threshold::Value(if n == 0 { 0.0 } else { s / n as f64 })
-                    }
-                });
-            }
+            (_, Attribute::Categorical { categories, .. }) => positive = Some(positive_label(task, spec, categories)?),
+            (_, Attribute::Numeric { .. }) => threshold = Some(numeric_threshold(schema, target, task, spec, values)?),
         }
-        let mut columns = vec![Column::Bias];
-        let mut col_names = vec!["(intercept)".to_string()];
-        let mut max_l1 = 1.0;
-        for (j, a) in schema.attributes().iter().enumerate() {
-            if j == target {
-                continue;
-            }
-            match a {
-                Attribute::Numeric { name, .. } => {
-                    columns.push(Column::Numeric(j));
-                    col_names.push(name.clone());
-                    max_l1 += 1.0;
-                }
-                Attribute::Categorical { name, categories } => {
-                    for (c, label) in categories.iter().enumerate().skip(1) {
-                        columns.push(Column::OneHot(j, c as u32));
-                        col_names.push(format!("{name}={label}"));
-                    }
-                    max_l1 += match encoding {
-                        Encoding::ZeroOne => 1.0,
-                        Encoding::PlusMinus => (categories.len() - 1) as f64,
-                    };
-                }
-            }
-        }
+        let (columns, col_names, max_l1) = feature_columns(schema, target, encoding);
         Ok(FeatureMap { task, encoding, columns, names: col_names, target, positive, threshold, max_l1 })
     }
 
@@ -427,6 +329,113 @@ impl FeatureMap {
         }
         Dataset::new(x, y, d)
     }
+}
+/// The positive class of a categorical target: `spec.positive`, or label 1 of a binary column.
+fn positive_label(task: Task, spec: &TargetSpec, categories: &[String]) -> Result<u32> {
+    if spec.threshold.is_some() {
+        return Err(Error::param(
+            "threshold",
+            &spec.column,
+            "no threshold for a categorical target (use --positive LABEL)",
+        ));
+    }
+    let label = match (&spec.positive, categories.len()) {
+        (Some(p), _) => categories.iter().position(|c| c == p).ok_or_else(|| {
+            Error::param("positive", p, format!("one of the labels of {}: {}", spec.column, categories.join(", ")))
+        })?,
+        (None, 2) => 1,
+        (None, k) => {
+            return Err(Error::param(
+                "target",
+                &spec.column,
+                format!(
+                    "a binary target for --task {}: \"{}\" has {k} labels; pick the positive class with --positive LABEL (one of {})",
+                    task.name(),
+                    spec.column,
+                    categories.join(", ")
+                ),
+            ));
+        }
+    };
+    Ok(label as u32)
+}
+
+/// The threshold (on the unit scale) of a numeric target for classification: `spec.threshold`,
+/// or the mean of the target's present values in `values` ([`Threshold::Mean`]).
+fn numeric_threshold(
+    schema: &Schema,
+    target: usize,
+    task: Task,
+    spec: &TargetSpec,
+    values: &[Value],
+) -> Result<Threshold> {
+    let attr = &schema.attributes()[target];
+    let (min, max) = match attr {
+        Attribute::Numeric { min, max, .. } => (*min, *max),
+        Attribute::Categorical { .. } => unreachable!("numeric_threshold of a categorical target"),
+    };
+    if spec.positive.is_some() {
+        return Err(Error::param("positive", &spec.column, "no label for a numeric target (use --threshold)"));
+    }
+    let range = attr.range().expect("numeric");
+    match spec.threshold {
+        None => Err(Error::param(
+            "target",
+            &spec.column,
+            format!(
+                "a binary target for --task {}: \"{}\" is numeric; give --threshold VALUE (in [{min}, {max}]) or --threshold mean",
+                task.name(),
+                spec.column
+            ),
+        )),
+        Some(Threshold::Value(v)) => {
+            if !(v.is_finite() && min <= v && v < max) {
+                return Err(Error::param("threshold", v, format!("a number in [{min}, {max}) for {}", spec.column)));
+            }
+            Ok(Threshold::Value(range.to_unit_clamped(v)))
+        }
+        Some(Threshold::Mean) => {
+            let (mut s, mut n) = (0.0, 0usize);
+            for row in values.chunks_exact(schema.len()) {
+                if let Value::Unit(t) = row[target] {
+                    s += t;
+                    n += 1;
+                }
+            }
+            Ok(Threshold::Value(if n == 0 { 0.0 } else { s / n as f64 }))
+        }
+    }
+}
+
+/// The feature columns of every attribute but `target` (the intercept first), their names and
+/// the largest L1 norm of a feature vector under `encoding`.
+fn feature_columns(schema: &Schema, target: usize, encoding: Encoding) -> (Vec<Column>, Vec<String>, f64) {
+    let mut columns = vec![Column::Bias];
+    let mut names = vec!["(intercept)".to_string()];
+    let mut max_l1 = 1.0;
+    for (j, a) in schema.attributes().iter().enumerate() {
+        if j == target {
+            continue;
+        }
+        match a {
+            Attribute::Numeric { name, .. } => {
+                columns.push(Column::Numeric(j));
+                names.push(name.clone());
+                max_l1 += 1.0;
+            }
+            Attribute::Categorical { name, categories } => {
+                for (c, label) in categories.iter().enumerate().skip(1) {
+                    columns.push(Column::OneHot(j, c as u32));
+                    names.push(format!("{name}={label}"));
+                }
+                max_l1 += match encoding {
+                    Encoding::ZeroOne => 1.0,
+                    Encoding::PlusMinus => (categories.len() - 1) as f64,
+                };
+            }
+        }
+    }
+    (columns, names, max_l1)
 }
 
 fn numeric_names(schema: &Schema, except: usize) -> String {

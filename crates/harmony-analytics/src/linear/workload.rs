@@ -536,45 +536,48 @@ fn parse_query(q: &Json, ctx: &str, domain: &Domain) -> Result<Vec<f64>> {
             }
             Ok(row)
         }
-        op => {
-            let a = domain.position(attribute, ctx)?;
-            let labels = &domain.attributes()[a].labels;
-            let mut mask = vec![false; labels.len()];
-            let Json::Array(items) = arg else {
-                return Err(Error::input(format!("{ctx}.{op}"), kind(arg), "an array"));
+        op => label_mask(op, arg, attribute, ctx, domain),
+    }
+}
+
+/// A `range` or `in` query's row: the mask of its labels of one attribute, lifted to \[J\].
+fn label_mask(op: &str, arg: &Json, attribute: Option<&str>, ctx: &str, domain: &Domain) -> Result<Vec<f64>> {
+    let a = domain.position(attribute, ctx)?;
+    let labels = &domain.attributes()[a].labels;
+    let mut mask = vec![false; labels.len()];
+    let Json::Array(items) = arg else {
+        return Err(Error::input(format!("{ctx}.{op}"), kind(arg), "an array"));
+    };
+    if op == "range" {
+        if items.len() != 2 {
+            return Err(Error::input(
+                format!("{ctx}.range"),
+                format!("{} endpoints", items.len()),
+                "[a, b] (inclusive)",
+            ));
+        }
+        let lo = endpoint(&items[0], labels, &format!("{ctx}.range[0]"))?;
+        let hi = endpoint(&items[1], labels, &format!("{ctx}.range[1]"))?;
+        if lo > hi {
+            return Err(Error::input(format!("{ctx}.range"), format!("[{lo}, {hi}]"), "a <= b"));
+        }
+        mask[lo..=hi].iter_mut().for_each(|m| *m = true);
+    } else {
+        for (i, item) in items.iter().enumerate() {
+            let Json::String(s) = item else {
+                return Err(Error::input(format!("{ctx}.in[{i}]"), kind(item), "a label"));
             };
-            if op == "range" {
-                if items.len() != 2 {
-                    return Err(Error::input(
-                        format!("{ctx}.range"),
-                        format!("{} endpoints", items.len()),
-                        "[a, b] (inclusive)",
-                    ));
-                }
-                let lo = endpoint(&items[0], labels, &format!("{ctx}.range[0]"))?;
-                let hi = endpoint(&items[1], labels, &format!("{ctx}.range[1]"))?;
-                if lo > hi {
-                    return Err(Error::input(format!("{ctx}.range"), format!("[{lo}, {hi}]"), "a <= b"));
-                }
-                mask[lo..=hi].iter_mut().for_each(|m| *m = true);
-            } else {
-                for (i, item) in items.iter().enumerate() {
-                    let Json::String(s) = item else {
-                        return Err(Error::input(format!("{ctx}.in[{i}]"), kind(item), "a label"));
-                    };
-                    let c = endpoint(item, labels, &format!("{ctx}.in[{i}]")).map_err(|_| {
-                        Error::input(
-                            format!("{ctx}.in[{i}]"),
-                            s,
-                            format!("one of the labels of \"{}\" {}", domain.attributes()[a].name, preview(labels)),
-                        )
-                    })?;
-                    mask[c] = true;
-                }
-            }
-            Ok(domain.lift(a, &mask))
+            let c = endpoint(item, labels, &format!("{ctx}.in[{i}]")).map_err(|_| {
+                Error::input(
+                    format!("{ctx}.in[{i}]"),
+                    s,
+                    format!("one of the labels of \"{}\" {}", domain.attributes()[a].name, preview(labels)),
+                )
+            })?;
+            mask[c] = true;
         }
     }
+    Ok(domain.lift(a, &mask))
 }
 
 #[cfg(test)]

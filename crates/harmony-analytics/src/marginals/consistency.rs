@@ -226,7 +226,20 @@ type Shared = (Vec<usize>, Vec<(usize, Vec<u32>)>);
 type SharedPlan = [Shared];
 
 fn refit(plan: &SharedPlan, cards_all: &[usize], marginals: &mut [Vec<f64>]) {
-    // Targets from the first member (all members agree after a consistency pass).
+    let targets = shared_targets(plan, cards_all, marginals);
+    let cons = constraints(plan, marginals.len());
+    for (j, m) in marginals.iter_mut().enumerate() {
+        if cons[j].is_empty() {
+            *m = harmony_core::postprocess::norm_sub(m);
+        } else {
+            fit_marginal(m, &cons[j], &targets);
+        }
+    }
+}
+
+/// Each shared subset's target distribution: its first member's (all members agree after a
+/// consistency pass), mixed with the uniform just enough to be non-negative.
+fn shared_targets(plan: &SharedPlan, cards_all: &[usize], marginals: &[Vec<f64>]) -> Vec<Vec<f64>> {
     let mut targets: Vec<Vec<f64>> = plan
         .iter()
         .map(|(s, members)| {
@@ -252,9 +265,16 @@ fn refit(plan: &SharedPlan, cards_all: &[usize], marginals: &mut [Vec<f64>]) {
         let u = 1.0 / t.len() as f64;
         t.iter_mut().for_each(|x| *x = ((1.0 - lt) * *x + lt * u).max(0.0));
     }
-    // Constraints of each marginal: its shared subsets (small to large, as in `plan`) and
-    // whether each is maximal (IPF uses the maximal ones).
-    let mut cons: Vec<Vec<(usize, &Vec<u32>, bool)>> = vec![Vec::new(); marginals.len()];
+    targets
+}
+
+/// A marginal's constraint: the shared subset's index in the plan, the cell → sub-cell map and
+/// whether the subset is maximal among the marginal's (IPF uses the maximal ones).
+type Constraint<'a> = (usize, &'a Vec<u32>, bool);
+
+/// The constraints of each of `n` marginals, small subsets to large (as in `plan`).
+fn constraints(plan: &SharedPlan, n: usize) -> Vec<Vec<Constraint<'_>>> {
+    let mut cons: Vec<Vec<Constraint<'_>>> = vec![Vec::new(); n];
     for (ai, (s, members)) in plan.iter().enumerate() {
         for (j, map) in members {
             let maximal = !plan.iter().any(|(s2, m2)| {
@@ -263,47 +283,46 @@ fn refit(plan: &SharedPlan, cards_all: &[usize], marginals: &mut [Vec<f64>]) {
             cons[j.to_owned()].push((ai, map, maximal));
         }
     }
-    for (j, m) in marginals.iter_mut().enumerate() {
-        let u = 1.0 / m.len() as f64;
-        if cons[j].is_empty() {
-            *m = harmony_core::postprocess::norm_sub(m);
-            continue;
-        }
-        m.iter_mut().for_each(|x| *x = x.max(0.0) + 1e-9 * u);
-        for _ in 0..FIT_SWEEPS {
-            let mut worst = 0.0f64;
-            for (ai, map, _) in cons[j].iter().filter(|c| c.2) {
-                let want = &targets[*ai];
-                let mut have = vec![0.0; want.len()];
-                for (x, &t) in m.iter().zip(map.iter()) {
-                    have[t as usize] += x;
-                }
-                for (h, w) in have.iter().zip(want) {
-                    worst = worst.max((h - w).abs());
-                }
-                for (x, &t) in m.iter_mut().zip(map.iter()) {
-                    let h = have[t as usize];
-                    *x = if h > 0.0 { *x * want[t as usize] / h } else { 0.0 };
-                }
-            }
-            if worst < FIT_TOL {
-                break;
-            }
-        }
-        // Exact additive fit, small to large (keeps the smaller subsets' fit).
-        let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
-        m.iter_mut().for_each(|x| *x += shift);
-        for (ai, map, _) in &cons[j] {
+    cons
+}
+
+/// One marginal fitted to its constraints' targets: IPF on the maximal subsets, then an exact
+/// additive fit, small to large (keeps the smaller subsets' fit).
+fn fit_marginal(m: &mut [f64], cons: &[Constraint<'_>], targets: &[Vec<f64>]) {
+    let u = 1.0 / m.len() as f64;
+    m.iter_mut().for_each(|x| *x = x.max(0.0) + 1e-9 * u);
+    for _ in 0..FIT_SWEEPS {
+        let mut worst = 0.0f64;
+        for (ai, map, _) in cons.iter().filter(|c| c.2) {
             let want = &targets[*ai];
             let mut have = vec![0.0; want.len()];
             for (x, &t) in m.iter().zip(map.iter()) {
                 have[t as usize] += x;
             }
-            let g = (m.len() / want.len()) as f64;
-            let delta: Vec<f64> = want.iter().zip(&have).map(|(w, h)| (w - h) / g).collect();
-            for (x, &t) in m.iter_mut().zip(map.iter()) {
-                *x += delta[t as usize];
+            for (h, w) in have.iter().zip(want) {
+                worst = worst.max((h - w).abs());
             }
+            for (x, &t) in m.iter_mut().zip(map.iter()) {
+                let h = have[t as usize];
+                *x = if h > 0.0 { *x * want[t as usize] / h } else { 0.0 };
+            }
+        }
+        if worst < FIT_TOL {
+            break;
+        }
+    }
+    let shift = (1.0 - m.iter().sum::<f64>()) / m.len() as f64;
+    m.iter_mut().for_each(|x| *x += shift);
+    for (ai, map, _) in cons {
+        let want = &targets[*ai];
+        let mut have = vec![0.0; want.len()];
+        for (x, &t) in m.iter().zip(map.iter()) {
+            have[t as usize] += x;
+        }
+        let g = (m.len() / want.len()) as f64;
+        let delta: Vec<f64> = want.iter().zip(&have).map(|(w, h)| (w - h) / g).collect();
+        for (x, &t) in m.iter_mut().zip(map.iter()) {
+            *x += delta[t as usize];
         }
     }
 }

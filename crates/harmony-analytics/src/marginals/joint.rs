@@ -253,6 +253,49 @@ fn project_simplex_in_place(v: &mut [f64], hint: &mut f64) {
     *hint = f64::NAN;
 }
 
+/// Sums per support mask (W's diagonal): dense over all 2^d masks for at most 26 attributes,
+/// sparse beyond.
+enum MaskSums {
+    Dense(Vec<f64>),
+    Sparse(std::collections::HashMap<u64, f64>),
+}
+
+impl MaskSums {
+    fn new(d: usize) -> Self {
+        if d <= 26 { MaskSums::Dense(vec![0.0; 1 << d]) } else { MaskSums::Sparse(Default::default()) }
+    }
+    fn add(&mut self, mask: u64, v: f64) {
+        match self {
+            MaskSums::Dense(c) => c[mask as usize] += v,
+            MaskSums::Sparse(c) => *c.entry(mask).or_insert(0.0) += v,
+        }
+    }
+    fn get(&self, mask: u64) -> f64 {
+        match self {
+            MaskSums::Dense(c) => c[mask as usize],
+            MaskSums::Sparse(c) => c.get(&mask).copied().unwrap_or(0.0),
+        }
+    }
+}
+
+/// Adds `scale` × a marginal's coefficients `yh` (over `set_cards`, row-major) into `b`, the
+/// table's coefficients, at digit 0 on every attribute outside the marginal (`positions`: the
+/// marginal's attributes' places in the table, `strides` the table's).
+fn embed(yh: &[f64], set_cards: &[usize], positions: &[usize], strides: &[usize], scale: f64, b: &mut [f64]) {
+    let mut digits = vec![0usize; set_cards.len()];
+    for &v in yh {
+        let idx: usize = digits.iter().zip(positions).map(|(&dg, &p)| dg * strides[p]).sum();
+        b[idx] += scale * v;
+        for i in (0..set_cards.len()).rev() {
+            digits[i] += 1;
+            if digits[i] < set_cards[i] {
+                break;
+            }
+            digits[i] = 0;
+        }
+    }
+}
+
 /// The weighted least-squares problem in the product basis.
 struct Problem {
     attrs: Vec<usize>,
@@ -293,9 +336,7 @@ impl Problem {
         let basis = ProductBasis::new(&cards);
         let pos = |a: usize| attrs.binary_search(&a).expect("attribute of a set");
         // W's diagonal per support (masks over the table's positions) and b̂ = H Σ_j w_j A_jᵀ y_j.
-        let small_masks = d <= 26;
-        let mut c_of_mask = if small_masks { vec![0.0f64; 1 << d] } else { Vec::new() };
-        let mut c_sparse: std::collections::HashMap<u64, f64> = std::collections::HashMap::new();
+        let mut sums = MaskSums::new(d);
         let mut b = vec![0.0f64; n_cells];
         let mut buf = Vec::new();
         let mut strides = vec![0usize; d];
@@ -312,35 +353,14 @@ impl Problem {
             for sub in 0u64..(1u64 << positions.len()) {
                 let ps: Vec<usize> =
                     (0..positions.len()).filter(|&i| sub >> i & 1 == 1).map(|i| positions[i]).collect();
-                let m = position_mask(&ps, d);
-                if small_masks {
-                    c_of_mask[m as usize] += w * g;
-                } else {
-                    *c_sparse.entry(m).or_insert(0.0) += w * g;
-                }
+                sums.add(position_mask(&ps, d), w * g);
             }
             // y_j's coefficients, embedded with digit 0 on the other attributes, times w_j √g_j.
             let mut yh = ys[j].clone();
             ProductBasis::new(&set_cards).transform(&mut yh, false, &mut buf);
-            let scale = w * g.sqrt();
-            let mut digits = vec![0usize; set.len()];
-            for &v in &yh {
-                let idx: usize = digits.iter().zip(&positions).map(|(&dg, &p)| dg * strides[p]).sum();
-                b[idx] += scale * v;
-                for i in (0..set.len()).rev() {
-                    digits[i] += 1;
-                    if digits[i] < set_cards[i] {
-                        break;
-                    }
-                    digits[i] = 0;
-                }
-            }
+            embed(&yh, &set_cards, &positions, &strides, w * g.sqrt(), &mut b);
         }
-        let mut diag: Vec<f64> = basis
-            .supports()
-            .iter()
-            .map(|&m| if small_masks { c_of_mask[m as usize] } else { c_sparse.get(&m).copied().unwrap_or(0.0) })
-            .collect();
+        let mut diag: Vec<f64> = basis.supports().iter().map(|&m| sums.get(m)).collect();
         // The constant coefficient is fixed by Σp = 1 (and the projection ignores a constant
         // shift of the gradient): leave it out.
         diag[0] = 0.0;
