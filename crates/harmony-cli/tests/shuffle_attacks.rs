@@ -543,7 +543,7 @@ fn attack(rp: u16, id: &str, secs: u64, kind: usize) {
 /// 10,000 honest devices (one report each, 8 clients) through the relay while attackers send
 /// garbage, bad ids, forged paths, fake collections and stalled 32 MiB bodies for 60 s: every
 /// acknowledged honest report is stored upstream exactly once, and the relay's memory stays
-/// below 1 GiB. Prints the figures. `cargo test -p harmony-cli --test shuffle_attacks --
+/// below 512 MiB (its 256 MiB request-body budget, the buffer's SQLite and the runtime). Prints the figures. `cargo test -p harmony-cli --test shuffle_attacks --
 /// --ignored relay_under_attack`.
 #[test]
 #[ignore]
@@ -609,5 +609,5 @@ fn relay_under_attack_load() {
     );
     // Every acknowledged report once; a device that gave up may or may not have been stored.
     assert!(stored >= acked && stored <= acked + failed, "{stored} stored, {acked} acknowledged, {failed} gave up");
-    assert!(peak < 1024, "relay RSS peaked at {peak} MiB");
+    assert!(peak < 512, "relay RSS peaked at {peak} MiB");
 }

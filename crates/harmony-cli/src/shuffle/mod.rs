@@ -403,6 +403,34 @@ mod tests {
     /// the 16 (item, position) cells of 40,000 shuffles, 9 degrees of freedom (each row and
     /// column sums to the count), below 33.7 (its 1e-4 quantile... z ≈ 4.42 equivalent rate 1e-5:
     /// the 1 − 1e-5 quantile of χ²₉ is 37.3).
+    /// The device token: only the exact bearer token passes (not a prefix, an extension, another
+    /// scheme or nothing); the comparison is of SHA-256 digests, whose time does not depend on
+    /// where they differ.
+    #[test]
+    fn device_token_is_exact() {
+        let dir = std::env::temp_dir().join(format!("harmony-relay-unit-{}", std::process::id()));
+        let r = Relay {
+            buffer: Mutex::new(Buffer::open(&dir).unwrap()),
+            size: Mutex::default(),
+            wake: Condvar::new(),
+            max_bytes: 0,
+            group_ttl: Duration::ZERO,
+            device_token: Some(harmony_server::tokens::hash("secret-token")),
+            configs: Configs::new(Client::new("http://127.0.0.1:9"), Duration::ZERO),
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            h
+        };
+        assert!(r.check_device(&with("Bearer secret-token")).is_ok());
+        for bad in ["Bearer secret-toke", "Bearer secret-token2", "Basic secret-token", "Bearer ", "secret-token"] {
+            assert_eq!(r.check_device(&with(bad)).unwrap_err().status, StatusCode::UNAUTHORIZED, "{bad}");
+        }
+        assert!(r.check_device(&HeaderMap::new()).is_err());
+    }
+
     #[test]
     fn fisher_yates_is_uniform_over_positions() {
         let mut rng = harmony_core::sampling::fast_rng(7);
