@@ -8,7 +8,7 @@
 //! between upstream position and arrival index, under a uniform permutation mean 0 and variance
 //! 1/(n − 1), so |ρ|·√(n − 1) < 4.42 (false-failure rate 1e-5); and under SIGKILL of the relay
 //! mid-stream and a restart, every acknowledged report reaches the upstream exactly once. A
-//! device reads the collection's config from the relay (passed through from the server; an
+//! device reads the collection's config from the relay (the server's, fetched once; an
 //! unknown collection is the server's 404).
 
 use axum::extract::{Path, State};

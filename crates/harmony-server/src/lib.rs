@@ -162,6 +162,22 @@ pub fn router_with_limits(
         .with_state(state)
 }
 
+/// The layers of [`router_with_limits`] (body limit, JSON bodies, panics → 500, body and
+/// request timeouts, in-flight caps, JSON errors) around a router whose state is applied: the
+/// shuffle relay (`harmony shuffle`) serves its own routes behind them and [`run::serve`].
+pub fn with_limits(router: Router, limits: &Limits) -> Router {
+    use axum::middleware::{from_fn, from_fn_with_state};
+    use tower_http::timeout::{RequestBodyDeadlineLayer, TimeoutLayer};
+    router
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(from_fn(guard::json_bodies))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
+        .layer(RequestBodyDeadlineLayer::new(limits.body_timeout))
+        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout))
+        .layer(from_fn_with_state(guard::Caps::new(limits), guard::caps))
+        .layer(from_fn(guard::json_errors))
+}
+
 /// An unknown route: 404 in the JSON error format.
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::new(axum::http::StatusCode::NOT_FOUND, "path", format!("no endpoint {:?}", uri.path()))

@@ -189,7 +189,7 @@ pub fn serve_state_forever_extended(
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

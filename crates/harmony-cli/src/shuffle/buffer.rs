@@ -7,10 +7,14 @@
 //! once). `round` marks rows taken into a shuffled round: after a crash they are forwarded on
 //! start even if fewer than `--min-batch` remain. `seen` remembers device ids per collection
 //! (only to count a device's retried batch once; never forwarded, kept without rowid so its
-//! order is the key's, not arrival's).
+//! order is the key's, not arrival's). `groups` holds per collection the config its buffered
+//! reports were checked against (served again after a restart) and when its oldest report not
+//! yet in a round arrived (whole seconds; a group below `--min-batch` for longer than
+//! `--group-ttl-secs` is dropped).
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// Outcome of offering one device report to the buffer.
@@ -18,16 +22,21 @@ use std::path::Path;
 pub enum Offer {
     /// Buffered under a fresh relay id.
     New,
-    /// The device already sent this id with the same bytes (a retry).
+    /// The device id was already sent to this collection (a retry; its bytes are not compared,
+    /// so the answer says nothing about what the first report held).
     Duplicate,
 }
 
 /// One buffered report as the forwarder reads it.
 pub struct Row {
     pub seq: i64,
+    pub version: u32,
     pub id: String,
     pub report: String,
 }
+
+/// One device report to buffer: (device id, lowercase hex, fresh relay id).
+pub type Item = (String, String, String);
 
 /// The buffer file.
 pub struct Buffer {
@@ -45,95 +54,108 @@ impl Buffer {
              CREATE TABLE IF NOT EXISTS buffered (seq INTEGER PRIMARY KEY, collection TEXT NOT NULL,
                config_version INTEGER NOT NULL, id TEXT NOT NULL, report TEXT NOT NULL,
                round INTEGER NOT NULL DEFAULT 0);
-             CREATE INDEX IF NOT EXISTS buffered_group ON buffered (collection, config_version, round);
+             CREATE INDEX IF NOT EXISTS buffered_collection ON buffered (collection, round);
              CREATE TABLE IF NOT EXISTS seen (collection TEXT NOT NULL, device_id TEXT NOT NULL,
                report_hash INTEGER NOT NULL, PRIMARY KEY (collection, device_id)) WITHOUT ROWID;
              CREATE TABLE IF NOT EXISTS rejected (collection TEXT NOT NULL, config_version INTEGER NOT NULL,
-               id TEXT NOT NULL, report TEXT NOT NULL, reason TEXT NOT NULL);",
+               id TEXT NOT NULL, report TEXT NOT NULL, reason TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS groups (collection TEXT PRIMARY KEY, since INTEGER, config TEXT);",
         )
         .with_context(|| format!("--buffer: cannot set up {}", path.display()))?;
         Ok(Buffer { conn })
     }
 
-    /// Reports and hex bytes buffered (to enforce `--max-buffer-mib` after a restart).
-    pub fn totals(&self) -> Result<(u64, u64)> {
-        let (n, b): (i64, i64) =
-            self.conn.query_row("SELECT count(*), coalesce(sum(length(report)), 0) FROM buffered", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
-        Ok((n as u64, b as u64))
+    /// Reports and hex bytes buffered per collection (to enforce `--max-buffer-mib` after a
+    /// restart and to know which pinned configs are in use).
+    pub fn counts(&self) -> Result<HashMap<String, (u64, u64)>> {
+        let mut st = self.conn.prepare(
+            "SELECT collection, count(*), coalesce(sum(length(report)), 0) FROM buffered GROUP BY collection",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, (r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? as u64))))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Stores one device batch in one transaction (committed, i.e. fsynced, on return).
-    /// `items` are (device id, lowercase hex, its hash, fresh relay id). Returns per item whether
-    /// it was new, or `Err((index, message))` for a device id already sent with other bytes
-    /// (nothing of the batch stored).
+    /// The configs (JSON) of the collections with buffered reports.
+    pub fn pinned(&self) -> Result<Vec<(String, String)>> {
+        let mut st = self.conn.prepare(
+            "SELECT collection, config FROM groups WHERE config IS NOT NULL
+             AND collection IN (SELECT DISTINCT collection FROM buffered)",
+        )?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Stores one device batch in one transaction (committed, i.e. fsynced, on return), checked
+    /// against `config` (JSON, version `config_version`) at `now` (Unix seconds). Returns per
+    /// item whether it was new, or `Err(version)` when the collection's buffered reports were
+    /// checked against another config version (nothing stored: one round, one config).
     pub fn insert(
         &mut self,
         collection: &str,
         config_version: u32,
-        items: &[(String, String, i64, String)],
-    ) -> Result<std::result::Result<Vec<Offer>, (usize, String)>> {
+        config: &str,
+        now: i64,
+        items: &[Item],
+    ) -> Result<std::result::Result<Vec<Offer>, u32>> {
         let tx = self.conn.transaction()?;
+        let held: Option<u32> = tx
+            .query_row("SELECT config_version FROM buffered WHERE collection = ?1 LIMIT 1", [collection], |r| r.get(0))
+            .optional()?;
+        if let Some(v) = held.filter(|&v| v != config_version) {
+            return Ok(Err(v));
+        }
         let mut out = Vec::with_capacity(items.len());
         {
-            let mut find =
-                tx.prepare_cached("SELECT report_hash FROM seen WHERE collection = ?1 AND device_id = ?2")?;
+            let mut find = tx.prepare_cached("SELECT 1 FROM seen WHERE collection = ?1 AND device_id = ?2")?;
             let mut see =
-                tx.prepare_cached("INSERT INTO seen (collection, device_id, report_hash) VALUES (?1, ?2, ?3)")?;
+                tx.prepare_cached("INSERT INTO seen (collection, device_id, report_hash) VALUES (?1, ?2, 0)")?;
             let mut put = tx.prepare_cached(
                 "INSERT INTO buffered (collection, config_version, id, report) VALUES (?1, ?2, ?3, ?4)",
             )?;
-            for (i, (device_id, hex, hash, relay_id)) in items.iter().enumerate() {
-                let prior: Option<i64> = find.query_row(params![collection, device_id], |r| r.get(0)).optional()?;
-                match prior {
-                    Some(h) if h == *hash => out.push(Offer::Duplicate),
-                    Some(_) => return Ok(Err((i, format!("id {device_id:?} was already sent with other bytes")))),
-                    None => {
-                        see.execute(params![collection, device_id, hash])?;
-                        put.execute(params![collection, config_version, relay_id, hex])?;
-                        out.push(Offer::New);
-                    }
+            for (device_id, hex, relay_id) in items {
+                if find.exists(params![collection, device_id])? {
+                    out.push(Offer::Duplicate);
+                    continue;
                 }
+                see.execute(params![collection, device_id])?;
+                put.execute(params![collection, config_version, relay_id, hex])?;
+                out.push(Offer::New);
             }
         }
+        tx.execute(
+            "INSERT INTO groups (collection, since, config) VALUES (?1, ?2, ?3) ON CONFLICT (collection)
+             DO UPDATE SET since = coalesce(since, excluded.since), config = excluded.config",
+            params![collection, now, config],
+        )?;
         tx.commit()?;
         Ok(Ok(out))
     }
 
-    /// The groups (collection, config version) with their unrounded count and whether a round
-    /// is in progress.
-    pub fn groups(&self) -> Result<Vec<(String, u32, u64, bool)>> {
-        let mut st = self.conn.prepare(
-            "SELECT collection, config_version, sum(round = 0), max(round) FROM buffered
-             GROUP BY collection, config_version",
-        )?;
-        let rows =
-            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64, r.get::<_, i64>(3)? > 0)))?;
+    /// The collections with their unrounded count and whether a round is in progress.
+    pub fn groups(&self) -> Result<Vec<(String, u64, bool)>> {
+        let mut st =
+            self.conn.prepare("SELECT collection, sum(round = 0), max(round) FROM buffered GROUP BY collection")?;
+        let rows = st.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as u64, r.get::<_, i64>(2)? > 0)))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Starts a round: marks every row of the group (committed), unless one is in progress,
-    /// then returns the round's rows (in seq order; the caller shuffles).
-    pub fn take_round(&mut self, collection: &str, config_version: u32) -> Result<Vec<Row>> {
+    /// Starts a round: marks every row of the collection (committed), unless one is in
+    /// progress, then returns the round's rows (in seq order; the caller shuffles).
+    pub fn take_round(&mut self, collection: &str) -> Result<Vec<Row>> {
         let tx = self.conn.transaction()?;
-        let in_progress: bool = tx.query_row(
-            "SELECT count(*) > 0 FROM buffered WHERE collection = ?1 AND config_version = ?2 AND round = 1",
-            params![collection, config_version],
-            |r| r.get(0),
-        )?;
+        let in_progress: bool =
+            tx.query_row("SELECT count(*) > 0 FROM buffered WHERE collection = ?1 AND round = 1", [collection], |r| {
+                r.get(0)
+            })?;
         if !in_progress {
-            tx.execute(
-                "UPDATE buffered SET round = 1 WHERE collection = ?1 AND config_version = ?2",
-                params![collection, config_version],
-            )?;
+            tx.execute("UPDATE buffered SET round = 1 WHERE collection = ?1", [collection])?;
+            tx.execute("UPDATE groups SET since = NULL WHERE collection = ?1", [collection])?;
         }
         let rows = {
-            let mut st = tx.prepare(
-                "SELECT seq, id, report FROM buffered WHERE collection = ?1 AND config_version = ?2 AND round = 1",
-            )?;
-            let rows = st.query_map(params![collection, config_version], |r| {
-                Ok(Row { seq: r.get(0)?, id: r.get(1)?, report: r.get(2)? })
+            let mut st =
+                tx.prepare("SELECT seq, config_version, id, report FROM buffered WHERE collection = ?1 AND round = 1")?;
+            let rows = st.query_map([collection], |r| {
+                Ok(Row { seq: r.get(0)?, version: r.get(1)?, id: r.get(2)?, report: r.get(3)? })
             })?;
             rows.collect::<rusqlite::Result<Vec<_>>>()?
         };
@@ -142,7 +164,7 @@ impl Buffer {
     }
 
     /// Deletes forwarded rows (after the upstream acknowledged them); `reason` moves them to
-    /// `rejected` instead (the upstream refused them with a 4xx).
+    /// `rejected` instead (the upstream refused them with a 4xx). Returns their hex bytes.
     pub fn remove(&mut self, seqs: &[i64], reason: Option<&str>) -> Result<u64> {
         let tx = self.conn.transaction()?;
         let mut bytes = 0u64;
@@ -162,5 +184,53 @@ impl Buffer {
         }
         tx.commit()?;
         Ok(bytes)
+    }
+
+    /// Moves every row of a collection that cannot be forwarded (an id no server has) to
+    /// `rejected`; returns (reports, hex bytes).
+    pub fn reject_collection(&mut self, collection: &str, reason: &str) -> Result<(u64, u64)> {
+        let tx = self.conn.transaction()?;
+        let (n, b): (i64, i64) = tx.query_row(
+            "SELECT count(*), coalesce(sum(length(report)), 0) FROM buffered WHERE collection = ?1",
+            [collection],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        tx.execute(
+            "INSERT INTO rejected SELECT collection, config_version, id, report, ?2 FROM buffered WHERE collection = ?1",
+            params![collection, reason],
+        )?;
+        tx.execute("DELETE FROM buffered WHERE collection = ?1", [collection])?;
+        tx.commit()?;
+        Ok((n as u64, b as u64))
+    }
+
+    /// Drops the reports of every collection whose oldest report not in a round arrived before
+    /// `cutoff` (Unix seconds) while fewer than `min_batch` wait and no round is in progress:
+    /// they would never be forwarded in a round of `min_batch`. Returns per collection the
+    /// (reports, hex bytes) dropped.
+    pub fn expire(&mut self, cutoff: i64, min_batch: u64) -> Result<Vec<(String, u64, u64)>> {
+        let tx = self.conn.transaction()?;
+        let stale: Vec<String> = {
+            let mut st = tx.prepare(
+                "SELECT g.collection FROM groups g WHERE g.since < ?1
+                 AND NOT EXISTS (SELECT 1 FROM buffered b WHERE b.collection = g.collection AND b.round = 1)
+                 AND (SELECT count(*) FROM buffered b WHERE b.collection = g.collection) < ?2",
+            )?;
+            let rows = st.query_map(params![cutoff, min_batch as i64], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        let mut out = Vec::with_capacity(stale.len());
+        for c in stale {
+            let (n, b): (i64, i64) = tx.query_row(
+                "SELECT count(*), coalesce(sum(length(report)), 0) FROM buffered WHERE collection = ?1",
+                [&c],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            tx.execute("DELETE FROM buffered WHERE collection = ?1", [&c])?;
+            tx.execute("UPDATE groups SET since = NULL WHERE collection = ?1", [&c])?;
+            out.push((c, n as u64, b as u64));
+        }
+        tx.commit()?;
+        Ok(out)
     }
 }

@@ -1,37 +1,41 @@
 //! `harmony shuffle`: a relay between devices and a collection server for the shuffle model
 //! (docs/SHUFFLE.md).
 //!
-//! Devices post the server's own `POST /v1/collections/{id}/reports` to the relay. It keeps
+//! Devices post the server's own `POST /v1/collections/{id}/reports` to the relay. It checks
+//! every report against the collection's config (fetched from the upstream once and served
+//! unchanged to every device while reports of the collection are buffered, [`configs`]), keeps
 //! only each report's bytes (re-encoded as lowercase hex) under a fresh random id, buffers them
 //! durably (fsynced before the device is acknowledged), and once at least `--min-batch` are
-//! buffered for a collection takes all of them as one round, permutes them uniformly (Fisher–Yates
-//! with a ChaCha20 CSPRNG seeded from the OS) and forwards them upstream in batches, deleting each
-//! batch only after the upstream acknowledged it. Device ids, tokens, addresses and arrival
-//! times are never forwarded. `GET /v1/collections/{id}/config` is passed through from the
-//! upstream, so devices need only the relay's address (they check the config against their own
-//! policy as they would the server's).
+//! buffered for a collection takes all of them as one round, permutes them uniformly
+//! (Fisher–Yates with a ChaCha20 CSPRNG seeded from the OS) and forwards them upstream in
+//! batches, deleting each batch only after the upstream acknowledged it ([`forward`]). Device
+//! ids, tokens, addresses and arrival times are never forwarded. Devices read
+//! `GET /v1/collections/{id}/config` from the relay, so they need only its address (they check
+//! the config against their own policy as they would the server's). The relay runs behind the
+//! server's own accept loop and limits (timeouts, caps, JSON-only bodies, drain on SIGTERM).
 
 mod buffer;
+mod configs;
+mod forward;
 
 use anyhow::{Context, Result, bail};
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use buffer::{Buffer, Offer, Row};
+use buffer::{Buffer, Item, Offer};
 use clap::Args;
-use harmony_client::{Client, ClientError, RetryPolicy};
+use configs::{Configs, Pinned};
+use harmony_client::{Client, RetryPolicy};
 use harmony_core::sampling::secure_rng;
-use harmony_protocol::{BatchAck, ErrorBody, ErrorDetail, MAX_BATCH, MAX_REPORT_BYTES, ReportBatch, ReportItem};
+use harmony_protocol::{BatchAck, MAX_BATCH, MAX_REPORT_BYTES, ReportBatch, ReportItem};
 use harmony_protocol::{from_hex_into, to_hex, valid_report_id};
+use harmony_server::ApiError;
+use harmony_server::tokens::TokenHash;
 use rand::RngExt;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
-
-/// Largest device request body (the server's own limit).
-const MAX_BODY: usize = 32 << 20;
-/// Largest forwarded body: batches are cut at this many hex bytes or `MAX_BATCH` reports.
-const MAX_FORWARD_BYTES: usize = 16 << 20;
 
 /// Options of `harmony shuffle`.
 #[derive(Args, Debug)]
@@ -60,22 +64,89 @@ pub struct ShuffleArgs {
     /// Most buffered report MiB (hex); devices get 503 beyond it until a round is forwarded.
     #[arg(long, default_value_t = 1024)]
     pub max_buffer_mib: u64,
+    /// Seconds a collection's config, fetched once, is served before it is fetched again (only
+    /// once nothing of the collection is buffered: a round's devices all read one config).
+    #[arg(long, default_value_t = 600)]
+    pub config_ttl_secs: u64,
+    /// Seconds a collection's reports may wait below --min-batch before they are dropped
+    /// (never forwarded in a smaller round; a full buffer cannot stay full).
+    #[arg(long, default_value_t = 86_400)]
+    pub group_ttl_secs: u64,
     /// Forward everything buffered now, whatever its size, then exit (ends a collection: the
     /// last round may be smaller than --min-batch, and so less amplified).
     #[arg(long)]
     pub flush: bool,
 }
 
+/// Reports and hex bytes buffered, in total and per collection.
+#[derive(Default)]
+pub(crate) struct Sizes {
+    reports: u64,
+    bytes: u64,
+    per: HashMap<String, u64>,
+}
+
 /// State shared by the HTTP handlers and the forwarder.
-struct Relay {
+pub(crate) struct Relay {
     buffer: Mutex<Buffer>,
-    /// (reports, hex bytes) buffered.
-    size: Mutex<(u64, u64)>,
+    size: Mutex<Sizes>,
     wake: Condvar,
     max_bytes: u64,
-    device_token: Option<String>,
-    /// The collection server (configs are fetched from it; rounds are forwarded to it).
-    upstream: Client,
+    group_ttl: Duration,
+    /// SHA-256 of the devices' token (compared in constant time).
+    device_token: Option<TokenHash>,
+    configs: Arc<Configs>,
+}
+
+impl Relay {
+    /// Accounts for reports that left the buffer.
+    fn release(&self, collection: &str, reports: u64, bytes: u64) {
+        let mut size = self.size.lock().expect("size lock");
+        size.reports = size.reports.saturating_sub(reports);
+        size.bytes = size.bytes.saturating_sub(bytes);
+        if let Some(n) = size.per.get_mut(collection) {
+            *n = n.saturating_sub(reports);
+            if *n == 0 {
+                size.per.remove(collection);
+            }
+        }
+    }
+
+    /// Whether reports of `collection` are buffered.
+    fn buffered(&self, collection: &str) -> bool {
+        self.size.lock().expect("size lock").per.contains_key(collection)
+    }
+
+    /// Drops groups that waited below `min_batch` for longer than the group TTL.
+    fn expire(&self, min_batch: u64) -> Result<()> {
+        let now = unix_now();
+        let cutoff = now - self.group_ttl.as_secs().min(i64::MAX as u64) as i64;
+        let dropped = self.buffer.lock().expect("buffer lock").expire(cutoff, min_batch)?;
+        for (c, n, bytes) in dropped {
+            eprintln!(
+                "harmony shuffle: dropped {n} reports of collection {c}: fewer than --min-batch after --group-ttl-secs"
+            );
+            self.release(&c, n, bytes);
+        }
+        Ok(())
+    }
+
+    /// The devices' bearer token, if one is required.
+    fn check_device(&self, headers: &HeaderMap) -> Result<(), ApiError> {
+        let Some(want) = &self.device_token else { return Ok(()) };
+        let got =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        let h = harmony_server::tokens::hash(got.unwrap_or(""));
+        let same = want.iter().zip(&h).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+        if got.is_none() || !same {
+            return Err(ApiError::new(StatusCode::UNAUTHORIZED, "authorization", "missing or wrong relay token"));
+        }
+        Ok(())
+    }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// Runs `harmony shuffle`.
@@ -84,63 +155,122 @@ pub fn run(args: ShuffleArgs) -> Result<()> {
         bail!("--min-batch is 0, expected an integer >= 1");
     }
     let buffer = Buffer::open(&args.buffer)?;
-    let totals = buffer.totals()?;
-    let mut upstream = Client::new(&args.upstream).with_retry(RetryPolicy {
+    let mut sizes = Sizes::default();
+    for (c, (n, b)) in buffer.counts()? {
+        (sizes.reports, sizes.bytes) = (sizes.reports + n, sizes.bytes + b);
+        sizes.per.insert(c, n);
+    }
+    let base = Client::new(&args.upstream);
+    let base = match &args.token {
+        Some(t) => base.with_token(t),
+        None => base,
+    };
+    let upstream = base.clone().with_retry(RetryPolicy {
         attempts: 6,
         base: Duration::from_millis(50),
         max: Duration::from_secs(2),
     });
-    if let Some(t) = &args.token {
-        upstream = upstream.with_token(t);
+    let configs = Configs::new(
+        base.with_retry(RetryPolicy { attempts: 1, ..Default::default() }),
+        Duration::from_secs(args.config_ttl_secs),
+    );
+    for (c, json) in buffer.pinned()? {
+        if let Err(e) = configs.restore(&c, &json) {
+            eprintln!("harmony shuffle: the stored config of collection {c} is unusable ({e}); fetching it again");
+        }
     }
     let relay = Arc::new(Relay {
         buffer: Mutex::new(buffer),
-        size: Mutex::new(totals),
+        size: Mutex::new(sizes),
         wake: Condvar::new(),
         max_bytes: args.max_buffer_mib << 20,
-        device_token: args.device_token.clone(),
-        upstream: upstream.clone(),
+        group_ttl: Duration::from_secs(args.group_ttl_secs),
+        device_token: args.device_token.as_deref().map(harmony_server::tokens::hash),
+        configs,
     });
     if args.flush {
-        // A round in progress is forwarded first, then the reports that arrived after it.
-        let mut n = 0;
-        loop {
-            match forward_ready(&relay, &upstream, 1)? {
-                0 => break,
-                k => n += k,
-            }
-        }
-        eprintln!("harmony shuffle: flushed {n} reports upstream");
-        return Ok(());
+        return flush(&relay, &upstream);
     }
-    eprintln!("harmony shuffle: {} reports buffered from a previous run", totals.0);
+    eprintln!(
+        "harmony shuffle: {} reports buffered from a previous run",
+        relay.size.lock().expect("size lock").reports
+    );
     let (r2, min) = (relay.clone(), args.min_batch);
-    std::thread::spawn(move || forward_loop(&r2, &upstream, min));
+    std::thread::spawn(move || forward::forward_loop(&r2, &upstream, min));
     serve(relay, &args.listen)
 }
 
+/// `--flush`: forwards every collection's reports; a collection that fails is reported and
+/// the others are still forwarded (exit 2 when any failed).
+fn flush(relay: &Relay, upstream: &Client) -> Result<()> {
+    let (mut n, mut failed) = (0, Vec::<(String, anyhow::Error)>::new());
+    loop {
+        let names: HashSet<String> = failed.iter().map(|(c, _)| c.clone()).collect();
+        let (k, f) = forward::forward_ready(relay, upstream, 1, &|c| names.contains(c));
+        n += k;
+        if k == 0 && f.is_empty() {
+            break;
+        }
+        failed.extend(f);
+    }
+    eprintln!("harmony shuffle: flushed {n} reports upstream");
+    for (c, e) in &failed {
+        eprintln!("harmony shuffle: collection {c} was not flushed: {e:#}");
+    }
+    if !failed.is_empty() {
+        bail!("{} collections were not flushed (each named above); the others were", failed.len());
+    }
+    Ok(())
+}
+
+/// Serves devices behind the server's own limits and accept loop until SIGINT or SIGTERM,
+/// then drains (in-flight requests are answered; every acknowledged report is committed).
 fn serve(relay: Arc<Relay>, listen: &str) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
+        let limits = harmony_server::Limits::default();
         let app = axum::Router::new()
             .route("/v1/collections/{id}/reports", axum::routing::post(post_reports))
             .route("/v1/collections/{id}/config", axum::routing::get(get_config))
-            .layer(DefaultBodyLimit::max(MAX_BODY))
             .with_state(relay);
+        let app = harmony_server::with_limits(app, &limits);
         let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("--listen {listen}"))?;
         eprintln!("harmony shuffle: listening on {}", listener.local_addr()?);
-        axum::serve(listener, app).await.context("serving")
-    })
+        let stop = harmony_server::run::shutdown_signal();
+        harmony_server::run::serve(listener, app, &limits, None, stop).await.context("serving")?;
+        eprintln!("harmony shuffle: stopped (every acknowledged report is in the buffer)");
+        Ok(())
+    });
+    // A config fetch still waiting on a slow upstream does not hold the exit.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    served
 }
 
-/// A 4xx/5xx with the server's error body.
-fn error(status: StatusCode, field: &str, message: String) -> Response {
-    (status, axum::Json(ErrorBody { error: ErrorDetail { field: field.into(), message } })).into_response()
+/// An error answer; a 503 says when to retry.
+fn respond(e: ApiError) -> Response {
+    let busy = e.status == StatusCode::SERVICE_UNAVAILABLE;
+    let mut r = e.into_response();
+    if busy {
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(harmony_server::guard::RETRY_AFTER_SECONDS));
+    }
+    r
 }
 
-/// [`error`], boxed (a rejection from [`accept`]).
-fn reject(status: StatusCode, field: &str, message: String) -> Box<Response> {
-    Box::new(error(status, field, message))
+/// A path's collection id: only the server's id charset ever reaches an upstream URL.
+fn check_id(id: &str) -> Result<(), ApiError> {
+    if valid_report_id(id) {
+        return Ok(());
+    }
+    Err(ApiError::bad(
+        "collection",
+        format!("a collection id of {} bytes, expected 1 to 64 of [A-Za-z0-9_-]", id.len()),
+    ))
+}
+
+/// The pinned config of the path's collection.
+async fn pinned(relay: &Relay, id: &str) -> Result<Arc<Pinned>, ApiError> {
+    check_id(id)?;
+    relay.configs.get(id, relay.buffered(id)).await
 }
 
 async fn post_reports(
@@ -149,135 +279,112 @@ async fn post_reports(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Some(want) = &relay.device_token {
-        let got = headers.get("authorization").and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-        if got != Some(want.as_str()) {
-            return error(StatusCode::UNAUTHORIZED, "authorization", "missing or wrong relay token".into());
-        }
+    if let Err(e) = relay.check_device(&headers) {
+        return respond(e);
+    }
+    let config = match pinned(&relay, &id).await {
+        Ok(c) => c,
+        Err(e) => return respond(e),
+    };
+    if let Some(why) = &config.refuse_reports {
+        return respond(ApiError::new(StatusCode::CONFLICT, "collection", why.clone()));
     }
     let r2 = relay.clone();
-    match tokio::task::spawn_blocking(move || accept(&r2, &id, &body)).await {
+    match tokio::task::spawn_blocking(move || accept(&r2, &config, &body)).await {
         Ok(Ok(ack)) => {
             relay.wake.notify_all();
             axum::Json(ack).into_response()
         }
-        Ok(Err(resp)) => *resp,
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "relay", format!("{e}")),
+        Ok(Err(e)) => respond(e),
+        Err(e) => respond(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "relay", format!("{e}"))),
     }
 }
 
-/// `GET /v1/collections/{id}/config`, from the upstream: its config, or its rejection (404 for
-/// an unknown collection) with the upstream's field and message; 502 when it cannot be reached.
+/// `GET /v1/collections/{id}/config`: the collection's pinned config (fetched from the
+/// upstream once; the upstream's refusal, e.g. 404 for an unknown collection; 502 when it
+/// cannot be reached; 503 while it is being fetched or slow).
 async fn get_config(State(relay): State<Arc<Relay>>, Path(id): Path<String>) -> Response {
-    match tokio::task::spawn_blocking(move || relay.upstream.config(&id)).await {
-        Ok(Ok(config)) => axum::Json(config).into_response(),
-        Ok(Err(ClientError::Rejected { status, field, message })) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            error(status, &field, message)
-        }
-        Ok(Err(e)) => error(StatusCode::BAD_GATEWAY, "upstream", format!("the collection server: {e}")),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "relay", format!("{e}")),
+    match pinned(&relay, &id).await {
+        Ok(c) => ([(header::CONTENT_TYPE, "application/json")], c.json.clone()).into_response(),
+        Err(e) => respond(e),
     }
 }
 
-/// Validates a device batch, keeps only its report bytes, and buffers them durably.
-fn accept(relay: &Relay, path_id: &str, body: &[u8]) -> std::result::Result<BatchAck, Box<Response>> {
-    let bad = |field: String, msg: String| reject(StatusCode::BAD_REQUEST, &field, msg);
-    let batch: ReportBatch =
-        serde_json::from_slice(body).map_err(|e| bad("body".into(), format!("not a report batch: {e}")))?;
-    if batch.collection != path_id {
-        let msg = format!("the batch is for collection {:?}, posted to {path_id:?}", batch.collection);
-        return Err(bad("collection".into(), msg));
+/// Decodes a device batch against the pinned config: (device id, lowercase hex, fresh relay
+/// id) per report, all or nothing (a report the collection's task refuses is a 400 naming it).
+fn decode(config: &Pinned, body: &[u8]) -> Result<Vec<Item>, ApiError> {
+    let batch: ReportBatch = harmony_server::error::parse_json(body)?;
+    let c = &config.config;
+    if batch.collection != c.id {
+        let msg = format!("the batch is for collection {:?}, posted to {:?}", batch.collection, c.id);
+        return Err(ApiError::bad("collection", msg));
+    }
+    if batch.config_version != c.config_version {
+        let msg = format!("config_version is {}, expected {}", batch.config_version, c.config_version);
+        return Err(ApiError::bad("config_version", msg));
     }
     let n = batch.reports.len();
     if n == 0 || n > MAX_BATCH {
-        return Err(bad("reports".into(), format!("{n} reports, expected 1 to {MAX_BATCH}")));
+        return Err(ApiError::bad("reports", format!("{n} reports, expected 1 to {MAX_BATCH}")));
     }
-    let mut items = Vec::with_capacity(n);
-    let mut rng = secure_rng();
-    let mut bytes = Vec::new();
-    let mut hex_total = 0u64;
+    let (mut items, mut ids) = (Vec::with_capacity(n), HashSet::with_capacity(n));
+    let (mut rng, mut bytes) = (secure_rng(), Vec::new());
     for (i, ReportItem { id, report }) in batch.reports.into_iter().enumerate() {
         if !valid_report_id(&id) {
-            return Err(bad(format!("reports[{i}].id"), format!("{id:?} is not 1 to 64 of [A-Za-z0-9_-]")));
+            let msg = format!("report id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", id.len());
+            return Err(ApiError::bad(format!("reports[{i}].id"), msg));
         }
         bytes.clear();
-        if from_hex_into(&report, &mut bytes).is_none() || bytes.is_empty() || bytes.len() > MAX_REPORT_BYTES {
+        if report.len() > 2 * MAX_REPORT_BYTES || from_hex_into(&report, &mut bytes).is_none() || bytes.is_empty() {
             let msg = format!("expected 1 to {MAX_REPORT_BYTES} bytes of hex");
-            return Err(bad(format!("reports[{i}].report"), msg));
+            return Err(ApiError::bad(format!("reports[{i}].report"), msg));
+        }
+        config.task.validate(&bytes).map_err(|e| ApiError::from_core(&format!("reports[{i}].report: "), e))?;
+        if !ids.insert(id.clone()) {
+            return Err(ApiError::bad(format!("reports[{i}].id"), format!("id {id:?} twice in one batch")));
         }
         // Re-encoded: a device's choice of hex case cannot mark its report.
-        let hex = to_hex(&bytes);
-        hex_total += hex.len() as u64;
-        let relay_id = to_hex(&rng.random::<[u8; 16]>());
-        let hash = fnv1a(hex.as_bytes()) as i64;
-        items.push((id, hex, hash, relay_id));
+        items.push((id, to_hex(&bytes), to_hex(&rng.random::<[u8; 16]>())));
     }
-    {
-        let size = relay.size.lock().expect("size lock");
-        if size.1 + hex_total > relay.max_bytes {
-            let msg = format!("the relay's buffer is full ({} MiB): retry later", relay.max_bytes >> 20);
-            return Err(reject(StatusCode::SERVICE_UNAVAILABLE, "buffer", msg));
-        }
+    Ok(items)
+}
+
+/// Checks a device batch, keeps only its report bytes, and buffers them durably.
+fn accept(relay: &Relay, config: &Pinned, body: &[u8]) -> Result<BatchAck, ApiError> {
+    let items = decode(config, body)?;
+    let hex_total: u64 = items.iter().map(|it| it.1.len() as u64).sum();
+    if relay.size.lock().expect("size lock").bytes + hex_total > relay.max_bytes {
+        let msg = format!("the relay's buffer is full ({} MiB): retry later", relay.max_bytes >> 20);
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "buffer", msg));
     }
-    let internal = |e: anyhow::Error| reject(StatusCode::SERVICE_UNAVAILABLE, "buffer", format!("{e:#}"));
+    let c = &config.config;
+    let internal = |e: anyhow::Error| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "buffer", format!("{e:#}"));
     let offers = relay
         .buffer
         .lock()
         .expect("buffer lock")
-        .insert(&batch.collection, batch.config_version, &items)
+        .insert(&c.id, c.config_version, &config.json, unix_now(), &items)
         .map_err(internal)?
-        .map_err(|(i, msg)| reject(StatusCode::CONFLICT, &format!("reports[{i}].id"), msg))?;
+        .map_err(|held| {
+            let msg =
+                format!("the relay holds reports of config_version {held} for this collection: fetch the config again");
+            ApiError::new(StatusCode::CONFLICT, "config_version", msg)
+        })?;
     let mut ack = BatchAck { accepted: 0, duplicates: 0 };
     let mut size = relay.size.lock().expect("size lock");
     for (o, it) in offers.iter().zip(&items) {
         if *o == Offer::New {
             ack.accepted += 1;
-            size.0 += 1;
-            size.1 += it.1.len() as u64;
+            size.bytes += it.1.len() as u64;
         } else {
             ack.duplicates += 1;
         }
     }
+    size.reports += ack.accepted;
+    if ack.accepted > 0 {
+        *size.per.entry(c.id.clone()).or_default() += ack.accepted;
+    }
     Ok(ack)
-}
-
-/// FNV-1a (64 bits): a stable hash of a report, stored to tell a device's retry (same bytes)
-/// from a reused id (other bytes).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// Forwards rounds as they become ready, for ever (woken by each buffered batch).
-fn forward_loop(relay: &Relay, upstream: &Client, min_batch: u64) {
-    loop {
-        match forward_ready(relay, upstream, min_batch) {
-            Ok(0) => {}
-            Ok(n) => eprintln!("harmony shuffle: forwarded a round of {n} reports"),
-            Err(e) => {
-                eprintln!("harmony shuffle: forwarding failed, retrying: {e:#}");
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        }
-        let size = relay.size.lock().expect("size lock");
-        let _ = relay.wake.wait_timeout(size, Duration::from_millis(500)).expect("size lock");
-    }
-}
-
-/// Forwards every group with a round in progress or at least `min_batch` new reports; returns
-/// the reports forwarded.
-fn forward_ready(relay: &Relay, upstream: &Client, min_batch: u64) -> Result<u64> {
-    let groups = relay.buffer.lock().expect("buffer lock").groups()?;
-    let mut total = 0;
-    for (collection, version, fresh, in_progress) in groups {
-        if !in_progress && fresh < min_batch {
-            continue;
-        }
-        let mut rows = relay.buffer.lock().expect("buffer lock").take_round(&collection, version)?;
-        shuffle(&mut rows, &mut secure_rng());
-        total += forward_round(relay, upstream, &collection, version, &rows)?;
-    }
-    Ok(total)
 }
 
 /// Fisher–Yates: every permutation equally likely given a uniform `random_range`.
@@ -288,40 +395,6 @@ pub(crate) fn shuffle<T>(items: &mut [T], rng: &mut impl rand::Rng) {
     }
 }
 
-/// Posts a shuffled round in order, batch by batch, deleting each batch once acknowledged.
-fn forward_round(relay: &Relay, upstream: &Client, collection: &str, version: u32, rows: &[Row]) -> Result<u64> {
-    let mut start = 0;
-    while start < rows.len() {
-        let (mut end, mut bytes) = (start, 0);
-        while end < rows.len() && end - start < MAX_BATCH && bytes + rows[end].report.len() + 64 <= MAX_FORWARD_BYTES {
-            bytes += rows[end].report.len() + 64;
-            end += 1;
-        }
-        let chunk = &rows[start..end];
-        let reports = chunk.iter().map(|r| ReportItem { id: r.id.clone(), report: r.report.clone() }).collect();
-        let batch = ReportBatch { collection: collection.to_string(), config_version: version, reports };
-        let body = serde_json::to_vec(&batch).expect("JSON of a batch");
-        let seqs: Vec<i64> = chunk.iter().map(|r| r.seq).collect();
-        let freed = match upstream.submit_raw(collection, &body) {
-            Ok(_) => relay.buffer.lock().expect("buffer lock").remove(&seqs, None)?,
-            Err(ClientError::Rejected { status, field, message }) => {
-                let why = format!("{status}: {field}: {message}");
-                eprintln!(
-                    "harmony shuffle: upstream rejected {} reports of {collection} ({why}); kept in `rejected`",
-                    seqs.len()
-                );
-                relay.buffer.lock().expect("buffer lock").remove(&seqs, Some(&why))?
-            }
-            Err(e) => return Err(e).context(format!("forwarding to collection {collection}")),
-        };
-        let mut size = relay.size.lock().expect("size lock");
-        size.0 = size.0.saturating_sub(seqs.len() as u64);
-        size.1 = size.1.saturating_sub(freed);
-        start = end;
-    }
-    Ok(rows.len() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +403,34 @@ mod tests {
     /// the 16 (item, position) cells of 40,000 shuffles, 9 degrees of freedom (each row and
     /// column sums to the count), below 33.7 (its 1e-4 quantile... z ≈ 4.42 equivalent rate 1e-5:
     /// the 1 − 1e-5 quantile of χ²₉ is 37.3).
+    /// The device token: only the exact bearer token passes (not a prefix, an extension, another
+    /// scheme or nothing); the comparison is of SHA-256 digests, whose time does not depend on
+    /// where they differ.
+    #[test]
+    fn device_token_is_exact() {
+        let dir = std::env::temp_dir().join(format!("harmony-relay-unit-{}", std::process::id()));
+        let r = Relay {
+            buffer: Mutex::new(Buffer::open(&dir).unwrap()),
+            size: Mutex::default(),
+            wake: Condvar::new(),
+            max_bytes: 0,
+            group_ttl: Duration::ZERO,
+            device_token: Some(harmony_server::tokens::hash("secret-token")),
+            configs: Configs::new(Client::new("http://127.0.0.1:9"), Duration::ZERO),
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            h
+        };
+        assert!(r.check_device(&with("Bearer secret-token")).is_ok());
+        for bad in ["Bearer secret-toke", "Bearer secret-token2", "Basic secret-token", "Bearer ", "secret-token"] {
+            assert_eq!(r.check_device(&with(bad)).unwrap_err().status, StatusCode::UNAUTHORIZED, "{bad}");
+        }
+        assert!(r.check_device(&HeaderMap::new()).is_err());
+    }
+
     #[test]
     fn fisher_yates_is_uniform_over_positions() {
         let mut rng = harmony_core::sampling::fast_rng(7);
