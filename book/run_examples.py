@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs the examples of README.md and of the guide's own pages (book/src/**.md) against a
+"""Runs the examples of README.md and of the guide (book/src/**.md and docs/*.md) against a
 freshly built `harmony` and a loopback server, and fails on the first block that exits non-zero.
 
 Conventions (CONTRIBUTING.md, "Every example runs"):
@@ -10,10 +10,13 @@ Conventions (CONTRIBUTING.md, "Every example runs"):
   The loopback ports 8080 and 8081 are replaced by free ones.
 - ```console blocks: the lines starting with `$ ` run; the others are the expected output.
 - ```python blocks run with $HARMONY_PYTHON (default python3) when it imports harmony_ldp,
-  else they are counted as skipped.
+  else they are counted as skipped; a block of `>>>` lines runs as a doctest (its outputs are
+  checked).
 - ```toml and ```json blocks are parsed; with `# file: NAME` (TOML) or the comment
   `<!-- file: NAME -->` before the fence they are also written to NAME for the next blocks.
-- A block with `<!-- not run: REASON -->` on the line before its fence is not run.
+- A block with `<!-- not run: REASON -->` on the line before its fence is not run; so is a block
+  that book/not-run.toml names (its page and the start of its text), for pages whose
+  text this runner should not have to change.
 - Any other language (text, output, js, rust, sql…) is not an example and is not counted.
 
     python3 book/run_examples.py [PAGE.md ...]
@@ -62,6 +65,13 @@ def blocks(path):
     return out
 
 
+def side_marks():
+    """(page, first-line prefix) -> reason, from book/not-run.toml."""
+    path = REPO / "book" / "not-run.toml"
+    entries = tomllib.loads(path.read_text()).get("not_run", []) if path.exists() else []
+    return {(e["page"], e["starts"]): e["reason"] for e in entries}
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,10 +95,13 @@ def script_of(page, found, scratch, python, counts):
     """The bash script of one page and the block each marker line names."""
     ports = {"8080": str(free_port()), "8081": str(free_port())}
     parts = ["set -euo pipefail"]
+    marks = side_marks()
     for n, (lang, code, mark, line) in enumerate(found):
         if lang not in RUN:
             continue
         where = f"{page}:{line}"
+        side = [r for (p, start), r in marks.items() if p == page and code.lstrip().startswith(start)]
+        mark = ("not run", side[0]) if side and not mark else mark
         if mark and mark[0] == "not run":
             counts["not run"].append(f"{where} ({mark[1]})")
             continue
@@ -110,8 +123,14 @@ def script_of(page, found, scratch, python, counts):
             if not python:
                 counts["skipped"].append(f"{where} (no harmony_ldp)")
                 continue
-            (scratch / f"block{n}.py").write_text(code + "\n")
-            code = f"{python} block{n}.py"
+            if code.lstrip().startswith(">>>"):  # a doctest: the outputs shown are checked
+                (scratch / f"block{n}.txt").write_text(code + "\n")
+                code = (f"{python} -c 'import doctest, sys; r = doctest.testfile(\"block{n}.txt\", "
+                        f"module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE); "
+                        f"sys.exit(1 if r.failed else 0)'")
+            else:
+                (scratch / f"block{n}.py").write_text(code + "\n")
+                code = f"{python} block{n}.py"
         elif lang == "console":
             code = "\n".join(l[2:] for l in code.split("\n") if l.startswith("$ "))
         parts.append(f"echo '::block {where}' >&2\n{code}")
@@ -125,7 +144,8 @@ def run_page(page, binary, python, counts):
     for d in ("data", "examples", "crates", "web"):
         (scratch / d).symlink_to(REPO / d)
     script = script_of(page, found, scratch, python, counts)
-    env = dict(os.environ, PATH=f"{binary.parent}:{os.environ['PATH']}", HARMONY_DATA_DIR=str(REPO))
+    env = dict(os.environ, PATH=f"{binary.parent}:{os.environ['PATH']}")
+    env.pop("HARMONY_DATA_DIR", None)
     env.pop("HARMONY_ADMIN_TOKEN", None)
     t0 = time.time()
     log = scratch / "examples.log"
@@ -155,7 +175,8 @@ def run_page(page, binary, python, counts):
 def main():
     pages = sys.argv[1:] or ["README.md"] + sorted(
         str(p.relative_to(REPO)) for p in (REPO / "book/src").rglob("*.md")
-        if p.relative_to(REPO / "book/src").parts[0] != "docs")
+        if p.relative_to(REPO / "book/src").parts[0] != "docs") + sorted(
+        str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))
     binary, python = harmony_bin(), python_with_sdk()
     counts = {"run": [], "not run": [], "skipped": []}
     ok = all(run_page(p, binary, python, counts) for p in pages)
