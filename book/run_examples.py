@@ -11,7 +11,7 @@ Conventions (CONTRIBUTING.md, "Every example runs"):
 - ```console blocks: the lines starting with `$ ` run; the others are the expected output.
 - ```python blocks run with $HARMONY_PYTHON (default python3) when it imports harmony_ldp,
   else they are counted as skipped; a block of `>>>` lines runs as a doctest (its outputs are
-  checked).
+  checked; the page's doctests share one session).
 - ```toml and ```json blocks are parsed; with `# file: NAME` (TOML) or the comment
   `<!-- file: NAME -->` before the fence they are also written to NAME for the next blocks.
 - A block with `<!-- not run: REASON -->` on the line before its fence is not run; so is a block
@@ -96,6 +96,7 @@ def script_of(page, found, scratch, python, counts):
     ports = {"8080": str(free_port()), "8081": str(free_port())}
     parts = ["set -euo pipefail"]
     marks = side_marks()
+    doctests = []
     for n, (lang, code, mark, line) in enumerate(found):
         if lang not in RUN:
             continue
@@ -124,7 +125,10 @@ def script_of(page, found, scratch, python, counts):
                 counts["skipped"].append(f"{where} (no harmony_ldp)")
                 continue
             if code.lstrip().startswith(">>>"):  # a doctest: the outputs shown are checked
-                (scratch / f"block{n}.txt").write_text(code + "\n")
+                # The page's doctests share one session, as in the reader's interpreter: each
+                # block runs after the page's earlier ones.
+                doctests.append(code)
+                (scratch / f"block{n}.txt").write_text("\n\n".join(doctests) + "\n")
                 code = (f"{python} -c 'import doctest, sys; r = doctest.testfile(\"block{n}.txt\", "
                         f"module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE); "
                         f"sys.exit(1 if r.failed else 0)'")
