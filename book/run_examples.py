@@ -33,7 +33,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:
+    sys.exit("run_examples: needs Python >= 3.11 (tomllib)")
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
