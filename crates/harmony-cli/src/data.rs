@@ -15,7 +15,8 @@ pub const DATA_DIR_ENV: &str = "HARMONY_DATA_DIR";
 /// them has the file, a note on stderr names the places looked at and what to pass instead;
 /// the returned path then fails to open with an error naming it.
 pub fn bundled(rel: &str) -> PathBuf {
-    let source = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(rel);
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = crate_dir.ancestors().nth(2).unwrap_or(crate_dir).join(rel);
     let candidates = match std::env::var_os(DATA_DIR_ENV) {
         Some(dir) => vec![PathBuf::from(dir).join(rel)],
         None => vec![PathBuf::from(rel), source],
