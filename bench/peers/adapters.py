@@ -374,7 +374,7 @@ def fwht(a: np.ndarray) -> np.ndarray:
 
 
 class NPHR(NPBase):
-    """Hadamard Response (Acharya-Sun-Zhang), general block form (MECHANISMS.md A6); one block
+    """Hadamard Response (Acharya-Sun-Zhang), general block form (docs/MECHANISMS.md A6); one block
     (the high-privacy form) when e^eps < 2. Server: histogram + one FWHT per block,
     O(n + K log b)."""
     mech = "HR"
@@ -462,7 +462,7 @@ class NPPM(NPNumeric):
         return _pm(self.rng, x, self.eps)
 
 
-EPSILON_STAR = 0.6093515  # HM uses Duchi only below this (MECHANISMS.md B4)
+EPSILON_STAR = 0.6093515  # HM uses Duchi only below this (docs/MECHANISMS.md B4)
 
 
 class NPHM(NPNumeric):

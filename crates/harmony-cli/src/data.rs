@@ -5,14 +5,32 @@ pub use harmony_data::{Encoded, InvalidPolicy, SchemaFile};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// The directory holding the bundled `data/` and `examples/`: the current directory if it has
-/// them, else the repository this binary was built from.
+/// The environment variable naming a directory that holds the bundled `data/` and `examples/`
+/// (a checkout of this repository), for a `harmony` installed away from its sources.
+pub const DATA_DIR_ENV: &str = "HARMONY_DATA_DIR";
+
+/// A bundled file (`data/adult.csv`, `examples/adult.toml`, …): under `$HARMONY_DATA_DIR` when
+/// it is set, else in the current directory if it has it, else in the repository this binary
+/// was built from (`cargo install --path crates/harmony-cli` keeps that path). When none of
+/// them has the file, a note on stderr names the places looked at and what to pass instead;
+/// the returned path then fails to open with an error naming it.
 pub fn bundled(rel: &str) -> PathBuf {
-    let here = PathBuf::from(rel);
-    if here.exists() {
-        return here;
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = crate_dir.ancestors().nth(2).unwrap_or(crate_dir).join(rel);
+    let candidates = match std::env::var_os(DATA_DIR_ENV) {
+        Some(dir) => vec![PathBuf::from(dir).join(rel)],
+        None => vec![PathBuf::from(rel), source],
+    };
+    if let Some(found) = candidates.iter().find(|p| p.exists()) {
+        return found.clone();
     }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(rel)
+    let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    eprintln!(
+        "note: the bundled {rel} is not at {}: set {DATA_DIR_ENV} to a checkout of Harmony, or \
+         pass your own table with --data FILE (and its schema with --schema FILE.toml)",
+        looked.join(" nor at ")
+    );
+    candidates.into_iter().last().expect("one candidate at least")
 }
 
 /// Reads a table (any format; `-` = standard input) and encodes it against `schema`, row-major,

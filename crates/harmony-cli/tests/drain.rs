@@ -1,4 +1,4 @@
-//! Issue 17 item 4 (part), live-tests #29: SIGTERM killed `harmony serve` at once (exit 143,
+//! Draining: SIGTERM once killed `harmony serve` at once (exit 143,
 //! in-flight requests dropped). Now SIGTERM and SIGINT drain: the listener closes, in-flight
 //! requests are answered, the process exits 0, and every acknowledged report is stored.
 

@@ -187,7 +187,7 @@ fn sigkill_mid_submission_loses_nothing_counts_once() {
     run(40_000, 1000, 4, Kind::Means);
 }
 
-/// Issue 15's acceptance 2: a marginals (CALM) and a heavy-hitters (PEM) collection.
+/// Durability of the analytics tasks: a marginals (CALM) and a heavy-hitters (PEM) collection.
 #[test]
 fn sigkill_marginals_and_heavy_hitters_lose_nothing_count_once() {
     run(20_000, 500, 4, Kind::Marginals);

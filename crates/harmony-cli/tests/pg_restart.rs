@@ -1,4 +1,4 @@
-//! Issue 17 acceptance (heavy tier): PostgreSQL restarted under load. `harmony serve` runs on a
+//! Heavy tier: PostgreSQL restarted under load. `harmony serve` runs on a
 //! throwaway PostgreSQL cluster (initdb'd here with /usr/lib/postgresql/*/bin, on a free loopback
 //! port; skipped with a message when PostgreSQL is not installed). Four clients post batches
 //! with retries; PostgreSQL is stopped (`pg_ctl -m fast stop`) for 3 s in the middle. During the

@@ -1,4 +1,4 @@
-//! Issue 17 item 7 (fast tier, loopback only): PostgreSQL over TLS by URL parameter, and no
+//! Fast tier, loopback only: PostgreSQL over TLS by URL parameter, and no
 //! password in any error or log line. A throwaway cluster (initdb'd here with
 //! /usr/lib/postgresql/*/bin; skipped with a message when PostgreSQL is not installed) runs with
 //! `ssl = on`, an rcgen certificate for 127.0.0.1/localhost signed by a test CA, and a pg_hba

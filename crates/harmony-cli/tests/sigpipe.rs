@@ -2,9 +2,8 @@
 //!
 //! Before the fix, `main` restored SIGPIPE's default action for every subcommand; hyper writes
 //! responses with `writev` (no `MSG_NOSIGNAL`), so 50 pipelined requests followed by a close
-//! killed the server with exit 141 and no log line (../shared/reviews/live-tests.md, "SIGPIPE
-//! kills the server": 7 of 7 tries). This test repeats that and the other triggers the review
-//! found (a reset right after a POST), then checks that the server still answers.
+//! killed the server with exit 141 and no log line (7 of 7 tries).
+//! This test repeats that and the other triggers found (a reset right after a POST), then checks that the server still answers.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -54,7 +53,7 @@ fn large_config(port: u16) -> String {
     v["id"].as_str().unwrap().to_string()
 }
 
-/// 1,000 early closes, a third each of the three ways that killed the server (live-tests.md):
+/// 1,000 early closes, a third each of the three ways that killed the server:
 /// 50 pipelined requests then a close, a POST then a reset, a 1 MB config asked for then a close.
 #[test]
 fn early_closes_do_not_kill_the_server() {

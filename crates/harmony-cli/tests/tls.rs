@@ -1,4 +1,4 @@
-//! Issue 17 item 7 (fast tier, loopback only): `harmony serve --tls-cert/--tls-key`, and
+//! Fast tier, loopback only: `harmony serve --tls-cert/--tls-key`, and
 //! `harmony collection create`, `submit` and `query` over https with `--ca-cert` give the same
 //! estimates as over plain http (same simulated devices); without the CA the client fails with
 //! the plain message; a wrong key file is named before the server starts.

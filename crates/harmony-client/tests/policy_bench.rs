@@ -17,7 +17,7 @@
 //! back, the order alternating from chunk to chunk (A B, B A, …), so both sides of a pair see
 //! the same machine load; [`ROUNDS`] rounds. The figure is the median over all pairs of the
 //! ratio with / without (a burst of load on a shared machine moves a few pairs, not the
-//! median), printed with its quartiles. The target of issue 16 is ≤ 1.05 for each. Measured
+//! median), printed with its quartiles. The target is ≤ 1.05 for each. Measured
 //! on a shared 2-core machine at load ≈ 3–6: per report 1.012–1.028 in 10 runs of 13 and
 //! 1.078–1.095 in 3 (the whole distribution shifted in those runs, interquartile range ≈ 1.03 –
 //! 1.10: not yet explained); per device 1.040–1.047 in 6 runs (interquartile range ≈ 0.98 –

@@ -1,4 +1,4 @@
-//! Quick randomize-rate probe of the mechanisms of issue 2's speed table, one thread, seeded
+//! Quick randomize-rate probe of the mechanisms of the speed table (docs/BENCHMARKS.md), one thread, seeded
 //! `FastRng`, best of 5 batches:
 //!
 //! ```text

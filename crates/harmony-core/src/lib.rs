@@ -14,8 +14,9 @@
 //! Privacy rule: client paths use [`sampling::secure_rng`]; simulations and tests pass a seeded
 //! [`sampling::fast_rng`].
 #![deny(missing_docs)]
-// One `unsafe` block in the crate: the call of the AVX-512 build of `FastRng`'s refill after
-// run-time feature detection (see its SAFETY comment).
+// `unsafe` is denied crate-wide. The few sites that need it (SIMD intrinsics after run-time
+// feature detection, byte views of integer slices) each opt in with `#[allow(unsafe_code)]`
+// beside a SAFETY comment; `grep -rn "allow(unsafe_code)" crates/harmony-core/src` lists them.
 #![deny(unsafe_code)]
 
 pub mod aggregate;

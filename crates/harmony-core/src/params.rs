@@ -156,7 +156,7 @@ impl Range {
     }
     /// Maps x to [-1, 1], clamping values outside [min, max].
     ///
-    /// A range so wide that 2·(max − min) overflows (fuzz.md S1: ±1e308 made every value NaN)
+    /// A range so wide that 2·(max − min) overflows (±1e308 once made every value NaN)
     /// is mapped through halves, which stay finite; every other range bit for bit as always.
     pub fn to_unit_clamped(&self, x: f64) -> f64 {
         let t = if self.wide() {
@@ -190,7 +190,7 @@ impl Range {
 mod tests {
     use super::*;
 
-    /// fuzz.md S1: a range whose width overflows maps every value into [-1, 1] and back to a
+    /// A range whose width overflows maps every value into [-1, 1] and back to a
     /// finite number (it made every value NaN).
     #[test]
     fn ranges_of_overflowing_width_stay_finite() {

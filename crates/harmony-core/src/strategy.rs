@@ -706,7 +706,7 @@ pub fn optimal_k(schema: &Schema, epsilon: f64, numeric: NumericKind, categorica
 /// |u| ≤ 2⁶³ so |Σu| < 2⁶³·2⁶⁴ = 2¹²⁷ fits the `i128`; u² < 2¹²⁶ so Σu² < 2¹⁹⁰ fits the 192-bit
 /// [`Wide`]; the sign counts are at most n. (Decoders also bound every accepted report to its
 /// mechanism's support, e.g. ±(3 + 84/ε) for Laplace: |u| < 2³⁷.) An `i128` Σu² overflowed
-/// after eight reports of 2⁶² units (the fuzzer's F1).
+/// after eight reports of 2⁶² units (found by fuzzing).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct NumSums {
     n: u64,

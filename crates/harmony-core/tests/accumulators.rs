@@ -1,4 +1,4 @@
-//! Aggregators under adversarial reports (fuzz.md F1, security.md #4): every numeric report a
+//! Aggregators under adversarial reports: every numeric report a
 //! decoder accepts is bounded by its mechanism's support, and no aggregator sum overflows or
 //! wraps for any sequence of accepted reports, up to 2⁶³ of them.
 

@@ -1,4 +1,4 @@
-//! The real-valued samplers against their integrated densities (privacy.md #8): the privacy
+//! The real-valued samplers against their integrated densities: the privacy
 //! proofs are about the density, so the sampler must draw from exactly that density, not only
 //! with the right mean and variance. A report is a grid point k (the output y rounded by
 //! randomized rounding, k = ⌊y/s + V⌋), whose exact law is P[report ≤ k] = ∫₀¹ F((k + z)·s) dz,

@@ -1,4 +1,4 @@
-//! OLH's hash on 64-bit items (privacy.md #6): the family must be universal for every pair of
+//! OLH's hash on 64-bit items: the family must be universal for every pair of
 //! items, not only below 2³³, because heavy-hitter protocols (PEM) hash 64-bit prefixes. The
 //! earlier hash (a·v + b on all 64 bits) made x and x + 2⁶³ always collide, x and x + 2⁶² never
 //! for g ≥ 4, and biased the estimate of x + 2⁶³ by −0.33·f_x at ε = 1. Both tests fail on it.

@@ -32,7 +32,7 @@ fn worst_hm(d: usize, eps: f64, k: usize) -> f64 {
 }
 
 /// The chosen k is never worse than the paper's ⌊ε/2.5⌋ on the closed form; prints the largest
-/// gain (MECHANISMS.md B5 found up to 36% for HM).
+/// gain (docs/MECHANISMS.md B5 found up to 36% for HM).
 #[test]
 fn optimal_k_never_worse_than_paper_rule() {
     let mut largest = (0.0, 0, 0.0, 0, 0);
@@ -61,7 +61,7 @@ fn optimal_k_never_worse_than_paper_rule() {
         largest.3,
         largest.4
     );
-    // MECHANISMS.md B5: +36% excess for the rule at HM, d = 5, eps = 4.5 (gain 1 - 1/1.36 = 26%).
+    // docs/MECHANISMS.md B5: +36% excess for the rule at HM, d = 5, eps = 4.5 (gain 1 - 1/1.36 = 26%).
     assert!(largest.0 > 0.2, "expected the rule to be far off somewhere, largest gain {}", largest.0);
 }
 

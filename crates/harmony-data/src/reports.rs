@@ -1,5 +1,5 @@
 //! A collection's reports as Parquet (docs/EXPORT.md): the layout `harmony export` writes and
-//! `harmony aggregate` (and later the engines of issue 21) read.
+//! `harmony aggregate` and the DataFusion and Spark engines (docs/SCALE.md) read.
 //!
 //! ```text
 //! DIR/collection=ID/spec.json                       the collection's config

@@ -160,7 +160,7 @@ impl MechanismKind {
 
 /// k minimising the worst-case one-report variance of Wang et al.'s k-of-d sampling with the 1-D
 /// mechanism `name` (`pm` or `hm`) at ε/k: max over t ∈ {0, 1} of (d/k)(σ²(t; ε/k) + t²) − t²
-/// (MECHANISMS.md §B5: the closed-form argmin, not the paper's ⌊ε/2.5⌋). Searched over
+/// (docs/MECHANISMS.md §B5: the closed-form argmin, not the paper's ⌊ε/2.5⌋). Searched over
 /// 1 ≤ k ≤ min(d, ⌈ε⌉ + 2): the variance grows again once ε/k falls below ~2.
 pub fn optimal_k(name: &str, epsilon: f64, d: usize) -> Result<usize> {
     // ε validated first (finite, within the global range): ⌈ε⌉ + 2 cannot overflow.
@@ -421,7 +421,7 @@ mod tests {
 
     #[test]
     fn optimal_k_beats_the_paper_rule_where_it_differs() {
-        // MECHANISMS.md §B5: HM, d = 5, ε = 4.5: the rule gives k = 1, the optimum is 2.
+        // docs/MECHANISMS.md §B5: HM, d = 5, ε = 4.5: the rule gives k = 1, the optimum is 2.
         assert_eq!(optimal_k("hm", 4.5, 5).unwrap(), 2);
         assert_eq!(optimal_k("hm", 0.5, 100).unwrap(), 1);
         assert_eq!(optimal_k("pm", 1.0, 1).unwrap(), 1);

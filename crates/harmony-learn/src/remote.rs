@@ -216,7 +216,7 @@ mod tests {
         assert!(m.validate(&bad).is_err());
     }
 
-    /// The audit's test (privacy.md #1): a NaN gradient coordinate through the device path, 1000
+    /// A NaN gradient coordinate through the device path, 1000
     /// reports. It used to give PM's −C every time (HM's Duchi branch: always −1); now the NaN
     /// is the value 0 and the reports are PM(0) / Duchi(0): spread over [−C, C], mean 0 within
     /// z = 4.42 (false failure 1e-5 per check). Fails on the old main (1 distinct report).
@@ -281,7 +281,7 @@ mod tests {
         assert_eq!(out[1], 0.0);
     }
 
-    /// fuzz.md F2: ε = 1e20 made `optimal_k` compute usize::MAX + 2 (a panic in debug builds).
+    /// Found by fuzzing: ε = 1e20 made `optimal_k` compute usize::MAX + 2 (a panic in debug builds).
     /// Now an ε error, like every ε outside the global range. Fails on the old main (panic).
     #[test]
     fn huge_epsilon_is_an_error_not_an_overflow() {

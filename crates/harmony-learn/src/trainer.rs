@@ -6,7 +6,7 @@
 //! composition over disjoint users, nothing else about a user is ever used). Round t:
 //!
 //! 1. the accumulator is set to zero (Harmony's Alg. 4 never resets it, so every update would
-//!    re-apply all earlier batches' gradients; MECHANISMS.md §J9),
+//!    re-apply all earlier batches' gradients; docs/MECHANISMS.md §J9),
 //! 2. each user of the batch computes c·ℓ'(⟨w_t, x⟩, y)·x at the current model, clips every
 //!    coordinate to [-1, 1] and gives only that vector to the randomizer (c = 1 in the papers),
 //! 3. w_{t+1} = w_t − γ_t(ḡ/c + λw_t), ḡ the mean decoded report.

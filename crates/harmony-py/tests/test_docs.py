@@ -1,5 +1,5 @@
 """Every public function and class has a docstring with an example, and the examples run
-(doctest), as does the README's Python section."""
+(doctest), as does the Python reference of the guide (docs/PYTHON.md)."""
 
 import doctest
 import importlib
@@ -44,13 +44,11 @@ def test_doctests(module):
     assert result.attempted > 0 and result.failed == 0, result
 
 
-def test_readme_python_section(root, monkeypatch):
+def test_python_reference_page(root, monkeypatch):
     monkeypatch.chdir(root)  # the examples read data/adult.csv and examples/adult.toml
-    text = (root / "README.md").read_text(encoding="utf-8")
-    section = re.search(r"## Python package\n(.*?)\n## ", text, re.S)
-    assert section, "README.md has no '## Python package' section"
+    text = (root / "docs" / "PYTHON.md").read_text(encoding="utf-8")
     parser = doctest.DocTestParser()
-    test = parser.get_doctest(section.group(1), {}, "README.md#python-package", "README.md", 0)
+    test = parser.get_doctest(text, {}, "docs/PYTHON.md", "docs/PYTHON.md", 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
     result = runner.summarize(verbose=False)

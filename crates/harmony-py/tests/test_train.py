@@ -1,4 +1,4 @@
-"""Training from Python (issue 19, item 3): ``hl.train`` is ``harmony simulate --task train``
+"""Training from Python: ``hl.train`` is ``harmony simulate --task train``
 (same seed, same model, bit for bit), the fitted ``Model`` predicts labels or values, and bad
 arguments raise named errors."""
 

@@ -1,4 +1,4 @@
-//! Limits every request passes through (issue 17 items 3 and 6): the caps on in-flight requests
+//! Limits every request passes through: the caps on in-flight requests
 //! and in-flight body bytes (503 with `Retry-After`), the JSON Content-Type of bodies (415),
 //! the body and whole-request timeouts, and the JSON error format for every error the router
 //! or a layer produces (404, 405, bad paths, timeouts).

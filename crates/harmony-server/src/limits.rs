@@ -1,7 +1,7 @@
 //! What a collection may ask for, checked whole before anything is built or stored: no unknown
 //! fields (the typed parse refuses them in the envelope and the task spec; the schema's
 //! attributes are checked here on the raw JSON), names of a documented character set, and cost
-//! limits so that one create cannot hang or exhaust the server (live-tests #10c, #11, #12, #13).
+//! limits so that one create cannot hang or exhaust the server.
 //! Every refusal is a 400 naming the field, the value and the limit.
 
 use crate::error::ApiError;

@@ -1,5 +1,5 @@
-//! Issue 17 acceptance (cancellation-safe ingest): 1,000 batches cancelled mid-commit, then
-//! retried; `estimates.reports` equals the stored count after every step (live-tests.md: 16 of
+//! Cancellation-safe ingest: 1,000 batches cancelled mid-commit, then retried;
+//! `estimates.reports` equals the stored count after every step (once, 16 of
 //! 40 batches cancelled by client timeouts left SQLite with 400,000 reports and the estimates
 //! with 240,000 until a restart).
 //!
@@ -99,7 +99,7 @@ fn cancelled_batches_retried_keep_estimates_equal_to_the_store() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// live-tests #12b (a create cancelled by `curl -m 0.5` was stored but 404 until a restart):
+/// A create cancelled by the client (one cancelled by `curl -m 0.5` was stored but 404 until a restart):
 /// creates whose connection closes right after the body, or after up to 50 ms, are either not
 /// stored or stored and served — once the server is idle, every stored collection's config is
 /// served and the served collections are exactly the stored ones.

@@ -1,4 +1,4 @@
-//! Faults and attacks from ../shared/reviews/live-tests.md and fuzz.md, each a named test: a
+//! Faults and attacks found by live and fuzz testing, each a named test: a
 //! panic in a handler is a 500 JSON for that request and the server goes on.
 
 use axum::routing::get;
@@ -51,7 +51,7 @@ fn error_field(body: &str) -> String {
     v["error"]["field"].as_str().unwrap_or_else(|| panic!("not the error format: {body}")).to_string()
 }
 
-/// Issue 17 item 1: a panic in a handler answers 500 in the JSON error format; the process,
+/// A panic in a handler answers 500 in the JSON error format; the process,
 /// the other connections and later requests are unaffected.
 #[test]
 fn handler_panic_is_a_500_json_and_the_server_goes_on() {
@@ -77,7 +77,7 @@ fn handler_panic_is_a_500_json_and_the_server_goes_on() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// fuzz.md F1 through the server (live-tests.md's record aggregator overflow): eight anonymous
+/// The record aggregator's overflow found by fuzzing, through the server: eight anonymous
 /// Laplace reports of ±2^62 grid units to a split collection. Whatever the aggregator does
 /// with them (refused, summed exactly, or a panic in debug builds), the answer is JSON, never a
 /// dropped connection or "shutting down", and the collection keeps serving estimates and
@@ -133,7 +133,7 @@ fn laplace_collection(addr: SocketAddr, n: usize) -> String {
     created.id
 }
 
-/// live-tests #32 (one anonymous Laplace report of 2^62 grid units moved a 0–100 mean from
+/// A report beyond the support (one anonymous Laplace report of 2^62 grid units moved a 0–100 mean from
 /// 40.5 to 1.8e13): a numeric report beyond its mechanism's support is a 400 naming the report,
 /// nothing is stored, and the mean stays where the honest reports put it.
 #[test]
@@ -161,7 +161,7 @@ fn one_report_beyond_the_support_cannot_move_a_mean() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// live-tests #31 (one stored report overwritten with `x'00'`: the restart refused to serve any
+/// A corrupt stored report (one stored report overwritten with `x'00'`: the restart refused to serve any
 /// collection): the corrupt collection is quarantined — its endpoints 503 naming the reason,
 /// `/readyz` counting it — and every other collection is served with its reports.
 #[test]

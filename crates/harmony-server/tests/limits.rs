@@ -1,4 +1,4 @@
-//! Issue 17 item 3: timeouts and caps (live-tests #24, #25, #26b), fast tier — loopback only,
+//! Timeouts and caps (slow bodies, slow headers, too many connections), fast tier — loopback only,
 //! short timeouts so each test takes a few seconds. The defaults are in `harmony_server::Limits`
 //! and docs/SERVER.md.
 

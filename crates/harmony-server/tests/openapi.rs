@@ -83,7 +83,7 @@ fn every_task_and_endpoint_is_described() {
     }
 }
 
-/// What schemathesis found wrong in the hand-written document (live-tests.md): numbers the
+/// What schemathesis found wrong in the hand-written document: numbers the
 /// server sends as null, `schema: []` and `report: ""` allowed, a link to gradients from any
 /// collection.
 #[test]

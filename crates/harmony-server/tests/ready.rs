@@ -1,6 +1,6 @@
-//! Issue 17 item 4 (part): `/healthz` says the process is up, `/readyz` that the state is loaded
-//! and the store answers (live-tests #30: after a PostgreSQL restart every write was 503 while
-//! `/healthz` said 200 — the health check lied).
+//! Readiness: `/healthz` says the process is up, `/readyz` that the state is loaded and the
+//! store answers (a health check that said 200 while every write was 503 after a PostgreSQL
+//! restart would lie).
 
 use common::flaky::{DOWN, Flaky, UP};
 use harmony_server::Store;

@@ -1,4 +1,4 @@
-//! Issue 17 item 4 (recovery): a store that goes away and comes back (a PostgreSQL restart,
+//! Recovery: a store that goes away and comes back (a PostgreSQL restart,
 //! emulated over SQLite so it runs in the fast tier; the real restart is
 //! `harmony-cli/tests/pg_restart.rs`, heavy tier). While it is down writes answer 503 with
 //! `Retry-After` and `/readyz` 503; a batch whose commit outcome is unknown (the connection died
@@ -104,7 +104,7 @@ fn create_with_key(addr: std::net::SocketAddr, body: &[u8], key: &str) -> (u16, 
     common::raw(addr, "POST", "/v1/collections", body, Some(&format!("tok\r\nidempotency-key: {key}")))
 }
 
-/// Issue 17 item 2: a create whose commit outcome is unknown. Without a key the stored
+/// A create whose commit outcome is unknown. Without a key the stored
 /// collection is served as soon as the store answers (no restart); under an Idempotency-Key the
 /// retry returns the collection the first attempt stored — one collection, never two — and the
 /// key with another spec is a 409. `harmony_client` sends a key and retries by itself.
@@ -153,7 +153,7 @@ fn a_create_with_unknown_outcome_is_served_and_retried_under_its_key() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 17 item 2: a gradient whose commit outcome is unknown. The round is reloaded from the
+/// A gradient whose commit outcome is unknown. The round is reloaded from the
 /// store before its next use: `GET …/model` counts the stored gradient (and the step it
 /// completed), and the device's retry learns it was stored (409 `device_id`).
 #[test]

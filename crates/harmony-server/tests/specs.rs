@@ -1,6 +1,5 @@
-//! Issue 17 item 6: specs validated whole, and every error in the JSON error format. Each test
-//! is a case of ../shared/reviews/live-tests.md (the number in its doc comment) that main
-//! before this change answered unsafely.
+//! Specs validated whole, and every error in the JSON error format. Each test is a request
+//! that the server once answered unsafely (a crash, a hang or an unbounded allocation).
 
 use harmony_client::{DeviceTask, Input, SimulatedDevices};
 use harmony_core::schema::Value as Record;

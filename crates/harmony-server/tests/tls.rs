@@ -1,4 +1,4 @@
-//! Issue 17 item 7: the HTTPS listener (fast tier, loopback only). A test CA (rcgen) signs a
+//! The HTTPS listener (fast tier, loopback only). A test CA (rcgen) signs a
 //! certificate for `localhost` and 127.0.0.1; the server runs the ordinary accept loop with TLS.
 //! Checked: a client trusting the CA talks to it; one that does not fails at once with the plain
 //! message; plain HTTP to the TLS port is closed and the server goes on; a handshake that never

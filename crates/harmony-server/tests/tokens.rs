@@ -1,4 +1,4 @@
-//! Tokens on loopback (issue 17 item 5): the admin token creates collections and mints
+//! Tokens on loopback: the admin token creates collections and mints
 //! per-collection analyst tokens; an analyst token reads its own collection only; a revoked
 //! token is refused at once and after a restart; the store keeps hashes, never tokens;
 //! `/metrics` needs the metrics or the admin token; a refused request's body is never read.
@@ -138,8 +138,8 @@ fn refused_before_the_body_is_read() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 17 item 5 (live-tests' model steering: 3,000 gradient posts under invented device
-/// ids moved a model 30 rounds): a training collection created with `enrollment: true` takes
+/// Model steering (3,000 gradient posts under invented device ids once moved a model 30
+/// rounds): a training collection created with `enrollment: true` takes
 /// gradients only from enrolled devices — under the device id its key was minted for, one per
 /// key — so invented ids, other collections' keys, revoked keys and the admin token all fail
 /// and the model does not move; keys survive a restart and are stored hashed.

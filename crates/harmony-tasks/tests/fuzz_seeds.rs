@@ -1,6 +1,6 @@
 //! The `wire_reports` fuzz target's body (fuzz/src/wire_reports.rs, compiled here unchanged) in
 //! the fast tier: its table covers every task and method, every committed seed replays without
-//! a crash, and fuzz.md's F1 input is refused. `HARMONY_WRITE_SEEDS=1 cargo test -p
+//! a crash, and the input that once overflowed an aggregator is refused. `HARMONY_WRITE_SEEDS=1 cargo test -p
 //! harmony-tasks --test fuzz_seeds` rewrites the seed corpora of wire_reports, client_config
 //! and server_api (fuzz/seeds/TARGET/) from the table.
 
@@ -25,7 +25,7 @@ fn index(label: &str) -> u8 {
     table().iter().position(|e| e.label == label).unwrap_or_else(|| panic!("no {label} in the table")) as u8
 }
 
-/// fuzz.md F1, byte for byte after the target's header: the outside campaign's 32-byte input
+/// The aggregator-overflow input, byte for byte after the target's header: the outside campaign's 32-byte input
 /// was `70 07` (its selector and repeat count) then this 30-byte record report of a split +
 /// laplace + grr collection of 2 numeric and 2 categorical attributes, whose first numeric is
 /// `Fixed(2^62)` grid units; eight of them overflowed the record aggregator's i128 Σu². Through
@@ -163,7 +163,7 @@ fn write_seeds() {
             write("client_config", name, &serde_json::to_vec(&e.config).unwrap());
         }
     }
-    // fuzz.md F1 (selector and form byte of this target) and F2 (ε = 1e20 in a train config).
+    // The aggregator overflow (selector and form byte of this target) and ε = 1e20 in a train config.
     let f1 = "010b040000018080808080808080800101010001020001ff7f0301000000";
     let mut report = Vec::new();
     harmony_protocol::from_hex_into(f1, &mut report).unwrap();

@@ -1,7 +1,7 @@
 //! The shared test vectors of the browser SDK (web/test/vectors.json): for every task kind but
 //! train, a few configs × raw inputs × seeds, the report item harmony-client's `DeviceTask::item`
 //! makes with the seeded generators `fast_rng(seed)` (randomization) and `fast_rng(!seed)`
-//! (report id); and the device-policy refusals (issue 16's bad configs) with the Rust client's
+//! (report id); and the device-policy refusals (configs a device must refuse) with the Rust client's
 //! messages. The browser test (web/test/browser.test.mjs) checks that the wasm bundle makes the
 //! same bytes and refuses with the same messages.
 //!

@@ -18,7 +18,7 @@
 //! a hashed string that lands on it is moved to 2^B − 2 (one more collision, probability 2^-B).
 //!
 //! # Protocols
-//! [`pem`]: PEM (Wang, Li, Jha; MECHANISMS.md §D): each device draws one level uniformly at
+//! [`pem`]: PEM (Wang, Li, Jha; docs/MECHANISMS.md §D): each device draws one level uniformly at
 //! random (its group, independent of its data, sent in its report) and reports the first ℓ_j
 //! bits of its code by OLH at the full ε; the server estimates every candidate prefix of level j
 //! (the survivors of level j − 1 extended by ℓ_j − ℓ_{j−1} bits), keeps the best and extends

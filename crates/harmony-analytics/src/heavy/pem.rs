@@ -1,5 +1,5 @@
 //! Prefix-tree heavy hitters over OLH: PEM (prefix extending method; Wang, Li, Jha;
-//! MECHANISMS.md §D), and the engine [`treehist`](super::treehist) reuses.
+//! docs/MECHANISMS.md §D), and the engine [`treehist`](super::treehist) reuses.
 //!
 //! # Protocol
 //! Items are B-bit codes. A schedule ℓ_0 < ℓ_1 < … < ℓ_{m−1} = B of prefix lengths is public.

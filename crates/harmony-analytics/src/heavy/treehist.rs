@@ -3,7 +3,7 @@
 //!
 //! Each device draws its level uniformly at random, as in PEM; each level reports its
 //! prefix by OLH (the paper uses a Hadamard-based oracle; OLH has the same variance up to the
-//! +1 of Hadamard, MECHANISMS.md §0). A node survives if its estimate is at least z = 3 null
+//! +1 of Hadamard, docs/MECHANISMS.md §0). A node survives if its estimate is at least z = 3 null
 //! standard errors (√(Var*/n_j)), the best `k` always survive and at most `16k` do. With one bit
 //! per level a B-bit code needs B − ℓ_0 + 1 levels, so each level gets fewer users than with
 //! PEM's default wide levels: TreeHist is the cheaper server (2·16k candidates per level) and

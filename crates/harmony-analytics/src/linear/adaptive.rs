@@ -1,4 +1,4 @@
-//! Adaptive queries answered by disjoint user groups (Bassily, AISTATS'19; MECHANISMS.md §G):
+//! Adaptive queries answered by disjoint user groups (Bassily, AISTATS'19; docs/MECHANISMS.md §G):
 //! the n users are split into d disjoint groups, one per query; query t may be chosen after
 //! the answers to queries < t (adaptively), since its group has not reported yet. A user of
 //! group t with value v sends Duchi's 1-bit mechanism on ⟨q_t, e_v⟩/r_t = q_t\[v\]/r_t, with

@@ -1,10 +1,10 @@
 //! The Gaussian mechanism on the workload's columns (Bassily, AISTATS'19, Alg. 1–2;
-//! MECHANISMS.md §G): a user with value v sends y = a_v + N(0, σ² I_d).
+//! docs/MECHANISMS.md §G): a user with value v sends y = a_v + N(0, σ² I_d).
 //!
 //! # Privacy
 //! The l2 sensitivity of v ↦ a_v is Δ = max_{v,v'} ‖a_v − a_v'‖₂
 //! ([`Workload::l2_sensitivity`]: √2 for A = I, exact by enumeration for moderate J²·d,
-//! otherwise the bound 2r with r = max_v ‖a_v‖₂, as in MECHANISMS.md §G). Adding N(0, σ²I) with
+//! otherwise the bound 2r with r = max_v ‖a_v‖₂, as in docs/MECHANISMS.md §G). Adding N(0, σ²I) with
 //! σ from [`analytic_gaussian_sigma`](ε, δ, Δ) is (ε, δ)-LDP (Balle–Wang's exact condition,
 //! every ε > 0). Each coordinate is then sent as an integer multiple of the grid step s = σ/1024 by
 //! unbiased randomized rounding (post-processing: no privacy cost; the low bits of a float

@@ -1,4 +1,4 @@
-//! Workload answers from Hadamard Response (MECHANISMS.md §A6, §G): estimate the distribution
+//! Workload answers from Hadamard Response (docs/MECHANISMS.md §A6, §G): estimate the distribution
 //! p̂ over \[J\] with harmony-core's [`HadamardResponse`] (ε-LDP, log₂ K bits per user), answer
 //! A·p̂ (unbiased), and, post-processed, A·Π(p̂) with Π the Euclidean projection onto the
 //! simplex (biased, much smaller l2 error when J is large against n).

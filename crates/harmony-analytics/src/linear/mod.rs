@@ -1,5 +1,5 @@
 //! Linear queries over a domain \[J\] (Bassily, "Linear Queries Estimation with Local
-//! Differential Privacy", AISTATS'19; MECHANISMS.md §G).
+//! Differential Privacy", AISTATS'19; docs/MECHANISMS.md §G).
 //!
 //! A [`Workload`] is a matrix A ∈ R^(d×J) (d queries; parsed from JSON/CSV or built in, see
 //! [`workload`]); the goal is A·p, p the users' distribution over the [`Domain`]. Three

@@ -18,7 +18,7 @@
 //!
 //! # Error model
 //! For an l-way marginal with |D| cells estimated from `n_g` of `n` users by a pure oracle
-//! (p, q) (MECHANISMS.md E):
+//! (p, q) (docs/MECHANISMS.md E):
 //! `E[SSE] = (|D| q(1−q) + p(1−p) − q(1−q)) / (n_g (p−q)²) + Σ_c π_c(1−π_c)/n_g · (n−n_g)/(n−1)`.
 //! Projecting it to a k-way marginal (summing g = |D|/|D_k| cells): for OUE the cell noises add
 //! (the first term is unchanged); for GRR the g cells behave as one GRR "super-cell" with

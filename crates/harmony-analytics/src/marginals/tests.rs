@@ -240,7 +240,7 @@ fn direct_and_calm_raw_are_close_to_the_truth() {
     }
 }
 
-/// Heavy tier: a raw CALM answer is unbiased with the predicted SSE (MECHANISMS.md E), the
+/// Heavy tier: a raw CALM answer is unbiased with the predicted SSE (docs/MECHANISMS.md E), the
 /// devices drawing their groups: R = 400 independent collections on a fixed population (queries
 /// covered once and several times, GRR at ε = 1 and 3). The prediction uses each run's realized
 /// group sizes, so the test is on d_r = SSE_r − predicted_r (mean 0): z = 4.42 (two-sided 1e-5)

@@ -1,4 +1,4 @@
-//! The analyst dashboard and the device playground (issue 20), served by `harmony serve` under
+//! The analyst dashboard and the device playground (docs/DASHBOARD.md), served by `harmony serve` under
 //! `/dashboard/`: static files embedded in the binary (`web/dashboard/`, the vendored Vega-Lite
 //! in `web/dashboard/vendor/`, the browser SDK `web/sdk/harmony.js` + `web/sdk/pkg/`), so
 //! `cargo run` needs no Node and nothing is fetched at run time. The pages call the API of the

@@ -1,4 +1,4 @@
-//! The adaptive oracle (CALM §2.2.3; MECHANISMS.md §A7): GRR when d < 3e^ε + 2, else OUE.
+//! The adaptive oracle (CALM §2.2.3; docs/MECHANISMS.md §A7): GRR when d < 3e^ε + 2, else OUE.
 //!
 //! The switch point is where the f_v = 0 variances cross: (d − 2 + e^ε) < 4e^ε ⇔ d < 3e^ε + 2.
 

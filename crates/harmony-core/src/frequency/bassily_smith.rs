@@ -1,5 +1,5 @@
 //! The original Bassily–Smith frequency oracle with a random ±1/√m projection (Harmony Alg. 3;
-//! MECHANISMS.md §A5, last item). Kept only as a baseline: use [`super::Hadamard`].
+//! docs/MECHANISMS.md §A5, last item). Kept only as a baseline: use [`super::Hadamard`].
 //!
 //! A public m×d matrix Φ with entries s(j, v)/√m, s = ±1, is generated from a public seed
 //! (SplitMix64 of the seed, the column and the word index: reproducible on every platform and

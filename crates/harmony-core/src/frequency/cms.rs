@@ -1,6 +1,6 @@
 //! Apple's Count Mean Sketch, CMS (Apple Differential Privacy Team, "Learning with Privacy at
-//! Scale", 2017, Algorithms 1 and 3; pure-ldp 1.2.0's `CMSClient`/`CMSServer`). Issue 22 calls
-//! it Count-Min; Apple's server averages the k rows, hence "mean".
+//! Scale", 2017, Algorithms 1 and 3; pure-ldp 1.2.0's `CMSClient`/`CMSServer`). It is often
+//! called Count-Min; Apple's server averages the k rows, hence "mean".
 //!
 //! # Mechanism
 //! k public hash functions h_1..h_k: u64 → [m] ([`HashFamily`], from a public seed). A user with

@@ -1,4 +1,4 @@
-//! Generalized randomized response (GRR, "direct encoding"; MECHANISMS.md §A2).
+//! Generalized randomized response (GRR, "direct encoding"; docs/MECHANISMS.md §A2).
 //!
 //! The user keeps x with probability p = e^ε/(e^ε + d − 1) and otherwise reports
 //! `(x + 1 + U{0..d−2}) mod d`, uniform over the d − 1 other values, each with probability

@@ -1,5 +1,5 @@
 //! The 1-bit Hadamard mechanism (Cormode's "HE"; Harmony's orthogonal Bassily–Smith;
-//! MECHANISMS.md §A5).
+//! docs/MECHANISMS.md §A5).
 //!
 //! K = the next power of two ≥ d and H the K×K Sylvester matrix, H[j, x] = (−1)^popcount(j & x).
 //! The user draws a row j ~ U\[K\] (independent of the data; it may come from public randomness)

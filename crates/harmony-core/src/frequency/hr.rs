@@ -1,4 +1,4 @@
-//! Hadamard Response, general block form (Acharya–Sun–Zhang, AISTATS'19; MECHANISMS.md §A6).
+//! Hadamard Response, general block form (Acharya–Sun–Zhang, AISTATS'19; docs/MECHANISMS.md §A6).
 //!
 //! Parameters: B = 2^⌊log₂ min(e^ε, 2d)⌋ blocks (B = 1 if e^ε < 2), block size
 //! b = 2^⌈log₂(d/B + 1)⌉ (the smallest power of two with (b − 1)·B ≥ d), K = B·b outputs and
@@ -443,7 +443,7 @@ mod tests {
 
     #[test]
     fn block_parameters_match_the_reference_examples() {
-        // MECHANISMS.md §A6: k = 100, eps = 1 -> B = 2, b = 64, worst 7.20;
+        // docs/MECHANISMS.md §A6: k = 100, eps = 1 -> B = 2, b = 64, worst 7.20;
         // eps = 3 -> B = 16, b = 8, worst 2.96; k = 1000, eps = 5: worst 2.77.
         let h = HadamardResponse::new(1.0, 100).unwrap();
         assert_eq!((h.blocks(), h.block_size(), h.outputs()), (2, 64, 128));

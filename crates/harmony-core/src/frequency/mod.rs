@@ -21,7 +21,7 @@
 //!
 //! Each oracle is an immutable struct of precomputed constants (client side, `randomize`) with a
 //! mergeable aggregator next to it (server side). Estimates are unbiased fractions; standard
-//! errors use the exact aggregate variance including the f_v term (MECHANISMS.md §0), with the
+//! errors use the exact aggregate variance including the f_v term (docs/MECHANISMS.md §0), with the
 //! estimate plugged in for the unknown f_v (clamped to [0, 1]).
 
 pub mod adaptive;

@@ -1,4 +1,4 @@
-//! Optimized local hashing (OLH; MECHANISMS.md §A4).
+//! Optimized local hashing (OLH; docs/MECHANISMS.md §A4).
 //!
 //! Each user draws a fresh 64-bit seed s (independent of the data), hashes the item with
 //! H_s: u64 → \[g\] and sends (s, y) with y = GRR_g(H_s(x)): y = H_s(x) w.p. p = e^ε/(e^ε + g − 1),
@@ -127,7 +127,7 @@ impl OlhReport {
     }
 }
 
-/// The exact variance-minimising integer g for budget ε (MECHANISMS.md §A4), in [2, MAX_G].
+/// The exact variance-minimising integer g for budget ε (docs/MECHANISMS.md §A4), in [2, MAX_G].
 pub fn optimal_g(eps: Epsilon) -> u32 {
     let e = eps.exp();
     if e >= MAX_G as f64 {

@@ -1,4 +1,4 @@
-//! Unary encoding: symmetric (SUE, basic RAPPOR) and optimized (OUE) — MECHANISMS.md §A3.
+//! Unary encoding: symmetric (SUE, basic RAPPOR) and optimized (OUE) — docs/MECHANISMS.md §A3.
 //!
 //! The user sends d independent bits: bit x is 1 with probability p and every other bit with
 //! probability q. For two inputs x ≠ x' only bits x and x' differ in distribution, so the

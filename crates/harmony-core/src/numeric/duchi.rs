@@ -1,4 +1,4 @@
-//! Duchi et al.'s one-dimensional mechanism (MECHANISMS.md §B2): one bit per user.
+//! Duchi et al.'s one-dimensional mechanism (docs/MECHANISMS.md §B2): one bit per user.
 //!
 //! Derivation. The report is +C with probability P₊(t) = 1/2 + t/(2C), else −C, with
 //! C = (e^ε + 1)/(e^ε − 1). Then E\[Y] = C(2P₊ − 1) = t and E\[Y²] = C², so Var = C² − t².

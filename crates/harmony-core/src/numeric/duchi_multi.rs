@@ -1,4 +1,4 @@
-//! Duchi et al.'s multidimensional mechanism with Harmony's correction (MECHANISMS.md §B7,
+//! Duchi et al.'s multidimensional mechanism with Harmony's correction (docs/MECHANISMS.md §B7,
 //! "Harmony fix" row).
 //!
 //! Derivation. The user rounds t ∈ [-1, 1]^d to v ∈ {±1}^d (v_j = +1 with probability

@@ -1,5 +1,5 @@
 //! Harmony's 1-bit multidimensional numeric mechanism (Nguyen et al. 2016, Alg. 2;
-//! MECHANISMS.md §B6).
+//! docs/MECHANISMS.md §B6).
 //!
 //! Derivation. The user draws j uniformly from [0, d) (independently of t) and reports j and a
 //! sign: + with probability P₊(t_j) = 1/2 + t_j/(2c), c = (e^ε + 1)/(e^ε − 1) (Duchi's 1-D

@@ -1,4 +1,4 @@
-//! Wang et al.'s Hybrid Mechanism (HM, ICDE'19; MECHANISMS.md §B4).
+//! Wang et al.'s Hybrid Mechanism (HM, ICDE'19; docs/MECHANISMS.md §B4).
 //!
 //! Derivation. With probability α run PM, else Duchi, both at the full ε. Both branches are
 //! unbiased, so Var(HM) = α·Var_PM(t) + (1 − α)·Var_Duchi(t). With x = e^{ε/2} and

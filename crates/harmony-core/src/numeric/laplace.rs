@@ -1,4 +1,4 @@
-//! The Laplace mechanism (MECHANISMS.md §B1): t + Lap(2/ε).
+//! The Laplace mechanism (docs/MECHANISMS.md §B1): t + Lap(2/ε).
 //!
 //! Derivation. The density of the output y given t is (ε/4)·exp(−ε|y − t|/2). For two inputs
 //! t, t' ∈ [-1, 1] the ratio is exp(ε(|y − t'| − |y − t|)/2) ≤ exp(ε|t − t'|/2) ≤ e^ε (triangle

@@ -1,4 +1,4 @@
-//! Exhaustive enumeration of the real-valued samplers' grid distributions (privacy.md #3, #4).
+//! Exhaustive enumeration of the real-valued samplers' grid distributions.
 //!
 //! In exact arithmetic, rounding an ε-LDP real output to the fixed 2⁻²⁰ grid keeps ε-LDP. In
 //! floating point the unrounded output lives on a lattice (its uniforms have 53 bits, its

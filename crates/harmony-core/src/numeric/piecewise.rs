@@ -1,4 +1,4 @@
-//! Wang et al.'s Piecewise Mechanism (PM, ICDE'19 §III-B; MECHANISMS.md §B3).
+//! Wang et al.'s Piecewise Mechanism (PM, ICDE'19 §III-B; docs/MECHANISMS.md §B3).
 //!
 //! Derivation. Let x = e^{ε/2}, C = (x + 1)/(x − 1), p = (e^ε − x)/(2x + 2) = x/(2C) and
 //! l(t) = (C + 1)t/2 − (C − 1)/2, r(t) = l(t) + C − 1. The output density is p on [l, r] and
