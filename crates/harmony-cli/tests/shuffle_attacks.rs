@@ -282,7 +282,8 @@ fn bad_collection_id_never_stops_other_collections() {
     for i in 0..150 {
         assert_eq!(post_one(rp, &id, &format!("h{i}"), "010201").0, 200);
     }
-    assert!(eventually(30, || upstream_count(sp, &id) == 150), "upstream count {}", upstream_count(sp, &id));
+    // Rounds take every report buffered when they start (each ≥ 50): at most 49 wait for more.
+    assert!(eventually(30, || upstream_count(sp, &id) > 100), "upstream count {}", upstream_count(sp, &id));
 }
 
 /// A buffer holding reports for `! x` (written by an older relay) and for a real collection:
@@ -456,18 +457,20 @@ fn a_reused_report_id_answers_the_same_whatever_its_bytes() {
 fn unknown_collections_are_refused_and_stale_groups_expire() {
     let dir = Dir::new("r3");
     let (_up, upp) = upstream();
-    let (_r, rp) = relay(&dir, upp, 1_000_000, &["--max-buffer-mib", "1", "--group-ttl-secs", "2"]);
+    let (_r, rp) = relay(&dir, upp, 1_000_000, &["--max-buffer-mib", "1", "--group-ttl-secs", "20"]);
     assert_eq!(post_one(rp, "zzfake0", "x", "010201").0, 404);
     let fill = |start: usize| {
         let reports: Vec<(String, &str)> = (start..start + 10_000).map(|i| (format!("f{i}"), "010201")).collect();
         http(rp, "POST", "/v1/collections/f2/reports", &[], Some(&batch("f2", 3, &reports))).0
     };
-    let mut k = 0;
+    let (mut k, t) = (0, Instant::now());
     while fill(k * 10_000) == 200 {
         k += 1;
         assert!(k < 40, "the 1 MiB buffer never filled");
     }
-    assert!(eventually(15, || fill(1_000_000) == 200), "the buffer stayed full after the group TTL");
+    assert!(t.elapsed() < Duration::from_secs(15), "filling took {:?}: the TTL may have passed", t.elapsed());
+    // Filled well within the TTL (about 18 batches); free again once it has passed.
+    assert!(eventually(45, || fill(1_000_000) == 200), "the buffer stayed full after the group TTL");
 }
 
 /// A hostile upstream giving every config fetch its own `config_version` (a tag per device):
