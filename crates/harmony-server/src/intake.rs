@@ -102,7 +102,9 @@ impl Metered {
         if self.pacing.min_rate == 0 {
             return gap;
         }
-        let rate = self.start + self.pacing.grace + Duration::from_secs_f64(self.received as f64 / self.pacing.min_rate as f64);
+        let rate = self.start
+            + self.pacing.grace
+            + Duration::from_secs_f64(self.received as f64 / self.pacing.min_rate as f64);
         gap.min(rate)
     }
 

@@ -12,8 +12,8 @@ pub mod load;
 mod printable;
 pub mod rounds;
 pub mod submit;
-pub mod tokens;
 mod token_policy;
+pub mod tokens;
 
 use crate::data::SchemaFile;
 use crate::output::Format;
