@@ -106,6 +106,18 @@ pub fn parse_json<'de, T: serde::Deserialize<'de>>(body: &'de [u8]) -> Result<T,
     }
 }
 
+/// [`parse_json`] of a body that must be a JSON object: a struct whose fields all have
+/// defaults would otherwise also accept an array (`[]`).
+pub fn parse_object<'de, T: serde::Deserialize<'de>>(body: &'de [u8]) -> Result<T, ApiError> {
+    match body.trim_ascii_start().first() {
+        Some(b'{') => parse_json(body),
+        first => {
+            let got = first.map_or("an empty body".to_string(), |b| format!("a body starting with {:?}", *b as char));
+            Err(ApiError::bad("body", format!("{got}, expected a JSON object")))
+        }
+    }
+}
+
 /// The 400 of a body that does not parse as a `T`, naming the path of the field at fault.
 fn parse_error<'de, T: serde::Deserialize<'de>>(body: &'de [u8]) -> ApiError {
     let syntax =

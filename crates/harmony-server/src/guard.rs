@@ -1,5 +1,5 @@
-//! Limits every request passes through: the caps on in-flight requests
-//! and in-flight body bytes (503 with `Retry-After`), the JSON Content-Type of bodies (415),
+//! Limits every request passes through: the caps on in-flight requests and on body bytes
+//! received and held (503 with `Retry-After`; bodies are metered as they arrive, [`crate::intake`]), the JSON Content-Type of bodies (415),
 //! the body and whole-request timeouts, and the JSON error format for every error the router
 //! or a layer produces (404, 405, bad paths, timeouts).
 
@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
+use crate::intake::{Metered, Pacing, Slot};
+
 /// Timeouts and caps of a server; [`Default`] holds the documented defaults (docs/SERVER.md).
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -20,14 +22,29 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// A request's body must arrive within this (a hard deadline, not per byte).
     pub body_timeout: Duration,
+    /// A body must keep arriving: at most this long between two of its frames (and from its
+    /// headers to its first frame), and the minimum rate applies after this long.
+    pub body_grace: Duration,
+    /// Bytes per second a body must average once its grace has passed (0: no minimum); a
+    /// slower body is answered 408 and its connection closed.
+    pub min_body_rate: u64,
+    /// A response write that makes no progress for this long (a client that does not read its
+    /// answers) closes the connection.
+    pub write_timeout: Duration,
     /// A request must be answered within this (503; work already started still finishes).
     pub request_timeout: Duration,
     /// Most open connections; more are answered 503 and closed.
     pub max_connections: usize,
-    /// Most requests being served at once; more are answered 503.
+    /// Most open connections from one IP address (0: only `max_connections`); more are
+    /// answered 503 and closed. Behind a reverse proxy every client has the proxy's address:
+    /// raise it to `max_connections` there.
+    pub max_connections_per_peer: usize,
+    /// Most requests being served at once, counted from when a request's body has arrived (a
+    /// request still uploading is not in flight); more are answered 503. `/healthz` is exempt
+    /// and `/readyz` has its own small pool ([`PROBES`]).
     pub max_in_flight: usize,
-    /// Most request-body bytes being received or held at once (by `Content-Length`, a body
-    /// without one counts as the 32 MiB limit); more are answered 503.
+    /// Most request-body bytes received and held at once, counted as they arrive (a declared
+    /// `Content-Length` reserves nothing); a body that would go over is answered 503.
     pub max_body_bytes_in_flight: usize,
     /// How long a drain (SIGTERM, SIGINT, [`crate::Running::stop`]) waits for in-flight requests.
     pub drain_timeout: Duration,
@@ -38,8 +55,12 @@ impl Default for Limits {
         Limits {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
+            body_grace: Duration::from_secs(5),
+            min_body_rate: 16 << 10,
+            write_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_peer: 512,
             max_in_flight: 256,
             max_body_bytes_in_flight: 256 << 20,
             drain_timeout: Duration::from_secs(30),
@@ -50,23 +71,29 @@ impl Default for Limits {
 /// Seconds a client is told to wait after a 503 from a cap.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
 
+/// Readiness probes answered at once, besides `max_in_flight` (a saturated API still answers
+/// its load balancer's probes).
+pub const PROBES: usize = 8;
+
 /// The semaphores behind the caps.
 #[derive(Clone)]
 pub struct Caps {
-    requests: Arc<Semaphore>,
-    /// Body budget in KiB permits (a semaphore counts in u32).
-    body_kib: Arc<Semaphore>,
-    body_kib_max: usize,
+    pacing: Pacing,
+    probes: Arc<Semaphore>,
 }
 
 impl Caps {
     /// The caps of `limits`.
     pub fn new(limits: &Limits) -> Self {
-        let body_kib_max = limits.max_body_bytes_in_flight.div_ceil(1024).max(1);
+        let body_kib_max = limits.max_body_bytes_in_flight.div_ceil(1024).clamp(1, Semaphore::MAX_PERMITS);
         Caps {
-            requests: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
-            body_kib: Arc::new(Semaphore::new(body_kib_max)),
-            body_kib_max,
+            pacing: Pacing {
+                requests: Arc::new(Semaphore::new(limits.max_in_flight.max(1))),
+                body_kib: Arc::new(Semaphore::new(body_kib_max)),
+                grace: limits.body_grace,
+                min_rate: limits.min_body_rate,
+            },
+            probes: Arc::new(Semaphore::new(PROBES)),
         }
     }
 }
@@ -78,38 +105,41 @@ pub fn overloaded(field: &str, message: String) -> Response {
     r
 }
 
-/// The bytes a request's body may take: its `Content-Length`, else (chunked) the body limit.
-fn body_claim(req: &Request) -> usize {
-    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS | Method::DELETE) {
-        return 0;
-    }
-    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    declared.unwrap_or(crate::MAX_BODY).min(crate::MAX_BODY)
+/// Whether a request's method carries a body the handler reads (its in-flight permit is taken
+/// when that body has arrived).
+fn has_body(req: &Request) -> bool {
+    matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH)
 }
 
-/// The in-flight caps: a permit per request and one per KiB of its body, held until the answer
-/// (`/healthz` is exempt: the process is up even when it is saturated).
+/// The in-flight caps. A request with a body takes body budget per received frame and its
+/// in-flight permit once the body has arrived ([`Metered`]); any other request takes its permit
+/// now. Permits are held until the answer. `/healthz` is exempt (the process is up even when
+/// saturated) and `/readyz` draws from its own pool of [`PROBES`].
 pub async fn caps(State(caps): State<Caps>, req: Request, next: Next) -> Response {
-    // Liveness answers even when the server is saturated.
-    if req.uri().path() == "/healthz" {
-        return next.run(req).await;
-    }
-    let Ok(_request) = caps.requests.clone().try_acquire_owned() else {
-        return overloaded("server", "too many requests in flight; retry later".into());
-    };
-    let kib = body_claim(&req).div_ceil(1024).min(caps.body_kib_max) as u32;
-    let _body = if kib > 0 {
-        match caps.body_kib.clone().try_acquire_many_owned(kib) {
-            Ok(p) => Some(p),
-            Err(_) => {
-                let msg = format!("too many request-body bytes in flight (a body of {kib} KiB); retry later");
-                return overloaded("body", msg);
-            }
+    match req.uri().path() {
+        "/healthz" => return next.run(req).await,
+        "/readyz" => {
+            let Ok(_probe) = caps.probes.clone().try_acquire_owned() else {
+                return overloaded("server", "too many readiness probes in flight; retry later".into());
+            };
+            return next.run(req).await;
         }
+        _ => {}
+    }
+    let slot = Slot::default();
+    let req = if has_body(&req) {
+        let (pacing, held) = (caps.pacing.clone(), slot.clone());
+        req.map(move |b| axum::body::Body::new(Metered::new(b, pacing, held)))
     } else {
-        None
+        let Ok(p) = caps.pacing.requests.clone().try_acquire_owned() else {
+            return overloaded("server", "too many requests in flight; retry later".into());
+        };
+        slot.lock().unwrap_or_else(|e| e.into_inner()).set_request(p);
+        req
     };
-    next.run(req).await
+    let res = next.run(req).await;
+    drop(slot);
+    res
 }
 
 /// Whether a Content-Type is JSON (`application/json`, any parameters, any case).

@@ -22,8 +22,10 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod conn;
 pub mod error;
 pub mod guard;
+pub mod intake;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
@@ -150,10 +152,10 @@ pub fn router_with_limits(
     use tower_http::timeout::{RequestBodyDeadlineLayer, TimeoutLayer};
     let (router, _) = api_router().split_for_parts();
     let caps = guard::Caps::new(limits);
-    extend(router)
+    // The Content-Type check runs on routed methods only: a POST to a GET-only path is a 405.
+    extend(router.route_layer(from_fn(guard::json_bodies)))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(from_fn(guard::json_bodies))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         .layer(RequestBodyDeadlineLayer::new(limits.body_timeout))
         .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout))

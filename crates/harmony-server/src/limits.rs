@@ -68,10 +68,49 @@ pub fn valid_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_alphanumeric() || "_-.:/()# ".contains(c))
 }
 
-/// Whether `label` is a valid category label: 1 to [`MAX_LABEL_BYTES`] bytes, no control
-/// characters (labels are data values such as `<=50K`; clients escape them when rendering).
+/// Whether `label` is a valid category label: 1 to [`MAX_LABEL_BYTES`] bytes, no
+/// [`unsafe_char`] (labels are data values such as `<=50K`; clients escape them when rendering).
 pub fn valid_label(label: &str) -> bool {
-    (1..=MAX_LABEL_BYTES).contains(&label.len()) && !label.chars().any(char::is_control)
+    (1..=MAX_LABEL_BYTES).contains(&label.len()) && !label.chars().any(unsafe_char)
+}
+
+/// Whether `c` may not appear in a name, label or other text a request carries: control
+/// characters (they drive terminals: `ESC [ 2 J` clears the admin's screen), line and paragraph
+/// separators (they end JavaScript strings and lines) and bidirectional overrides and
+/// isolates (they reorder what is shown).
+pub fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{061C}' | '\u{200E}' | '\u{200F}')
+        || ('\u{202A}'..='\u{202E}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// Refuses any string of `value` (keys included) with an [`unsafe_char`]: a 400 naming its
+/// path below `field` (`task.candidates[3]`, `query.name`), the character and its position.
+pub fn check_text(value: &Value, field: &str) -> Result<(), ApiError> {
+    let bad = |field: String, s: &str| -> Result<(), ApiError> {
+        match s.chars().enumerate().find(|(_, c)| unsafe_char(*c)) {
+            None => Ok(()),
+            Some((i, c)) => Err(ApiError::bad(
+                field,
+                format!(
+                    "character {i} is U+{:04X}: expected text without control, line-separator or bidirectional \
+                     control characters",
+                    c as u32
+                ),
+            )),
+        }
+    };
+    match value {
+        Value::String(s) => bad(field.to_string(), s),
+        Value::Array(items) => items.iter().enumerate().try_for_each(|(i, v)| check_text(v, &format!("{field}[{i}]"))),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            let inner = if field.is_empty() { k.clone() } else { format!("{field}.{k}") };
+            bad(inner.clone(), k)?;
+            check_text(v, &inner)
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Checks the schema's names, sizes and bounds.
@@ -102,7 +141,10 @@ pub fn check_schema(schema: &Schema) -> Result<(), ApiError> {
                     return Err(too_big(format!("schema[{i}].categories"), value, MAX_CATEGORIES));
                 }
                 if let Some((j, c)) = categories.iter().enumerate().find(|(_, c)| !valid_label(c)) {
-                    let msg = format!("label {c:?}: expected 1 to {MAX_LABEL_BYTES} bytes without control characters");
+                    let msg = format!(
+                        "label {c:?}: expected 1 to {MAX_LABEL_BYTES} bytes without control, line-separator or \
+                         bidirectional control characters"
+                    );
                     return Err(ApiError::bad(format!("schema[{i}].categories[{j}]"), msg));
                 }
                 labels += categories.len();
@@ -164,6 +206,7 @@ pub fn check_task(schema: &Schema, task: &TaskSpec) -> Result<(), ApiError> {
 /// Everything above, for a create request (`raw` is its JSON).
 pub fn check_request(raw: &Value, req: &CreateCollection) -> Result<(), ApiError> {
     check_raw(raw)?;
+    check_text(raw, "")?;
     if let Some(schema) = &req.schema {
         check_schema(schema)?;
         check_task(schema, &req.task)?;
@@ -185,5 +228,6 @@ mod tests {
         }
         assert!(valid_label("<=50K") && valid_label("Self-emp-not-inc"));
         assert!(!valid_label("") && !valid_label("a\u{7}") && !valid_label(&"x".repeat(257)));
+        assert!(!valid_label("x\u{2028}y") && !valid_label("a\u{202E}b") && valid_label("état"));
     }
 }

@@ -257,6 +257,9 @@ pub struct PgStore {
     jobs: Mutex<Option<SyncSender<Job>>>,
     /// Reads, collections and model rounds.
     read: Mutex<Conn>,
+    /// Scans and counts over a collection's reports (days, replay, export): a slow one never
+    /// queues readiness, tokens or gradient commits behind it.
+    analytics: Mutex<Conn>,
     /// Whether the writer thread's connection is up (for `/readyz`).
     writer_up: std::sync::Arc<AtomicBool>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -419,6 +422,7 @@ impl PgStore {
         let mut write = Conn::open(&config, &tls)?;
         write.run(|c| Ok(c.batch_execute(SCHEMA)?))?;
         let read = Conn::open(&config, &tls)?;
+        let analytics = Conn::open(&config, &tls)?;
         let (tx, rx) = sync_channel::<Job>(1024);
         let up = std::sync::Arc::new(AtomicBool::new(true));
         let writer_up = up.clone();
@@ -426,14 +430,20 @@ impl PgStore {
             .name("harmony-pg-writer".into())
             .spawn(move || writer_loop(write, rx, up))
             .map_err(|e| StoreError::Db(e.to_string()))?;
-        Ok(PgStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer_up, writer: Mutex::new(Some(handle)) })
+        Ok(PgStore {
+            jobs: Mutex::new(Some(tx)),
+            read: Mutex::new(read),
+            analytics: Mutex::new(analytics),
+            writer_up,
+            writer: Mutex::new(Some(handle)),
+        })
     }
 
     /// The one read path of reports (`columns`: id, day and body, or placeholders for the first
     /// two), streamed.
     fn scan(&self, key: i64, columns: &str, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
         use postgres::fallible_iterator::FallibleIterator;
-        self.read(|c| {
+        self.analytics(|c| {
             let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
             let sql = format!("SELECT {columns} FROM harmony_reports WHERE collection = $1");
             let mut rows = c.query_raw(sql.as_str(), params)?;
@@ -451,6 +461,11 @@ impl PgStore {
     fn read<T>(&self, f: impl FnOnce(&mut postgres::Client) -> StoreResult<T>) -> StoreResult<T> {
         self.read.lock().map_err(|_| StoreError::Closed)?.run(f)
     }
+
+    /// [`PgStore::read`] on the analytics connection.
+    fn analytics<T>(&self, f: impl FnOnce(&mut postgres::Client) -> StoreResult<T>) -> StoreResult<T> {
+        self.analytics.lock().map_err(|_| StoreError::Closed)?.run(f)
+    }
 }
 
 impl Drop for PgStore {
@@ -463,8 +478,10 @@ impl Drop for PgStore {
         {
             let _ = h.join();
         }
-        if let Ok(mut r) = self.read.lock() {
-            r.discard();
+        for conn in [&self.read, &self.analytics] {
+            if let Ok(mut r) = conn.lock() {
+                r.discard();
+            }
         }
     }
 }
@@ -556,14 +573,14 @@ impl Store for PgStore {
     }
 
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
-        self.read(|c| {
+        self.analytics(|c| {
             let n: i64 = c.query_one("SELECT COUNT(*) FROM harmony_reports WHERE collection = $1", &[&key])?.get(0);
             Ok(n as u64)
         })
     }
 
     fn day_counts(&self, key: i64) -> StoreResult<Vec<(Option<i32>, u64)>> {
-        self.read(|c| {
+        self.analytics(|c| {
             let rows = c.query(
                 "SELECT day, COUNT(*) FROM harmony_reports WHERE collection = $1 GROUP BY day ORDER BY day",
                 &[&key],

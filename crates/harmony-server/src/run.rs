@@ -212,8 +212,9 @@ pub async fn shutdown_signal() {
 }
 
 /// The accept loop: HTTP/1.1 connections with hyper's header-read timeout (also the idle
-/// timeout of a kept-alive connection), at most `max_connections` open (more are answered 503
-/// and closed). With `tls` each accepted stream is wrapped in TLS first, under the same cap;
+/// timeout of a kept-alive connection) and a write-progress timeout (a client that does not
+/// read its answers is disconnected), at most `max_connections` open and
+/// `max_connections_per_peer` from one address (more are answered 503 and closed). With `tls` each accepted stream is wrapped in TLS first, under the same cap;
 /// a handshake not finished within the header timeout (or failing: plain HTTP to the TLS port)
 /// closes the connection. When `stop` completes, the listener closes, idle connections close and in-flight requests are answered (for at most `drain_timeout`): every
 /// acknowledged report is committed.
@@ -224,9 +225,11 @@ pub async fn serve(
     tls: Option<Arc<ServerConfig>>,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
+    use crate::conn::WriteProgress;
     use hyper_util::rt::{TokioIo, TokioTimer};
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let conns = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let peers = crate::conn::Peers::new(limits.max_connections_per_peer);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).keep_alive(true);
     let tls = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -244,11 +247,17 @@ pub async fn serve(
             },
             _ = &mut stop => break,
         };
-        let Ok(permit) = conns.clone().try_acquire_owned() else {
-            tokio::spawn(refuse(stream));
+        let Some(peer_slot) = peers.admit(peer.ip()) else {
+            tokio::spawn(refuse(stream, "too many open connections from your address; retry later"));
             continue;
         };
+        let Ok(permit) = conns.clone().try_acquire_owned() else {
+            tokio::spawn(refuse(stream, "too many open connections; retry later"));
+            continue;
+        };
+        let permit = (permit, peer_slot);
         let _ = stream.set_nodelay(true);
+        let stream = WriteProgress::new(stream, limits.write_timeout);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let Some(acceptor) = tls.clone() else {
             let conn = http.serve_connection(TokioIo::new(stream), service);
@@ -278,10 +287,10 @@ pub async fn serve(
     Ok(())
 }
 
-/// Answers a connection over the cap with a 503 and closes it.
-async fn refuse(mut stream: tokio::net::TcpStream) {
+/// Answers a connection over a cap with a 503 (`message`) and closes it.
+async fn refuse(mut stream: tokio::net::TcpStream, message: &str) {
     use tokio::io::AsyncWriteExt;
-    let body = r#"{"error":{"field":"server","message":"too many open connections; retry later"}}"#;
+    let body = serde_json::json!({"error": {"field": "server", "message": message}}).to_string();
     let head = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         crate::guard::RETRY_AFTER_SECONDS,

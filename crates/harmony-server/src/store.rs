@@ -225,7 +225,11 @@ struct Job {
 /// SQLite storage (see the module docs).
 pub struct SqliteStore {
     jobs: Mutex<Option<SyncSender<Job>>>,
+    /// Short reads and writes: tokens, collections, model and query rounds, readiness.
     read: Mutex<rusqlite::Connection>,
+    /// Scans and counts over a collection's reports (days, replay, export): a slow one never
+    /// queues readiness, tokens or gradient commits behind it.
+    analytics: Mutex<rusqlite::Connection>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -292,6 +296,20 @@ fn migrate(conn: &rusqlite::Connection) -> StoreResult<()> {
         // Another process opening the same database added it first.
         Err(e) if e.to_string().contains("duplicate column name") => Ok(()),
         r => Ok(r?),
+    }
+}
+
+/// Creates the database file readable by its owner only (mode 0600 on Unix; SQLite gives its
+/// `-wal` and `-shm` files the database's mode), if it does not exist yet.
+fn create_private(path: &Path) -> StoreResult<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Db(format!("creating {}: {e}", path.display()))),
     }
 }
 
@@ -394,22 +412,29 @@ fn insert_batch(tx: &rusqlite::Transaction<'_>, job: &Job) -> StoreResult<Vec<bo
 impl SqliteStore {
     /// Opens (or creates) the database at `path`.
     pub fn open(path: &Path) -> StoreResult<Self> {
+        create_private(path)?;
         let write = open(path)?;
         write.execute_batch(SCHEMA)?;
         migrate(&write)?;
         let read = open(path)?;
+        let analytics = open(path)?;
         let (tx, rx) = sync_channel::<Job>(1024);
         let handle = std::thread::Builder::new()
             .name("harmony-sqlite-writer".into())
             .spawn(move || writer_loop(write, rx))
             .map_err(|e| StoreError::Db(e.to_string()))?;
-        Ok(SqliteStore { jobs: Mutex::new(Some(tx)), read: Mutex::new(read), writer: Mutex::new(Some(handle)) })
+        Ok(SqliteStore {
+            jobs: Mutex::new(Some(tx)),
+            read: Mutex::new(read),
+            analytics: Mutex::new(analytics),
+            writer: Mutex::new(Some(handle)),
+        })
     }
 
     /// The one read path of reports: `columns` is [`ALL_COLUMNS`] (export) or [`BODY_ONLY`] (the
     /// replay at start, which reads no ids).
     fn scan(&self, key: i64, columns: &str, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {
-        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let conn = self.analytics.lock().map_err(|_| StoreError::Closed)?;
         let mut stmt = conn.prepare(&format!("SELECT {columns} FROM reports WHERE collection = ?1"))?;
         let mut rows = stmt.query([key])?;
         let bad = |e: rusqlite::types::FromSqlError| StoreError::Db(e.to_string());
@@ -531,13 +556,13 @@ impl Store for SqliteStore {
     }
 
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
-        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let conn = self.analytics.lock().map_err(|_| StoreError::Closed)?;
         let n: i64 = conn.query_row("SELECT COUNT(*) FROM reports WHERE collection = ?1", [key], |r| r.get(0))?;
         Ok(n as u64)
     }
 
     fn day_counts(&self, key: i64) -> StoreResult<Vec<(Option<i32>, u64)>> {
-        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let conn = self.analytics.lock().map_err(|_| StoreError::Closed)?;
         let mut stmt =
             conn.prepare_cached("SELECT day, COUNT(*) FROM reports WHERE collection = ?1 GROUP BY day ORDER BY day")?;
         let rows =
@@ -545,9 +570,15 @@ impl Store for SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// The writer is running and the read connection answers; a read connection busy with
+    /// another request answers for itself (readiness never queues behind a query).
     fn ping(&self) -> StoreResult<()> {
         self.sender()?;
-        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let conn = match self.read.try_lock() {
+            Ok(conn) => conn,
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(()),
+            Err(std::sync::TryLockError::Poisoned(_)) => return Err(StoreError::Closed),
+        };
         conn.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?;
         Ok(())
     }

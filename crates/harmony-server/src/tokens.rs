@@ -277,6 +277,26 @@ fn forbidden(message: &str) -> ApiError {
     ApiError::new(StatusCode::FORBIDDEN, "authorization", message)
 }
 
+/// Fewest characters of an admin or metrics token.
+pub const MIN_TOKEN_CHARS: usize = 16;
+/// Fewest distinct characters of an admin or metrics token.
+pub const MIN_TOKEN_DISTINCT: usize = 8;
+
+/// Whether `token` is strong enough to guard a server: at least [`MIN_TOKEN_CHARS`] characters,
+/// [`MIN_TOKEN_DISTINCT`] of them distinct (a random 128-bit hex token, as `harmony serve`
+/// generates, has 32 and about 15). The error says what was expected, never the token.
+pub fn check_strength(token: &str) -> Result<(), String> {
+    let n = token.chars().count();
+    let distinct = token.chars().collect::<std::collections::HashSet<_>>().len();
+    if n < MIN_TOKEN_CHARS || distinct < MIN_TOKEN_DISTINCT {
+        return Err(format!(
+            "a token of {n} characters ({distinct} distinct), expected at least {MIN_TOKEN_CHARS} characters with \
+             {MIN_TOKEN_DISTINCT} distinct (e.g. 32 random hex digits: `openssl rand -hex 16`)"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a token label: at most 64 of `[A-Za-z0-9 _.@-]`.
 pub fn check_label(label: &str) -> Result<(), ApiError> {
     let ok = |c: char| c.is_ascii_alphanumeric() || " _.@-".contains(c);

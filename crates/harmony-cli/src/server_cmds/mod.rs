@@ -9,8 +9,10 @@ pub mod dashboard;
 pub mod demo;
 pub mod export;
 pub mod load;
+mod printable;
 pub mod rounds;
 pub mod submit;
+mod token_policy;
 pub mod tokens;
 
 use crate::data::SchemaFile;
@@ -117,6 +119,7 @@ impl ServeArgs {
             max_in_flight: count("max-in-flight", self.max_in_flight)?,
             max_body_bytes_in_flight: count("max-body-mib-in-flight", self.max_body_mib_in_flight)? << 20,
             drain_timeout: secs("drain-timeout", self.drain_timeout)?,
+            ..harmony_server::Limits::default()
         })
     }
 }
@@ -309,6 +312,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     if metrics.as_deref() == Some(token.as_str()) {
         bail!("--metrics-token is the admin token: give /metrics its own token, or none (the admin token reads it)");
     }
+    token_policy::check(&args.listen, &token, metrics.as_deref())?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(harmony_server::tls::server_config(cert, key).map_err(|e| anyhow!(e))?),
         _ => None,
@@ -531,7 +535,7 @@ pub fn query(a: QueryArgs) -> Result<()> {
     };
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
-        Format::Table => render::print(&doc, truth.as_ref()),
+        Format::Table => render::print(&printable::doc(&doc), truth.as_ref()),
     }
     Ok(())
 }

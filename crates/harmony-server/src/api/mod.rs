@@ -16,9 +16,20 @@ pub const MAX_BODY: usize = 32 << 20;
 pub type Body = Result<Bytes, axum::extract::rejection::BytesRejection>;
 
 /// The body's bytes; a refused body becomes the usual JSON error: 413 for one over
-/// [`MAX_BODY`], 408 for one that did not arrive within the body timeout ([`crate::Limits`]).
+/// [`MAX_BODY`], 408 for one that did not arrive within the body timeout or too slowly, 503 for
+/// one over the body budget or a request over the in-flight cap ([`crate::Limits`]).
 pub fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
+    use crate::intake::Refused;
+    use axum::http::StatusCode;
     body.map_err(|r| {
+        if let Some(why) = crate::intake::refused(&r) {
+            let status = match why {
+                Refused::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+                Refused::Budget { .. } | Refused::InFlight => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let field = if matches!(why, Refused::InFlight) { "server" } else { "body" };
+            return ApiError::new(status, field, why.to_string());
+        }
         if timed_out(&r) {
             let msg = "the request body did not arrive within the body timeout";
             return ApiError::new(axum::http::StatusCode::REQUEST_TIMEOUT, "body", msg);

@@ -112,6 +112,7 @@ pub async fn post_query(
     let store = st.inner.store.clone();
     let state = blocking(move || {
         let query: serde_json::Value = parse_json(&body)?;
+        crate::limits::check_text(&query, "query")?;
         crate::queries::post_query(store.as_ref(), &c, &query)
     })
     .await?;

@@ -4,7 +4,7 @@
 //! only: `POST`/`GET …/enrollments`, `DELETE …/enrollments/{device_id}`. See [`crate::tokens`].
 
 use super::{blocking, read_body};
-use crate::error::{ApiError, parse_json};
+use crate::error::{ApiError, parse_object};
 use crate::state::AppState;
 use crate::tokens::{Access, MAX_ENROLL, check_label};
 use axum::extract::{Path, State};
@@ -36,7 +36,7 @@ pub async fn create(
     let body = read_body(req).await?;
     let st2 = st.clone();
     let created: TokenCreated = blocking(move || {
-        let req: TokenRequest = parse_json(&body)?;
+        let req: TokenRequest = parse_object(&body)?;
         check_label(&req.label)?;
         st2.inner.tokens.mint(st2.inner.store.as_ref(), &id, &req.label).map_err(ApiError::store)
     })
@@ -167,7 +167,7 @@ pub async fn enroll(
     let st2 = st.clone();
     let id2 = id.clone();
     let devices = blocking(move || {
-        let req: EnrollRequest = parse_json(&body)?;
+        let req: EnrollRequest = parse_object(&body)?;
         check_label(&req.label)?;
         if !(1..=MAX_ENROLL).contains(&req.count) {
             return Err(ApiError::bad("count", format!("count is {}, expected 1 to {MAX_ENROLL}", req.count)));
