@@ -12,7 +12,7 @@ category "?"), categories as in examples/adult.toml. For each epsilon:
   unbiased estimate (count - n q) / (n (p - q)) is captured from inside `MI` (a wrapper around it,
   same arguments) so both can be reported. Time = all clients + the aggregator, one core, after a
   warm-up call that compiles the library's numba functions.
-* Harmony: `harmony simulate --schema <these 9 attributes> --strategy sample-k,split
+* Harmony: `harmony simulate --data <the same file> --schema <these 9 attributes> --strategy sample-k,split
   --categorical-mechanism oue --k 1 --epsilon E --runs R --format json` (sample-k with k = 1 is SMP,
   split is SPL), and the same with `grr` and `adaptive` against the library's GRR and ADP. Its
   estimates are unbiased (no post-processing); time = `seconds_per_run` (randomise every row as a
@@ -113,11 +113,17 @@ def load(data: Path, schema: Path):
         raw = df[a["name"]].where(df[a["name"]] != "", "?")
         bad = sorted(set(raw) - set(index))
         if bad:
-            sys.exit(f"{data}: column {a['name']} has values outside examples/adult.toml: {bad[:5]}")
+            sys.exit(f"{data}: column {a['name']} has values outside {schema}: {bad[:5]}")
         cols.append(raw.map(index).to_numpy(dtype=np.int64))
     x = np.stack(cols, axis=1)
     truth = [np.bincount(x[:, j], minlength=len(a["categories"])) / len(x) for j, a in enumerate(attrs)]
     return attrs, x, truth
+
+
+def shown_path(path) -> str:
+    """A data file's path as the report shows it: relative to the repository when inside it."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
 
 def mse(est, truth) -> float:
@@ -183,9 +189,11 @@ except ImportError:  # pragma: no cover - numba is a dependency of multi-freq-ld
         pass
 
 
-def harmony(binary, schema, epsilons, runs, mechanism="oue", threads=None, seed=1):
+def harmony(binary, data, schema, epsilons, runs, mechanism="oue", threads=None, seed=1):
+    """`harmony simulate` on `data` (the file the library is given) with `schema`, as JSON."""
     cmd = [
-        str(binary), "simulate", "--schema", str(schema), "--strategy", "sample-k,split",
+        str(binary), "simulate", "--data", str(Path(data).resolve()), "--schema", str(schema),
+        "--strategy", "sample-k,split",
         "--categorical-mechanism", mechanism, "--k", "1",
         "--epsilon", ",".join(f"{e:g}" for e in epsilons),
         "--runs", str(runs), "--seed", str(seed), "--format", "json",
@@ -199,18 +207,18 @@ def harmony(binary, schema, epsilons, runs, mechanism="oue", threads=None, seed=
     return json.loads(p.stdout), cmd
 
 
-def run_harmony(binary, schema_path, truth, epsilons, runs, timing_runs, protocols, log):
+def run_harmony(binary, data, schema_path, truth, epsilons, runs, timing_runs, protocols, log):
     """{(eps, strategy, protocol): {...}} and the OUE command line. MSE from a call with `runs`
     runs; seconds per run from calls with `timing_runs` runs (a Harmony run takes milliseconds, so
     a few runs time the process's warm-up more than the mechanism)."""
     res, oue_cmd = {}, None
     for proto in protocols:
         mech = HARMONY_MECH[proto]
-        full, cmd = harmony(binary, schema_path, epsilons, runs, mech)
+        full, cmd = harmony(binary, data, schema_path, epsilons, runs, mech)
         if mech == "oue":
             oue_cmd = cmd
-        timed, _ = harmony(binary, schema_path, epsilons, timing_runs, mech)
-        one, _ = harmony(binary, schema_path, epsilons, timing_runs, mech, threads=1)
+        timed, _ = harmony(binary, data, schema_path, epsilons, timing_runs, mech)
+        one, _ = harmony(binary, data, schema_path, epsilons, timing_runs, mech, threads=1)
         for r in full["results"]:
             res[(r["epsilon"], r["strategy"], proto)] = {
                 "mechanism": r["categorical_mechanism"],
@@ -229,7 +237,7 @@ def run_harmony(binary, schema_path, truth, epsilons, runs, timing_runs, protoco
         # Clipped MSE: per-run estimates from single-run calls with other seeds.
         clipped = {}
         for i in range(runs):
-            out, _ = harmony(binary, schema_path, epsilons, 1, mech, seed=1001 + i)
+            out, _ = harmony(binary, data, schema_path, epsilons, 1, mech, seed=1001 + i)
             for r in out["results"]:
                 est = [np.array([c["estimate"] for c in a["categories"]]) for a in r["attributes"]]
                 m = mse([clip_renormalize(e) for e in est], truth)
@@ -301,12 +309,13 @@ def report(args, attrs, n, lib, har, cmd) -> str:
     )
     L.append(f"* Versions: {versions(args.harmony)}")
     L.append(
-        f"* Data: data/adult.csv, n = {n:,} users, d = {len(attrs)} categorical attributes "
+        f"* Data: {shown_path(args.data)}, n = {n:,} users, d = {len(attrs)} categorical attributes "
         f"({names}; {sum(len(a['categories']) for a in attrs)} categories in all)"
     )
     L.append(f"* Runs: {args.runs} per cell (fresh randomness each); MSE and seconds are means over runs")
     if cmd:
         shown = " ".join(["harmony"] + cmd[1:]).replace(str(args.schema_tmp), "SCHEMA")
+        shown = shown.replace(str(Path(args.data).resolve()), shown_path(args.data))
         L.append(
             f"* Harmony command (SCHEMA = the 9 attributes above): `{shown}`; the GRR and ADP rows "
             "use `--categorical-mechanism grr` and `adaptive`"
@@ -449,7 +458,7 @@ def main():
         log("Harmony:")
         timing_runs = max(args.runs, args.harmony_timing_runs)
         har, cmd = run_harmony(
-            args.harmony, schema_tmp, truth, args.epsilon, args.runs, timing_runs, args.protocols, log
+            args.harmony, args.data, schema_tmp, truth, args.epsilon, args.runs, timing_runs, args.protocols, log
         )
         log("multi-freq-ldpy:")
         lib = {

@@ -41,8 +41,21 @@ pub fn encode_file(
     schema: &harmony_core::schema::Schema,
     policy: InvalidPolicy,
 ) -> harmony_data::Result<Encoded> {
+    encode_file_with(path, schema, &harmony_data::EncodeOptions::with_policy(policy))
+}
+
+/// [`encode_file`] with every option (the columns read, missing tokens, units); notes on how
+/// the file was read (a delimiter other than the comma, renamed columns) go to stderr.
+pub fn encode_file_with(
+    path: &Path,
+    schema: &harmony_core::schema::Schema,
+    options: &harmony_data::EncodeOptions,
+) -> harmony_data::Result<Encoded> {
     let mut reader = harmony_data::DataReader::open(path)?;
-    harmony_data::encode_rows(&mut reader, schema, &harmony_data::EncodeOptions::with_policy(policy))
+    for note in reader.notes() {
+        eprintln!("note: {note}");
+    }
+    harmony_data::encode_rows(&mut reader, schema, options)
 }
 
 /// Opens CSV text for a command that parses it itself: `-` = standard input, `.xz` decompressed

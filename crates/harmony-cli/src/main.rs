@@ -175,7 +175,7 @@ fn main() {
         Command::Shuffle(args) => shuffle::run(args),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", output::error_text(&e));
         std::process::exit(2);
     }
 }

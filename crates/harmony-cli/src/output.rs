@@ -42,3 +42,38 @@ pub fn emit<T: serde::Serialize>(
     }
     Ok(())
 }
+
+/// An error and its causes on one line, each text once: a cause whose text the message so far
+/// already holds (an error that prints its source, as `path: {source}` does) is not repeated.
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if part.is_empty() || text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "No such file or directory (os error 2)" once, not after its own prefix again.
+    #[test]
+    fn every_error_text_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let os = io.to_string();
+        let data = harmony_data::Error::Io { path: "x.csv".into(), source: io };
+        let e = anyhow::Error::new(data).context("--data x.csv");
+        let text = error_text(&e);
+        assert_eq!(text.matches(&os).count(), 1, "{text}");
+        assert!(text.starts_with("--data x.csv: x.csv: "), "{text}");
+        assert_eq!(format!("{e:#}").matches(&os).count(), 2, "anyhow's {{:#}} repeats it");
+    }
+}

@@ -190,9 +190,21 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
         Some(cat) => Some(cat.parse::<OracleKind>().map_err(|e| anyhow!("--categorical-mechanism: {e}"))?),
         None => None,
     };
-    for &eps in &epsilons {
+    for (i, &eps) in epsilons.iter().enumerate() {
         let first = choices.len();
-        for c in plan::compare(&schema, eps, extra)? {
+        let (compared, refused) = plan::compare_accepted(&schema, eps, extra)?;
+        if i == 0 {
+            for r in &refused {
+                eprintln!(
+                    "note: {} / {} / {} left out: {}",
+                    r.strategy.name(),
+                    r.numeric_mechanism,
+                    r.categorical_mechanism,
+                    r.reason
+                );
+            }
+        }
+        for c in compared {
             let attributes: Vec<AttrPlan> = schema
                 .attributes()
                 .iter()

@@ -87,30 +87,50 @@ fn num(x: Option<f64>, digits: usize) -> String {
     x.map(|v| format!("{v:.digits$}")).unwrap_or_else(|| "-".into())
 }
 
-fn row(label: &str, e: &Est, truth: Option<f64>, digits: usize) {
-    let label: String = label.chars().take(34).collect();
-    let t = truth.map(|t| format!("{t:.digits$}")).unwrap_or_default();
-    println!(
-        "{label:<34} {:>12} {:>10} {:>25} {t:>12}",
-        num(e.estimate, digits),
-        num(e.std_error, digits),
-        ci(e, digits.min(4))
-    );
+/// The rows of an estimates table, printed together: the label column as wide as the longest
+/// label (labels are never cut, so no two rows look alike), the truth column only when some row
+/// has a truth.
+#[derive(Default)]
+struct Rows {
+    rows: Vec<(String, [String; 3], Option<String>)>,
+}
+
+impl Rows {
+    fn row(&mut self, label: String, e: &Est, truth: Option<f64>, digits: usize) {
+        let cells = [num(e.estimate, digits), num(e.std_error, digits), ci(e, digits.min(4))];
+        self.rows.push((label, cells, truth.map(|t| format!("{t:.digits$}"))));
+    }
+
+    /// The header and the rows as text; empties the table.
+    fn text(&mut self) -> String {
+        let w = self.rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0).max(34);
+        let truth = self.rows.iter().any(|r| r.2.is_some());
+        let line = |label: &str, [e, se, ci]: [&str; 3], t: Option<&str>| match truth {
+            true => format!("{label:<w$} {e:>12} {se:>10} {ci:>25} {:>12}\n", t.unwrap_or("")),
+            false => format!("{label:<w$} {e:>12} {se:>10} {ci:>25}\n"),
+        };
+        let mut out = line("estimate of", ["estimate", "std err", "95% CI"], Some("truth"));
+        for (label, [e, se, ci], t) in std::mem::take(&mut self.rows) {
+            out.push_str(&line(&label, [&e, &se, &ci], t.as_deref()));
+        }
+        out
+    }
+
+    /// Prints the header and the rows, and empties the table.
+    fn print(&mut self) {
+        print!("{}", self.text());
+    }
 }
 
 /// The frequencies among present values (an attribute with `missing = "report"`): the truth
 /// is each label's share over the share not missing (the last category).
-fn present_rows(name: &str, present: Option<&[CategoryResult]>, truth: Option<&[f64]>) {
+fn present_rows(rows: &mut Rows, name: &str, present: Option<&[CategoryResult]>, truth: Option<&[f64]>) {
     let Some(present) = present else { return };
     let kept = truth.and_then(|t| t.last()).map(|m| 1.0 - m);
     for (v, c) in present.iter().enumerate() {
         let t = truth.zip(kept).map(|(t, k)| t[v] / k);
-        row(&format!("{name}={} | present", c.label), &c.frequency, t, 4);
+        rows.row(format!("{name}={} | present", c.label), &c.frequency, t, 4);
     }
-}
-
-fn header() {
-    println!("{:<34} {:>12} {:>10} {:>25} {:>12}", "estimate of", "estimate", "std err", "95% CI", "truth");
 }
 
 /// Prints a document as a table, with the truth beside it when given.
@@ -119,37 +139,39 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
     match (&doc.result, truth) {
         (TaskEstimate::Means(m), t) => {
             println!("{head}, means ({})", m.strategy);
-            header();
             let t = match t {
                 Some(Truth::Means(t)) => Some(t),
                 _ => None,
             };
+            let mut rows = Rows::default();
             for (j, a) in m.attributes.iter().enumerate() {
                 match a {
                     AttributeResult::Numeric { name, mean, missing, .. } => {
                         let what = if missing.is_some() { "mean of present" } else { "mean" };
-                        row(&format!("{name} ({what})"), mean, t.map(|t| t[j][0]), 4)
+                        rows.row(format!("{name} ({what})"), mean, t.map(|t| t[j][0]), 4)
                     }
                     AttributeResult::Categorical { name, categories, present, .. } => {
                         for (v, c) in categories.iter().enumerate() {
-                            row(&format!("{name}={}", c.label), &c.frequency, t.map(|t| t[j][v]), 4);
+                            rows.row(format!("{name}={}", c.label), &c.frequency, t.map(|t| t[j][v]), 4);
                         }
-                        present_rows(name, present.as_deref(), t.map(|t| t[j].as_slice()));
+                        present_rows(&mut rows, name, present.as_deref(), t.map(|t| t[j].as_slice()));
                     }
                 }
             }
+            rows.print();
         }
         (TaskEstimate::Frequency(f), t) => {
             println!("{head}, frequencies of {} ({})", f.attribute, f.mechanism);
-            header();
             let t = match t {
                 Some(Truth::Frequency(t)) => Some(t),
                 _ => None,
             };
+            let mut rows = Rows::default();
             for (v, c) in f.categories.iter().enumerate() {
-                row(&format!("{}={}", f.attribute, c.label), &c.frequency, t.map(|t| t[v]), 4);
+                rows.row(format!("{}={}", f.attribute, c.label), &c.frequency, t.map(|t| t[v]), 4);
             }
-            present_rows(&f.attribute, f.present.as_deref(), t.map(|t| t.as_slice()));
+            present_rows(&mut rows, &f.attribute, f.present.as_deref(), t.map(|t| t.as_slice()));
+            rows.print();
         }
         (TaskEstimate::Range(r), t) => print_range(&head, r, t),
         (TaskEstimate::LinearQueries(l), t) => print_linear(&head, l, t),
@@ -174,17 +196,19 @@ fn print_range(head: &str, r: &RangeEstimate, truth: Option<&Truth>) {
     println!("{head}, ranges of {} ({}, {} bins over [{lo}, {hi}])", r.attribute, r.method, r.bins);
     println!("reports per level: {:?}", r.level_reports);
     let cum = range_cum(r, truth);
-    header();
+    let mut rows = Rows::default();
     for x in &r.ranges {
         let t = cum.as_ref().map(|c| c[x.bins[1]] - c[x.bins[0]]);
-        row(&format!("share in [{}, {})", x.range[0], x.range[1]), &x.share, t, 4);
+        rows.row(format!("share in [{}, {})", x.range[0], x.range[1]), &x.share, t, 4);
     }
     let step = r.cdf.len().div_ceil(16).max(1);
     let last = r.cdf.len().saturating_sub(1);
     for (_, p) in r.cdf.iter().enumerate().filter(|(i, _)| i % step == 0 || *i == last) {
-        row(&format!("P[{} < {}]", r.attribute, fmt_units(p.x)), &p.value, cum.as_ref().map(|c| c[p.bin]), 4);
+        rows.row(format!("P[{} < {}]", r.attribute, fmt_units(p.x)), &p.value, cum.as_ref().map(|c| c[p.bin]), 4);
     }
-    println!("{:<34} {:>24} {:>28} {:>12}", "quantile", "bin (units)", "95% interval (units)", "true bin");
+    rows.print();
+    let true_bin = if cum.is_some() { "true bin" } else { "" };
+    println!("{:<34} {:>24} {:>28} {true_bin:>12}", "quantile", "bin (units)", "95% interval (units)");
     let truth_bins = match truth {
         Some(Truth::Range { bins }) if bins.len() == r.bins => Some(bins),
         _ => None,
@@ -214,13 +238,14 @@ fn print_linear(head: &str, l: &LinearEstimate, truth: Option<&Truth>) {
         Some(Truth::Linear { answers }) if answers.len() == l.queries.len() => Some(answers),
         _ => None,
     };
-    header();
+    let mut rows = Rows::default();
     for (i, q) in l.queries.iter().enumerate() {
-        row(&q.name, &q.answer, t.map(|t| t[i]), 4);
+        rows.row(q.name.clone(), &q.answer, t.map(|t| t[i]), 4);
         if let Some(p) = q.projected {
-            row(&format!("{} (projected)", q.name), &Est::point(p), t.map(|t| t[i]), 4);
+            rows.row(format!("{} (projected)", q.name), &Est::point(p), t.map(|t| t[i]), 4);
         }
     }
+    rows.print();
     if let Some(b) = l.projection_bound {
         println!("projected answers: within {b:.3e} (L2, certified) of the exact projection");
     }
@@ -237,11 +262,11 @@ fn print_heavy(head: &str, h: &HeavyHittersEstimate, truth: Option<&Truth>) {
     let levels: Vec<String> =
         h.levels.iter().map(|l| format!("{} bits: {} reports", l.prefix_bits, l.reports)).collect();
     println!("levels: {}", levels.join(", "));
-    header();
     let t = match truth {
         Some(Truth::Items(t)) => Some(t),
         _ => None,
     };
+    let mut rows = Rows::default();
     for it in &h.items {
         let named = t.and_then(|t| t.get(&it.code));
         let label = match (&it.item, named) {
@@ -249,8 +274,9 @@ fn print_heavy(head: &str, h: &HeavyHittersEstimate, truth: Option<&Truth>) {
             (None, Some((name, _))) => name.clone(),
             (None, None) => format!("code {}", it.code),
         };
-        row(&label, &it.frequency, t.map(|_| named.map_or(0.0, |n| n.1)), 4);
+        rows.row(label, &it.frequency, t.map(|_| named.map_or(0.0, |n| n.1)), 4);
     }
+    rows.print();
 }
 
 fn print_marginals(head: &str, m: &MarginalsEstimate, truth: Option<&Truth>) {
@@ -261,13 +287,14 @@ fn print_marginals(head: &str, m: &MarginalsEstimate, truth: Option<&Truth>) {
         m.post,
         m.group_reports.len()
     );
-    println!("{:<40} {:>7} {:>13} {:>13} {:>13}", "marginal", "cells", "predicted SSE", "max std err", "SSE vs truth");
+    let w = m.marginals.iter().map(|r| r.attributes.join(" × ").chars().count()).max().unwrap_or(0).max(40);
+    println!("{:<w$} {:>7} {:>13} {:>13} {:>13}", "marginal", "cells", "predicted SSE", "max std err", "SSE vs truth");
     let t = match truth {
         Some(Truth::Marginals(t)) => Some(t),
         _ => None,
     };
     for r in &m.marginals {
-        let name: String = r.attributes.join(" × ").chars().take(40).collect();
+        let name = r.attributes.join(" × ");
         let max_se =
             r.cells.iter().filter_map(|c| c.std_error).fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))));
         let answered = r.cells.iter().all(|c| c.estimate.is_some());
@@ -276,7 +303,7 @@ fn print_marginals(head: &str, m: &MarginalsEstimate, truth: Option<&Truth>) {
             .filter(|_| answered)
             .map(|(_, cells)| r.cells.iter().zip(cells).map(|(c, x)| (c.value() - x).powi(2)).sum::<f64>());
         let sci = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3e}"));
-        println!("{name:<40} {:>7} {:>13} {:>13} {:>13}", r.cells.len(), sci(r.predicted_sse), sci(max_se), sci(sse));
+        println!("{name:<w$} {:>7} {:>13} {:>13} {:>13}", r.cells.len(), sci(r.predicted_sse), sci(max_se), sci(sse));
     }
 }
 
@@ -341,5 +368,29 @@ fn json_difference(a: &serde_json::Value, b: &serde_json::Value) -> f64 {
         }
         (x, y) if x == y => 0.0,
         _ => f64::INFINITY,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Labels longer than the usual column are printed whole (a "| present" row stays apart
+    /// from its label's row), and a table without truth has no truth column.
+    #[test]
+    fn labels_are_never_cut_and_an_absent_truth_has_no_column() {
+        let e = Est::new(0.0866, 0.01);
+        let long = "occrecode=Construction/Extraction";
+        let mut rows = Rows::default();
+        rows.row(long.into(), &e, None, 4);
+        rows.row(format!("{long} | present"), &e, None, 4);
+        let text = rows.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[2].starts_with(&format!("{long} | present ")), "{text}");
+        assert_ne!(lines[1].split("  ").next(), lines[2].split("  ").next(), "{text}");
+        assert!(!lines[0].contains("truth") && lines.iter().all(|l| l.len() == lines[0].len()), "{text}");
+        rows.row("x".into(), &e, Some(0.5), 4);
+        let text = rows.text();
+        assert!(text.lines().next().unwrap().ends_with("truth") && text.contains("0.5000"), "{text}");
     }
 }

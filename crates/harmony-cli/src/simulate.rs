@@ -163,6 +163,11 @@ struct RunResult {
     estimates: Option<harmony_protocol::estimates::EstimateDocument>,
 }
 
+/// One attribute's results. A numeric attribute with `missing = "report"` compares the mean of
+/// its present values (run 1's estimate, as `harmony query` prints it) with the present values'
+/// true mean, the missing share beside it; its `mse`, `predicted_mse` and `ci_coverage` are of
+/// the mean the devices report (a missing value reported as the midpoint), the scale of the
+/// closed-form variance.
 #[derive(Serialize)]
 #[serde(untagged)]
 enum AttrResult {
@@ -176,6 +181,12 @@ enum AttrResult {
         true_mean_unit: f64,
         estimate_unit: f64,
         std_error_unit: f64,
+        /// The true share of missing values (`missing = "report"`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        true_missing_share: Option<f64>,
+        /// Its estimate (run 1).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        missing_share: Option<f64>,
         mse: f64,
         predicted_mse: f64,
         ci_coverage: f64,
@@ -201,10 +212,19 @@ struct CategoryResult {
     ci95: [f64; 2],
 }
 
-/// Ground truth per attribute, on the randomizers' scale.
+/// Ground truth per attribute, on the randomizers' scale: the mean of the reported values (a
+/// missing value as the midpoint, 0) and, with `missing = "report"`, the present values' mean
+/// and the share missing.
 enum Truth {
-    Numeric { mean: f64, sum_t2: f64 },
+    Numeric { mean: f64, sum_t2: f64, present: Option<(f64, f64)> },
     Categorical { freqs: Vec<f64> },
+}
+
+/// The mean of the values of `ts` whose presence category is 0, and the share missing.
+fn present_truth(ts: &[f64], presence: &ColumnValues) -> Option<(f64, f64)> {
+    let ColumnValues::Category(p) = presence else { return None };
+    let (s, k) = ts.iter().zip(p).filter(|(_, m)| **m == 0).fold((0.0, 0usize), |(s, k), (t, _)| (s + t, k + 1));
+    Some((s / k.max(1) as f64, 1.0 - k as f64 / ts.len().max(1) as f64))
 }
 
 fn truths(schema: &Schema, columns: &[ColumnValues], n: usize) -> Vec<Truth> {
@@ -212,10 +232,12 @@ fn truths(schema: &Schema, columns: &[ColumnValues], n: usize) -> Vec<Truth> {
         .attributes()
         .iter()
         .zip(columns)
-        .map(|(a, col)| match (a, col) {
+        .enumerate()
+        .map(|(j, (a, col))| match (a, col) {
             (Attribute::Numeric { .. }, ColumnValues::Unit(ts)) => {
                 let (s, s2) = ts.iter().fold((0.0, 0.0), |(s, s2), t| (s + t, s2 + t * t));
-                Truth::Numeric { mean: s / n as f64, sum_t2: s2 }
+                let present = schema.presence_of(j).and_then(|p| present_truth(ts, &columns[p]));
+                Truth::Numeric { mean: s / n as f64, sum_t2: s2, present }
             }
             (Attribute::Categorical { categories, .. }, ColumnValues::Category(vs)) => {
                 let mut c = vec![0.0; categories.len()];
@@ -385,6 +407,7 @@ pub fn run(args: SimulateArgs) -> Result<()> {
             }
             let seconds = start.elapsed().as_secs_f64();
             let mut result = acc.finish(task.mechanism(), &schema, &truth, n, args.runs, seconds);
+            present_values(&mut result.attributes, &schema, &truth, first.as_ref());
             result.estimates = first;
             results.push(result);
         }
@@ -512,7 +535,11 @@ impl Accumulator {
         let (nf, r) = (n as f64, runs as f64);
         let coverage = self.covered[j] as f64 / self.cells[j] as f64;
         match (a, truth, &self.first[j]) {
-            (Attribute::Numeric { name, min, max }, Truth::Numeric { mean, sum_t2 }, AttributeEstimate::Numeric(e)) => {
+            (
+                Attribute::Numeric { name, min, max },
+                Truth::Numeric { mean, sum_t2, .. },
+                AttributeEstimate::Numeric(e),
+            ) => {
                 let half = 0.5 * (max - min);
                 let mid = 0.5 * (max + min);
                 let units = e.affine(half, mid);
@@ -528,6 +555,8 @@ impl Accumulator {
                     true_mean_unit: *mean,
                     estimate_unit: e.value,
                     std_error_unit: e.std_error,
+                    true_missing_share: None,
+                    missing_share: None,
                     mse,
                     predicted_mse: predicted,
                     ci_coverage: coverage,
@@ -619,6 +648,45 @@ impl Accumulator {
     }
 }
 
+/// Attributes with `missing = "report"`: the present values' true mean and run 1's estimate of
+/// it (from its estimate document, what `harmony query` prints), the missing share beside them.
+fn present_values(attributes: &mut [AttrResult], schema: &Schema, truth: &[Truth], doc: Option<&EstimateDocument>) {
+    let Some(TaskEstimate::Means(m)) = doc.map(|d| &d.result) else { return };
+    for (j, a) in attributes.iter_mut().enumerate() {
+        let (
+            AttrResult::Numeric {
+                true_mean,
+                estimate,
+                std_error,
+                ci95,
+                true_mean_unit,
+                estimate_unit,
+                std_error_unit,
+                true_missing_share,
+                missing_share,
+                ..
+            },
+            Truth::Numeric { present: Some((t, share)), .. },
+            Attribute::Numeric { min, max, .. },
+        ) = (a, &truth[j], &schema.attributes()[j])
+        else {
+            continue;
+        };
+        let Some(harmony_protocol::estimates::AttributeResult::Numeric { mean, unit, missing, .. }) =
+            m.attributes.get(j)
+        else {
+            continue;
+        };
+        let nan = f64::NAN;
+        (*true_mean_unit, *true_mean) = (*t, 0.5 * (max - min) * t + 0.5 * (max + min));
+        (*estimate, *std_error) = (mean.estimate.unwrap_or(nan), mean.std_error.unwrap_or(nan));
+        *ci95 = mean.ci95.unwrap_or([nan, nan]);
+        (*estimate_unit, *std_error_unit) = (unit.estimate.unwrap_or(nan), unit.std_error.unwrap_or(nan));
+        *true_missing_share = Some(*share);
+        *missing_share = missing.as_ref().and_then(|e| e.estimate);
+    }
+}
+
 /// Standard error of the mean of the values pushed into `m` (sample standard deviation / √n);
 /// `None` below 2 values.
 fn mean_std_error(m: &Moments) -> Option<f64> {
@@ -681,15 +749,62 @@ fn print_table(out: &Output) {
             r.seconds_per_run
         );
     }
-    if let Some(first) = out.results.first() {
+    if let Some(best) = recommended(&out.results) {
         println!();
         println!(
-            "Numeric means, first run of eps = {} / {} (attribute units, ± 1.96·SE):",
-            first.epsilon, first.strategy
+            "Estimates beside the truth, run 1 of eps = {} / {} (recommended: the least mean MSE over attributes at the ε nearest 1; ± 1.96·SE):",
+            best.epsilon, best.strategy
         );
-        for a in &first.attributes {
-            if let AttrResult::Numeric { name, true_mean, estimate, std_error, .. } = a {
-                println!("  {name:<16} true {true_mean:>14.4}   estimate {estimate:>14.4} ± {:>12.4}", Z95 * std_error);
+        print_estimates(best);
+    }
+}
+
+/// The configuration whose estimates the table shows: at the ε nearest 1 (on a log scale), the
+/// strategy with the least MSE averaged over attributes.
+fn recommended(results: &[RunResult]) -> Option<&RunResult> {
+    let distance = |r: &RunResult| r.epsilon.ln().abs();
+    let eps = results.iter().min_by(|a, b| distance(a).total_cmp(&distance(b)))?.epsilon;
+    let score = |r: &RunResult| {
+        let mses: Vec<f64> = r
+            .attributes
+            .iter()
+            .map(|a| match a {
+                AttrResult::Numeric { mse, .. } | AttrResult::Categorical { mse, .. } => *mse,
+            })
+            .collect();
+        mses.iter().sum::<f64>() / mses.len().max(1) as f64
+    };
+    results.iter().filter(|r| r.epsilon == eps).min_by(|a, b| score(a).total_cmp(&score(b)))
+}
+
+/// One configuration's run-1 estimates beside the truth: every numeric mean (with the missing
+/// share of an attribute that reports it), the three most frequent labels of each categorical
+/// attribute.
+fn print_estimates(r: &RunResult) {
+    for a in &r.attributes {
+        match a {
+            AttrResult::Numeric { name, true_mean, estimate, std_error, true_missing_share, missing_share, .. } => {
+                let missing = match (true_missing_share, missing_share) {
+                    (Some(t), Some(e)) => format!("   (mean of present; missing: true {t:.4}, estimate {e:.4})"),
+                    _ => String::new(),
+                };
+                println!(
+                    "  {name:<24} true {true_mean:>14.4}   estimate {estimate:>14.4} ± {:>12.4}{missing}",
+                    Z95 * std_error
+                );
+            }
+            AttrResult::Categorical { name, categories, .. } => {
+                let mut top: Vec<&CategoryResult> = categories.iter().collect();
+                top.sort_by(|a, b| b.truth.total_cmp(&a.truth));
+                for c in top.iter().take(3) {
+                    let label = format!("{name}={}", c.label);
+                    println!(
+                        "  {label:<24} true {:>14.4}   estimate {:>14.4} ± {:>12.4}",
+                        c.truth,
+                        c.estimate,
+                        Z95 * c.std_error
+                    );
+                }
             }
         }
     }

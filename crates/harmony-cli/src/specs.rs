@@ -150,6 +150,19 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
     Ok((schema, spec))
 }
 
+/// The spec of a collection created without `--schema`: heavy hitters only (the other tasks
+/// read the schema's attributes).
+pub fn single_without_schema(t: &TaskArgs) -> Result<TaskSpec> {
+    if t.task != Task::HeavyHitters {
+        bail!(
+            "--schema is missing: --task {} reads the collection's attributes from a schema file (only heavy-hitters needs none)",
+            t.task.name()
+        );
+    }
+    let [spec] = &heavy(t)?[..] else { bail!("--method has several values, expected one for a collection") };
+    Ok(TaskSpec::HeavyHitters(spec.1.clone()))
+}
+
 /// The one value a collection takes of a list option.
 fn one<T: Copy>(values: Vec<T>, option: &str) -> Result<T> {
     match values[..] {
@@ -192,12 +205,29 @@ pub fn range(t: &TaskArgs, file: &SchemaFile, method: RangeMethod) -> Result<Ran
             attr.cardinality()
         );
     }
-    let bins = t.bins.or(file.bins.get(&name).copied());
+    let bins = t.bins.or(file.bins.get(&name).copied()).or_else(|| integer_bins(attr));
     if let Some(d) = bins.filter(|&d| d < 2) {
         bail!("--bins is {d}, expected an integer >= 2");
     }
     let branching = t.branching.filter(|_| method == RangeMethod::Hh);
     Ok(RangeSpec { attribute: name, bins, method, branching })
+}
+
+/// Most bins chosen for an attribute with integer bounds (one per integer; wider ones keep the
+/// task's default).
+const MAX_INTEGER_BINS: f64 = 256.0;
+
+/// One bin per integer when the attribute's bounds are integers at most
+/// [`MAX_INTEGER_BINS`] apart: the bin edges fall on integers (ages 17, 18, …, not 22.7031).
+fn integer_bins(attr: &harmony_core::schema::Declared) -> Option<usize> {
+    match &attr.attribute {
+        harmony_core::schema::Attribute::Numeric { min, max, .. }
+            if min.fract() == 0.0 && max.fract() == 0.0 && (2.0..=MAX_INTEGER_BINS).contains(&(max - min)) =>
+        {
+            Some((max - min) as usize)
+        }
+        _ => None,
+    }
 }
 
 /// The query of `--ranges` (`LO:HI` in the attribute's units) and `--quantiles`, as `harmony
@@ -426,7 +456,7 @@ mod range_linear_tests {
     #[test]
     fn collections_take_one_method_and_no_query_options() {
         let TaskSpec::Range(r) = single_of(&["--task", "range", "--column", "age"]).unwrap() else { panic!() };
-        assert_eq!((r.method, r.bins, r.branching), (RangeMethod::Hh, None, None), "the server resolves the rest");
+        assert_eq!((r.method, r.branching), (RangeMethod::Hh, None), "the server resolves the rest");
         let TaskSpec::Range(r) =
             single_of(&["--task", "range", "--column", "age", "--method", "haar", "--branching", "4"]).unwrap()
         else {
@@ -452,5 +482,19 @@ mod range_linear_tests {
         };
         assert_eq!((l.delta, l.attributes.len()), (Some(1e-5), 2), "the workload names its attributes");
         assert!(l.workload.is_object(), "a JSON workload travels inline");
+    }
+
+    /// Adult's age is declared on [17, 90]: one bin per year, so every edge is an integer; an
+    /// explicit `--bins` still wins.
+    #[test]
+    fn integer_bounds_bin_on_integer_edges() {
+        let TaskSpec::Range(r) = single_of(&["--task", "range", "--column", "age"]).unwrap() else { panic!() };
+        assert_eq!(r.bins, Some(73));
+        let TaskSpec::Range(r) = single_of(&["--task", "range", "--column", "age", "--bins", "8"]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.bins, Some(8));
+        let TaskSpec::Range(r) = single_of(&["--task", "range", "--column", "fnlwgt"]).unwrap() else { panic!() };
+        assert_eq!(r.bins, Some(4), "the schema's [bins]");
     }
 }

@@ -1,6 +1,9 @@
 //! The blocking HTTP transport (native targets): retries with exponential backoff and full
 //! jitter on transport errors, 5xx and 429; a 4xx fails at once with the server's field and
-//! message.
+//! message. A URL without `http://` or `https://` fails before any attempt, and so does a
+//! refused connection to a server this client never reached (nothing listens there: retrying
+//! would only delay the message); once the server has answered, a refused connection is a
+//! restart and is retried.
 
 use crate::{ClientError, Result};
 use harmony_protocol::estimates::{EstimateDocument, Query};
@@ -10,6 +13,8 @@ use harmony_protocol::{
 };
 use rand::{Rng, RngExt};
 use serde::Deserialize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Retry schedule: exponential backoff with full jitter.
@@ -36,6 +41,8 @@ pub struct Client {
     token: Option<String>,
     agent: ureq::Agent,
     retry: RetryPolicy,
+    /// Whether the server has answered a request of this client (or a clone of it).
+    reached: Arc<AtomicBool>,
 }
 
 /// An extra root certificate (none without the `tls` feature).
@@ -96,10 +103,36 @@ fn host_of(url: &str) -> &str {
     rest.split(['/', '?', '#']).next().unwrap_or(rest)
 }
 
-/// Why one attempt failed: an untrusted certificate is final (retrying will not help).
+/// Why one attempt failed: an untrusted certificate is final (retrying will not help); a refused
+/// connection is final before the server was ever reached.
 enum SendError {
     Untrusted(String),
+    Refused(String),
     Transport(String),
+}
+
+/// Whether a transport error says nothing listens at the address (connection refused, or a host
+/// that does not resolve).
+fn refused(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+        _ => false,
+    }
+}
+
+/// A transport error's text without the `io: ` prefix ureq puts before an OS error.
+fn transport_text(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Io(io) => io.to_string(),
+        e => e.to_string(),
+    }
+}
+
+/// Whether `url` starts with `http://` or `https://` (ignoring ASCII case).
+fn has_scheme(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
 }
 
 impl Client {
@@ -110,6 +143,7 @@ impl Client {
             token: None,
             agent: agent(&[]),
             retry: RetryPolicy::default(),
+            reached: Arc::new(AtomicBool::new(false)),
         }
     }
     /// Also trusts the CA certificates of the PEM file `path` for `https://` (a server with a
@@ -178,10 +212,16 @@ impl Client {
                 r.send(b.unwrap_or(&[]))
             }
         };
-        let mut resp = resp.map_err(|e| match untrusted(&e) {
-            true => SendError::Untrusted(e.to_string()),
-            false => SendError::Transport(e.to_string()),
+        let mut resp = resp.map_err(|e| {
+            if untrusted(&e) {
+                SendError::Untrusted(e.to_string())
+            } else if refused(&e) {
+                SendError::Refused(transport_text(&e))
+            } else {
+                SendError::Transport(transport_text(&e))
+            }
         })?;
+        self.reached.store(true, Ordering::Relaxed);
         let status = resp.status().as_u16();
         let bytes = resp
             .body_mut()
@@ -205,6 +245,9 @@ impl Client {
         body: Option<&[u8]>,
         extra: Option<(&str, &str)>,
     ) -> Result<Vec<u8>> {
+        if !has_scheme(&self.base) {
+            return Err(ClientError::BadUrl { url: self.base.clone() });
+        }
         let url = format!("{}{}", self.base, path);
         let attempts = self.retry.attempts.max(1);
         let mut last = String::new();
@@ -217,7 +260,10 @@ impl Client {
             }
             let (status, bytes) = match self.send(method, &url, body, extra) {
                 Ok(r) => r,
-                Err(SendError::Transport(e)) => {
+                Err(SendError::Refused(e)) if !self.reached.load(Ordering::Relaxed) => {
+                    return Err(ClientError::Unreachable { url: self.base.clone(), message: e });
+                }
+                Err(SendError::Refused(e) | SendError::Transport(e)) => {
                     last = e;
                     continue;
                 }
@@ -386,5 +432,54 @@ impl Client {
     pub fn revoke_device(&self, collection: &str, device_id: &str) -> Result<()> {
         self.request("DELETE", &format!("/v1/collections/{collection}/enrollments/{device_id}"), None)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// A loopback URL where nothing listens (a port just released).
+    fn closed_port_url() -> String {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        format!("http://127.0.0.1:{port}")
+    }
+
+    #[test]
+    fn refused_first_connection_fails_at_once_asking_for_harmony_serve() {
+        let url = closed_port_url();
+        let t = Instant::now();
+        let e = Client::new(&url).collections().unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(1), "took {:?}", t.elapsed());
+        let text = e.to_string();
+        assert!(matches!(e, ClientError::Unreachable { .. }), "{text}");
+        assert!(text.contains(&format!("is `harmony serve` running at {url}?")), "{text}");
+        assert!(!text.contains("io: "), "{text}");
+        assert_eq!(text.matches("os error").count(), 1, "the OS error once: {text}");
+    }
+
+    #[test]
+    fn url_without_scheme_fails_at_once() {
+        let t = Instant::now();
+        let e = Client::new("127.0.0.1:8080").collections().unwrap_err().to_string();
+        assert!(t.elapsed() < Duration::from_secs(1), "took {:?}", t.elapsed());
+        assert!(e.contains("must start with http:// or https://") && e.contains("127.0.0.1:8080"), "{e}");
+        assert!(has_scheme("HTTPS://x") && has_scheme("http://x") && !has_scheme("ftp://x") && !has_scheme("http:/"));
+    }
+
+    /// A server that answered before and now refuses (restarting) is retried.
+    #[test]
+    fn refused_connection_of_a_reached_server_is_retried() {
+        let retry = RetryPolicy { attempts: 3, base: Duration::from_millis(1), max: Duration::from_millis(2) };
+        let client = Client::new(&closed_port_url()).with_retry(retry);
+        client.reached.store(true, Ordering::Relaxed);
+        match client.collections().unwrap_err() {
+            ClientError::Unavailable { attempts, last, .. } => {
+                assert_eq!(attempts, 3);
+                assert!(last.contains("refused"), "{last}");
+            }
+            e => panic!("expected retries, got {e}"),
+        }
     }
 }

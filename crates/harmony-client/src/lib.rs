@@ -68,6 +68,21 @@ pub enum ClientError {
         /// The last error.
         last: String,
     },
+    /// A server URL without `http://` or `https://`: a configuration error, never retried.
+    #[error("server URL is \"{url}\": it must start with http:// or https://")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+    },
+    /// The first connection to the server was refused (or its host not found): nothing listens
+    /// there, so the request is not retried.
+    #[error("cannot connect to {url} ({message}): is `harmony serve` running at {url}?")]
+    Unreachable {
+        /// The server's base URL.
+        url: String,
+        /// The transport's error.
+        message: String,
+    },
     /// TLS: a server certificate that is not trusted, or a CA file that does not load (the
     /// native transport only).
     #[cfg(not(target_arch = "wasm32"))]

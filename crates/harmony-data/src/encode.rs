@@ -24,6 +24,10 @@ pub struct EncodeOptions {
     pub missing: MissingTokens,
     /// Units of numeric attributes read from dates or timestamps, by name.
     pub units: BTreeMap<String, Unit>,
+    /// The only columns read, by name (`None`: every attribute's). Any other attribute is
+    /// neither read nor checked (the file need not have it): it holds 0 on [-1, 1] or
+    /// category 0, for a task that never reads it (one attribute's frequencies or ranges).
+    pub only: Option<Vec<String>>,
 }
 
 impl EncodeOptions {
@@ -92,6 +96,8 @@ struct AttrEncoder<'s> {
     col: usize,
     kind: Kind,
     on_missing: OnMissing,
+    /// A column not read (see [`EncodeOptions::only`]): every row holds the placeholder.
+    unread: bool,
 }
 
 /// What a missing cell becomes (the attribute's missing policy, see `harmony_core::schema`).
@@ -139,7 +145,15 @@ impl<'s> AttrEncoder<'s> {
                 Kind::Categorical { labels, missing }
             }
         };
-        Ok(AttrEncoder { attr, col, kind, on_missing })
+        Ok(AttrEncoder { attr, col, kind, on_missing, unread: false })
+    }
+
+    /// An attribute whose column is not read: 0 on [-1, 1] or category 0 in every row.
+    fn placeholder(&self, n: usize) -> Out {
+        match self.attr {
+            Attribute::Numeric { .. } => Out::Unit(vec![0.0; n]),
+            Attribute::Categorical { .. } => Out::Category(vec![0; n]),
+        }
     }
 
     /// Applies the missing policy to a cell's result.
@@ -388,11 +402,12 @@ fn encode_each(
                 Role::Value(i) => schema.declared()[i].attribute.name(),
                 Role::Presence(b) => schema.attributes()[b].name(),
             };
-            let col = position(source.header(), &name, column)?;
-            AttrEncoder::new(schema, j, col, options.units.get(column).copied())
+            let unread = options.only.as_ref().is_some_and(|only| !only.iter().any(|c| c == column));
+            let col = if unread { 0 } else { position(source.header(), &name, column)? };
+            Ok(AttrEncoder { unread, ..AttrEncoder::new(schema, j, col, options.units.get(column).copied())? })
         })
         .collect::<Result<_>>()?;
-    source.select(&encoders.iter().map(|e| e.col).collect::<Vec<_>>());
+    source.select(&encoders.iter().filter(|e| !e.unread).map(|e| e.col).collect::<Vec<_>>());
     let mut totals = Columns { columns: Vec::new(), n: 0, skipped: 0, clamped: 0 };
     let mut rows = 0;
     while let Some(batch) = source.next_batch()? {
@@ -423,7 +438,10 @@ fn encode_batch(batch: &Batch, encoders: &[AttrEncoder], options: &EncodeOptions
     let mut cols = Vec::with_capacity(encoders.len());
     for e in encoders {
         let mut p = Vec::new();
-        cols.push(e.column(&batch.cells(e.col)?, &options.missing, &mut p)?);
+        cols.push(match e.unread {
+            true => e.placeholder(batch.len()),
+            false => e.column(&batch.cells(e.col)?, &options.missing, &mut p)?,
+        });
         problems.push(p);
     }
     let mut keep = vec![true; batch.len()];
@@ -498,4 +516,37 @@ pub fn columns_from_rows(schema: &Schema, values: &[Value]) -> Columns {
         })
         .collect();
     Columns { columns, n, skipped: 0, clamped: 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DataReader;
+
+    /// A blank in a column the task does not read neither refuses the file nor skips the row;
+    /// the file need not even have that column.
+    #[test]
+    fn only_the_named_columns_are_read_and_checked() {
+        let schema = Schema::new(vec![
+            Attribute::Numeric { name: "age".into(), min: 0.0, max: 100.0 },
+            Attribute::Numeric { name: "prestg10".into(), min: 0.0, max: 100.0 },
+            Attribute::Categorical { name: "sex".into(), categories: vec!["F".into(), "M".into()] },
+        ])
+        .unwrap();
+        let csv = b"age,prestg10\n30,40\n50,\n70,60\n".to_vec();
+        let all = EncodeOptions::default();
+        let e = encode_rows(&mut DataReader::from_bytes("t.csv", csv.clone()).unwrap(), &schema, &all).err().unwrap();
+        assert!(e.to_string().contains("\"sex\""), "{e}");
+        let only = EncodeOptions { only: Some(vec!["age".into()]), ..Default::default() };
+        let enc = encode_rows(&mut DataReader::from_bytes("t.csv", csv).unwrap(), &schema, &only).unwrap();
+        assert_eq!((enc.n, enc.skipped), (3, 0));
+        let ages: Vec<f64> =
+            enc.values.chunks(3).map(|r| if let Value::Unit(t) = r[0] { t } else { f64::NAN }).collect();
+        assert!(ages.iter().zip([-0.4, 0.0, 0.4]).all(|(a, b)| (a - b).abs() < 1e-12), "{ages:?}");
+        assert!(enc.values.chunks(3).all(|r| r[1] == Value::Unit(0.0) && r[2] == Value::Category(0)));
+        // The column read is still checked.
+        let bad = b"age,prestg10\n30,40\n,1\n".to_vec();
+        let e = encode_rows(&mut DataReader::from_bytes("t.csv", bad).unwrap(), &schema, &only).err().unwrap();
+        assert!(e.to_string().contains("row 3, column \"age\""), "{e}");
+    }
 }

@@ -217,13 +217,32 @@ impl DataReader {
     }
 
     fn csv(name: String, format: Format, stream: Box<dyn Read + Send>) -> Result<Self> {
-        let mut rdr =
-            csv::ReaderBuilder::new().has_headers(true).flexible(true).trim(csv::Trim::All).from_reader(stream);
+        let mut stream = std::io::BufReader::with_capacity(1 << 16, stream);
+        let head =
+            std::io::BufRead::fill_buf(&mut stream).map_err(|source| Error::Io { path: name.clone(), source })?;
+        let first_line = head.split(|&b| b == b'\n').next().unwrap_or(&[]);
+        let delimiter = delimiter_of(first_line);
+        let mut notes = Vec::new();
+        if delimiter != b',' {
+            notes.push(format!(
+                "{name}: the header has no comma but {}: read as {}-delimited text",
+                delimiter_name(delimiter),
+                delimiter_name(delimiter)
+            ));
+        }
+        let stream: Box<dyn Read + Send> = Box::new(stream);
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .delimiter(delimiter)
+            .from_reader(stream);
         let raw = rdr.headers().map_err(|e| Error::data(format!("{name}: reading the CSV header: {e}")))?.clone();
         if raw.is_empty() {
             return Err(Error::data(format!("{name}: empty input: expected a CSV header row")));
         }
-        let (header, notes) = unique_names(&raw.iter().collect::<Vec<_>>());
+        let (header, renamed) = unique_names(&raw.iter().collect::<Vec<_>>());
+        notes.extend(renamed);
         let records = vec![csv::StringRecord::new(); CSV_BATCH_ROWS];
         Ok(DataReader { name, format, header, notes, source: Source::Csv { rdr, records }, next_row: 0 })
     }
@@ -239,6 +258,42 @@ impl DataReader {
     /// The position of column `name`, or an error listing the columns.
     pub fn position(&self, name: &str) -> Result<usize> {
         position(&self.header, &self.name, name)
+    }
+}
+
+/// Delimiters read besides the comma, when a header has no comma.
+const OTHER_DELIMITERS: [u8; 3] = [b';', b'\t', b'|'];
+
+/// The delimiter of CSV text whose header line is `line`: a comma, unless the line has no comma
+/// outside quotes and has `;`, a tab or `|` (the most frequent of them).
+fn delimiter_of(line: &[u8]) -> u8 {
+    let mut counts = [0usize; 4];
+    let mut quoted = false;
+    for &b in line {
+        match b {
+            b'"' => quoted = !quoted,
+            b',' if !quoted => counts[0] += 1,
+            _ if !quoted => {
+                if let Some(i) = OTHER_DELIMITERS.iter().position(|&d| d == b) {
+                    counts[i + 1] += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    if counts[0] > 0 {
+        return b',';
+    }
+    (0..3).filter(|&i| counts[i + 1] > 0).max_by_key(|&i| counts[i + 1]).map_or(b',', |i| OTHER_DELIMITERS[i])
+}
+
+/// A delimiter's name for messages.
+fn delimiter_name(d: u8) -> &'static str {
+    match d {
+        b';' => "semicolons",
+        b'\t' => "tabs",
+        b'|' => "pipes",
+        _ => "commas",
     }
 }
 
@@ -370,4 +425,25 @@ fn check_ipc_head(name: &str, mut stream: Box<dyn Read + Send>) -> Result<Box<dy
         )));
     }
     Ok(Box::new(std::io::Cursor::new(head).chain(stream)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn semicolon_tab_and_pipe_delimiters_are_detected_and_named() {
+        for (d, name) in [(";", "semicolons"), ("\t", "tabs"), ("|", "pipes")] {
+            let text = format!("age{d}sex{d}\"a,b\"\n30{d}F{d}x\n41{d}M{d}y\n");
+            let mut r = DataReader::from_bytes("t.csv", text.into_bytes()).unwrap();
+            assert_eq!(r.header(), ["age", "sex", "a,b"], "{name}");
+            assert!(r.notes().iter().any(|n| n.contains(name) && n.contains("t.csv")), "{:?}", r.notes());
+            let batch = r.next_batch().unwrap().unwrap();
+            let Cells::Text(t) = batch.cells(1).unwrap() else { panic!("text cells") };
+            assert_eq!((t.get(0), t.get(1)), (Some("F"), Some("M")));
+        }
+        let r = DataReader::from_bytes("c.csv", b"a,b;c\n1,2;3\n".to_vec()).unwrap();
+        assert_eq!((r.header().len(), r.notes().len()), (2, 0), "a comma wins");
+        assert_eq!(delimiter_of(b"\"x;y\""), b',', "quoted semicolons are text");
+    }
 }

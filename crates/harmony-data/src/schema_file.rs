@@ -116,18 +116,30 @@ impl SchemaFile {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| Error::Io { path: format!("reading schema {}", path.display()), source })?;
-        let file: SchemaFile =
-            toml::from_str(&text).map_err(|e| Error::Schema(format!("parsing schema {}: {e}", path.display())))?;
-        file.validate().map_err(|e| Error::Schema(format!("schema {}: {e}", path.display())))?;
+        Self::from_toml(&text).map_err(|e| Error::Schema(format!("schema {}: {e}", path.display())))
+    }
+    /// Parses and validates a TOML schema: a key no level knows (a typo'd `mising` inside an
+    /// attribute included) is an error naming it.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let file: SchemaFile = toml::from_str(text).map_err(|e| Error::Schema(format!("parsing: {e}")))?;
+        check_attribute_keys(text)?;
+        file.validate()?;
         Ok(file)
     }
     /// The validated core schema.
     pub fn schema(&self) -> Result<Schema> {
         Schema::with_missing(self.attributes.clone()).map_err(|e| Error::Schema(e.to_string()))
     }
-    /// Checks the attributes and that `[units]` names numeric attributes.
+    /// Checks the attributes, that `[units]` names numeric attributes and `[bins]` attributes.
     pub fn validate(&self) -> Result<()> {
         let schema = self.schema()?;
+        if let Some(name) = self.bins.keys().find(|n| schema.position(n).is_none()) {
+            let names: Vec<&str> = self.attributes.iter().map(|a| a.name()).collect();
+            return Err(Error::Schema(format!(
+                "[bins] names \"{name}\", expected one of the attributes: {}",
+                names.join(", ")
+            )));
+        }
         for name in self.units.keys() {
             match schema.position(name).map(|j| &schema.attributes()[j]) {
                 Some(a) if a.is_numeric() => {}
@@ -147,8 +159,41 @@ impl SchemaFile {
     }
     /// How to encode data against this file.
     pub fn encode_options(&self) -> crate::encode::EncodeOptions {
-        crate::encode::EncodeOptions { invalid: self.invalid, missing: self.missing(), units: self.units.clone() }
+        crate::encode::EncodeOptions {
+            invalid: self.invalid,
+            missing: self.missing(),
+            units: self.units.clone(),
+            only: None,
+        }
     }
+}
+
+/// The keys an attribute entry takes, by kind (serde cannot refuse unknown keys beside a
+/// flattened, internally tagged attribute, so they are checked on the TOML itself).
+const NUMERIC_KEYS: [&str; 5] = ["name", "kind", "min", "max", "missing"];
+const CATEGORICAL_KEYS: [&str; 4] = ["name", "kind", "categories", "missing"];
+
+/// Refuses a key an `[[attributes]]` entry does not take, naming the key and the attribute.
+fn check_attribute_keys(text: &str) -> Result<()> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| Error::Schema(format!("parsing: {e}")))?;
+    let Some(toml::Value::Array(attributes)) = table.get("attributes") else { return Ok(()) };
+    for (i, entry) in attributes.iter().enumerate() {
+        let Some(entry) = entry.as_table() else { continue };
+        let name = entry.get("name").and_then(toml::Value::as_str);
+        let allowed: &[&str] = match entry.get("kind").and_then(toml::Value::as_str) {
+            Some("numeric") => &NUMERIC_KEYS,
+            Some("categorical") => &CATEGORICAL_KEYS,
+            _ => continue,
+        };
+        if let Some(key) = entry.keys().find(|k| !allowed.contains(&k.as_str())) {
+            let which = name.map_or(format!("number {}", i + 1), |n| format!("\"{n}\""));
+            return Err(Error::Schema(format!(
+                "attribute {which} has an unknown key \"{key}\", expected one of: {}",
+                allowed.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -166,6 +211,24 @@ mod tests {
         }
         let only = MissingTokens::new(&["-"]);
         assert!(only.is_missing("-") && only.is_missing("") && !only.is_missing("NA"));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_inside_attributes() {
+        let text = "[[attributes]]\nname = \"age\"\nkind = \"numeric\"\nmin = 0\nmax = 1\nmissing = \"report\"\n";
+        SchemaFile::from_toml(text).unwrap();
+        let e = SchemaFile::from_toml(&text.replace("missing =", "mising =")).unwrap_err().to_string();
+        assert!(
+            e.contains("attribute \"age\"") && e.contains("unknown key \"mising\"") && e.contains("missing"),
+            "{e}"
+        );
+        let cat = "[[attributes]]\nname = \"sex\"\nkind = \"categorical\"\ncategories = [\"F\", \"M\"]\nmin = 0\n";
+        let e = SchemaFile::from_toml(cat).unwrap_err().to_string();
+        assert!(e.contains("attribute \"sex\"") && e.contains("unknown key \"min\""), "{e}");
+        let e = SchemaFile::from_toml(&format!("[bins]\nagee = 4\n{text}")).unwrap_err().to_string();
+        assert!(e.contains("[bins] names \"agee\""), "{e}");
+        let e = SchemaFile::from_toml(&format!("invalidd = \"skip\"\n{text}")).unwrap_err().to_string();
+        assert!(e.contains("invalidd"), "{e}");
     }
 
     #[test]

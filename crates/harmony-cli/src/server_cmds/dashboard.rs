@@ -58,9 +58,11 @@ const CSP: &str = "default-src 'self'; script-src 'self' 'unsafe-eval' 'wasm-uns
     style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; connect-src 'self'; \
     object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
-/// The `extend` hook of [`harmony_server::router_with`]: `GET /dashboard/…`.
+/// The `extend` hook of [`harmony_server::router_with`]: `GET /dashboard/…`, and `GET /`
+/// redirected to the dashboard (the address `harmony serve` prints opens on it).
 pub fn routes(r: axum::Router<AppState>) -> axum::Router<AppState> {
-    r.route("/dashboard", get(|| async { Redirect::permanent("/dashboard/") }))
+    r.route("/", get(|| async { Redirect::temporary("/dashboard/") }))
+        .route("/dashboard", get(|| async { Redirect::permanent("/dashboard/") }))
         .route("/dashboard/", get(|| async { asset("index.html") }))
         .route("/dashboard/{*path}", get(|Path(path): Path<String>| async move { asset(&path) }))
 }
@@ -78,6 +80,21 @@ pub fn asset(path: &str) -> Response {
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     res
+}
+
+/// The dashboard's URL on a server listening on `listen` (`HOST:PORT`): a wildcard host is
+/// reached on loopback; `None` for port 0 (the port is chosen when binding).
+pub fn url(listen: &str, tls: bool) -> Option<String> {
+    let (host, port) = listen.rsplit_once(':')?;
+    if port == "0" {
+        return None;
+    }
+    let host = match host {
+        "0.0.0.0" | "" => "127.0.0.1",
+        "[::]" => "[::1]",
+        h => h,
+    };
+    Some(format!("{}://{host}:{port}/dashboard/", if tls { "https" } else { "http" }))
 }
 
 fn content_type(name: &str) -> &'static str {
@@ -105,5 +122,13 @@ mod tests {
         assert_eq!(asset("sdk/pkg/harmony_wasm_bg.wasm").headers()[header::CONTENT_TYPE], "application/wasm");
         assert_eq!(asset("../Cargo.toml").status(), StatusCode::NOT_FOUND);
         assert_eq!(asset("js/nope.js").status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn dashboard_url_of_a_listen_address() {
+        assert_eq!(url("127.0.0.1:8080", false).as_deref(), Some("http://127.0.0.1:8080/dashboard/"));
+        assert_eq!(url("0.0.0.0:443", true).as_deref(), Some("https://127.0.0.1:443/dashboard/"));
+        assert_eq!(url("[::]:8080", false).as_deref(), Some("http://[::1]:8080/dashboard/"));
+        assert_eq!(url("127.0.0.1:0", false), None);
     }
 }

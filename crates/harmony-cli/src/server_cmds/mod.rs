@@ -11,6 +11,7 @@ pub mod export;
 pub mod load;
 mod printable;
 pub mod rounds;
+pub mod sent;
 pub mod submit;
 mod token_policy;
 pub mod tokens;
@@ -172,9 +173,10 @@ pub struct CreateArgs {
     /// Analyst token (else `HARMONY_ANALYST_TOKEN`).
     #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
     pub token: String,
-    /// Schema file (TOML, as `harmony simulate --schema`).
+    /// Schema file (TOML, as `harmony simulate --schema`); not needed by `--task heavy-hitters`
+    /// (its items are strings; with a schema, `submit --column '*'` reads its attributes).
     #[arg(long)]
-    pub schema: PathBuf,
+    pub schema: Option<PathBuf>,
     /// Privacy budget of one device's report (a record, or a gradient with --task train).
     #[arg(long, allow_negative_numbers = true)]
     pub epsilon: f64,
@@ -245,9 +247,23 @@ pub struct SubmitArgs {
     /// docs/THREAT-MODEL.md); default: ε ≤ 10 per collection, every task and mechanism, no budget.
     #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Where the devices' budget ledger is kept (JSON; used with a budget).
+    /// Where the devices' budget ledger is kept (JSON; used with a budget). Beside it,
+    /// `harmony-submitted.json` records every file submitted (by collection and SHA-256): the
+    /// same file to the same collection is refused without --force.
     #[arg(long, default_value = "harmony-budget.json")]
     pub budget_ledger: PathBuf,
+    /// A row with a cell the collection's schema refuses: `error` (stop, naming row, column and
+    /// value) or `skip` (leave the row out; the count is printed). Default: `--schema`'s
+    /// `invalid`, else error. Only the columns the collection's task reads are checked.
+    #[arg(long, value_parser = ["error", "skip"])]
+    pub invalid: Option<String>,
+    /// The collection's schema file: its `invalid`, `missing_tokens` and `[units]` read --data
+    /// (it must declare the collection's attributes).
+    #[arg(long)]
+    pub schema: Option<PathBuf>,
+    /// Send a file again to a collection it was already submitted to (its rows report twice).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `harmony query`.
@@ -327,6 +343,9 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         store = std::sync::Arc::new(archive::ArchivingStore::new(store, dir, rolling));
     }
     let state = harmony_server::AppState::with_tokens(store, &token, metrics.as_deref()).map_err(|e| anyhow!(e))?;
+    if let Some(url) = dashboard::url(&args.listen, tls.is_some()) {
+        eprintln!("dashboard: {url} (sign in with the admin token)");
+    }
     harmony_server::serve_state_forever_extended(state, &args.listen, &limits, tls, dashboard::routes)
         .map_err(|e| anyhow!(e))
 }
@@ -354,8 +373,13 @@ pub fn collection(cmd: CollectionCommand) -> Result<()> {
 
 /// Creates the collection `a` describes (the spec `harmony simulate` builds from the same options).
 pub fn create(a: &CreateArgs) -> Result<Created> {
-    let file = SchemaFile::load(&a.schema)?;
-    let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
+    let (schema, task) = match &a.schema {
+        Some(path) => crate::specs::single(&a.task, &a.means, &SchemaFile::load(path)?, a.epsilon)?,
+        None => (None, crate::specs::single_without_schema(&a.task)?),
+    };
+    if let Some(w) = submit::epsilon_warning(a.epsilon) {
+        eprintln!("warning: {w}");
+    }
     let req = CreateCollection { schema, epsilon: a.epsilon, task };
     let client = a.ca.client(&a.server)?.with_token(&a.token);
     client.create_collection(&req).map_err(rounds::option_error)
@@ -409,26 +433,79 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         budget::charge(&mut store, Some(b), &a.collection, config.epsilon, SystemClock.now())
             .with_context(|| format!("--budget-ledger {}", a.budget_ledger.display()))?;
     }
+    let record = match a.simulate_devices {
+        // Simulated devices resend the same report ids: the server stores them once.
+        true => None,
+        false => sent::digest(&a.data)?.map(|sha| (sent::path_beside(&a.budget_ledger), sha)),
+    };
+    if let Some((path, sha)) = &record {
+        sent::check(&sent::Record::open(path)?, path, &a.collection, sha, a.force)?;
+    }
     let seed = a.simulate_devices.then_some(a.seed).flatten();
     let items = match (&a.column, a.transactions) {
         (Some(c), _) => Some(crate::items::Source::Column(c.clone())),
         (None, true) => Some(crate::items::Source::Transactions(a.data.clone(), a.separator.unwrap_or(','))),
         (None, false) => None,
     };
-    let population = submit::population_with(&config, &a.data, items.as_ref())?;
+    let (population, skipped) = read_submission(&a, &config, items.as_ref())?;
+    let result = send_devices(&a, &client, &config, &population, seed, &policy, skipped);
+    if let (Ok(()), Some((path, sha))) = (&result, record) {
+        let entry = sent::Sent {
+            collection: a.collection.clone(),
+            sha256: sha,
+            file: a.data.display().to_string(),
+            devices: population.len(),
+            at: sent::now_iso(),
+        };
+        sent::Record::open(&path)?.add(&path, entry)?;
+    }
+    result
+}
+
+/// The devices of `--data` for `config`, read with `--invalid` (else `--schema`'s policy), and
+/// the rows skipped (a note on stderr when any).
+fn read_submission(
+    a: &SubmitArgs,
+    config: &CollectionConfig,
+    items: Option<&crate::items::Source>,
+) -> Result<(crate::population::Population, usize)> {
+    let file = a.schema.as_deref().map(SchemaFile::load).transpose()?;
+    let invalid = match a.invalid.as_deref() {
+        Some("skip") => crate::data::InvalidPolicy::Skip,
+        Some(_) => crate::data::InvalidPolicy::Error,
+        None => file.as_ref().map_or(crate::data::InvalidPolicy::Error, |f| f.invalid),
+    };
+    let options = submit::read_options(config, file.as_ref(), invalid)?;
+    let (population, skipped) = submit::read_devices(config, &a.data, items, &options)?;
+    if skipped > 0 {
+        eprintln!("note: {skipped} rows of {} skipped (a cell the schema refuses; --invalid skip)", a.data.display());
+    }
+    Ok((population, skipped))
+}
+
+/// Sends every device's report: by rounds, answers or batches as the collection's task asks.
+fn send_devices(
+    a: &SubmitArgs,
+    client: &Client,
+    config: &CollectionConfig,
+    population: &crate::population::Population,
+    seed: Option<u64>,
+    policy: &Policy,
+    skipped: usize,
+) -> Result<()> {
     if matches!(&config.task, harmony_protocol::TaskSpec::LinearQueries(s) if s.mechanism == harmony_protocol::spec::LinearMechanism::AdaptiveRounds)
     {
-        return answers::submit(&client, &config, &population, seed, &policy);
+        return answers::submit(client, config, population, seed, policy);
     }
     if config.task.kind().has_rounds() {
         let keys = a.device_keys.as_deref().map(rounds::read_device_keys).transpose()?;
-        return rounds::submit(&client, &config, &population, seed, &policy, keys.as_deref());
+        return rounds::submit(client, config, population, seed, policy, keys.as_deref());
     }
-    let mut st = submit::submit(&client, &config, &population, a.concurrency, a.batch, seed, &policy)?;
+    let mut st = submit::submit(client, config, population, a.concurrency, a.batch, seed, policy)?;
     st.latencies.sort_by(f64::total_cmp);
     let n = population.len();
     eprintln!(
-        "submitted {n} devices: {} stored, {} already stored; {:.2} s ({:.0} reports/s); batch latency p50 {:.1} ms, p99 {:.1} ms",
+        "submitted {n} devices: {} stored, {} already stored, {skipped} rows skipped; {:.2} s ({:.0} reports/s); batch latency p50 {:.1} ms, p99 {:.1} ms",
         st.accepted,
         st.duplicates,
         st.seconds,
@@ -484,7 +561,10 @@ pub fn truth(
         let k = h.top.unwrap_or(harmony_tasks::heavy::DEFAULT_TOP).min(sets.names.len());
         return Ok(Some(crate::simulate_tasks::heavy::true_top(&sets, &codec, k)?.1));
     }
-    let population = submit::population(config, path)?;
+    // The truth of the rows devices could send: a row with a bad cell in a column the task
+    // reads is left out, as `submit --invalid skip` leaves it out.
+    let options = submit::read_options(config, None, crate::data::InvalidPolicy::Skip)?;
+    let population = submit::read_devices(config, path, None, &options)?.0;
     let schema = config.schema()?;
     Ok(match (&config.task, &doc.result) {
         (TaskSpec::Means(_), _) => Some(Truth::Means(render::record_truth(schema, population.values()))),

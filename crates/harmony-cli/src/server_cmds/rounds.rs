@@ -675,6 +675,9 @@ mod tests {
             policy: None,
             budget_ledger: data.with_file_name("budget.json"),
             device_keys: None,
+            invalid: None,
+            schema: None,
+            force: false,
         }
     }
 

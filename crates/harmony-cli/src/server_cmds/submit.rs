@@ -34,23 +34,80 @@ pub fn population(config: &CollectionConfig, path: &Path) -> Result<Population> 
 
 /// The devices of a file for a collection: a heavy-hitters collection's item sets from `items`
 /// (a column of the CSV `path`, or `path` as a transactions file), else the CSV's rows encoded
-/// by the collection's schema.
+/// by the collection's schema (only the columns its task reads; a bad cell is an error).
 pub fn population_with(
     config: &CollectionConfig,
     path: &Path,
     items: Option<&crate::items::Source>,
 ) -> Result<Population> {
+    let options = read_options(config, None, data::InvalidPolicy::Error)?;
+    Ok(read_devices(config, path, items, &options)?.0)
+}
+
+/// The devices of a file (see [`population_with`]) read with `options`, and the rows skipped.
+pub fn read_devices(
+    config: &CollectionConfig,
+    path: &Path,
+    items: Option<&crate::items::Source>,
+    options: &harmony_data::EncodeOptions,
+) -> Result<(Population, usize)> {
     if config.task.kind() == harmony_protocol::TaskKind::HeavyHitters {
         let source = items.ok_or_else(|| {
             anyhow!("collection {} is heavy-hitters: give --column COL ('*': every attribute as attribute=value) or --transactions", config.id)
         })?;
         let star = config.schema.as_ref().map(|s| s.attributes().iter().map(|a| a.name().to_string()).collect());
-        return Ok(crate::items::read(source, path, star)?.population());
+        return Ok((crate::items::read(source, path, star)?.population(), 0));
     }
     let schema = config.schema()?;
-    let enc = data::encode_file(path, schema, data::InvalidPolicy::Error)
+    let enc = data::encode_file_with(path, schema, options)
         .with_context(|| format!("encoding {} against collection {}'s schema", path.display(), config.id))?;
-    Ok(Population::records(schema, enc.values))
+    Ok((Population::records(schema, enc.values), enc.skipped))
+}
+
+/// The columns a collection's devices read: one attribute's for frequency and range, the
+/// domain's for linear queries and marginals that name it; `None` (every attribute) otherwise.
+pub fn read_columns(config: &CollectionConfig) -> Option<Vec<String>> {
+    use harmony_protocol::TaskSpec;
+    match &config.task {
+        TaskSpec::Frequency(f) => Some(vec![f.attribute.clone()]),
+        TaskSpec::Range(r) => Some(vec![r.attribute.clone()]),
+        TaskSpec::LinearQueries(l) => Some(l.attributes.clone()),
+        TaskSpec::Marginals(m) => m.attributes.clone(),
+        _ => None,
+    }
+}
+
+/// How to read a file for a collection: only the columns its task reads, with `invalid` for a
+/// bad row, and a schema file's missing tokens and date units (refused unless it declares the
+/// collection's attributes).
+pub fn read_options(
+    config: &CollectionConfig,
+    file: Option<&data::SchemaFile>,
+    invalid: data::InvalidPolicy,
+) -> Result<harmony_data::EncodeOptions> {
+    let mut options = match file {
+        Some(f) => {
+            if config.schema.is_some() && config.schema.as_ref() != Some(&f.schema()?) {
+                anyhow::bail!("--schema does not declare collection {}'s attributes (as they were created)", config.id);
+            }
+            f.encode_options()
+        }
+        None => harmony_data::EncodeOptions::default(),
+    };
+    options.invalid = invalid;
+    options.only = read_columns(config);
+    Ok(options)
+}
+
+/// The warning `collection create` prints when ε exceeds the default device policy's cap (every
+/// device with the default policy would refuse the collection).
+pub fn epsilon_warning(epsilon: f64) -> Option<String> {
+    let cap = harmony_client::policy::DEFAULT_MAX_EPSILON;
+    (epsilon > cap).then(|| {
+        format!(
+            "epsilon {epsilon} exceeds the default device policy's max_epsilon {cap}: devices with the default policy will refuse this collection (`harmony submit --max-epsilon {epsilon}` or a policy file allows it)"
+        )
+    })
 }
 
 /// The batch items of devices `rows` (device i: the simulated device i of `seed`, or a real

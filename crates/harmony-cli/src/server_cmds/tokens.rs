@@ -151,10 +151,11 @@ fn print_tokens(list: &[harmony_protocol::TokenInfo], format: Format) -> Result<
     match format {
         Format::Json => println!("{}", serde_json::to_string_pretty(list)?),
         Format::Table => {
-            println!("{:<20}  {:<8}  {:<12}  label", "token_id", "state", "created");
+            println!("{:<20}  {:<8}  {:<20}  label", "token_id", "state", "created (UTC)");
             for t in list {
                 let state = if t.revoked { "revoked" } else { "active" };
-                println!("{:<20}  {state:<8}  {:<12}  {}", t.token_id, t.created, t.label);
+                let created = harmony_data::temporal::format_datetime(t.created as f64);
+                println!("{:<20}  {state:<8}  {created:<20}  {}", t.token_id, t.label);
             }
         }
     }
