@@ -190,3 +190,36 @@ fn out_of_range_bounds_are_refused_at_the_fetch() {
         assert!(matches!(e, ClientError::Protocol { .. }) && named, "{bounds}: {e}");
     }
 }
+
+#[test]
+fn olh_under_an_allowlist_of_grr_and_gaussian_is_refused() {
+    // The server omits the frequency mechanism over 64 labels at ε = 1: the task picks OLH.
+    let labels: Vec<String> = (0..64).map(|i| format!("v{i:03}")).collect();
+    let body = serde_json::json!({
+        "id": "f1", "config_version": 1, "wire_version": 1,
+        "schema": [{"kind": "categorical", "name": "item", "categories": labels}],
+        "epsilon": 1.0,
+        "task": {"kind": "frequency", "attribute": "item"},
+    });
+    let fetched = client(&hostile(body.to_string(), 1)).config("f1").unwrap();
+    assert!(harmony_client::policy::mechanisms_of(&fetched).is_empty(), "the config names no mechanism");
+    let allow = |names: &[&str]| Policy {
+        mechanisms: Some(names.iter().map(|n| n.to_string()).collect()),
+        ..Policy::default()
+    };
+    let e = DeviceTask::with_policy(fetched.clone(), allow(&["grr", "gaussian"])).unwrap_err();
+    assert_eq!(rule(&e), "mechanisms");
+    assert!(e.to_string().contains("mechanisms is olh"), "{e}");
+    assert!(DeviceTask::with_policy(fetched, allow(&["grr", "olh"])).is_ok());
+    // A strategy that overrides the declared mechanisms: `harmony` runs Duchi and Hadamard,
+    // whatever numeric and categorical mechanisms the config declares.
+    let mut declared = means("m");
+    let TaskSpec::Means(spec) = &mut declared.task else { unreachable!() };
+    spec.numeric_mechanism = Some(harmony_core::kinds::RecordNumeric::Pm);
+    spec.categorical_mechanism = Some(harmony_core::kinds::OracleKind::Grr);
+    let written = harmony_client::policy::mechanisms_of(&declared);
+    assert_eq!(written, ["harmony", "pm", "grr"]);
+    let e = DeviceTask::with_policy(declared.clone(), allow(&["harmony", "pm", "grr"])).unwrap_err();
+    assert_eq!(rule(&e), "mechanisms");
+    assert!(DeviceTask::with_policy(declared, allow(&["harmony", "pm", "grr", "duchi", "hadamard"])).is_ok());
+}
