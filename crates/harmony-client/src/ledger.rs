@@ -10,7 +10,7 @@
 //! check that only one of them fits.
 
 use crate::budget::Spend;
-use crate::{ClientError, Result};
+use crate::Result;
 use harmony_protocol::ReportItem;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -107,8 +107,8 @@ impl FileLedger {
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
-    fn err(&self, e: impl ToString) -> ClientError {
-        ClientError::Ledger { path: self.path.clone(), message: e.to_string() }
+    fn err(&self, e: impl ToString) -> crate::ClientError {
+        crate::ClientError::Ledger { path: self.path.clone(), message: e.to_string() }
     }
     /// `path` with `suffix` appended to its file name (`x.json` → `x.json.lock`: two ledgers
     /// never share a companion file).
