@@ -9,8 +9,8 @@
 //! handles) on one file see each other's reports and spends, and never both pass a budget
 //! check that only one of them fits.
 
-use crate::budget::Spend;
 use crate::Result;
+use crate::budget::Spend;
 use harmony_protocol::ReportItem;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -82,6 +82,12 @@ pub struct Policy {
     /// The largest total ε over a rolling window, across collections (`None`: no budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Heavy hitters with `items = "id"`: the app's largest item id. When set, a config whose
+    /// code length cannot encode every id up to it is refused before any data is read (an id
+    /// the code cannot hold would otherwise be an error that depends on the data). `None`: not
+    /// declared (such configs are accepted; an id beyond the code is then refused by the task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_item_id: Option<u64>,
     /// Recurring series: the collections per epoch of a permanent report ([`crate::memo`];
     /// `None`: one permanent report for the whole series).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +208,7 @@ impl Default for Policy {
             tasks: None,
             mechanisms: None,
             budget: None,
+            max_item_id: None,
             series_refresh: None,
         }
     }
@@ -259,6 +266,7 @@ impl Policy {
             return Err(refuse("max_epsilon", config.epsilon, self.max_epsilon));
         }
         self.check_delta(config)?;
+        self.check_item_ids(config)?;
         let kind = config.task.kind();
         if let Some(tasks) = &self.tasks
             && !tasks.contains(&kind)
@@ -290,6 +298,24 @@ impl Policy {
             Some(d) if d.is_nan() || d < 0.0 || d > self.max_delta => Err(refuse("max_delta", d, self.max_delta)),
             Some(_) => Ok(()),
         }
+    }
+
+    /// A heavy-hitters config with `items = "id"` covers the app's declared ids: with B bits the
+    /// codes 0 … 2^B − 2 are ids (2^B − 1 pads), so every id ≤ `max_item_id` needs
+    /// `max_item_id < 2^B − 1`.
+    fn check_item_ids(&self, config: &CollectionConfig) -> Result<()> {
+        use harmony_protocol::spec::ItemEncoding;
+        let (Some(max), TaskSpec::HeavyHitters(h)) = (self.max_item_id, &config.task) else { return Ok(()) };
+        if h.items != ItemEncoding::Id {
+            return Ok(());
+        }
+        let bits = h.bits.unwrap_or(harmony_tasks::heavy::DEFAULT_BITS).min(64);
+        let padding = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        if max >= padding {
+            let value = format!("ids up to {max} in codes of {bits} bits (ids < {padding})");
+            return Err(refuse("max_item_id", value, "a code length that holds every id of the app"));
+        }
+        Ok(())
     }
 
     /// Checks the names of the mechanisms a built task runs (see [`DeviceTask`](crate::DeviceTask)):
