@@ -5,15 +5,15 @@
 //! # Privacy
 //! Reports to different collections compose sequentially (basic composition): k reports at
 //! (ε₁, δ₁)…(ε_k, δ_k) are (Σ εᵢ, Σ δᵢ)-LDP together (whatever the server does with them); a
-//! pure ε-LDP report has δ = 0. The ledger charges a collection's
-//! ε and δ with its report, in one update of the device's [`Ledger`](crate::Ledger) before
-//! anything is sent, and refuses a collection that would make the ε (or δ) spent in the window
-//! (`now − days`, `now`] exceed the budget. A collection is charged once: the device reports
-//! to it once, and a retry resends the same bytes, which costs nothing more. A charge with no
-//! report kept beside it is a refusal, never a fresh report (the device fails closed). The keys are the ids the device asked for
-//! ([`Client::config`](crate::Client::config) refuses a config with another id), so a server
-//! cannot reset the budget by renaming a collection; a server running many collections is
-//! bounded by the budget, not by the per-collection `max_epsilon`.
+//! pure ε-LDP report has δ = 0. The ledger charges a collection's ε and δ with its report, in
+//! one update of the device's [`Ledger`](crate::Ledger) before anything is sent, and refuses a
+//! collection that would make the ε (or δ) spent in the window (`now − days`, `now`] exceed
+//! the budget. A collection is charged once: the device reports to it once, and a retry
+//! resends the same bytes, which costs nothing more. A charge with no report kept beside it is
+//! a refusal, never a fresh report (the device fails closed). The keys are the ids the device
+//! asked for ([`Client::config`](crate::Client::config) refuses a config with another id), so
+//! a server cannot reset the budget by renaming a collection; a server running many
+//! collections is bounded by the budget, not by the per-collection `max_epsilon`.
 //!
 //! The core here is plain data: the spends live in the device's [`Ledger`](crate::Ledger)
 //! state with its reports, and a [`Clock`] gives seconds since the Unix epoch (injected in
