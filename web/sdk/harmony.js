@@ -39,7 +39,7 @@ export class HarmonyDevice {
   /**
    * @param {object} o
    * @param {string} [o.server] the server's base URL ('' : this page's origin)
-   * @param {object|null} [o.policy] the app's policy (never the server's): max_epsilon, tasks, mechanisms, budget
+   * @param {object|null} [o.policy] the app's policy (never the server's): max_epsilon, approximate, max_delta, tasks, mechanisms, budget
    * @param {Storage} [o.storage] where the ledger and budget persist (default localStorage)
    * @param {string} [o.storageKey]
    * @param {object} [o.retry] attempts, baseMs, maxMs, maxRetryAfterMs, timeoutMs
@@ -57,7 +57,8 @@ export class HarmonyDevice {
     this.queue = Promise.resolve();
   }
 
-  /** The persisted state: `{ledger: {collection: entry}, spends: [{collection, epsilon, at}]}`. */
+  /** The persisted state: `{ledger: {collection: entry}, spends: [{collection, epsilon, delta?, at}],
+   * series?: {key: {collections, epoch, report}}}`. */
   state() {
     return JSON.parse(this.storage.getItem(this.key) || '{}');
   }
@@ -84,26 +85,33 @@ export class HarmonyDevice {
     let item, version;
     try {
       version = collection.configVersion;
-      item = this.#withState((d) => JSON.parse(d.prepare(collection, JSON.stringify(record), Date.now() / 1000)).item);
+      item = await this.#withState((d) => JSON.parse(d.prepare(collection, JSON.stringify(record), Date.now() / 1000)).item);
     } finally {
       collection.free();
     }
     const body = JSON.stringify({ collection: id, config_version: version, reports: [item] });
     const ack = JSON.parse(await this.#request('POST', `${path}/reports`, body));
-    this.#withState((d) => d.acknowledge(id));
+    await this.#withState((d) => d.acknowledge(id));
     return { reportId: item.id, accepted: ack.accepted, duplicates: ack.duplicates };
   }
 
-  /** Runs `f` on the device state read from storage and writes the state back before returning. */
+  /** Runs `f` on the device state read from storage and writes the state back before returning,
+   * holding a Web Lock named after the storage key (where the browser has Web Locks): two tabs of
+   * one origin never both read the state before either writes it (one report per collection, one
+   * budget). */
   #withState(f) {
-    const device = new DeviceState(this.storage.getItem(this.key) || '');
-    try {
-      const out = f(device);
-      this.storage.setItem(this.key, device.state());
-      return out;
-    } finally {
-      device.free();
-    }
+    const run = () => {
+      const device = new DeviceState(this.storage.getItem(this.key) || '');
+      try {
+        const out = f(device);
+        this.storage.setItem(this.key, device.state());
+        return out;
+      } finally {
+        device.free();
+      }
+    };
+    const locks = globalThis.navigator?.locks;
+    return locks ? locks.request(`harmony-device:${this.key}`, run) : Promise.resolve().then(run);
   }
 
   /** One request with retries: network errors, 5xx and 429 back off (full jitter, or the

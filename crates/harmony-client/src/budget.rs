@@ -3,24 +3,25 @@
 //! rolling window of `days` days) bounds what a server learns from many collections together.
 //!
 //! # Privacy
-//! Reports to different collections compose sequentially: k reports at ε₁…ε_k are
-//! (Σ εᵢ)-LDP together (whatever the server does with them). The ledger charges a collection's
-//! ε before its report is recorded or sent, and refuses a collection that would make the ε
-//! spent in the window (`now − days`, `now`] exceed the budget. A collection is charged once:
-//! the device reports to it once ([`Ledger`](crate::Ledger)), and a retry resends the same
-//! bytes, which costs nothing more. The keys are the ids the device asked for
-//! ([`Client::config`](crate::Client::config) refuses a config with another id), so a server
-//! cannot reset the budget by renaming a collection; a server running many collections is
-//! bounded by the budget, not by the per-collection `max_epsilon`.
+//! Reports to different collections compose sequentially (basic composition): k reports at
+//! (ε₁, δ₁)…(ε_k, δ_k) are (Σ εᵢ, Σ δᵢ)-LDP together (whatever the server does with them); a
+//! pure ε-LDP report has δ = 0. The ledger charges a collection's ε and δ with its report, in
+//! one update of the device's [`Ledger`](crate::Ledger) before anything is sent, and refuses a
+//! collection that would make the ε (or δ) spent in the window (`now − days`, `now`] exceed
+//! the budget. A collection is charged once: the device reports to it once, and a retry
+//! resends the same bytes, which costs nothing more. A charge with no report kept beside it is
+//! a refusal, never a fresh report (the device fails closed). The keys are the ids the device
+//! asked for ([`Client::config`](crate::Client::config) refuses a config with another id), so
+//! a server cannot reset the budget by renaming a collection; a server running many
+//! collections is bounded by the budget, not by the per-collection `max_epsilon`.
 //!
-//! The core here is plain data and a trait: [`BudgetStore`] (where spends are kept: memory,
-//! a file, the browser's storage) and [`Clock`] (seconds since the Unix epoch; injected in
-//! tests, `Date.now()` in a browser). [`FileBudget`] is the native file implementation.
+//! The core here is plain data: the spends live in the device's [`Ledger`](crate::Ledger)
+//! state with its reports, and a [`Clock`] gives seconds since the Unix epoch (injected in
+//! tests, `Date.now()` in a browser).
 
+use crate::Result;
 use crate::policy::{Budget, refuse};
-use crate::{ClientError, Result};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
 
 /// Seconds in a day.
 pub const DAY: u64 = 86_400;
@@ -32,17 +33,15 @@ pub struct Spend {
     pub collection: String,
     /// The ε charged.
     pub epsilon: f64,
+    /// The δ charged (0 for a pure ε-LDP mechanism).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub delta: f64,
     /// When (seconds since the Unix epoch).
     pub at: u64,
 }
 
-/// Where a device keeps its spends. `record` must be durable before it returns: a report is
-/// sent only after its charge is recorded.
-pub trait BudgetStore {
-    /// Every spend recorded.
-    fn spends(&self) -> &[Spend];
-    /// Records a spend durably.
-    fn record(&mut self, spend: Spend) -> Result<()>;
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The current time, in seconds since the Unix epoch.
@@ -67,63 +66,6 @@ impl Clock for SystemClock {
     fn now(&self) -> u64 {
         // A clock before 1970 reads as 1970: every spend is then in the window (stricter).
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-    }
-}
-
-/// Spends in memory (tests, simulations, an app that persists them itself).
-#[derive(Debug, Clone, Default)]
-pub struct MemoryBudget(Vec<Spend>);
-
-impl BudgetStore for MemoryBudget {
-    fn spends(&self) -> &[Spend] {
-        &self.0
-    }
-    fn record(&mut self, spend: Spend) -> Result<()> {
-        self.0.push(spend);
-        Ok(())
-    }
-}
-
-/// Spends in a JSON file, rewritten atomically (temporary file, fsync, rename).
-#[derive(Debug, Clone)]
-pub struct FileBudget {
-    path: PathBuf,
-    spends: Vec<Spend>,
-}
-
-impl FileBudget {
-    /// Opens (or starts) the budget ledger at `path`.
-    pub fn open(path: &Path) -> Result<Self> {
-        let err = |m: String| ClientError::Ledger { path: path.to_path_buf(), message: m };
-        let spends = match std::fs::read(path) {
-            Ok(b) => serde_json::from_slice(&b).map_err(|e| err(e.to_string()))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(err(e.to_string())),
-        };
-        Ok(FileBudget { path: path.to_path_buf(), spends })
-    }
-}
-
-impl BudgetStore for FileBudget {
-    fn spends(&self) -> &[Spend] {
-        &self.spends
-    }
-    fn record(&mut self, spend: Spend) -> Result<()> {
-        use std::io::Write;
-        // The spend joins the list only once the file holding it is in place (no copy of the
-        // list: pushed, written, popped again if the write fails).
-        self.spends.push(spend);
-        let written = (|| -> std::io::Result<()> {
-            let tmp = self.path.with_extension("tmp");
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&serde_json::to_vec_pretty(&self.spends).expect("JSON of spends"))?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)
-        })();
-        written.map_err(|e| {
-            self.spends.pop();
-            ClientError::Ledger { path: self.path.clone(), message: e.to_string() }
-        })
     }
 }
 
@@ -161,63 +103,94 @@ impl Window {
     }
 }
 
-/// Whether `collection` may spend `epsilon` at `now`: `None` if it was already charged (a
-/// device reports once per collection: a retry costs nothing); else refused as
-/// [`ClientError::Policy`] with rule `budget` (naming the ε already spent in the window, the
-/// request and the limit) when the total would exceed `budget`; else the [`Spend`] to record
-/// once the report is made and before it is sent. With no budget the spend is still returned
-/// (recorded, a later stricter policy counts it).
-pub fn admit(
-    spends: &[Spend],
-    budget: Option<&Budget>,
-    collection: &str,
-    epsilon: f64,
-    now: u64,
-) -> Result<Option<Spend>> {
-    // One pass over the ledger: whether the collection was charged and the ε spent in the
-    // window (the sum of [`spent`], in the same order; only spends in the window are added, so
-    // a long ledger of old spends costs one comparison each, no chain of float additions).
-    let (mut charged, mut already) = (false, 0.0);
+/// What one collection costs: its ε and its δ (0 for pure ε-LDP).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    /// ε.
+    pub epsilon: f64,
+    /// δ.
+    pub delta: f64,
+}
+
+impl Cost {
+    /// A pure ε-LDP cost.
+    pub fn pure(epsilon: f64) -> Self {
+        Cost { epsilon, delta: 0.0 }
+    }
+}
+
+/// The [`Spend`] that lets `key` (a collection id, or a series' permanent report) spend `cost`
+/// at `now`, refused as [`ClientError::Policy`]:
+/// * rule `ledger` when `key` was already charged: a device reports once per key, and a charge
+///   whose report is not kept beside it (a ledger that lost it) is never re-randomized — the
+///   device fails closed;
+/// * rule `budget` (naming what the window already holds, the request and the limit) when the
+///   ε or the δ spent in the window would exceed `budget` (basic composition: the ε of the
+///   window's spends add up, and so do their δ).
+///
+/// With no budget the spend is still returned (recorded: a later stricter policy counts it).
+pub fn admit(spends: &[Spend], budget: Option<&Budget>, key: &str, cost: Cost, now: u64) -> Result<Spend> {
+    // One pass over the ledger: whether the key was charged and the ε and δ spent in the
+    // window (only spends in the window are added: a long ledger of old spends costs one
+    // comparison each, no chain of float additions).
+    let (mut charged, mut eps, mut delta) = (false, 0.0, 0.0);
     let inside = budget.map(|b| Window::new(b, now));
     for s in spends {
-        charged |= s.collection == collection;
+        charged |= s.collection == key;
         if let Some(w) = &inside
             && w.contains(s.at)
         {
-            already += s.epsilon;
+            eps += s.epsilon;
+            delta += s.delta;
         }
     }
     if charged {
-        return Ok(None);
+        return Err(refuse(
+            "ledger",
+            format!("{key} already charged, with no report kept for it"),
+            "one report per charge: a lost report is never made again",
+        ));
     }
+    let Cost { epsilon, delta: d } = cost;
     if !(epsilon.is_finite() && epsilon > 0.0) {
         return Err(refuse("budget", format!("a request of ε {epsilon}"), "a finite ε > 0"));
     }
+    if !(0.0..1.0).contains(&d) {
+        return Err(refuse("budget", format!("a request of δ {d}"), "a δ in [0, 1)"));
+    }
     if let Some(b) = budget {
         // A relative slack of 1e-12 so that, e.g., ten charges of 0.1 fit a budget of 1.
-        if already + epsilon > b.epsilon * (1.0 + 1e-12) {
-            let value = format!(
-                "ε {} already spent in the window + ε {epsilon} requested by collection {collection}",
-                fmt(already)
-            );
+        if eps + epsilon > b.epsilon * (1.0 + 1e-12) {
+            let value =
+                format!("ε {} already spent in the window + ε {epsilon} requested by collection {key}", fmt(eps));
+            return Err(refuse("budget", value, b));
+        }
+        if d > 0.0 && delta + d > b.delta * (1.0 + 1e-12) {
+            let value = format!("δ {delta:e} already spent in the window + δ {d:e} requested by collection {key}");
             return Err(refuse("budget", value, b));
         }
     }
-    Ok(Some(Spend { collection: collection.to_string(), epsilon, at: now }))
+    Ok(Spend { collection: key.to_string(), epsilon, delta: d, at: now })
 }
 
-/// [`admit`], then records the spend in `store` (for callers that randomize nothing between).
+/// [`admit`] and the spend's record in `ledger`, in one update of it (under its lock: two
+/// processes charging one ledger never both pass the check), for callers that randomize
+/// nothing in between (the CLI charges a whole file of devices once).
 pub fn charge(
-    store: &mut dyn BudgetStore,
+    ledger: &mut dyn crate::Ledger,
     budget: Option<&Budget>,
-    collection: &str,
-    epsilon: f64,
+    key: &str,
+    cost: Cost,
     now: u64,
-) -> Result<()> {
-    match admit(store.spends(), budget, collection, epsilon, now)? {
-        Some(s) => store.record(s),
-        None => Ok(()),
-    }
+) -> Result<Spend> {
+    let mut out = None;
+    ledger.update(&mut |state| {
+        let spend = admit(&state.spends, budget, key, cost, now)?;
+        state.spends.push(spend.clone());
+        out = Some(spend);
+        Ok(true)
+    })?;
+    Ok(out.expect("the update ran"))
 }
 
 /// A sum of ε printed without float noise (`2`, `0.3`).

@@ -1,10 +1,9 @@
 //! Devices: a collection's randomizer ([`DeviceTask`]), a real device with its OS-seeded
 //! generator and ledger ([`Device`]), and seeded devices for simulations ([`SimulatedDevices`]).
 
-use crate::budget::{BudgetStore, Clock, Spend};
-use crate::ledger::{Ledger, LedgerEntry};
-use crate::memo::MemoStore;
-use crate::policy::Policy;
+use crate::budget::{Clock, Cost, Spend};
+use crate::ledger::{Ledger, LedgerEntry, LedgerState, SeriesEntry};
+use crate::policy::{Policy, refuse};
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
 use harmony_protocol::{CollectionConfig, ModelState, ReportItem, TaskKind, to_hex};
@@ -37,6 +36,30 @@ pub fn report_id(rng: &mut dyn Rng) -> String {
     to_hex(&b)
 }
 
+/// Builds the task of a config and names the mechanisms it runs where the config may leave
+/// them to the task (`means`: the strategy and the record mechanism's numeric and categorical
+/// mechanisms; `frequency`: the oracle). Other tasks' mechanism and method fields are required
+/// and are what runs ([`Policy::check`] checks them).
+fn build_named(config: &CollectionConfig) -> Result<(Box<TaskObject>, Vec<&'static str>)> {
+    use harmony_core::frequency::FrequencyOracle;
+    use harmony_protocol::spec::TaskSpec;
+    use harmony_tasks::{frequency::FrequencyTask, means::MeansTask};
+    Ok(match &config.task {
+        TaskSpec::Means(spec) => {
+            let task = MeansTask::new(config.clone())?;
+            let (numeric, categorical) = task.mechanism().mechanism_names();
+            let names = [spec.strategy.name(), numeric, categorical].into_iter().filter(|n| *n != "none").collect();
+            (Box::new(task), names)
+        }
+        TaskSpec::Frequency(_) => {
+            let task = FrequencyTask::new(config.clone())?;
+            let names = vec![task.oracle().name()];
+            (Box::new(task), names)
+        }
+        _ => (build_task(config)?, Vec::new()),
+    })
+}
+
 /// A collection as a device sees it: the published config, checked against the device's
 /// [`Policy`], and the task built from it (the same task object the server and `harmony
 /// simulate` build).
@@ -65,9 +88,13 @@ impl DeviceTask {
     }
     /// Checks `config` against `policy` ([`ClientError::Policy`] naming the rule, the value and
     /// the limit), then builds its task: nothing is built or randomized for a refused config.
+    /// The mechanisms the built task runs are checked too ([`Policy::check_built`]): a
+    /// mechanism the config leaves to the task, or one a strategy overrides, is checked by
+    /// what runs.
     pub fn with_policy(config: CollectionConfig, policy: Policy) -> Result<Self> {
         policy.check(&config)?;
-        let task = build_task(&config)?;
+        let (task, built) = build_named(&config)?;
+        policy.check_built(built)?;
         let attributes = config.schema.as_ref().map_or(&[][..], |s| s.attributes());
         let numeric = attributes
             .iter()
@@ -161,13 +188,13 @@ impl DeviceTask {
     }
 }
 
-/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller), a ledger of its
-/// reports and, for a policy with a budget, a budget ledger and a clock.
+/// A device: an OS-seeded ChaCha20 generator (never seedable by the caller), its [`Ledger`]
+/// (reports, spends and permanent reports, changed together) and, for a policy with a budget,
+/// a clock.
 pub struct Device<L: Ledger> {
     rng: ChaCha20Rng,
     ledger: L,
-    budget: Option<(Box<dyn BudgetStore>, Box<dyn Clock>)>,
-    memo: Option<Box<dyn MemoStore>>,
+    clock: Option<Box<dyn Clock>>,
 }
 
 impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
@@ -177,54 +204,24 @@ impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
     }
 }
 
+/// What an update of the ledger gives back: the entry made or kept, or a refusal decided from
+/// the state (returned after the update, which then writes nothing).
+type Outcome = Option<Result<LedgerEntry>>;
+
 impl<L: Ledger> Device<L> {
-    /// A device with an OS-seeded generator and no budget ledger: it refuses every collection
-    /// whose policy sets a budget.
+    /// A device with an OS-seeded generator and no clock: it records no spends and refuses
+    /// every collection whose policy sets a budget.
     pub fn new(ledger: L) -> Self {
-        Device { rng: harmony_core::sampling::secure_rng(), ledger, budget: None, memo: None }
+        Device { rng: harmony_core::sampling::secure_rng(), ledger, clock: None }
     }
-    /// A device that charges every collection's ε to `store` at `clock`'s time (see
+    /// A device that charges every collection's ε and δ in its ledger at `clock`'s time (see
     /// [`crate::budget`]), refusing what the policy's budget does not allow.
-    pub fn with_budget(ledger: L, store: impl BudgetStore + 'static, clock: impl Clock + 'static) -> Self {
-        Device {
-            rng: harmony_core::sampling::secure_rng(),
-            ledger,
-            budget: Some((Box::new(store), Box::new(clock))),
-            memo: None,
-        }
+    pub fn with_budget(ledger: L, clock: impl Clock + 'static) -> Self {
+        Device { rng: harmony_core::sampling::secure_rng(), ledger, clock: Some(Box::new(clock)) }
     }
-    /// The device keeps permanent reports for recurring series in `store`
-    /// ([`Device::prepare_series`], [`crate::memo`]).
-    pub fn with_memo(mut self, store: impl MemoStore + 'static) -> Self {
-        self.memo = Some(Box::new(store));
-        self
-    }
-    /// The budget ledger's spends (empty without one).
+    /// The spends recorded in the ledger (as last read).
     pub fn spends(&self) -> &[Spend] {
-        self.budget.as_ref().map_or(&[], |(s, _)| s.spends())
-    }
-    /// The spend `task`'s collection would record, refused by its policy's budget (before any
-    /// randomization); `None`: nothing to record.
-    fn admit(&self, task: &DeviceTask, key: &str) -> Result<Option<Spend>> {
-        let budget = task.policy.budget.as_ref();
-        match (&self.budget, budget) {
-            (None, None) => Ok(None),
-            (None, Some(b)) => Err(crate::policy::refuse("budget", "a device without a budget ledger", b)),
-            (Some((store, clock)), b) => crate::budget::admit(store.spends(), b, key, task.config.epsilon, clock.now()),
-        }
-    }
-    /// Randomizes `input` for `task` under the budget and records it: the spend first, then the
-    /// entry, both before anything is sent.
-    fn record(&mut self, task: &DeviceTask, input: &Input<'_>, round: Option<u64>) -> Result<LedgerEntry> {
-        let spend = self.admit(task, &task.config.id)?;
-        let mut ids = harmony_core::sampling::secure_rng();
-        let item = task.item(input, &mut self.rng, &mut ids)?;
-        if let (Some(s), Some((store, _))) = (spend, self.budget.as_mut()) {
-            store.record(s)?;
-        }
-        let e = LedgerEntry { item, acknowledged: false, round };
-        self.ledger.put(&task.config.id, e.clone())?;
-        Ok(e)
+        &self.ledger.state().spends
     }
     /// The ledger.
     pub fn ledger(&self) -> &L {
@@ -232,68 +229,88 @@ impl<L: Ledger> Device<L> {
     }
 
     /// The report this device sends to a collection: randomized once and recorded in the ledger
-    /// before it is sent; later calls return the same entry (a retry resends the same bytes). An
-    /// acknowledged entry is [`ClientError::AlreadyReported`].
+    /// (with its charge, in one update) before it is sent; later calls return the same entry (a
+    /// retry resends the same bytes). An acknowledged entry is [`ClientError::AlreadyReported`];
+    /// a collection charged with no report kept is refused (rule `ledger`), never randomized
+    /// again.
     pub fn prepare(&mut self, task: &DeviceTask, input: &Input<'_>) -> Result<LedgerEntry> {
         task.expect(TaskKind::Train, false)?;
+        self.entry(task, input, None)
+    }
+    /// The entry of `task`'s collection: the kept one, or `input` randomized, charged and
+    /// recorded in one update of the ledger (under its lock).
+    fn entry(&mut self, task: &DeviceTask, input: &Input<'_>, round: Option<u64>) -> Result<LedgerEntry> {
         let id = &task.config.id;
-        match self.ledger.get(id) {
-            Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
-            Some(e) => Ok(e),
-            None => self.record(task, input, None),
-        }
+        let Device { rng, ledger, clock } = self;
+        let mut out: Outcome = None;
+        ledger.update(&mut |state| {
+            if let Some(kept) = kept(state, id) {
+                out = Some(kept);
+                return Ok(false);
+            }
+            let spend = charge(clock.as_deref(), task, state, id)?;
+            let item = task.item(input, rng, &mut harmony_core::sampling::secure_rng())?;
+            let e = LedgerEntry { item, acknowledged: false, round };
+            state.spends.extend(spend);
+            state.ledger.insert(id.clone(), e.clone());
+            out = Some(Ok(e));
+            Ok(true)
+        })?;
+        out.expect("the ledger ran the update")
     }
     /// The report this device sends to a collection of the recurring `series` (frequency
-    /// collections): the series' permanent report for the device's value if it has one (the
-    /// same bytes under a new report id, no new charge), else a new one, charged once for the
-    /// (series, randomizer, value) and kept ([`crate::memo`]). Recorded in the ledger per
-    /// collection as [`Device::prepare`]. Refused (rule `memoization`) for other tasks or a
-    /// device without a memo store.
+    /// collections), memoized on a data-independent schedule ([`crate::memo`]): the permanent
+    /// report of the series' current epoch (the same bytes under a new report id, no new
+    /// charge), or, at the first collection of an epoch, the current value randomized, charged
+    /// once for the epoch and kept. Recorded in the ledger per collection as
+    /// [`Device::prepare`], in the same update. Refused (rule `memoization`) for other tasks.
     pub fn prepare_series(&mut self, task: &DeviceTask, series: &str, input: &Input<'_>) -> Result<LedgerEntry> {
-        let key = memo_key(task, series, input)?;
+        let key = crate::memo::series_key(task, series, input)?;
         let id = &task.config.id;
-        match self.ledger.get(id) {
-            Some(e) if e.acknowledged => return Err(ClientError::AlreadyReported(id.clone())),
-            Some(e) => return Ok(e),
-            None => {}
-        }
-        let Some(memo) = self.memo.as_ref() else {
-            return Err(crate::policy::refuse("memoization", "a device without a memo store", "Device::with_memo"));
-        };
-        let kept = memo.get(&key);
-        let spend = self.admit(task, &key)?;
-        let mut ids = harmony_core::sampling::secure_rng();
-        let item = match kept {
-            Some(report) => ReportItem { id: report_id(&mut ids), report },
-            None => task.item(input, &mut self.rng, &mut ids)?,
-        };
-        if let (Some(s), Some((store, _))) = (spend, self.budget.as_mut()) {
-            store.record(s)?;
-        }
-        if let Some(memo) = self.memo.as_mut() {
-            memo.put(&key, &item.report)?;
-        }
-        let e = LedgerEntry { item, acknowledged: false, round: None };
-        self.ledger.put(id, e.clone())?;
-        Ok(e)
+        let refresh = task.policy.series_refresh;
+        let Device { rng, ledger, clock } = self;
+        let mut out: Outcome = None;
+        ledger.update(&mut |state| {
+            if let Some(kept) = kept(state, id) {
+                out = Some(kept);
+                return Ok(false);
+            }
+            let held = state.series.get(&key);
+            let n = held.map_or(0, |s| s.collections);
+            let epoch = refresh.map_or(0, |k| n / k);
+            let mut ids = harmony_core::sampling::secure_rng();
+            let (report, spend) = match held {
+                Some(s) if s.epoch == epoch => (s.report.clone(), None),
+                _ => {
+                    let spend = charge(clock.as_deref(), task, state, &crate::memo::epoch_key(&key, epoch))?;
+                    (task.item(input, rng, &mut ids)?.report, spend)
+                }
+            };
+            let item = ReportItem { id: report_id(&mut ids), report: report.clone() };
+            let e = LedgerEntry { item, acknowledged: false, round: None };
+            state.series.insert(key.clone(), SeriesEntry { collections: n + 1, epoch, report });
+            state.spends.extend(spend);
+            state.ledger.insert(id.clone(), e.clone());
+            out = Some(Ok(e));
+            Ok(true)
+        })?;
+        out.expect("the ledger ran the update")
     }
     /// Records that the server acknowledged the collection's entry.
     pub fn acknowledge(&mut self, collection: &str) -> Result<()> {
-        match self.ledger.get(collection) {
-            Some(e) => self.ledger.put(collection, LedgerEntry { acknowledged: true, ..e }),
-            None => Ok(()),
-        }
+        self.ledger.update(&mut |state| match state.ledger.get_mut(collection) {
+            Some(e) if !e.acknowledged => {
+                e.acknowledged = true;
+                Ok(true)
+            }
+            _ => Ok(false),
+        })
     }
     /// The gradient this device sends in a training round, randomized once at `model` and
     /// recorded before it is sent (as [`Device::prepare`]).
     pub fn prepare_gradient(&mut self, task: &DeviceTask, record: &[Value], model: &ModelState) -> Result<LedgerEntry> {
         task.expect(TaskKind::Train, true)?;
-        let id = &task.config.id;
-        match self.ledger.get(id) {
-            Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
-            Some(e) => Ok(e),
-            None => self.record(task, &Input::Gradient { record, model }, Some(model.round)),
-        }
+        self.entry(task, &Input::Gradient { record, model }, Some(model.round))
     }
 
     /// The answer this device sends to an `adaptive-rounds` collection's `round` (Duchi's bit
@@ -305,12 +322,32 @@ impl<L: Ledger> Device<L> {
         record: &[Value],
         round: &harmony_protocol::QueryRound,
     ) -> Result<LedgerEntry> {
-        let id = &task.config.id;
-        match self.ledger.get(id) {
-            Some(e) if e.acknowledged => Err(ClientError::AlreadyReported(id.clone())),
-            Some(e) => Ok(e),
-            None => self.record(task, &Input::Answer { record, round }, Some(round.round)),
+        self.entry(task, &Input::Answer { record, round }, Some(round.round))
+    }
+}
+
+/// The collection's kept entry (`Err` once acknowledged), if it has one.
+fn kept(state: &LedgerState, id: &str) -> Option<Result<LedgerEntry>> {
+    state
+        .ledger
+        .get(id)
+        .map(|e| if e.acknowledged { Err(ClientError::AlreadyReported(id.into())) } else { Ok(e.clone()) })
+}
+
+/// The spend `key` records for `task` (refused by its policy's budget, before any
+/// randomization): `None` for a device without a clock and a policy without a budget. A key
+/// already charged is refused either way (the device fails closed: a charge whose report is not
+/// kept is never randomized again).
+fn charge(clock: Option<&dyn Clock>, task: &DeviceTask, state: &LedgerState, key: &str) -> Result<Option<Spend>> {
+    let budget = task.policy.budget.as_ref();
+    let cost = Cost { epsilon: task.config.epsilon, delta: crate::policy::delta_of(&task.config).unwrap_or(0.0) };
+    match (clock, budget) {
+        (Some(clock), b) => crate::budget::admit(&state.spends, b, key, cost, clock.now()).map(Some),
+        (None, Some(b)) => Err(refuse("budget", "a device without a clock", b)),
+        (None, None) if state.spends.iter().any(|s| s.collection == key) => {
+            Err(refuse("ledger", format!("{key} already charged, with no report kept for it"), "one report per charge"))
         }
+        (None, None) => Ok(None),
     }
 }
 
@@ -412,26 +449,6 @@ impl<L: Ledger> Device<L> {
             Err(e) => Err(e),
         }
     }
-}
-
-/// The memo key of a frequency collection's input: the series, the randomizer's fingerprint
-/// (task spec, schema, ε: what makes two collections' reports interchangeable) and the value.
-fn memo_key(task: &DeviceTask, series: &str, input: &Input<'_>) -> Result<String> {
-    let c = &task.config;
-    let harmony_protocol::spec::TaskSpec::Frequency(spec) = &c.task else {
-        return Err(crate::policy::refuse("memoization", c.task.kind().name(), "frequency"));
-    };
-    let schema = c.schema()?;
-    let j = schema.attributes().iter().position(|a| a.name() == spec.attribute).unwrap_or(usize::MAX);
-    let value = match input {
-        Input::Record(r) => r.get(j).copied(),
-        _ => None,
-    };
-    let Some(Value::Category(v)) = value else {
-        return Err(crate::policy::refuse("memoization", "an input without the attribute's category", "a record"));
-    };
-    let fingerprint = serde_json::to_string(&(&c.task, &c.schema, c.epsilon)).expect("JSON of a config");
-    Ok(format!("series:{series}\u{1f}{fingerprint}\u{1f}{v}"))
 }
 
 /// Seeded devices, for simulations and tests only: device i randomizes with

@@ -7,16 +7,22 @@
 //! * [`Device`]: a device's secure generator and its [`Ledger`], which remembers per collection
 //!   the one report it made: a retry resends the same bytes under the same report id (the server
 //!   counts it once) and a device never randomizes twice for one collection (which would spend
-//!   its privacy budget again).
+//!   its privacy budget again). The ledger keeps the reports, the budget's spends and the
+//!   series' permanent reports in one state changed together ([`FileLedger`] natively: one
+//!   file, under an OS lock across each read-check-write); a charge with no report kept is a
+//!   refusal, never a fresh report.
 //! * [`Policy`]: what the app (never the server) lets a collection ask of the device: the
-//!   largest ε per collection (default [`policy::DEFAULT_MAX_EPSILON`] = 10), the tasks and
-//!   mechanisms allowed; out-of-range numeric values are clamped on the device, never skipped.
+//!   largest ε per collection (default [`policy::DEFAULT_MAX_EPSILON`] = 10), whether (ε, δ)
+//!   mechanisms may run and the largest δ (default: pure ε only; δ ≤
+//!   [`policy::DEFAULT_MAX_DELTA`] = 10⁻⁹ when allowed), the tasks and mechanisms allowed
+//!   (checked against what the built task runs); out-of-range numeric values are clamped on the device, never skipped.
 //!   A [`DeviceTask`] checks its config against it before building any randomizer.
-//! * [`budget`]: the privacy-budget ledger across collections: a [`Policy`]'s [`Budget`] (at most
-//!   ε per rolling window of days) charged per collection id the device asked for, persisted
-//!   by a [`BudgetStore`] ([`FileBudget`] natively) at a [`Clock`]'s time.
+//! * [`budget`]: the privacy budget across collections: a [`Policy`]'s [`Budget`] (at most ε,
+//!   and δ, per rolling window of days) charged per collection id the device asked for, in the
+//!   device's [`Ledger`] at a [`Clock`]'s time.
 //! * [`memo`]: memoized (permanent) randomized response for recurring frequency series
-//!   ([`Device::prepare_series`]): a series costs ε once per distinct value.
+//!   ([`Device::prepare_series`]): one permanent report per epoch of a data-independent
+//!   schedule, charged ε once per epoch whatever the value.
 //! * [`SimulatedDevices`]: seeded devices for simulations and tests only.
 //! * [`Client`] (native targets): the HTTP transport, with retries.
 //!
@@ -33,14 +39,15 @@ pub mod policy;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use budget::SystemClock;
-pub use budget::{BudgetStore, Clock, FileBudget, MemoryBudget};
+pub use budget::{Clock, Cost};
 pub use device::{Device, DeviceTask, SimulatedDevices, TaskObject, report_id};
 pub use harmony_protocol as protocol;
 pub use harmony_tasks::Input;
 #[cfg(not(target_arch = "wasm32"))]
 pub use http::{Client, RetryPolicy};
-pub use ledger::{FileLedger, Ledger, LedgerEntry, MemoryLedger};
-pub use memo::{MemoStore, MemoryMemo};
+#[cfg(not(target_arch = "wasm32"))]
+pub use ledger::FileLedger;
+pub use ledger::{Ledger, LedgerEntry, LedgerState, MemoryLedger, SeriesEntry};
 pub use policy::{Budget, Policy};
 
 use std::path::PathBuf;
@@ -119,7 +126,8 @@ pub enum ClientError {
     /// randomization).
     #[error("the device's policy refuses this collection: {rule} is {value}, the limit is {limit}")]
     Policy {
-        /// The policy rule (`max_epsilon`, `tasks`, `mechanisms`, `budget`, or `policy.*` for a
+        /// The policy rule (`max_epsilon`, `approximate`, `max_delta`, `tasks`, `mechanisms`,
+        /// `budget`, `ledger` (a charge with no report kept), `memoization`, or `policy.*` for a
         /// policy that is itself invalid).
         rule: String,
         /// The value the collection asks for.

@@ -5,15 +5,28 @@
 //! * `max_epsilon`: the largest ε one collection may spend (one report, or one gradient of a
 //!   training collection: a device contributes once per collection). The
 //!   [default](Policy::default) is [`DEFAULT_MAX_EPSILON`] = 10.
+//! * `approximate` and `max_delta`: whether (ε, δ) mechanisms (the Gaussian mechanism) are
+//!   allowed at all (default `false`: only pure ε-LDP runs, whatever δ the server states) and
+//!   the largest δ one collection may spend (default [`DEFAULT_MAX_DELTA`] = 10⁻⁹). δ is
+//!   charged in the budget next to ε.
 //! * `tasks`: the tasks allowed (`None`: every task, the default).
 //! * `mechanisms`: the mechanism, strategy and method names allowed (`None`: every one, the
 //!   default), matched against the names the config writes out (`strategy`,
-//!   `numeric_mechanism`, `categorical_mechanism`, `mechanism`, `method`).
-//! * `budget`: at most `epsilon` in total over any rolling window of `days` days, across
+//!   `numeric_mechanism`, `categorical_mechanism`, `mechanism`, `method`) and against the
+//!   mechanisms the built task runs ([`Policy::check_built`]: a field the config omits, or one
+//!   a strategy overrides, is checked by what runs).
+//! * `budget`: at most `epsilon` (and `delta`, default 0) in total over any rolling window of
+//!   `days` days, across
 //!   collections (sequential composition), charged by the device's budget ledger
 //!   ([`crate::budget`]) keyed by the collection id the device asked for (`None`: no budget,
 //!   the default). Written `"E/DAYS"` (`"2/1"`: ε 2 a day) or as a table
-//!   `{ epsilon = 2, days = 1 }`.
+//!   `{ epsilon = 2, days = 1 }` (with δ: `{ epsilon = 2, days = 1, delta = 1e-8 }`).
+//! * `series_refresh`: for recurring series, the collections per permanent report
+//!   ([`crate::memo`]; `None`: one for the whole series, the default).
+//! * Values the config cannot encode (the browser and Python SDKs, which encode raw values
+//!   with the server's schema): a missing value the config's missing policy refuses, or a
+//!   label outside the config's categories, is replaced by a uniformly random value
+//!   ([`fallback`]); the report is sent either way.
 //! * Out-of-range values: a numeric value outside [-1, 1] is clamped to the nearest end, a
 //!   non-finite one becomes 0 (the middle of the range). The device clamps, never skips: whether
 //!   it reports does not depend on its data (a skipped report would itself tell the server that
@@ -25,7 +38,8 @@
 //! flags and a TOML file (`harmony submit --policy FILE`).
 //!
 //! # The default policy
-//! `max_epsilon = 10`, every task, every mechanism, no budget. The SDK cannot choose where a
+//! `max_epsilon = 10`, pure ε-LDP only (`approximate = false`), every task, every mechanism,
+//! no budget. The SDK cannot choose where a
 //! budget ledger persists, so the app sets the budget (e.g. `budget = "10/1"`) together with a
 //! [`BudgetStore`](crate::budget::BudgetStore) (`Device::with_budget`); a policy with a budget
 //! refuses every collection on a device without one.
@@ -39,12 +53,26 @@ use serde::{Deserialize, Serialize};
 /// The default largest ε per collection.
 pub const DEFAULT_MAX_EPSILON: f64 = 10.0;
 
+/// The default largest δ per collection, for a policy that allows (ε, δ) mechanisms at all
+/// (`approximate = true`; see docs/THREAT-MODEL.md for the choice: δ is the probability that
+/// the ε bound fails outright, so it must be far below 1/n for n devices; 10⁻⁹ leaves a
+/// device that reports to 10⁶ such collections a total δ of 10⁻³).
+pub const DEFAULT_MAX_DELTA: f64 = 1e-9;
+
 /// A device's privacy policy (see the module docs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// The largest ε one collection may spend.
     pub max_epsilon: f64,
+    /// Whether (ε, δ) mechanisms (δ > 0: the Gaussian mechanism) are allowed at all (default
+    /// `false`: pure ε-LDP only).
+    #[serde(default)]
+    pub approximate: bool,
+    /// The largest δ one collection may spend when `approximate` is set (default
+    /// [`DEFAULT_MAX_DELTA`]).
+    #[serde(default = "default_max_delta")]
+    pub max_delta: f64,
     /// The tasks allowed (`None`: every task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Vec<TaskKind>>,
@@ -54,9 +82,19 @@ pub struct Policy {
     /// The largest total ε over a rolling window, across collections (`None`: no budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Heavy hitters with `items = "id"`: the app's largest item id. When set, a config whose
+    /// code length cannot encode every id up to it is refused before any data is read (an id
+    /// the code cannot hold would otherwise be an error that depends on the data). `None`: not
+    /// declared (such configs are accepted; an id beyond the code is then refused by the task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_item_id: Option<u64>,
+    /// Recurring series: the collections per epoch of a permanent report ([`crate::memo`];
+    /// `None`: one permanent report for the whole series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series_refresh: Option<u64>,
 }
 
-/// At most `epsilon` in total over any rolling window of `days` days.
+/// At most `epsilon` (and `delta`) in total over any rolling window of `days` days.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "BudgetRepr", into = "BudgetRepr")]
 pub struct Budget {
@@ -64,6 +102,8 @@ pub struct Budget {
     pub epsilon: f64,
     /// The window, in days (fractions allowed).
     pub days: f64,
+    /// The largest total δ in a window (default 0: a collection with δ > 0 does not fit).
+    pub delta: f64,
 }
 
 /// `"E/DAYS"` or `{ epsilon, days }`.
@@ -79,6 +119,12 @@ enum BudgetRepr {
 struct BudgetTable {
     epsilon: f64,
     days: f64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    delta: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl TryFrom<BudgetRepr> for Budget {
@@ -86,7 +132,7 @@ impl TryFrom<BudgetRepr> for Budget {
     fn try_from(r: BudgetRepr) -> std::result::Result<Self, String> {
         let b = match r {
             BudgetRepr::Text(s) => return s.parse::<Budget>().map_err(|e| e.to_string()),
-            BudgetRepr::Table(t) => Budget { epsilon: t.epsilon, days: t.days },
+            BudgetRepr::Table(t) => Budget { epsilon: t.epsilon, days: t.days, delta: t.delta },
         };
         b.check().map_err(|e| e.to_string())?;
         Ok(b)
@@ -95,14 +141,20 @@ impl TryFrom<BudgetRepr> for Budget {
 
 impl From<Budget> for BudgetRepr {
     fn from(b: Budget) -> Self {
-        BudgetRepr::Table(BudgetTable { epsilon: b.epsilon, days: b.days })
+        BudgetRepr::Table(BudgetTable { epsilon: b.epsilon, days: b.days, delta: b.delta })
     }
 }
 
 impl Budget {
-    /// A budget of `epsilon` per `days` days, both finite and > 0.
+    /// A budget of `epsilon` per `days` days, both finite and > 0 (and no δ).
     pub fn new(epsilon: f64, days: f64) -> Result<Self> {
-        let b = Budget { epsilon, days };
+        let b = Budget { epsilon, days, delta: 0.0 };
+        b.check()?;
+        Ok(b)
+    }
+    /// The same budget with a total δ of `delta` ∈ [0, 1) per window.
+    pub fn with_delta(self, delta: f64) -> Result<Self> {
+        let b = Budget { delta, ..self };
         b.check()?;
         Ok(b)
     }
@@ -112,6 +164,9 @@ impl Budget {
         }
         if !(self.days.is_finite() && self.days > 0.0 && self.days * crate::budget::DAY as f64 >= 1.0) {
             return Err(refuse("policy.budget.days", self.days, "a finite number of days ≥ 1 second"));
+        }
+        if !(0.0..1.0).contains(&self.delta) {
+            return Err(refuse("policy.budget.delta", self.delta, "a number in [0, 1)"));
         }
         Ok(())
     }
@@ -124,7 +179,11 @@ impl Budget {
 impl std::fmt::Display for Budget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let unit = if self.days == 1.0 { "day" } else { "days" };
-        write!(f, "ε {} per {} {unit}", self.epsilon, self.days)
+        write!(f, "ε {} per {} {unit}", self.epsilon, self.days)?;
+        if self.delta > 0.0 {
+            write!(f, ", δ {:e}", self.delta)?;
+        }
+        Ok(())
     }
 }
 
@@ -142,7 +201,30 @@ impl std::str::FromStr for Budget {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { max_epsilon: DEFAULT_MAX_EPSILON, tasks: None, mechanisms: None, budget: None }
+        Policy {
+            max_epsilon: DEFAULT_MAX_EPSILON,
+            approximate: false,
+            max_delta: DEFAULT_MAX_DELTA,
+            tasks: None,
+            mechanisms: None,
+            budget: None,
+            max_item_id: None,
+            series_refresh: None,
+        }
+    }
+}
+
+fn default_max_delta() -> f64 {
+    DEFAULT_MAX_DELTA
+}
+
+/// The δ of a config's mechanism: the Gaussian linear-queries mechanism's stated δ (`None`
+/// when it states none: the device never assumes a default), 0 for every other (pure ε-LDP).
+pub fn delta_of(config: &CollectionConfig) -> Option<f64> {
+    use harmony_protocol::spec::LinearMechanism;
+    match &config.task {
+        TaskSpec::LinearQueries(s) if s.mechanism == LinearMechanism::Gaussian => s.delta,
+        _ => Some(0.0),
     }
 }
 
@@ -164,6 +246,12 @@ impl Policy {
         if !(self.max_epsilon.is_finite() && self.max_epsilon > 0.0) {
             return Err(refuse("policy.max_epsilon", self.max_epsilon, "a finite number > 0"));
         }
+        if !(0.0..1.0).contains(&self.max_delta) {
+            return Err(refuse("policy.max_delta", self.max_delta, "a number in [0, 1)"));
+        }
+        if self.series_refresh == Some(0) {
+            return Err(refuse("policy.series_refresh", 0, "a number of collections ≥ 1"));
+        }
         match &self.budget {
             Some(b) => b.check(),
             None => Ok(()),
@@ -177,6 +265,8 @@ impl Policy {
         if config.epsilon.is_nan() || config.epsilon > self.max_epsilon {
             return Err(refuse("max_epsilon", config.epsilon, self.max_epsilon));
         }
+        self.check_delta(config)?;
+        self.check_item_ids(config)?;
         let kind = config.task.kind();
         if let Some(tasks) = &self.tasks
             && !tasks.contains(&kind)
@@ -186,6 +276,53 @@ impl Policy {
         }
         if let Some(allowed) = &self.mechanisms {
             for name in mechanism_names(&config.task) {
+                if !allowed.iter().any(|a| a == name) {
+                    return Err(refuse("mechanisms", name, allowed.join(", ")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The config's δ: 0 always passes; δ > 0 only with `approximate` and at most `max_delta`
+    /// (a Gaussian config that states no δ is refused).
+    fn check_delta(&self, config: &CollectionConfig) -> Result<()> {
+        match delta_of(config) {
+            Some(0.0) => Ok(()),
+            None => Err(refuse("max_delta", "no δ stated by an (ε, δ) mechanism", self.max_delta)),
+            Some(d) if !self.approximate => Err(refuse(
+                "approximate",
+                format!("an (ε, δ) mechanism with δ {d}"),
+                "pure ε-LDP only (set approximate = true to allow δ > 0)",
+            )),
+            Some(d) if d.is_nan() || d < 0.0 || d > self.max_delta => Err(refuse("max_delta", d, self.max_delta)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// A heavy-hitters config with `items = "id"` covers the app's declared ids: with B bits the
+    /// codes 0 … 2^B − 2 are ids (2^B − 1 pads), so every id ≤ `max_item_id` needs
+    /// `max_item_id < 2^B − 1`.
+    fn check_item_ids(&self, config: &CollectionConfig) -> Result<()> {
+        use harmony_protocol::spec::ItemEncoding;
+        let (Some(max), TaskSpec::HeavyHitters(h)) = (self.max_item_id, &config.task) else { return Ok(()) };
+        if h.items != ItemEncoding::Id {
+            return Ok(());
+        }
+        let bits = h.bits.unwrap_or(harmony_tasks::heavy::DEFAULT_BITS).min(64);
+        let padding = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        if max >= padding {
+            let value = format!("ids up to {max} in codes of {bits} bits (ids < {padding})");
+            return Err(refuse("max_item_id", value, "a code length that holds every id of the app"));
+        }
+        Ok(())
+    }
+
+    /// Checks the names of the mechanisms a built task runs (see [`DeviceTask`](crate::DeviceTask)):
+    /// each must be in `mechanisms` when the policy has an allowlist.
+    pub fn check_built<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        if let Some(allowed) = &self.mechanisms {
+            for name in names {
                 if !allowed.iter().any(|a| a == name) {
                     return Err(refuse("mechanisms", name, allowed.join(", ")));
                 }
@@ -206,6 +343,20 @@ impl Policy {
                 c => c,
             })
             .collect()
+    }
+}
+
+/// A data-independent value for `attribute`: uniform over [-1, 1] (numeric) or over its
+/// categories, drawn from `rng`. What a device randomizes in place of a value the server's
+/// config cannot encode (a missing value under a missing policy of `error`, a label outside
+/// the server's list), so that whether it reports never depends on its data: the report is
+/// that of a uniformly random value, which any ε-LDP mechanism keeps within e^ε of the report
+/// of every real value.
+pub fn fallback(attribute: &harmony_core::schema::Attribute, rng: &mut dyn rand::Rng) -> Value {
+    use harmony_core::sampling::{uniform_below, uniform_in};
+    match attribute {
+        harmony_core::schema::Attribute::Numeric { .. } => Value::Unit(uniform_in(rng, -1.0, 1.0)),
+        a => Value::Category(uniform_below(rng, a.cardinality() as u64) as u32),
     }
 }
 

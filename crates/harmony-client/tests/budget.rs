@@ -5,8 +5,7 @@
 
 use harmony_client::budget::{DAY, admit};
 use harmony_client::{
-    Budget, Client, ClientError, Device, DeviceTask, FileBudget, Input, Ledger, MemoryBudget, MemoryLedger, Policy,
-    RetryPolicy,
+    Budget, Client, ClientError, Cost, Device, DeviceTask, FileLedger, Input, Ledger, MemoryLedger, Policy, RetryPolicy,
 };
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::StrategyKind;
@@ -53,11 +52,16 @@ fn prepare(device: &mut Device<MemoryLedger>, id: &str, policy: &Policy) -> harm
     device.prepare(&task, &Input::Record(&RECORD)).map(|_| ())
 }
 
+fn prepare_file(device: &mut Device<FileLedger>, id: &str, policy: &Policy) -> harmony_client::Result<()> {
+    let task = DeviceTask::with_policy(config(id, 1.0), policy.clone())?;
+    device.prepare(&task, &Input::Record(&RECORD)).map(|_| ())
+}
+
 #[test]
 fn three_collections_at_epsilon_1_with_budget_2_per_day_the_third_is_refused() {
     let policy = budget_policy("2/1");
     let (_, now) = clock(1_000_000);
-    let mut device = Device::with_budget(MemoryLedger::default(), MemoryBudget::default(), now);
+    let mut device = Device::with_budget(MemoryLedger::default(), now);
     prepare(&mut device, "c1", &policy).unwrap();
     prepare(&mut device, "c2", &policy).unwrap();
     // A retry of c1 resends its entry: no second charge.
@@ -70,11 +74,11 @@ fn three_collections_at_epsilon_1_with_budget_2_per_day_the_third_is_refused() {
     }
     assert!(device.ledger().get("c3").is_none(), "nothing randomized for c3");
     assert_eq!(device.spends().len(), 2, "the refusal charges nothing");
-    // A policy with a budget on a device without a budget ledger: refused, not ignored.
+    // A policy with a budget on a device without a clock: refused, not ignored.
     let mut bare = Device::new(MemoryLedger::default());
     let (rule, msg) = rule_and_message(prepare(&mut bare, "c1", &policy).unwrap_err());
     assert_eq!(rule, "budget");
-    assert!(msg.contains("without a budget ledger"), "{msg}");
+    assert!(msg.contains("without a clock"), "{msg}");
     assert!(bare.ledger().get("c1").is_none());
 }
 
@@ -83,7 +87,7 @@ fn the_window_rolls() {
     let policy = budget_policy("2/1");
     let t0 = 1_700_000_000;
     let (t, now) = clock(t0);
-    let mut device = Device::with_budget(MemoryLedger::default(), MemoryBudget::default(), now);
+    let mut device = Device::with_budget(MemoryLedger::default(), now);
     prepare(&mut device, "c1", &policy).unwrap();
     t.store(t0 + DAY / 2, Ordering::SeqCst);
     prepare(&mut device, "c2", &policy).unwrap();
@@ -102,11 +106,13 @@ fn the_window_rolls() {
     let b: Budget = "1/0.5".parse().unwrap();
     let mut spends = Vec::new();
     for i in 0..10 {
-        spends.push(admit(&spends, Some(&b), &format!("s{i}"), 0.1, t0).unwrap().unwrap());
+        spends.push(admit(&spends, Some(&b), &format!("s{i}"), Cost::pure(0.1), t0).unwrap());
     }
-    assert!(admit(&spends, Some(&b), "s10", 0.1, t0 + DAY / 2 - 1).is_err());
-    assert!(admit(&spends, Some(&b), "s10", 0.1, t0 + DAY / 2).unwrap().is_some());
-    assert_eq!(admit(&spends, Some(&b), "s3", 0.1, t0).unwrap(), None, "charged once per collection");
+    assert!(admit(&spends, Some(&b), "s10", Cost::pure(0.1), t0 + DAY / 2 - 1).is_err());
+    assert!(admit(&spends, Some(&b), "s10", Cost::pure(0.1), t0 + DAY / 2).is_ok());
+    // A key already charged is refused (its report is kept beside its charge, or it is lost).
+    let (rule, _) = rule_and_message(admit(&spends, Some(&b), "s3", Cost::pure(0.1), t0).unwrap_err());
+    assert_eq!(rule, "ledger", "charged once per collection");
 }
 
 #[test]
@@ -117,15 +123,15 @@ fn the_budget_ledger_survives_a_restart() {
     let _ = std::fs::remove_file(&path);
     let policy = budget_policy("2/7");
     let (_, now) = clock(5_000_000);
-    let mut device = Device::with_budget(MemoryLedger::default(), FileBudget::open(&path).unwrap(), now);
-    prepare(&mut device, "c1", &policy).unwrap();
-    prepare(&mut device, "c2", &policy).unwrap();
+    let mut device = Device::with_budget(FileLedger::open(&path).unwrap(), now);
+    prepare_file(&mut device, "c1", &policy).unwrap();
+    prepare_file(&mut device, "c2", &policy).unwrap();
     drop(device);
-    // A new process: a fresh report ledger, the same budget file, three days later.
+    // A new process: the same ledger file, three days later.
     let (_, later) = clock(5_000_000 + 3 * DAY);
-    let mut device = Device::with_budget(MemoryLedger::default(), FileBudget::open(&path).unwrap(), later);
+    let mut device = Device::with_budget(FileLedger::open(&path).unwrap(), later);
     assert_eq!(device.spends().len(), 2);
-    let (rule, msg) = rule_and_message(prepare(&mut device, "c3", &policy).unwrap_err());
+    let (rule, msg) = rule_and_message(prepare_file(&mut device, "c3", &policy).unwrap_err());
     assert_eq!(rule, "budget");
     assert!(msg.contains("ε 2 per 7 days"), "{msg}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -218,7 +224,7 @@ fn a_server_running_identical_collections_gets_reports_only_within_the_budget() 
     let (url, posts) = fake_server(5, |path| config(&id_of(path), 1.0));
     let policy = budget_policy("2/1");
     let (_, now) = clock(1_000_000);
-    let mut device = Device::with_budget(MemoryLedger::default(), MemoryBudget::default(), now);
+    let mut device = Device::with_budget(MemoryLedger::default(), now);
     let c = client(&url);
     for id in ["c1", "c2"] {
         let task = DeviceTask::with_policy(c.config(id).unwrap(), policy.clone()).unwrap();
@@ -236,7 +242,7 @@ fn a_server_renaming_its_collection_on_every_fetch_gets_no_report() {
     let fresh = n.clone();
     let (url, posts) = fake_server(5, move |_| config(&format!("fresh-{}", fresh.fetch_add(1, Ordering::SeqCst)), 1.0));
     let (_, now) = clock(1_000_000);
-    let mut device = Device::with_budget(MemoryLedger::default(), MemoryBudget::default(), now);
+    let mut device = Device::with_budget(MemoryLedger::default(), now);
     let c = client(&url);
     for _ in 0..5 {
         let e = c.config("c1").unwrap_err();

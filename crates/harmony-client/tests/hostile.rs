@@ -190,3 +190,56 @@ fn out_of_range_bounds_are_refused_at_the_fetch() {
         assert!(matches!(e, ClientError::Protocol { .. }) && named, "{bounds}: {e}");
     }
 }
+
+#[test]
+fn olh_under_an_allowlist_of_grr_and_gaussian_is_refused() {
+    // The server omits the frequency mechanism over 64 labels at ε = 1: the task picks OLH.
+    let labels: Vec<String> = (0..64).map(|i| format!("v{i:03}")).collect();
+    let body = serde_json::json!({
+        "id": "f1", "config_version": 1, "wire_version": 1,
+        "schema": [{"kind": "categorical", "name": "item", "categories": labels}],
+        "epsilon": 1.0,
+        "task": {"kind": "frequency", "attribute": "item"},
+    });
+    let fetched = client(&hostile(body.to_string(), 1)).config("f1").unwrap();
+    assert!(harmony_client::policy::mechanisms_of(&fetched).is_empty(), "the config names no mechanism");
+    let allow = |names: &[&str]| Policy {
+        mechanisms: Some(names.iter().map(|n| n.to_string()).collect()),
+        ..Policy::default()
+    };
+    let e = DeviceTask::with_policy(fetched.clone(), allow(&["grr", "gaussian"])).unwrap_err();
+    assert_eq!(rule(&e), "mechanisms");
+    assert!(e.to_string().contains("mechanisms is olh"), "{e}");
+    assert!(DeviceTask::with_policy(fetched, allow(&["grr", "olh"])).is_ok());
+    // A strategy that overrides the declared mechanisms: `harmony` runs Duchi and Hadamard,
+    // whatever numeric and categorical mechanisms the config declares.
+    let mut declared = means("m");
+    let TaskSpec::Means(spec) = &mut declared.task else { unreachable!() };
+    spec.numeric_mechanism = Some(harmony_core::kinds::RecordNumeric::Pm);
+    spec.categorical_mechanism = Some(harmony_core::kinds::OracleKind::Grr);
+    let written = harmony_client::policy::mechanisms_of(&declared);
+    assert_eq!(written, ["harmony", "pm", "grr"]);
+    let e = DeviceTask::with_policy(declared.clone(), allow(&["harmony", "pm", "grr"])).unwrap_err();
+    assert_eq!(rule(&e), "mechanisms");
+    assert!(DeviceTask::with_policy(declared, allow(&["harmony", "pm", "grr", "duchi", "hadamard"])).is_ok());
+}
+
+#[test]
+fn item_ids_beyond_a_small_code_are_refused_before_any_data_is_read() {
+    // A server publishes heavy hitters over ids in 2-bit codes: ids 0, 1, 2 encode, 3 and up
+    // would make the task refuse (a threshold oracle on the device's id). An app that declares
+    // its ids refuses the config itself, whatever its data.
+    let config = |bits: u32| {
+        let spec = serde_json::json!({"kind": "heavy-hitters", "items": "id", "bits": bits, "top": 2});
+        let req = CreateCollection { schema: None, epsilon: 2.0, task: serde_json::from_value(spec).unwrap() };
+        harmony_tasks::resolve(&req, "h").unwrap()
+    };
+    let app = Policy { max_item_id: Some(1000), ..Policy::default() };
+    let e = DeviceTask::with_policy(config(2), app.clone()).unwrap_err();
+    assert_eq!(rule(&e), "max_item_id");
+    assert!(e.to_string().contains("ids up to 1000 in codes of 2 bits (ids < 3)"), "{e}");
+    assert_eq!(rule(&DeviceTask::with_policy(config(9), app.clone()).unwrap_err()), "max_item_id");
+    assert!(DeviceTask::with_policy(config(10), app).is_ok(), "2^10 − 1 = 1023 > 1000");
+    // Undeclared, the config is accepted (the app has not said what its ids are).
+    assert!(DeviceTask::new(config(2)).is_ok());
+}

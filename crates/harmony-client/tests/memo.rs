@@ -3,9 +3,7 @@
 //! between any two values is exactly that of one report (≤ e^ε, = e^ε for GRR), and the budget
 //! is charged once; without memoization the budget refuses the 101st collection.
 
-use harmony_client::{
-    ClientError, Device, DeviceTask, Input, MemoryBudget, MemoryLedger, MemoryMemo, Policy, SimulatedDevices,
-};
+use harmony_client::{ClientError, Device, DeviceTask, Input, MemoryLedger, Policy, SimulatedDevices};
 use harmony_core::frequency::AnyOracle;
 use harmony_core::kinds::OracleKind;
 use harmony_core::schema::{Attribute, Schema, Value};
@@ -37,8 +35,7 @@ fn policy() -> Policy {
 }
 
 fn device() -> Device<MemoryLedger> {
-    Device::with_budget(MemoryLedger::default(), MemoryBudget::default(), || 1_000_000u64)
-        .with_memo(MemoryMemo::default())
+    Device::with_budget(MemoryLedger::default(), || 1_000_000u64)
 }
 
 fn record(v: u32) -> [Value; 2] {
@@ -103,17 +100,64 @@ fn without_memoization_the_budget_refuses_the_101st() {
     let e = dev.prepare(&task, &Input::Record(&record(2))).unwrap_err();
     assert!(matches!(&e, ClientError::Policy { rule, .. } if rule == "budget"), "{e}");
     assert!(e.to_string().contains("ε 100 already spent"), "{e}");
-    // The memoized series is charged per value: under 2/1, two values fit, a third does not.
-    let mut dev = device();
-    let small = Policy { budget: Some("2/1".parse().unwrap()), ..Policy::default() };
-    for (k, v) in [(0, 1), (1, 1), (2, 3), (3, 1), (4, 3)] {
-        let task = DeviceTask::with_policy(daily(k), small.clone()).unwrap();
-        dev.prepare_series(&task, "s", &Input::Record(&record(v))).unwrap();
+}
+
+/// Reports of two devices over `n` collections of one series under `policy`: one whose value
+/// never changes, one whose value changes at every collection. Each entry: the report, or the
+/// rule that refused the collection.
+fn constant_and_changing(policy: &Policy, n: usize) -> [Vec<Result<String, String>>; 2] {
+    [|_| 2, |k: usize| (k % D) as u32].map(|value: fn(usize) -> u32| {
+        let mut dev = device();
+        (0..n)
+            .map(|k| {
+                let task = DeviceTask::with_policy(daily(k), policy.clone()).unwrap();
+                match dev.prepare_series(&task, "s", &Input::Record(&record(value(k)))) {
+                    Ok(e) => Ok(e.item.report),
+                    Err(ClientError::Policy { rule, .. }) => Err(rule),
+                    Err(e) => panic!("{e}"),
+                }
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn refusals_depend_on_the_number_of_collections_not_on_the_values() {
+    // Epochs of 2 collections, ε 1 each, budget 3: collections 0–5 are three epochs, the 7th
+    // (the fourth epoch) is refused, whether the value changed at every collection or never.
+    let policy = Policy { budget: Some("3/1".parse().unwrap()), series_refresh: Some(2), ..Policy::default() };
+    let [constant, changing] = constant_and_changing(&policy, 8);
+    let refused = |r: &[Result<String, String>]| r.iter().map(|x| x.is_err()).collect::<Vec<_>>();
+    let expected = [false, false, false, false, false, false, true, true];
+    assert_eq!(refused(&constant), expected);
+    assert_eq!(refused(&changing), expected, "{changing:?}");
+    assert!(changing[6..].iter().all(|r| r.as_ref().unwrap_err() == "budget"));
+}
+
+#[test]
+fn a_value_change_inside_an_epoch_sends_the_same_bytes() {
+    let policy = Policy { budget: Some("100/1".parse().unwrap()), series_refresh: Some(5), ..Policy::default() };
+    let [constant, changing] = constant_and_changing(&policy, 20);
+    for reports in [&constant, &changing] {
+        let reports: Vec<&String> = reports.iter().map(|r| r.as_ref().unwrap()).collect();
+        // Inside an epoch the bytes are those of its first collection, whatever the value did.
+        for epoch in reports.chunks(5) {
+            assert!(epoch.iter().all(|r| *r == epoch[0]), "{epoch:?}");
+        }
     }
-    assert_eq!(dev.spends().len(), 2, "two values, two permanent reports");
-    let task = DeviceTask::with_policy(daily(5), small).unwrap();
-    let e = dev.prepare_series(&task, "s", &Input::Record(&record(0))).unwrap_err();
-    assert!(matches!(&e, ClientError::Policy { rule, .. } if rule == "budget"), "{e}");
+    // So the server cannot tell the two devices apart by when their reports repeat: both
+    // repeat exactly at the same collections (an observer sees the same pattern of equal and
+    // fresh reports). Across epochs each device draws afresh even when its value is unchanged:
+    // over 20 collections, 4 draws; GRR at ε = 1 over 4 values draws the same report in all 4
+    // epochs with probability p⁴ + 3q⁴ ≈ 0.054 (p = e/(e + 3), q = 1/(e + 3)), so 20 constant
+    // devices that never show a fresh draw have probability < 10⁻²⁵.
+    let mut changed = 0;
+    for _ in 0..20 {
+        let [constant, _] = constant_and_changing(&policy, 20);
+        let firsts: std::collections::BTreeSet<_> = constant.iter().step_by(5).map(|r| r.clone().unwrap()).collect();
+        changed += usize::from(firsts.len() > 1);
+    }
+    assert!(changed > 0, "an unchanged value re-drawn at every epoch");
 }
 
 #[test]
@@ -135,5 +179,5 @@ fn a_changed_randomizer_gets_a_fresh_report_and_other_tasks_are_refused() {
     assert!(matches!(&e, ClientError::Policy { rule, .. } if rule == "memoization"), "{e}");
     let mut bare = Device::new(MemoryLedger::default());
     let e = bare.prepare_series(&a, "s", &Input::Record(&record(0))).unwrap_err();
-    assert!(e.to_string().contains("memo store"), "{e}");
+    assert!(e.to_string().contains("without a clock"), "{e}");
 }

@@ -28,7 +28,7 @@
 
 use harmony_client::budget::{DAY, Spend, admit};
 use harmony_client::policy::mechanisms_of;
-use harmony_client::{Budget, ClientError, DeviceTask, Input, Policy, report_id};
+use harmony_client::{Budget, ClientError, Cost, DeviceTask, Input, Policy, report_id};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_core::strategy::StrategyKind;
 use harmony_protocol::spec::{MeansSpec, TaskKind, TaskSpec};
@@ -117,11 +117,13 @@ fn policy_overhead_on_randomize_time() {
         tasks: Some(vec![TaskKind::Means, TaskKind::Frequency]),
         mechanisms: Some(mechanisms_of(&config)),
         budget: Some(Budget::new(10.0, 1.0).unwrap()),
+        ..Policy::default()
     };
     let budget = policy.budget.unwrap();
     let now = 1_800_000_000;
-    let spends: Vec<Spend> =
-        (0..365).map(|k| Spend { collection: format!("daily-{k}"), epsilon: 1.0, at: now - (k + 1) * DAY }).collect();
+    let spends: Vec<Spend> = (0..365)
+        .map(|k| Spend { collection: format!("daily-{k}"), epsilon: 1.0, delta: 0.0, at: now - (k + 1) * DAY })
+        .collect();
     let device = DeviceTask::with_policy(config.clone(), policy.clone()).unwrap();
     let mut rng = harmony_core::sampling::secure_rng();
     let mut ids = harmony_core::sampling::secure_rng();
@@ -142,7 +144,7 @@ fn policy_overhead_on_randomize_time() {
         }
         _ => {
             let task = DeviceTask::with_policy(config.clone(), policy.clone()).unwrap();
-            black_box(admit(black_box(&spends), Some(&budget), &config.id, config.epsilon, now).unwrap());
+            black_box(admit(black_box(&spends), Some(&budget), &config.id, Cost::pure(config.epsilon), now).unwrap());
             black_box(task.item(&Input::Record(r), &mut rng, &mut ids).unwrap());
         }
     };

@@ -3,15 +3,14 @@
 //! clamp, the randomizers, the ledger and the budget are harmony-client's; this module only turns
 //! JSON into their inputs and their state back into JSON.
 
-use harmony_client::budget::Spend;
-use harmony_client::{BudgetStore, ClientError, Device, DeviceTask, Input, Ledger, LedgerEntry, Policy, Result};
+use harmony_client::policy::fallback;
+use harmony_client::{ClientError, Device, DeviceTask, Input, Ledger, LedgerEntry, MemoryLedger, Policy, Result};
 use harmony_core::schema::{Attribute, Role, Value};
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::spec::TaskSpec;
+use rand::Rng;
 use rand::rngs::ChaCha20Rng;
-use serde::{Deserialize, Serialize};
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// The path a config is fetched from (what a [`ClientError::Protocol`] names).
@@ -56,7 +55,8 @@ pub fn parse_policy(policy_json: &str) -> Result<Policy> {
             if let (Some(e), Some(d)) =
                 (b.get("epsilon").and_then(|v| v.as_f64()), b.get("days").and_then(|v| v.as_f64()))
             {
-                harmony_client::Budget::new(e, d)?;
+                let delta = b.get("delta").and_then(|v| v.as_f64()).unwrap_or(0.0);
+                harmony_client::Budget::new(e, d)?.with_delta(delta)?;
             }
         }
         _ => {}
@@ -90,11 +90,14 @@ fn bad_input(name: &str, value: &serde_json::Value, expected: &str) -> ClientErr
 }
 
 /// Encodes a raw JSON input for `config`: for heavy hitters a string or an array of strings;
-/// otherwise an object with every attribute of the schema by name, numbers (or numeric strings)
-/// for numeric attributes and labels for categorical ones. A number outside the attribute's
-/// [min, max] is clamped to it (the policy's rule: clamp, never skip); a label outside the
-/// categories is an encoding error.
-pub fn encode_input(config: &CollectionConfig, raw: &serde_json::Value) -> Result<OwnedInput> {
+/// otherwise an object with a value per attribute of the schema by name, numbers (or numeric
+/// strings) for numeric attributes and labels for categorical ones. A number outside the
+/// attribute's [min, max] is clamped to it (the policy's rule: clamp, never skip). A value the
+/// server's config cannot encode — absent or null under a missing policy of `error`, a label
+/// outside its categories, a number that does not parse — is replaced by a uniformly random
+/// value drawn from `rng` (`harmony_client::policy::fallback`): once a config is accepted,
+/// whether the device reports never depends on its data.
+pub fn encode_input(config: &CollectionConfig, raw: &serde_json::Value, rng: &mut dyn Rng) -> Result<OwnedInput> {
     if let TaskSpec::HeavyHitters(_) = config.task {
         let items = match raw {
             serde_json::Value::String(s) => vec![s.clone()],
@@ -117,32 +120,32 @@ pub fn encode_input(config: &CollectionConfig, raw: &serde_json::Value) -> Resul
             Role::Presence(b) => schema.attributes()[b].name(),
             Role::Value(_) => attribute.name(),
         };
+        let mut or_fallback = |encoded: Option<Value>| encoded.unwrap_or_else(|| fallback(attribute, rng));
         // An absent field or null is a missing value: the attribute's missing policy decides.
         let Some(v) = fields.get(name).filter(|v| !v.is_null()) else {
-            record.push(schema.encode_cell(j, None)?);
+            record.push(or_fallback(schema.encode_cell(j, None).ok()));
             continue;
         };
         if let Role::Presence(_) = schema.role(j) {
             record.push(Value::Category(0));
             continue;
         }
-        record.push(match attribute {
+        record.push(or_fallback(match attribute {
             Attribute::Numeric { .. } => {
                 let x = match v {
                     serde_json::Value::Number(n) => n.as_f64(),
                     serde_json::Value::String(s) => s.trim().parse().ok(),
                     _ => None,
                 };
-                let x = x.ok_or_else(|| bad_input(name, v, "a number"))?;
                 let range = attribute.range().expect("a numeric attribute has a range");
-                Value::Unit(range.to_unit_clamped(x))
+                x.map(|x| Value::Unit(range.to_unit_clamped(x)))
             }
             Attribute::Categorical { .. } => match v {
-                serde_json::Value::String(s) => schema.encode(j, s)?,
-                serde_json::Value::Number(n) => schema.encode(j, &n.to_string())?,
-                _ => return Err(bad_input(name, v, "a label")),
+                serde_json::Value::String(s) => schema.encode(j, s).ok(),
+                serde_json::Value::Number(n) => schema.encode(j, &n.to_string()).ok(),
+                _ => None,
             },
-        });
+        }));
     }
     Ok(OwnedInput::Record(record))
 }
@@ -172,7 +175,7 @@ impl Collection {
     /// for simulations; a device reports through [`DeviceState::prepare`]).
     pub fn randomize(&mut self, raw_json: &str) -> Result<harmony_protocol::ReportItem> {
         let raw = parse_raw(raw_json)?;
-        let input = encode_input(self.task.config(), &raw)?;
+        let input = encode_input(self.task.config(), &raw, &mut self.rng)?;
         self.task.item(&input.as_input(), &mut self.rng, &mut self.ids)
     }
 }
@@ -181,47 +184,14 @@ fn parse_raw(raw_json: &str) -> Result<serde_json::Value> {
     serde_json::from_str(raw_json).map_err(|e| bad_input("record", &serde_json::Value::String(e.to_string()), "JSON"))
 }
 
-/// What a browser persists (localStorage): the ledger (one entry per collection id the device
-/// asked for) and the budget ledger's spends.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct State {
-    /// The report made per collection.
-    #[serde(default)]
-    pub ledger: BTreeMap<String, LedgerEntry>,
-    /// Every ε charged.
-    #[serde(default)]
-    pub spends: Vec<Spend>,
-}
-
-struct StateLedger(BTreeMap<String, LedgerEntry>);
-
-impl Ledger for StateLedger {
-    fn get(&self, collection: &str) -> Option<LedgerEntry> {
-        self.0.get(collection).cloned()
-    }
-    fn put(&mut self, collection: &str, entry: LedgerEntry) -> Result<()> {
-        self.0.insert(collection.to_string(), entry);
-        Ok(())
-    }
-}
-
-struct StateBudget(Vec<Spend>);
-
-impl BudgetStore for StateBudget {
-    fn spends(&self) -> &[Spend] {
-        &self.0
-    }
-    fn record(&mut self, spend: Spend) -> Result<()> {
-        self.0.push(spend);
-        Ok(())
-    }
-}
+/// What a browser persists (localStorage): harmony-client's ledger state (the report per
+/// collection id the device asked for, the budget's spends and the series' permanent reports).
+pub use harmony_client::LedgerState as State;
 
 /// A device over a persisted [`State`]: harmony-client's [`Device`] with its budget ledger;
 /// the caller stores [`DeviceState::state`] after every change and before sending anything.
 pub struct DeviceState {
-    device: Device<StateLedger>,
+    device: Device<MemoryLedger>,
     now: Rc<Cell<u64>>,
 }
 
@@ -239,7 +209,7 @@ impl DeviceState {
             let now = now.clone();
             move || now.get()
         };
-        let device = Device::with_budget(StateLedger(state.ledger), StateBudget(state.spends), clock);
+        let device = Device::with_budget(MemoryLedger(state), clock);
         Ok(DeviceState { device, now })
     }
     /// The collection's report: made once (charged to the budget at `now`, seconds since the
@@ -248,7 +218,7 @@ impl DeviceState {
     pub fn prepare(&mut self, collection: &Collection, raw_json: &str, now: u64) -> Result<LedgerEntry> {
         self.now.set(now);
         let raw = parse_raw(raw_json)?;
-        let input = encode_input(collection.task.config(), &raw)?;
+        let input = encode_input(collection.task.config(), &raw, &mut harmony_core::sampling::secure_rng())?;
         self.device.prepare(&collection.task, &input.as_input())
     }
     /// Records the server's acknowledgement.
@@ -257,7 +227,7 @@ impl DeviceState {
     }
     /// The state to persist.
     pub fn state(&self) -> State {
-        State { ledger: self.device.ledger().0.clone(), spends: self.device.spends().to_vec() }
+        self.device.ledger().state().clone()
     }
 }
 
@@ -268,7 +238,7 @@ pub fn vector_item(config_json: &str, raw_json: &str, seed: u64) -> Result<harmo
     let config: CollectionConfig = serde_json::from_str(config_json)
         .map_err(|e| ClientError::Protocol { url: "vector".into(), message: e.to_string() })?;
     let task = DeviceTask::new(config)?;
-    let input = encode_input(task.config(), &parse_raw(raw_json)?)?;
     let (mut rng, mut ids) = (harmony_core::sampling::fast_rng(seed), harmony_core::sampling::fast_rng(!seed));
+    let input = encode_input(task.config(), &parse_raw(raw_json)?, &mut rng)?;
     task.item(&input.as_input(), &mut rng, &mut ids)
 }

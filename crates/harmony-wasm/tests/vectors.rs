@@ -13,7 +13,7 @@
 //! `HARMONY_WRITE_VECTORS=1 cargo test -p harmony-wasm --test vectors`.
 
 use harmony_client::budget::Spend;
-use harmony_client::{BudgetStore, Device, DeviceTask, Input, Ledger, LedgerEntry, MemoryBudget, MemoryLedger, Policy};
+use harmony_client::{Device, DeviceTask, Input, LedgerEntry, LedgerState, MemoryLedger, Policy};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_protocol::{CollectionConfig, CreateCollection};
 use serde_json::{Value as Json, json};
@@ -200,14 +200,13 @@ fn device_refusals(schema: &Schema, record: &Json) -> Vec<Json> {
     let policy = json!({"max_epsilon": 10.0, "budget": "2/1"});
     let now = 1_800_000_000u64;
     let spends = vec![
-        Spend { collection: "c1".into(), epsilon: 1.0, at: now - 100 },
-        Spend { collection: "c2".into(), epsilon: 1.0, at: now - 50 },
+        Spend { collection: "c1".into(), epsilon: 1.0, delta: 0.0, at: now - 100 },
+        Spend { collection: "c2".into(), epsilon: 1.0, delta: 0.0, at: now - 50 },
     ];
     let (encoded, _) = encode(Some(schema), record);
     let task = DeviceTask::with_policy(config.clone(), serde_json::from_value(policy.clone()).unwrap()).unwrap();
-    let mut store = MemoryBudget::default();
-    spends.iter().for_each(|s| store.record(s.clone()).unwrap());
-    let mut device = Device::with_budget(MemoryLedger::default(), store, move || now);
+    let store = MemoryLedger(LedgerState { spends: spends.clone(), ..LedgerState::default() });
+    let mut device = Device::with_budget(store, move || now);
     let budget = device.prepare(&task, &Input::Record(&encoded)).unwrap_err().to_string();
     let entry = LedgerEntry {
         item: harmony_protocol::ReportItem { id: "00".into(), report: "00".into() },
@@ -215,7 +214,7 @@ fn device_refusals(schema: &Schema, record: &Json) -> Vec<Json> {
         round: None,
     };
     let mut ledger = MemoryLedger::default();
-    ledger.put("c3", entry.clone()).unwrap();
+    ledger.0.ledger.insert("c3".into(), entry.clone());
     let task = DeviceTask::new(config.clone()).unwrap();
     let again = Device::new(ledger).prepare(&task, &Input::Record(&encoded)).unwrap_err().to_string();
     let cases = [

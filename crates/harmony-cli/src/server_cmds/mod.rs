@@ -24,8 +24,9 @@ use crate::specs::MeansArgs;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Subcommand};
 use harmony_analytics::heavy::ItemCodec;
-use harmony_client::budget::{self, BudgetStore, Clock};
-use harmony_client::{Client, FileBudget, Policy, SystemClock};
+use harmony_client::budget::{self, Clock};
+use harmony_client::policy::delta_of;
+use harmony_client::{Client, FileLedger, Policy, SystemClock};
 use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
 use harmony_protocol::spec::{ItemEncoding, TaskSpec};
 use harmony_protocol::{CollectionConfig, CreateCollection, Created, to_hex};
@@ -243,13 +244,14 @@ pub struct SubmitArgs {
     /// it, or was already submitted to, is refused before any randomization.
     #[arg(long)]
     pub budget: Option<String>,
-    /// The devices' policy file (TOML: `max_epsilon`, `tasks`, `mechanisms`, `budget`; see
-    /// docs/THREAT-MODEL.md); default: ε ≤ 10 per collection, every task and mechanism, no budget.
+    /// The devices' policy file (TOML: `max_epsilon`, `approximate`, `max_delta`, `tasks`,
+    /// `mechanisms`, `budget`; see docs/THREAT-MODEL.md); default: ε ≤ 10 per collection, pure
+    /// ε-LDP only (no Gaussian), every task and mechanism, no budget.
     #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Where the devices' budget ledger is kept (JSON; used with a budget). Beside it,
-    /// `harmony-submitted.json` records every file submitted (by collection and SHA-256): the
-    /// same file to the same collection is refused without --force.
+    /// Where the devices' budget ledger is kept (JSON, with a `.lock` file beside it; used with
+    /// a budget). Beside it, `harmony-submitted.json` records every file submitted (by
+    /// collection and SHA-256): the same file to the same collection is refused without --force.
     #[arg(long, default_value = "harmony-budget.json")]
     pub budget_ledger: PathBuf,
     /// A row with a cell the collection's schema refuses: `error` (stop, naming row, column and
@@ -416,21 +418,25 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     let policy = policy_of(a.policy.as_deref(), a.max_epsilon, a.budget.as_deref())?;
     let client = a.ca.client(&a.server)?;
     let config = client.config(&a.collection)?;
-    policy.check(&config)?;
+    // The policy's checks of the config and of the mechanisms its task runs, before any charge.
+    harmony_client::DeviceTask::with_policy(config.clone(), policy.clone())?;
     if let Some(b) = &policy.budget {
         // The devices of this file spend the collection's ε once: charged (keyed by the id
         // asked for, which `Client::config` verified) before any of them randomizes.
         // A run re-randomizes every row (new report ids): a second run to a collection would
         // make each device report twice, so it is refused.
-        let mut store = FileBudget::open(&a.budget_ledger)?;
-        if store.spends().iter().any(|s| s.collection == a.collection) {
-            bail!(
-                "the devices of --budget-ledger {} already reported to collection {}: a second run would randomize every row again",
-                a.budget_ledger.display(),
-                a.collection
-            );
-        }
-        budget::charge(&mut store, Some(b), &a.collection, config.epsilon, SystemClock.now())
+        // One update of the ledger file, under its lock: two runs never both pass the check.
+        let mut ledger = FileLedger::open(&a.budget_ledger)?;
+        let cost = budget::Cost { epsilon: config.epsilon, delta: delta_of(&config).unwrap_or(0.0) };
+        budget::charge(&mut ledger, Some(b), &a.collection, cost, SystemClock.now())
+            .map_err(|e| match e {
+                harmony_client::ClientError::Policy { rule, .. } if rule == "ledger" => anyhow::anyhow!(
+                    "the devices of --budget-ledger {} already reported to collection {}: a second run would randomize every row again",
+                    a.budget_ledger.display(),
+                    a.collection
+                ),
+                e => e.into(),
+            })
             .with_context(|| format!("--budget-ledger {}", a.budget_ledger.display()))?;
     }
     let record = match a.simulate_devices {
