@@ -242,3 +242,49 @@ pub fn vector_item(config_json: &str, raw_json: &str, seed: u64) -> Result<harmo
     let input = encode_input(task.config(), &parse_raw(raw_json)?, &mut rng)?;
     task.item(&input.as_input(), &mut rng, &mut ids)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harmony_core::schema::Schema;
+    use harmony_protocol::CreateCollection;
+    use harmony_protocol::spec::FrequencySpec;
+
+    /// A server's label list that silences every device with another label, and a missing
+    /// policy left at `error`: once the config is accepted, each such value is encoded as a
+    /// uniformly random one (never refused), so whether the device reports does not depend on
+    /// its data.
+    #[test]
+    fn unknown_labels_and_missing_values_are_a_uniform_fallback_never_a_refusal() {
+        let schema = Schema::new(vec![
+            Attribute::Categorical { name: "sex".into(), categories: vec!["male".into(), "female".into()] },
+            Attribute::Numeric { name: "age".into(), min: 0.0, max: 100.0 },
+        ])
+        .unwrap();
+        let task = TaskSpec::Frequency(FrequencySpec { attribute: "sex".into(), mechanism: None });
+        let config =
+            harmony_tasks::resolve(&CreateCollection { schema: Some(schema), epsilon: 1.0, task }, "f").unwrap();
+        let mut rng = harmony_core::sampling::fast_rng(3);
+        let n = 4000;
+        let (mut female, mut sum) = (0, 0.0);
+        for raw in [serde_json::json!({"sex": "other", "age": 40}), serde_json::json!({"age": null})] {
+            for _ in 0..n {
+                let OwnedInput::Record(r) = encode_input(&config, &raw, &mut rng).unwrap() else { unreachable!() };
+                female += usize::from(r[0] == Value::Category(1));
+                if let (Value::Unit(t), true) = (r[1], raw["age"].is_null()) {
+                    sum += t;
+                }
+            }
+        }
+        // Uniform categories: 2n draws of a fair coin; 4.42 standard deviations (≈ 1e-5 false
+        // failures). Uniform numeric on [-1, 1]: mean 0, variance 1/3.
+        let z = (female as f64 - n as f64) / (0.5 * (2.0 * n as f64).sqrt());
+        assert!(z.abs() < 4.42, "female {female} of {}: z {z}", 2 * n);
+        let z = sum / (n as f64 / 3.0).sqrt();
+        assert!(z.abs() < 4.42, "mean of the missing numeric {}: z {z}", sum / n as f64);
+        // A known label and a present value are encoded as they are.
+        let raw = serde_json::json!({"sex": "female", "age": 100});
+        let OwnedInput::Record(r) = encode_input(&config, &raw, &mut rng).unwrap() else { unreachable!() };
+        assert_eq!(r, [Value::Category(1), Value::Unit(1.0)]);
+    }
+}
