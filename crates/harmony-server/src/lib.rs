@@ -148,31 +148,26 @@ pub fn router_with_limits(
     limits: &Limits,
     extend: impl FnOnce(Router<AppState>) -> Router<AppState>,
 ) -> Router {
-    use axum::middleware::{from_fn, from_fn_with_state};
-    use tower_http::timeout::{RequestBodyDeadlineLayer, TimeoutLayer};
     let (router, _) = api_router().split_for_parts();
-    let caps = guard::Caps::new(limits);
     // The Content-Type check runs on routed methods only: a POST to a GET-only path is a 405.
-    extend(router.route_layer(from_fn(guard::json_bodies)))
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
-        .layer(RequestBodyDeadlineLayer::new(limits.body_timeout))
-        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout))
-        .layer(from_fn_with_state(caps, guard::caps))
-        .layer(from_fn(guard::json_errors))
-        .with_state(state)
+    let routed = extend(router.route_layer(axum::middleware::from_fn(guard::json_bodies))).fallback(not_found);
+    limit_layers(routed.with_state(state), limits)
 }
 
 /// The layers of [`router_with_limits`] (body limit, JSON bodies, panics → 500, body and
 /// request timeouts, in-flight caps, JSON errors) around a router whose state is applied: the
 /// shuffle relay (`harmony shuffle`) serves its own routes behind them and [`run::serve`].
 pub fn with_limits(router: Router, limits: &Limits) -> Router {
+    limit_layers(router.layer(axum::middleware::from_fn(guard::json_bodies)), limits)
+}
+
+/// Every layer but the Content-Type check, which [`router_with_limits`] puts on routed methods
+/// and [`with_limits`] on every request.
+fn limit_layers(router: Router, limits: &Limits) -> Router {
     use axum::middleware::{from_fn, from_fn_with_state};
     use tower_http::timeout::{RequestBodyDeadlineLayer, TimeoutLayer};
     router
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(from_fn(guard::json_bodies))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
         .layer(RequestBodyDeadlineLayer::new(limits.body_timeout))
         .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::SERVICE_UNAVAILABLE, limits.request_timeout))
