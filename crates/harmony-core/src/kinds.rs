@@ -3,7 +3,6 @@
 //! serialises as that string, and builds its mechanism through [`AnyNumeric::new`] /
 //! [`AnyOracle::new`](crate::frequency::AnyOracle::new).
 
-
 macro_rules! named_kinds {
     ($(#[$doc:meta])* $ty:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $name:literal),+ $(,)? }) => {
         $(#[$doc])*

@@ -88,8 +88,10 @@ fn bad_report(o: &AnyOracle) -> Vec<(AnyReport, &'static str)> {
         }
         AnyOracle::Adaptive(a) => {
             let wrap = |r: AnyReport| AnyReport::Adaptive(AutoReport(Box::new(r)));
-            let mut bad: Vec<(AnyReport, &str)> = bad_report(a.inner()).into_iter().map(|(r, f)| (wrap(r), f)).collect();
-            let other = if a.branch() == "grr" { AnyReport::Hr(HrReport { y: 0 }) } else { AnyReport::Grr(GrrReport { y: 0 }) };
+            let mut bad: Vec<(AnyReport, &str)> =
+                bad_report(a.inner()).into_iter().map(|(r, f)| (wrap(r), f)).collect();
+            let other =
+                if a.branch() == "grr" { AnyReport::Hr(HrReport { y: 0 }) } else { AnyReport::Grr(GrrReport { y: 0 }) };
             bad.push((wrap(other), "kind is"));
             bad
         }

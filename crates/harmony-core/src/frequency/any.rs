@@ -12,11 +12,11 @@
 
 use super::registry::{Params, Registered};
 use super::{
-    Auto, AutoAggregator, AutoReport, BassilySmith, BassilySmithAggregator, BassilySmithReport, Cms,
-    CmsAggregator, CmsReport, FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator,
-    HadamardReport, HadamardResponse, Hcms, HcmsAggregator, HcmsReport, HrAggregator, HrReport, Olh, OlhAggregator,
-    OlhReport, Rappor, RapporAggregator, RapporReport, SsAggregator, SsReport, SubsetSelection, UnaryAggregator,
-    UnaryEncoding, UnaryReport,
+    Auto, AutoAggregator, AutoReport, BassilySmith, BassilySmithAggregator, BassilySmithReport, Cms, CmsAggregator,
+    CmsReport, FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator, HadamardReport,
+    HadamardResponse, Hcms, HcmsAggregator, HcmsReport, HrAggregator, HrReport, Olh, OlhAggregator, OlhReport, Rappor,
+    RapporAggregator, RapporReport, SsAggregator, SsReport, SubsetSelection, UnaryAggregator, UnaryEncoding,
+    UnaryReport,
 };
 use crate::aggregate::{Aggregator, at_index};
 use crate::error::{Error, Result};
@@ -112,7 +112,6 @@ pub struct OracleInfo {
     /// Whether `adaptive` considers it.
     pub adaptive: bool,
 }
-
 
 // The generators: each takes the registry's entries after its own arguments in parentheses.
 
@@ -516,7 +515,7 @@ mod tests {
     fn cross_moments_match_simulated_reports() {
         let freqs = [0.5, 0.3, 0.2];
         let mut rng = fast_rng(18);
-        for name in ["grr", "oue", "sue", "hadamard", "adaptive"] {
+        for name in ["grr", "oue", "sue", "hadamard", "adaptive", "ss", "ss:k=2"] {
             let o = AnyOracle::by_name(name, 1.0, 3).unwrap();
             let n = 60_000;
             let (mut sum, mut sum_sq) = (0.0, 0.0);

@@ -8,9 +8,9 @@
 //! large d, so it is chosen whenever its best k exceeds 1. Ties (within 10⁻⁹ relative, which
 //! covers SS with k = 1 against GRR) go to the oracle registered first.
 
+use super::FrequencyOracle;
 use super::any::{AnyAggregator, AnyOracle, AnyReport, ORACLES};
 use super::registry::{Params, Registered};
-use super::FrequencyOracle;
 use crate::aggregate::Aggregator;
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
@@ -160,10 +160,7 @@ impl Registered for Auto {
     fn log_likelihood_ratio(&self, x: usize, x2: usize, r: &AutoReport) -> f64 {
         self.inner.log_likelihood_ratio(x, x2, &r.0)
     }
-    fn add_validated<'a>(
-        agg: &mut AutoAggregator,
-        reports: impl Iterator<Item = &'a AutoReport>,
-    ) -> Result<()> {
+    fn add_validated<'a>(agg: &mut AutoAggregator, reports: impl Iterator<Item = &'a AutoReport>) -> Result<()> {
         // Collected first: the inner oracle's batch path then has one concrete iterator type
         // (passing the adapter would nest without end through `AnyAggregator`).
         let inner: Vec<&AnyReport> = reports.map(|r| &*r.0).collect();

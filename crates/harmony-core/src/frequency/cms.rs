@@ -412,7 +412,12 @@ impl crate::state::SaveState for CmsAggregator {
 
 impl super::registry::Registered for Cms {
     const PARAMS: &'static [&'static str] = &["k", "m", "seed"];
-    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, params: &super::registry::Params<'_>) -> Result<Self> {
+    fn build(
+        _: crate::kinds::OracleKind,
+        epsilon: f64,
+        d: usize,
+        params: &super::registry::Params<'_>,
+    ) -> Result<Self> {
         let (k, m) = (params.get("k", DEFAULT_K)?, params.get("m", DEFAULT_M)?);
         Cms::with_params(epsilon, d, k, m, params.get("seed", DEFAULT_SEED)?)
     }

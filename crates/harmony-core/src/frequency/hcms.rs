@@ -371,7 +371,12 @@ impl crate::state::SaveState for HcmsAggregator {
 
 impl super::registry::Registered for Hcms {
     const PARAMS: &'static [&'static str] = &["k", "m", "seed"];
-    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, params: &super::registry::Params<'_>) -> Result<Self> {
+    fn build(
+        _: crate::kinds::OracleKind,
+        epsilon: f64,
+        d: usize,
+        params: &super::registry::Params<'_>,
+    ) -> Result<Self> {
         let (k, m) = (params.get("k", super::cms::DEFAULT_K)?, params.get("m", super::cms::DEFAULT_M)?);
         Hcms::with_params(epsilon, d, k, m, params.get("seed", DEFAULT_SEED)?)
     }

@@ -45,10 +45,10 @@ pub mod subset;
 pub mod unary;
 
 pub use adaptive::{Adaptive, AdaptiveAggregator, AdaptiveReport};
-pub use auto::{Auto, AutoAggregator, AutoReport};
 pub use any::{
     AnyAggregator, AnyOracle, AnyReport, FREQUENCY_NAMES, ORACLES, OracleInfo, OracleKind, REPORT_KINDS, SKETCH_NAMES,
 };
+pub use auto::{Auto, AutoAggregator, AutoReport};
 pub use bassily_smith::{BassilySmith, BassilySmithAggregator, BassilySmithReport};
 pub use cms::{Cms, CmsAggregator, CmsReport};
 pub use grr::{Grr, GrrAggregator, GrrReport};

@@ -116,9 +116,12 @@ pub fn optimal_k(eps: Epsilon, d: usize) -> usize {
     let centre = d as f64 / (eps.value().exp() + 1.0);
     let lo = (centre.floor() as usize).saturating_sub(2).max(1);
     let hi = (centre.ceil() as usize + 2).min(d - 1);
-    (lo..=hi).fold(lo, |best, k| {
-        if variance_for(eps.value(), d, k).0 < variance_for(eps.value(), d, best).0 { k } else { best }
-    })
+    (lo..=hi).fold(
+        lo,
+        |best, k| {
+            if variance_for(eps.value(), d, k).0 < variance_for(eps.value(), d, best).0 { k } else { best }
+        },
+    )
 }
 
 impl SubsetSelection {
@@ -346,10 +349,7 @@ mod tests {
 
     /// Every k-subset of [0, d) as a report.
     fn subsets(d: usize, k: usize) -> Vec<SsReport> {
-        (0u64..1 << d)
-            .filter(|m| m.count_ones() as usize == k)
-            .map(|m| SsReport { bits: vec![m] })
-            .collect()
+        (0u64..1 << d).filter(|m| m.count_ones() as usize == k).map(|m| SsReport { bits: vec![m] }).collect()
     }
 
     /// The implemented sampler's pmf, enumerated: rows sum to 1 and the largest ratio between
@@ -405,7 +405,8 @@ mod tests {
         for eps in [0.1, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0] {
             for d in (2..200).chain([500, 1000, 4096]) {
                 let e = Epsilon::new(eps).unwrap();
-                let brute = (1..d).fold(1, |b, k| if variance_for(eps, d, k).0 < variance_for(eps, d, b).0 { k } else { b });
+                let brute =
+                    (1..d).fold(1, |b, k| if variance_for(eps, d, k).0 < variance_for(eps, d, b).0 { k } else { b });
                 assert_eq!(optimal_k(e, d), brute, "eps {eps} d {d}");
                 assert!((brute as f64 - d as f64 / (eps.exp() + 1.0)).abs() <= 2.0, "eps {eps} d {d}");
             }
@@ -415,6 +416,42 @@ mod tests {
         let grr = crate::frequency::Grr::new(1.0, 100).unwrap();
         let oue = crate::frequency::Oue::new(1.0, 100).unwrap();
         assert!(ss.report_variance(1, 0) < grr.report_variance(1, 0).min(oue.report_variance(1, 0)));
+    }
+
+    /// Monte-Carlo variance of one report's estimate Y_v against the closed form, for x = v and
+    /// x ≠ v: |z| < 4.42 with z = (sample variance − closed form)/SE, SE from the sample's
+    /// fourth central moment.
+    fn variance_z(o: &SubsetSelection, x: usize, v: usize, n: usize, seed: u64) -> f64 {
+        let mut rng = fast_rng(seed);
+        let ys: Vec<f64> = (0..n).map(|_| o.report_estimate(&o.randomize(x, &mut rng).unwrap(), v)).collect();
+        let mean = ys.iter().sum::<f64>() / n as f64;
+        let m2 = ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / n as f64;
+        let m4 = ys.iter().map(|y| (y - mean).powi(4)).sum::<f64>() / n as f64;
+        (m2 - o.report_variance(x, v)) / ((m4 - m2 * m2) / n as f64).sqrt()
+    }
+
+    fn check_variances(n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, (eps, d)) in [(0.5, 10), (1.0, 100), (2.0, 30), (4.0, 200)].into_iter().enumerate() {
+            let o = SubsetSelection::new(eps, d).unwrap();
+            for (x, v) in [(3, 3), (3, 7)] {
+                let z = variance_z(&o, x, v, n, 100 + 2 * i as u64 + (x == v) as u64);
+                out.push(format!("eps {eps} d {d} k {} x {x} v {v}: z = {z:.2}", o.k()));
+                assert!(z.abs() < 4.42, "{}", out.last().unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn variance_matches_the_closed_form() {
+        check_variances(40_000);
+    }
+
+    #[test]
+    #[ignore = "heavy: run in release with --ignored"]
+    fn heavy_variance_matches_the_closed_form() {
+        println!("{}", check_variances(1_000_000).join("\n"));
     }
 
     #[test]

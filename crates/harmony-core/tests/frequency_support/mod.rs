@@ -119,10 +119,9 @@ pub fn all_outputs(o: &AnyOracle, olh_seed: u64) -> Vec<AnyReport> {
             .into_iter()
             .map(|(j, bit)| AnyReport::BassilySmith(BassilySmithReport { j, bit }))
             .collect(),
-        AnyOracle::Adaptive(a) => all_outputs(a.inner(), olh_seed)
-            .into_iter()
-            .map(|r| AnyReport::Adaptive(AutoReport(Box::new(r))))
-            .collect(),
+        AnyOracle::Adaptive(a) => {
+            all_outputs(a.inner(), olh_seed).into_iter().map(|r| AnyReport::Adaptive(AutoReport(Box::new(r)))).collect()
+        }
         AnyOracle::Ss(o) => unary_outputs(o.domain_size())
             .into_iter()
             .filter(|r| r.bits[0].count_ones() as usize == o.k())

@@ -603,7 +603,12 @@ impl crate::state::SaveState for RapporAggregator {
 
 impl super::registry::Registered for Rappor {
     const PARAMS: &'static [&'static str] = &["m", "h", "cohorts", "p", "q", "seed"];
-    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, params: &super::registry::Params<'_>) -> Result<Self> {
+    fn build(
+        _: crate::kinds::OracleKind,
+        epsilon: f64,
+        d: usize,
+        params: &super::registry::Params<'_>,
+    ) -> Result<Self> {
         let m = params.get("m", DEFAULT_M)?;
         let shape = RapporShape {
             m,
