@@ -33,12 +33,11 @@ use std::time::{Duration, Instant};
 pub const NUMERIC: [&str; 6] = ["laplace", "duchi", "pm", "hm", "scdf", "staircase"];
 /// Multidimensional numeric mechanisms (d = dimension).
 pub const VECTOR: [&str; 2] = ["duchi-multi", "harmony-1bit"];
-/// Frequency oracles (d = domain size). The sketches also accept parameters
-/// (`cms:k=256:m=1024`, see `AnyOracle::by_name`).
-pub const FREQUENCY: [&str; 11] =
-    ["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive", "cms", "hcms", "rappor"];
+/// Frequency oracles (d = domain size): every registered one. Some also accept parameters
+/// (`cms:k=256:m=1024`, `ss:k=8`, see `AnyOracle::by_name`).
+pub const FREQUENCY: &[&str] = harmony_core::frequency::FREQUENCY_NAMES;
 /// Frequency oracles whose reports are m-bit sketches (capped by their own report size).
-const SKETCHES: [&str; 3] = ["cms", "hcms", "rappor"];
+const SKETCHES: &[&str] = harmony_core::frequency::SKETCH_NAMES;
 /// Frequency oracles whose aggregation evaluates every report against every candidate.
 const PER_CANDIDATE: [&str; 1] = ["olh"];
 /// For mechanisms with O(d) work per user, n·d/8 is kept under this many bytes (n·d ≤ 2^30):
@@ -150,7 +149,7 @@ fn family(name: &str) -> Option<Family> {
 }
 
 fn all_names() -> Vec<&'static str> {
-    NUMERIC.iter().chain(&VECTOR).chain(&FREQUENCY).copied().collect()
+    NUMERIC.iter().chain(&VECTOR).chain(FREQUENCY).copied().collect()
 }
 
 /// The resolved grid.

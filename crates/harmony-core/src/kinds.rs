@@ -3,11 +3,6 @@
 //! serialises as that string, and builds its mechanism through [`AnyNumeric::new`] /
 //! [`AnyOracle::new`](crate::frequency::AnyOracle::new).
 
-use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
-
 macro_rules! named_kinds {
     ($(#[$doc:meta])* $ty:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $name:literal),+ $(,)? }) => {
         $(#[$doc])*
@@ -28,41 +23,45 @@ macro_rules! named_kinds {
                 }
             }
             /// Parses a name; the error names the parameter `mechanism`, the value and every valid name.
-            pub fn parse(name: &str) -> Result<Self> {
+            pub fn parse(name: &str) -> $crate::error::Result<Self> {
                 match name {
                     $($name => Ok($ty::$variant),)+
-                    _ => Err(Error::param("mechanism", name, format!(concat!("one of ", $what, ": {}"), Self::NAMES.join(", ")))),
+                    _ => Err($crate::error::Error::param("mechanism", name, format!(concat!("one of ", $what, ": {}"), Self::NAMES.join(", ")))),
                 }
             }
         }
 
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.name())
             }
         }
 
-        impl FromStr for $ty {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
+        impl ::std::str::FromStr for $ty {
+            type Err = $crate::error::Error;
+            fn from_str(s: &str) -> $crate::error::Result<Self> {
                 Self::parse(s)
             }
         }
 
-        impl Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        impl ::serde::Serialize for $ty {
+            fn serialize<S: ::serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
                 s.serialize_str(self.name())
             }
         }
 
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
-                Self::parse(&s).map_err(serde::de::Error::custom)
+        impl<'de> ::serde::Deserialize<'de> for $ty {
+            fn deserialize<D: ::serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                let s = <::std::borrow::Cow::<'de, str> as ::serde::Deserialize>::deserialize(d)?;
+                Self::parse(&s).map_err(::serde::de::Error::custom)
             }
         }
     };
 }
+pub(crate) use named_kinds;
+
+/// A frequency oracle over [0, d), one per name in the registry ([`crate::frequency::any`]).
+pub use crate::frequency::OracleKind;
 
 named_kinds! {
     /// A 1-D numeric mechanism on [-1, 1] ([`crate::numeric`]).
@@ -79,35 +78,6 @@ named_kinds! {
         Scdf = "scdf",
         /// Staircase.
         Staircase = "staircase",
-    }
-}
-
-named_kinds! {
-    /// A frequency oracle over [0, d) ([`crate::frequency`]).
-    OracleKind, "the frequency oracles" {
-        /// Generalized randomized response.
-        Grr = "grr",
-        /// Symmetric unary encoding (basic RAPPOR).
-        Sue = "sue",
-        /// Optimized unary encoding.
-        Oue = "oue",
-        /// Optimized local hashing.
-        Olh = "olh",
-        /// 1-bit Hadamard.
-        Hadamard = "hadamard",
-        /// Hadamard Response.
-        Hr = "hr",
-        /// Bassily–Smith (random projection; biased for a fixed matrix, a baseline).
-        BassilySmith = "bassily-smith",
-        /// GRR or OUE, whichever has the smaller variance.
-        Adaptive = "adaptive",
-        /// Apple's Count Mean Sketch (default parameters through the kind; more with
-        /// [`AnyOracle::by_name`](crate::frequency::AnyOracle::by_name)'s `cms:k=…:m=…`).
-        Cms = "cms",
-        /// Apple's Hadamard Count Mean Sketch.
-        Hcms = "hcms",
-        /// RAPPOR (Bloom filter, cohorts, permanent and instantaneous randomized response).
-        Rappor = "rappor",
     }
 }
 

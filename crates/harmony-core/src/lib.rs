@@ -20,7 +20,6 @@
 #![deny(unsafe_code)]
 
 pub mod aggregate;
-pub mod client;
 pub mod error;
 pub mod estimate;
 pub mod fast_rng;

@@ -954,8 +954,22 @@ pub fn geometric<R: Rng + ?Sized>(rng: &mut R, ratio: f64) -> u64 {
     if g >= u64::MAX as f64 { u64::MAX } else { g as u64 }
 }
 
-/// Samples k distinct indices from [0, d) uniformly (Floyd's algorithm), written to `out`
-/// (cleared first). Order is random. O(k²) membership checks, meant for small k.
+/// Floyd's algorithm: k distinct values of [0, d), uniform over the k-subsets. For j = d − k,
+/// …, d − 1 it draws t uniform on [0, j] and calls `insert(t)`; when `insert` reports t already
+/// present (false) it inserts j, which cannot be. `insert` keeps the set (a list, a bitmap).
+#[inline]
+pub fn floyd<R: Rng + ?Sized>(rng: &mut R, k: usize, d: usize, mut insert: impl FnMut(usize) -> bool) {
+    debug_assert!(k <= d);
+    for j in (d - k)..d {
+        let t = uniform_below(rng, j as u64 + 1) as usize;
+        if !insert(t) {
+            insert(j);
+        }
+    }
+}
+
+/// Samples k distinct indices from [0, d) uniformly ([`floyd`]), written to `out` (cleared
+/// first) in a random order. O(k²) membership checks, meant for small k.
 pub fn sample_k_of_d<R: Rng + ?Sized>(rng: &mut R, k: usize, d: usize, out: &mut Vec<usize>) {
     debug_assert!(k <= d);
     out.clear();
@@ -964,14 +978,13 @@ pub fn sample_k_of_d<R: Rng + ?Sized>(rng: &mut R, k: usize, d: usize, out: &mut
         out.push(uniform_below(rng, d as u64) as usize);
         return;
     }
-    for j in (d - k)..d {
-        let t = uniform_below(rng, j as u64 + 1) as usize;
-        if out.contains(&t) {
-            out.push(j);
-        } else {
+    floyd(rng, k, d, |t| {
+        let fresh = !out.contains(&t);
+        if fresh {
             out.push(t);
         }
-    }
+        fresh
+    });
     // Floyd's set is uniform but its order is not; shuffle for a random order.
     for i in (1..out.len()).rev() {
         let j = uniform_below(rng, i as u64 + 1) as usize;

@@ -33,9 +33,7 @@ use crate::schema::{Attribute, Schema, Value};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-mod collect;
 pub mod plan;
-pub use collect::RecordColumns;
 
 /// The multi-attribute strategies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,9 +257,6 @@ pub struct RecordMechanism {
     numeric_positions: Vec<usize>,
     /// Category count per attribute (0 for numeric ones), for the per-record validation.
     cards: Vec<u32>,
-    /// Per attribute, the fused kernel of [`RecordAggregator::collect`] (derived from
-    /// `mechanisms`, so not compared by `eq`).
-    kernels: Vec<collect::Kernel>,
 }
 
 /// Field by field; the schema (label maps) is compared only when the two mechanisms do not share
@@ -383,7 +378,6 @@ impl RecordMechanism {
             });
         }
         let cards = cards_of(&schema);
-        let kernels = mechanisms.iter().map(collect::Kernel::new).collect();
         Ok(RecordMechanism {
             scale: d as f64 / k as f64,
             schema: std::sync::Arc::new(schema),
@@ -393,7 +387,6 @@ impl RecordMechanism {
             joint,
             numeric_positions,
             cards,
-            kernels,
         })
     }
 
@@ -560,7 +553,6 @@ impl RecordMechanism {
                 .map(|m| if let AttributeMechanism::Categorical(o) = m { Some(o.aggregator()) } else { None })
                 .collect(),
             joint: self.joint.as_ref().map(|j| j.aggregator()),
-            tallies: self.kernels.iter().map(collect::Tally::new).collect(),
         }
     }
 
@@ -789,8 +781,6 @@ pub struct RecordAggregator {
     numeric: Vec<NumSums>,
     categorical: Vec<Option<AnyAggregator>>,
     joint: Option<crate::numeric::VectorMeanAggregator<DuchiMulti>>,
-    /// Counts of the pure categorical oracles' reports added by [`RecordAggregator::collect`].
-    tallies: Vec<collect::Tally>,
 }
 
 impl RecordAggregator {
@@ -838,11 +828,10 @@ impl RecordAggregator {
                         AttributeEstimate::Numeric(Estimate::from_variance(value, var))
                     }
                 }
-                AttributeMechanism::Categorical(o) => {
+                AttributeMechanism::Categorical(_) => {
                     let agg = self.categorical[j].as_ref().expect("categorical aggregator");
-                    let tally = &self.tallies[j];
-                    let mut fe = collect::categorical_estimate(o, agg, tally);
-                    let nj = (agg.count() + tally.n()) as f64;
+                    let mut fe = agg.estimate();
+                    let nj = agg.count() as f64;
                     if nj == 0.0 {
                         fe = FrequencyEstimate::empty(fe.frequencies.len());
                     } else {
@@ -895,7 +884,7 @@ impl RecordAggregator {
         else {
             return f64::NAN;
         };
-        let nj = (agg.count() + self.tallies[j].n()) as f64;
+        let nj = agg.count() as f64;
         let freqs: Vec<f64> = fe.frequencies.iter().map(|f| f.clamp(0.0, 1.0)).collect();
         let cross = o.aggregate_cross_moment(&freqs, a, b).unwrap_or(f64::NAN);
         cross / nj - (1.0 / nj - 1.0 / self.n as f64).max(0.0) * freqs[a] * freqs[b]
@@ -945,9 +934,6 @@ impl Aggregator for RecordAggregator {
         if let (Some(a), Some(b)) = (self.joint.as_mut(), other.joint.as_ref()) {
             a.merge(b)?;
         }
-        for (a, b) in self.tallies.iter_mut().zip(&other.tallies) {
-            a.merge(b)?;
-        }
         Ok(())
     }
 
@@ -979,7 +965,6 @@ impl crate::state::SaveState for RecordAggregator {
         if let Some(j) = &self.joint {
             j.save_state(w);
         }
-        crate::state::save_all(w, &self.tallies);
     }
     fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
         self.n += r.u64("record reports")?;
@@ -1001,7 +986,7 @@ impl crate::state::SaveState for RecordAggregator {
         if let Some(j) = &mut self.joint {
             j.merge_state(r)?;
         }
-        crate::state::merge_all(r, "tallies", &mut self.tallies)
+        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ pub const WIRE_VERSION: u8 = 1;
 ///
 /// | bytes | owner |
 /// |---|---|
-/// | 1–11, 13–19 | harmony-core ([`ReportKind`]; 13–15 the sketches, 16–19 free) |
+/// | 1–11, 13–19 | harmony-core ([`ReportKind`]; 13–15 the sketches; 16 Subset Selection, declared with its report; 17–19 free) |
 /// | 12, 40–49 | harmony-learn (12: the randomized gradient) |
 /// | 20–39 | harmony-analytics |
 ///

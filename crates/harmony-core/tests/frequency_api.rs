@@ -63,6 +63,13 @@ fn merging_different_parameters_is_incompatible() {
     assert!(matches!(a.aggregator().merge(&b.aggregator()), Err(Error::Incompatible(_))));
 }
 
+/// A d-bit vector with its first `ones` bits set.
+fn ss_bits(d: usize, ones: usize) -> Vec<u64> {
+    let mut bits = vec![0u64; d.div_ceil(64)];
+    (0..ones).for_each(|v| bits[v / 64] |= 1 << (v % 64));
+    bits
+}
+
 /// A report of the right kind that `validate` must reject, with the field it must name.
 fn bad_report(o: &AnyOracle) -> Vec<(AnyReport, &'static str)> {
     let d = o.domain_size();
@@ -79,13 +86,20 @@ fn bad_report(o: &AnyOracle) -> Vec<(AnyReport, &'static str)> {
         AnyOracle::BassilySmith(b) => {
             vec![(AnyReport::BassilySmith(BassilySmithReport { j: b.rows() as u32, bit: false }), "j is")]
         }
-        AnyOracle::Adaptive(Adaptive::Grr(_)) => vec![
-            (AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y: d as u32 })), "y is"),
-            (AnyReport::Adaptive(AdaptiveReport::Oue(UnaryReport { bits: vec![0] })), "kind is"),
-        ],
-        AnyOracle::Adaptive(Adaptive::Oue(_)) => vec![
-            (AnyReport::Adaptive(AdaptiveReport::Oue(UnaryReport { bits: vec![] })), "bits is"),
-            (AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y: 0 })), "kind is"),
+        AnyOracle::Adaptive(a) => {
+            let wrap = |r: AnyReport| AnyReport::Adaptive(AutoReport(Box::new(r)));
+            let mut bad: Vec<(AnyReport, &str)> =
+                bad_report(a.inner()).into_iter().map(|(r, f)| (wrap(r), f)).collect();
+            let other =
+                if a.branch() == "grr" { AnyReport::Hr(HrReport { y: 0 }) } else { AnyReport::Grr(GrrReport { y: 0 }) };
+            bad.push((wrap(other), "kind is"));
+            bad
+        }
+        AnyOracle::Ss(o) => vec![
+            (AnyReport::Ss(SsReport { bits: vec![0; d.div_ceil(64)] }), "bits is"),
+            (AnyReport::Ss(SsReport { bits: vec![] }), "bits is"),
+            (AnyReport::Ss(SsReport { bits: vec![1 << (d % 64); d.div_ceil(64)] }), "padding"),
+            (AnyReport::Ss(SsReport { bits: ss_bits(d, o.k() + 1) }), "bits set"),
         ],
         AnyOracle::Cms(c) => {
             let w = c.m().div_ceil(64);
@@ -114,7 +128,7 @@ fn bad_report(o: &AnyOracle) -> Vec<(AnyReport, &'static str)> {
 #[test]
 fn out_of_range_reports_are_named_and_add_batch_is_all_or_nothing() {
     for (i, name) in FREQUENCY_NAMES.iter().enumerate() {
-        // d = 5: Adaptive uses GRR at eps = 1; d = 100 (not a multiple of 64): OUE.
+        // d = 5: adaptive uses GRR at eps = 1; d = 100 (not a multiple of 64): SS.
         for d in [5usize, 100] {
             let o = AnyOracle::by_name(name, 1.0, d).unwrap();
             let good = reports(&o, 300, 5000 + i as u64);
@@ -203,6 +217,7 @@ fn wire_roundtrips_and_rejects_truncated_or_garbled_bytes() {
             AnyReport::Cms(x) => check_decoding(x),
             AnyReport::Hcms(x) => check_decoding(x),
             AnyReport::Rappor(x) => check_decoding(x),
+            AnyReport::Ss(x) => check_decoding(x),
         }
         // Garbled bytes: every single-byte corruption decodes to an error or to a report that
         // the aggregator validates or rejects, never a panic.

@@ -160,8 +160,19 @@ type Categorize<'a> = Box<dyn Fn(&AnyReport) -> usize + 'a>;
 /// bits set), which are independent Bernoulli(p) and Binomial(d − 1, q); OLH by the offset
 /// (y − H_s(x)) mod g (p at 0, q elsewhere); every other oracle by its output.
 fn categories(o: &AnyOracle, x: usize) -> (Vec<f64>, Categorize<'_>) {
+    if let AnyOracle::Adaptive(a) = o {
+        let (probs, cat) = categories(a.inner(), x);
+        let unwrap = move |r: &AnyReport| match r {
+            AnyReport::Adaptive(r) => cat(&r.0),
+            _ => panic!("an adaptive report"),
+        };
+        return (probs, Box::new(unwrap));
+    }
+    if let AnyOracle::Ss(o) = o {
+        return ss_categories(o, x);
+    }
     let unary = match o {
-        AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => Some(u),
+        AnyOracle::Sue(u) | AnyOracle::Oue(u) => Some(u),
         _ => None,
     };
     if let Some(u) = unary {
@@ -180,7 +191,7 @@ fn categories(o: &AnyOracle, x: usize) -> (Vec<f64>, Categorize<'_>) {
         }
         let cat = move |r: &AnyReport| {
             let bits = match r {
-                AnyReport::Unary(b) | AnyReport::Adaptive(AdaptiveReport::Oue(b)) => &b.bits,
+                AnyReport::Unary(b) => &b.bits,
                 _ => panic!("a unary report"),
             };
             let set = |i: usize| (bits[i / 64] >> (i % 64)) & 1 == 1;
@@ -202,6 +213,36 @@ fn categories(o: &AnyOracle, x: usize) -> (Vec<f64>, Categorize<'_>) {
     let probs = outputs.iter().map(|r| o.output_probability(x, r)).collect();
     let index: HashMap<AnyReport, usize> = outputs.into_iter().enumerate().map(|(i, r)| (r, i)).collect();
     (probs, Box::new(move |r: &AnyReport| index[r]))
+}
+
+/// Subset Selection's categories: (x in S, number of the values 0..m other than x in S), m =
+/// min(d, 6); given x's membership the other k − 1 or k values are a uniform subset of the d − 1
+/// others, so the count is hypergeometric.
+fn ss_categories(o: &SubsetSelection, x: usize) -> (Vec<f64>, Categorize<'_>) {
+    let (d, k) = (o.domain_size(), o.k());
+    let watched: Vec<usize> = (0..d).filter(|&v| v != x).take(5).collect();
+    let w = watched.len();
+    let ln_choose = |n: usize, r: usize| -> f64 {
+        if r > n {
+            return f64::NEG_INFINITY;
+        }
+        (1..=r.min(n - r)).map(|i| ((n - r.min(n - r) + i) as f64 / i as f64).ln()).sum()
+    };
+    let mut probs = Vec::with_capacity(2 * (w + 1));
+    for kept in [false, true] {
+        let m = k - kept as usize;
+        for j in 0..=w {
+            // P[j of the w watched values among m drawn from d − 1] (hypergeometric).
+            let ln = ln_choose(w, j) + ln_choose(d - 1 - w, m.wrapping_sub(j)) - ln_choose(d - 1, m);
+            let ln = if j > m { f64::NEG_INFINITY } else { ln };
+            probs.push(if kept { o.p() } else { 1.0 - o.p() } * ln.exp());
+        }
+    }
+    let cat = move |r: &AnyReport| {
+        let AnyReport::Ss(r) = r else { panic!("an SS report") };
+        r.contains(x) as usize * (w + 1) + watched.iter().filter(|&&v| r.contains(v)).count()
+    };
+    (probs, Box::new(cat))
 }
 
 /// χ² of `reports` of x against the exact category probabilities, cells with an expected count

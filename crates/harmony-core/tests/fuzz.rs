@@ -155,7 +155,7 @@ fn fuzz_numeric_decoders(cases: u32) {
 
 fn fuzz_frequency_decoders(cases: u32) {
     for d in [2usize, 3, 17, 64, 100] {
-        let per = cases / 5 / 8;
+        let per = cases / 5 / 9;
         fuzz_oracle(Grr::new(1.0, d).expect("valid"), per);
         fuzz_oracle(Sue::new(1.0, d).expect("valid"), per);
         fuzz_oracle(Oue::new(2.0, d).expect("valid"), per);
@@ -163,7 +163,8 @@ fn fuzz_frequency_decoders(cases: u32) {
         fuzz_oracle(Hadamard::new(1.0, d).expect("valid"), per);
         fuzz_oracle(HadamardResponse::new(3.0, d).expect("valid"), per);
         fuzz_oracle(BassilySmith::new(1.0, d).expect("valid"), per);
-        fuzz_oracle(Adaptive::new(1.0, d).expect("valid"), per);
+        fuzz_oracle(Auto::new(1.0, d).expect("valid"), per);
+        fuzz_oracle(SubsetSelection::new(1.0, d).expect("valid"), per);
     }
 }
 

@@ -4,9 +4,8 @@
 //! # Streaming
 //! [`DataReader`] yields batches of a few thousand rows; [`encode_rows`] encodes each batch
 //! straight into the row-major values a task's `Input::Record` borrows ([`Encoded`]), and
-//! [`encode_batches`] into one vector per attribute ([`Columns`], the input of
-//! `harmony_core::strategy::RecordColumns::from_columns`), so a 10⁷-row file is never held as
-//! rows of strings. Parquet reads only the schema's columns. An `.xz` file is decompressed on a
+//! [`encode_batches`] into one vector per attribute ([`Columns`]), so a 10⁷-row file is never
+//! held as rows of strings. Parquet reads only the schema's columns. An `.xz` file is decompressed on a
 //! second thread as it is parsed.
 //!
 //! # Missing cells

@@ -17,7 +17,8 @@ use crate::rng::with_rng;
 use harmony_core::aggregate::{Aggregator, at_index};
 use harmony_core::estimate::{FrequencyEstimate, Z95};
 use harmony_core::frequency::{
-    Adaptive, AnyOracle, BassilySmithReport, FrequencyOracle, GrrReport, HadamardReport, OlhReport, UnaryEncoding,
+    AnyOracle, BassilySmithReport, FrequencyOracle, GrrReport, HadamardReport, ORACLES, OlhReport, SsReport,
+    UnaryEncoding,
 };
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -40,12 +41,13 @@ enum Layout {
 
 impl Layout {
     fn of(o: &AnyOracle) -> Layout {
-        match o {
-            AnyOracle::Grr(_) | AnyOracle::Hr(_) | AnyOracle::Adaptive(Adaptive::Grr(_)) => Layout::Index,
-            AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => Layout::Bits(u.words()),
+        match base(o) {
+            AnyOracle::Grr(_) | AnyOracle::Hr(_) => Layout::Index,
+            AnyOracle::Sue(u) | AnyOracle::Oue(u) => Layout::Bits(u.words()),
+            AnyOracle::Ss(s) => Layout::Bits(s.domain_size().div_ceil(64)),
             AnyOracle::Olh(_) => Layout::SeedHash,
             AnyOracle::Hadamard(_) | AnyOracle::BassilySmith(_) => Layout::RowBit,
-            AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_) => unreachable!("{SKETCHES_REFUSED}"),
+            other => unreachable!("{}: {SKETCHES_REFUSED}", other.name()),
         }
     }
     /// (name, numpy dtype, columns; 0 = a 1-D array).
@@ -178,12 +180,16 @@ fn randomize_reports<R: Rng + ?Sized>(
         Ok(Reports::Bits(out, u.words(), spare.clone()))
     }
     // The maps below keep each vector's allocation (same element size and alignment).
-    Ok(match o {
-        AnyOracle::Grr(g) | AnyOracle::Adaptive(Adaptive::Grr(g)) => {
-            Reports::U32(batch(g, vs, rng)?.into_iter().map(|r| r.y).collect(), 0)
-        }
+    Ok(match base(o) {
+        AnyOracle::Grr(g) => Reports::U32(batch(g, vs, rng)?.into_iter().map(|r| r.y).collect(), 0),
         AnyOracle::Hr(h) => Reports::U32(batch(h, vs, rng)?.into_iter().map(|r| r.y).collect(), 0),
-        AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)) => packed(u, vs, rng, spare)?,
+        AnyOracle::Sue(u) | AnyOracle::Oue(u) => packed(u, vs, rng, spare)?,
+        AnyOracle::Ss(s) => {
+            let words = s.domain_size().div_ceil(64);
+            let mut out = take_spare(spare, vs.len() * words);
+            out.extend(batch(s, vs, rng)?.into_iter().flat_map(|r| r.bits));
+            Reports::Bits(out, words, spare.clone())
+        }
         AnyOracle::Olh(o) => {
             // (seed, y) rows written into the last report array's recycled buffer, as for bit
             // vectors (a fresh 16 MB per 10^6 reports cost more than the hashing), through a
@@ -207,7 +213,7 @@ fn randomize_reports<R: Rng + ?Sized>(
             let rows: Vec<[u32; 2]> = batch(b, vs, rng)?.into_iter().map(|r| [r.j, r.bit as u32]).collect();
             Reports::U32(rows.into_flattened(), 2)
         }
-        AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_) => unreachable!("{SKETCHES_REFUSED}"),
+        other => unreachable!("{}: {SKETCHES_REFUSED}", other.name()),
     })
 }
 
@@ -235,12 +241,18 @@ fn bit(b: u32) -> harmony_core::Result<bool> {
     }
 }
 
+/// The oracle whose reports fill the arrays: the `adaptive` oracle's choice, or `o` itself.
+fn base(o: &AnyOracle) -> &AnyOracle {
+    match o {
+        AnyOracle::Adaptive(a) => a.inner(),
+        o => o,
+    }
+}
+
 /// Aggregates flat report rows of `o`'s layout.
 fn estimate_rows(o: &AnyOracle, rows: ReportRows<'_>) -> harmony_core::Result<FrequencyEstimate> {
-    match (o, rows) {
-        (AnyOracle::Grr(g) | AnyOracle::Adaptive(Adaptive::Grr(g)), ReportRows::U32(ys)) => {
-            fold(g.aggregator(), ys.len(), |i| Ok(GrrReport { y: ys[i] }))
-        }
+    match (base(o), rows) {
+        (AnyOracle::Grr(g), ReportRows::U32(ys)) => fold(g.aggregator(), ys.len(), |i| Ok(GrrReport { y: ys[i] })),
         (AnyOracle::Hr(h), ReportRows::U32(ys)) => {
             // One branch-free pass over the outputs as numpy holds them (3× the fold's speed at
             // 10^6 reports); a bad report is named by its index as the fold names it.
@@ -248,7 +260,11 @@ fn estimate_rows(o: &AnyOracle, rows: ReportRows<'_>) -> harmony_core::Result<Fr
             agg.add_outputs(ys)?;
             Ok(agg.estimate())
         }
-        (AnyOracle::Sue(u) | AnyOracle::Oue(u) | AnyOracle::Adaptive(Adaptive::Oue(u)), ReportRows::U64(words)) => {
+        (AnyOracle::Ss(s), ReportRows::U64(words)) => {
+            let w = s.domain_size().div_ceil(64);
+            fold(s.aggregator(), words.len() / w, |i| Ok(SsReport { bits: words[i * w..(i + 1) * w].to_vec() }))
+        }
+        (AnyOracle::Sue(u) | AnyOracle::Oue(u), ReportRows::U64(words)) => {
             let mut agg = u.aggregator();
             agg.add_packed(words)?;
             Ok(agg.estimate())
@@ -335,7 +351,7 @@ impl NativeOracle {
         let oracle = AnyOracle::by_name(name, epsilon, d).or_py()?;
         if matches!(oracle, AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_)) {
             let expected = "one of the frequency oracles with an array layout: grr, sue, oue, olh, hadamard, hr, \
-                            bassily-smith, adaptive (the sketches cms, hcms and rappor are Rust-only)";
+                            bassily-smith, adaptive, ss (the sketches cms, hcms and rappor are Rust-only)";
             let e = harmony_core::Error::param("mechanism", name, expected);
             return Err(e).or_py();
         }
@@ -368,8 +384,12 @@ impl NativeOracle {
             AnyOracle::Hadamard(h) => vec![("rows", h.rows() as f64)],
             AnyOracle::Hr(h) => vec![("blocks", h.blocks() as f64), ("outputs", h.outputs() as f64)],
             AnyOracle::BassilySmith(b) => vec![("rows", b.rows() as f64)],
-            AnyOracle::Adaptive(Adaptive::Grr(_)) => vec![("oue_branch", 0.0)],
-            AnyOracle::Adaptive(Adaptive::Oue(_)) => vec![("oue_branch", 1.0)],
+            AnyOracle::Ss(s) => vec![("k", s.k() as f64), ("p", s.p()), ("q", s.q())],
+            AnyOracle::Adaptive(a) => {
+                let chosen = ORACLES.iter().position(|i| i.kind.name() == a.branch()).unwrap_or(usize::MAX);
+                // The chosen oracle, as its index in FREQUENCY_NAMES.
+                vec![("chosen_oracle", chosen as f64)]
+            }
             AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_) => unreachable!("{SKETCHES_REFUSED}"),
         }
     }

@@ -80,54 +80,48 @@ pub fn build_device(config: &CollectionConfig) -> Result<Box<dyn crate::erased::
 mod tests {
     use harmony_core::wire::{ReportKind, WireKind, WireReport};
 
-    /// Every report type that travels on the wire, by owner.
-    fn all_kinds() -> Vec<WireKind> {
+    /// Every report type that travels on the wire, by owner: harmony-core's (the frequency
+    /// oracles' from their registry), harmony-learn's, then harmony-analytics' ranges and linear
+    /// queries (20–29) and heavy hitters and marginals (30–39).
+    fn all_kinds() -> (Vec<WireKind>, [std::ops::Range<usize>; 2]) {
         use ReportKind::*;
-        let core = [
-            Numeric,
-            Grr,
-            Unary,
-            Olh,
-            Hadamard,
-            HadamardResponse,
-            BassilySmith,
-            Adaptive,
-            HarmonyBit,
-            DuchiMulti,
-            Record,
-        ];
-        let mut kinds: Vec<WireKind> = core.iter().map(|k| k.wire()).collect();
+        let mut kinds: Vec<WireKind> = [Numeric, HarmonyBit, DuchiMulti, Record].iter().map(|k| k.wire()).collect();
+        kinds.extend_from_slice(harmony_core::frequency::REPORT_KINDS);
         kinds.push(harmony_learn::remote::GradientReport::KIND);
-        // harmony-analytics, 20–29: ranges and linear queries.
+        let ranges = kinds.len();
         kinds.extend([
             harmony_analytics::range::HhReport::KIND,
             harmony_analytics::range::HaarReport::KIND,
             harmony_analytics::linear::GaussianReport::KIND,
             harmony_analytics::linear::QueryBitReport::KIND,
         ]);
-        // harmony-analytics, 30–39: heavy hitters and marginals.
+        let heavy = kinds.len();
         kinds.extend([
             harmony_analytics::heavy::HeavyHitterReport::KIND,
             harmony_analytics::marginals::groups::GroupReport::KIND,
             harmony_analytics::marginals::fourier::FourierReport::KIND,
         ]);
-        kinds
+        let end = kinds.len();
+        (kinds, [ranges..heavy, heavy..end])
     }
 
     /// No two report types share a kind byte or a name, each crate stays in its bytes, and
     /// every task's reports are registered kinds.
     #[test]
     fn report_kinds_are_unique_and_registered() {
-        let kinds = all_kinds();
+        let (kinds, [ranges, heavy]) = all_kinds();
+        for k in harmony_core::frequency::REPORT_KINDS {
+            assert!((1..=19).contains(&k.byte) && k.byte != 12, "{k:?}: harmony-core owns bytes 1–11 and 13–19");
+        }
         for (i, a) in kinds.iter().enumerate() {
             for b in &kinds[i + 1..] {
                 assert!(a.byte != b.byte && a.name != b.name, "{a:?} and {b:?} collide");
             }
         }
-        for k in &kinds[12..16] {
+        for k in &kinds[ranges] {
             assert!((20..=29).contains(&k.byte), "{k:?}: ranges and linear queries own bytes 20–29");
         }
-        for k in &kinds[16..19] {
+        for k in &kinds[heavy] {
             assert!((30..=39).contains(&k.byte), "{k:?}: heavy hitters and marginals own bytes 30–39");
         }
         for k in crate::range::REPORT_KINDS.iter().chain(&crate::linear::REPORT_KINDS) {

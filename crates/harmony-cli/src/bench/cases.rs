@@ -430,6 +430,7 @@ pub fn frequency(
         AnyOracle::BassilySmith(o) => typed(o, inputs, seed, pool, timing),
         AnyOracle::Adaptive(o) => typed(o, inputs, seed, pool, timing),
         AnyOracle::Hcms(o) => typed(o, inputs, seed, pool, timing),
+        AnyOracle::Ss(o) => typed(o, inputs, seed, pool, timing),
         AnyOracle::Cms(o) => packed_rows(
             inputs.len(),
             o.m().div_ceil(64),

@@ -1,4 +1,6 @@
-//! The adaptive oracle (CALM §2.2.3; docs/MECHANISMS.md §A7): GRR when d < 3e^ε + 2, else OUE.
+//! CALM's adaptive oracle (CALM §2.2.3; docs/MECHANISMS.md §A7): GRR when d < 3e^ε + 2, else OUE.
+//! Marginals, ranges and linear queries build on these two branches' constants; the registered
+//! `adaptive` oracle ([`Auto`](super::Auto)) chooses among every registered oracle instead.
 //!
 //! The switch point is where the f_v = 0 variances cross: (d − 2 + e^ε) < 4e^ε ⇔ d < 3e^ε + 2.
 
@@ -9,7 +11,6 @@ use crate::aggregate::Aggregator;
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
 use crate::params::Epsilon;
-use crate::wire::{ReportKind, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
@@ -46,17 +47,13 @@ pub enum Adaptive {
     Oue(UnaryEncoding),
 }
 
-/// A report of the adaptive oracle.
+/// A report of the adaptive oracle (carried inside the reports of the tasks that use it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AdaptiveReport {
     /// From the GRR branch.
     Grr(GrrReport),
     /// From the OUE branch.
     Oue(UnaryReport),
-}
-
-impl WireReport for AdaptiveReport {
-    const KIND: WireKind = ReportKind::Adaptive.wire();
 }
 
 impl Adaptive {

@@ -1,451 +1,394 @@
 //! Every frequency oracle behind one type, chosen by name at run time (the CLI, configs).
 //!
+//! The registry is the list in [`registered!`]: one line per report type, naming the oracle
+//! type that produces it, its aggregator and the names it answers to. From that list this module
+//! generates [`AnyOracle`], [`AnyReport`], [`AnyAggregator`], [`OracleKind`] and the [`ORACLES`]
+//! table; what differs between oracles lives in their own modules ([`Registered`]). Adding an
+//! oracle is its module plus its line here.
+//!
 //! [`AnyOracle`] implements [`FrequencyOracle`] with [`AnyReport`] and [`AnyAggregator`], so
 //! generic code drives any oracle; a report of the wrong variant is an
 //! [`Error::InvalidReport`], merging aggregators of different oracles an [`Error::Incompatible`].
 
-use super::rappor::{RapporShape, default_cohorts};
+use super::registry::{Params, Registered};
 use super::{
-    Adaptive, AdaptiveAggregator, AdaptiveReport, BassilySmith, BassilySmithAggregator, BassilySmithReport, Cms,
-    CmsAggregator, CmsReport, FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator,
-    HadamardReport, HadamardResponse, Hcms, HcmsAggregator, HcmsReport, HrAggregator, HrReport, Olh, OlhAggregator,
-    OlhReport, Oue, Rappor, RapporAggregator, RapporReport, Sue, UnaryAggregator, UnaryEncoding, UnaryReport, cms,
-    hcms, rappor,
+    Auto, AutoAggregator, AutoReport, BassilySmith, BassilySmithAggregator, BassilySmithReport, Cms, CmsAggregator,
+    CmsReport, FrequencyOracle, Grr, GrrAggregator, GrrReport, Hadamard, HadamardAggregator, HadamardReport,
+    HadamardResponse, Hcms, HcmsAggregator, HcmsReport, HrAggregator, HrReport, Olh, OlhAggregator, OlhReport, Rappor,
+    RapporAggregator, RapporReport, SsAggregator, SsReport, SubsetSelection, UnaryAggregator, UnaryEncoding,
+    UnaryReport,
 };
 use crate::aggregate::{Aggregator, at_index};
 use crate::error::{Error, Result};
 use crate::estimate::FrequencyEstimate;
-use crate::kinds::OracleKind;
 use crate::params::Epsilon;
-use crate::wire::{self, ReportKind, WIRE_VERSION};
+use crate::wire::{self, WIRE_VERSION, WireKind, WireReport};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-/// The names accepted by [`AnyOracle::by_name`], in a stable order.
-pub const FREQUENCY_NAMES: &[&str] =
-    &["grr", "sue", "oue", "olh", "hadamard", "hr", "bassily-smith", "adaptive", "cms", "hcms", "rappor"];
+/// The registry: every frequency oracle, passed to the generator `$gen` (after `$args`).
+///
+/// One entry per report type: `Variant(oracle type, report type, aggregator type)` and, in
+/// braces, the names built by that oracle type (each an [`OracleKind`] and an [`AnyOracle`]
+/// variant). The order is stable and append-only: it is the order of [`FREQUENCY_NAMES`], and
+/// [`AnyReport`]'s variant index is part of the record and adaptive reports' encodings.
+macro_rules! registered {
+    ($gen:ident! $($args:tt)*) => {
+        $gen! { ($($args)*)
+            /// GRR.
+            Grr(Grr, GrrReport, GrrAggregator) {
+                /// Generalized randomized response.
+                Grr = "grr",
+            }
+            /// SUE or OUE.
+            Unary(UnaryEncoding, UnaryReport, UnaryAggregator) {
+                /// Symmetric unary encoding (basic RAPPOR).
+                Sue = "sue",
+                /// Optimized unary encoding.
+                Oue = "oue",
+            }
+            /// OLH.
+            Olh(Olh, OlhReport, OlhAggregator) {
+                /// Optimized local hashing.
+                Olh = "olh",
+            }
+            /// 1-bit Hadamard.
+            Hadamard(Hadamard, HadamardReport, HadamardAggregator) {
+                /// 1-bit Hadamard.
+                Hadamard = "hadamard",
+            }
+            /// Hadamard Response.
+            Hr(HadamardResponse, HrReport, HrAggregator) {
+                /// Hadamard Response.
+                Hr = "hr",
+            }
+            /// Bassily–Smith.
+            BassilySmith(BassilySmith, BassilySmithReport, BassilySmithAggregator) {
+                /// Bassily–Smith (random projection; biased for a fixed matrix, a baseline).
+                BassilySmith = "bassily-smith",
+            }
+            /// Adaptive.
+            Adaptive(Auto, AutoReport, AutoAggregator) {
+                /// The registered oracle with the smallest variance at (ε, d).
+                Adaptive = "adaptive",
+            }
+            /// Count Mean Sketch.
+            Cms(Cms, CmsReport, CmsAggregator) {
+                /// Apple's Count Mean Sketch (parameters `cms:k=…:m=…:seed=…`).
+                Cms = "cms",
+            }
+            /// Hadamard Count Mean Sketch.
+            Hcms(Hcms, HcmsReport, HcmsAggregator) {
+                /// Apple's Hadamard Count Mean Sketch.
+                Hcms = "hcms",
+            }
+            /// RAPPOR.
+            Rappor(Rappor, RapporReport, RapporAggregator) {
+                /// RAPPOR (Bloom filter, cohorts, permanent and instantaneous randomized response).
+                Rappor = "rappor",
+            }
+            /// Subset Selection.
+            Ss(SubsetSelection, SsReport, SsAggregator) {
+                /// Subset Selection: a k-subset of [0, d) (parameter `ss:k=…`).
+                Ss = "ss",
+            }
+        }
+    };
+}
 
-/// The names of the sketch oracles, which also take parameters: `cms:k=256:m=1024:seed=7`,
+/// The names of the sketch oracles, which also take arbitrary u64 items: `cms:k=256:m=1024:seed=7`,
 /// `hcms:k=…:m=…:seed=…`, `rappor:m=128:h=2:cohorts=8:p=0:q=1:seed=…`.
 pub const SKETCH_NAMES: &[&str] = &["cms", "hcms", "rappor"];
 
-/// Any frequency oracle, chosen by name.
-///
-/// # Example
-/// ```
-/// use harmony_core::frequency::{AnyOracle, FREQUENCY_NAMES};
-/// use harmony_core::{Aggregator, FrequencyOracle};
-/// let mut rng = harmony_core::sampling::fast_rng(42);
-/// for name in FREQUENCY_NAMES {
-///     let o = AnyOracle::by_name(name, 2.0, 8).unwrap();
-///     let mut agg = o.aggregator();
-///     for i in 0..4000 {
-///         let bytes = o.randomize(i % 2, &mut rng).unwrap().encode(); // what a client sends
-///         agg.add(&o.decode_report(&bytes).unwrap()).unwrap();
-///     }
-///     let est = agg.estimate();
-///     let tolerance = if *name == "bassily-smith" { 0.5 } else { 5.0 * est.std_errors[1] };
-///     assert!((est.frequencies[1] - 0.5).abs() < tolerance, "{name}");
-/// }
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-pub enum AnyOracle {
-    /// [`Grr`].
-    Grr(Grr),
-    /// [`Sue`].
-    Sue(UnaryEncoding),
-    /// [`Oue`].
-    Oue(UnaryEncoding),
-    /// [`Olh`].
-    Olh(Olh),
-    /// [`Hadamard`].
-    Hadamard(Hadamard),
-    /// [`HadamardResponse`].
-    Hr(HadamardResponse),
-    /// [`BassilySmith`] (biased baseline).
-    BassilySmith(BassilySmith),
-    /// [`Adaptive`].
-    Adaptive(Adaptive),
-    /// [`Cms`].
-    Cms(Cms),
-    /// [`Hcms`].
-    Hcms(Hcms),
-    /// [`Rappor`].
-    Rappor(Rappor),
+/// What the registry knows about one oracle name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OracleInfo {
+    /// Its kind (and name: `kind.name()`).
+    pub kind: OracleKind,
+    /// The parameters its name may carry.
+    pub params: &'static [&'static str],
+    /// The wire kind of its reports.
+    pub report: WireKind,
+    /// Whether `adaptive` considers it.
+    pub adaptive: bool,
 }
 
-/// A report of any frequency oracle (SUE and OUE share [`UnaryReport`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum AnyReport {
-    /// GRR.
-    Grr(GrrReport),
-    /// SUE or OUE.
-    Unary(UnaryReport),
-    /// OLH.
-    Olh(OlhReport),
-    /// 1-bit Hadamard.
-    Hadamard(HadamardReport),
-    /// Hadamard Response.
-    Hr(HrReport),
-    /// Bassily–Smith.
-    BassilySmith(BassilySmithReport),
-    /// Adaptive.
-    Adaptive(AdaptiveReport),
-    /// Count Mean Sketch.
-    Cms(CmsReport),
-    /// Hadamard Count Mean Sketch.
-    Hcms(HcmsReport),
-    /// RAPPOR.
-    Rappor(RapporReport),
+// The generators: each takes the registry's entries after its own arguments in parentheses.
+
+/// The types, their names and the per-report-type glue.
+macro_rules! define_types {
+    (() $( $(#[$rdoc:meta])* $rv:ident($oty:ty, $rty:ty, $aty:ty) {
+        $( $(#[$odoc:meta])* $ov:ident = $name:literal ),+ $(,)? } )+) => {
+        crate::kinds::named_kinds! {
+            /// A frequency oracle over [0, d) ([`crate::frequency`]), one per registered name.
+            OracleKind, "the frequency oracles" { $($( $(#[$odoc])* $ov = $name, )+)+ }
+        }
+
+        /// Any frequency oracle, chosen by name.
+        ///
+        /// # Example
+        /// ```
+        /// use harmony_core::frequency::{AnyOracle, FREQUENCY_NAMES};
+        /// use harmony_core::{Aggregator, FrequencyOracle};
+        /// let mut rng = harmony_core::sampling::fast_rng(42);
+        /// for name in FREQUENCY_NAMES {
+        ///     let o = AnyOracle::by_name(name, 2.0, 8).unwrap();
+        ///     let mut agg = o.aggregator();
+        ///     for i in 0..4000 {
+        ///         let bytes = o.randomize(i % 2, &mut rng).unwrap().encode(); // what a client sends
+        ///         agg.add(&o.decode_report(&bytes).unwrap()).unwrap();
+        ///     }
+        ///     let est = agg.estimate();
+        ///     let tolerance = if *name == "bassily-smith" { 0.5 } else { 5.0 * est.std_errors[1] };
+        ///     assert!((est.frequencies[1] - 0.5).abs() < tolerance, "{name}");
+        /// }
+        /// ```
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum AnyOracle { $($( $(#[$odoc])* $ov($oty), )+)+ }
+
+        /// A report of any frequency oracle (SUE and OUE share [`UnaryReport`]).
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum AnyReport { $( $(#[$rdoc])* $rv($rty), )+ }
+
+        /// The aggregator of any frequency oracle.
+        #[derive(Debug, Clone)]
+        pub enum AnyAggregator { $( $(#[$rdoc])* $rv($aty), )+ }
+
+        /// Every registered oracle, in the order of [`FREQUENCY_NAMES`].
+        pub const ORACLES: &[OracleInfo] = &[$($(
+            OracleInfo {
+                kind: OracleKind::$ov,
+                params: <$oty as Registered>::PARAMS,
+                report: <$rty as WireReport>::KIND,
+                adaptive: <$oty as Registered>::ADAPTIVE,
+            },
+        )+)+];
+
+        /// The wire kinds of the frequency reports, one per report type.
+        pub const REPORT_KINDS: &[WireKind] = &[$( <$rty as WireReport>::KIND, )+];
+
+        $(
+            impl From<$rty> for AnyReport {
+                fn from(r: $rty) -> Self {
+                    AnyReport::$rv(r)
+                }
+            }
+            impl From<$aty> for AnyAggregator {
+                fn from(a: $aty) -> Self {
+                    AnyAggregator::$rv(a)
+                }
+            }
+        )+
+
+        impl AnyOracle {
+            fn build(kind: OracleKind, epsilon: f64, d: usize, params: &Params<'_>) -> Result<AnyOracle> {
+                Ok(match kind {
+                    $($( OracleKind::$ov => {
+                        params.allow(<$oty as Registered>::PARAMS, &parameterised_names())?;
+                        AnyOracle::$ov(<$oty as Registered>::build(kind, epsilon, d, params)?)
+                    } )+)+
+                })
+            }
+            /// Which oracle this is.
+            pub fn oracle_kind(&self) -> OracleKind {
+                match self { $($( AnyOracle::$ov(_) => OracleKind::$ov, )+)+ }
+            }
+        }
+
+        impl AnyReport {
+            /// The wire kind.
+            pub fn kind(&self) -> WireKind {
+                match self { $( AnyReport::$rv(_) => <$rty as WireReport>::KIND, )+ }
+            }
+            /// The binary encoding, `[version][kind][payload]` of the inner report.
+            pub fn encode(&self) -> Vec<u8> {
+                match self { $( AnyReport::$rv(r) => wire::encode(r), )+ }
+            }
+        }
+
+        /// Decodes a binary report of kind byte `kind`, or parses its JSON form.
+        fn decode_kind(kind: u8, bytes: &[u8], json: bool) -> Result<AnyReport> {
+            $( if kind == <$rty as WireReport>::KIND.byte {
+                let text = || std::str::from_utf8(bytes).map_err(|e| Error::report("json", e, "UTF-8 text"));
+                return Ok(AnyReport::$rv(if json { wire::from_json(text()?)? } else { wire::decode(bytes)? }));
+            } )+
+            Err(Error::report("kind", kind, frequency_kinds_text()))
+        }
+
+        impl AnyAggregator {
+            fn kind(&self) -> WireKind {
+                match self { $( AnyAggregator::$rv(_) => <$rty as WireReport>::KIND, )+ }
+            }
+            /// Adds validated reports through each oracle's batch path.
+            pub(crate) fn add_validated<'a>(&mut self, reports: impl Iterator<Item = &'a AnyReport>) -> Result<()> {
+                match self { $( AnyAggregator::$rv(a) => <$oty as Registered>::add_validated(
+                    a,
+                    reports.filter_map(|r| if let AnyReport::$rv(r) = r { Some(r) } else { None }),
+                ), )+ }
+            }
+            /// Adds another aggregator of the same oracle.
+            fn merge_any(&mut self, other: &Self) -> Result<()> {
+                match (self, other) {
+                    $( (AnyAggregator::$rv(a), AnyAggregator::$rv(b)) => a.merge(b), )+
+                    (a, b) => Err(Error::Incompatible(format!(
+                        "aggregators of {} and {} reports",
+                        a.kind().name,
+                        b.kind().name
+                    ))),
+                }
+            }
+        }
+    };
 }
 
-/// The aggregator of any frequency oracle.
-#[derive(Debug, Clone)]
-pub enum AnyAggregator {
-    /// GRR.
-    Grr(GrrAggregator),
-    /// SUE or OUE.
-    Unary(UnaryAggregator),
-    /// OLH.
-    Olh(OlhAggregator),
-    /// 1-bit Hadamard.
-    Hadamard(HadamardAggregator),
-    /// Hadamard Response.
-    Hr(HrAggregator),
-    /// Bassily–Smith.
-    BassilySmith(BassilySmithAggregator),
-    /// Adaptive.
-    Adaptive(AdaptiveAggregator),
-    /// Count Mean Sketch.
-    Cms(CmsAggregator),
-    /// Hadamard Count Mean Sketch.
-    Hcms(HcmsAggregator),
-    /// RAPPOR.
-    Rappor(RapporAggregator),
+/// `match $self` over [`AnyOracle`], the wrapped oracle bound to `$o`.
+macro_rules! each_oracle_gen {
+    (($self:expr, $o:ident => $e:expr) $( $(#[$rdoc:meta])* $rv:ident($oty:ty, $rty:ty, $aty:ty) {
+        $( $(#[$odoc:meta])* $ov:ident = $name:literal ),+ $(,)? } )+) => {
+        match $self { $( $(AnyOracle::$ov($o))|+ => $e, )+ }
+    };
+}
+
+/// Matches an oracle with a report of its own kind (`$o`, `$x`); `$other` otherwise.
+macro_rules! paired_gen {
+    (($self:expr, $r:expr, $o:ident, $x:ident => $e:expr, _ => $other:expr)
+        $( $(#[$rdoc:meta])* $rv:ident($oty:ty, $rty:ty, $aty:ty) {
+        $( $(#[$odoc:meta])* $ov:ident = $name:literal ),+ $(,)? } )+) => {
+        match ($self, $r) { $( ($(AnyOracle::$ov($o))|+, AnyReport::$rv($x)) => $e, )+ _ => $other }
+    };
+}
+
+/// Matches an aggregator with a report of its own kind (`$a`, `$x`); `$other` otherwise.
+macro_rules! paired_agg_gen {
+    (($self:expr, $r:expr, $a:ident, $x:ident => $e:expr, _ => $other:expr)
+        $( $(#[$rdoc:meta])* $rv:ident($oty:ty, $rty:ty, $aty:ty) {
+        $( $(#[$odoc:meta])* $ov:ident = $name:literal ),+ $(,)? } )+) => {
+        match ($self, $r) { $( (AnyAggregator::$rv($a), AnyReport::$rv($x)) => $e, )+ _ => $other }
+    };
+}
+
+/// `match $self` over [`AnyAggregator`], the wrapped aggregator bound to `$a`.
+macro_rules! each_aggregator_gen {
+    (($self:expr, $a:ident => $e:expr) $( $(#[$rdoc:meta])* $rv:ident($oty:ty, $rty:ty, $aty:ty) {
+        $( $(#[$odoc:meta])* $ov:ident = $name:literal ),+ $(,)? } )+) => {
+        match $self { $( AnyAggregator::$rv($a) => $e, )+ }
+    };
 }
 
 macro_rules! each_oracle {
-    ($self:expr, $o:ident => $e:expr) => {
-        match $self {
-            AnyOracle::Grr($o) => $e,
-            AnyOracle::Sue($o) | AnyOracle::Oue($o) => $e,
-            AnyOracle::Olh($o) => $e,
-            AnyOracle::Hadamard($o) => $e,
-            AnyOracle::Hr($o) => $e,
-            AnyOracle::BassilySmith($o) => $e,
-            AnyOracle::Adaptive($o) => $e,
-            AnyOracle::Cms($o) => $e,
-            AnyOracle::Hcms($o) => $e,
-            AnyOracle::Rappor($o) => $e,
-        }
-    };
+    ($($t:tt)*) => { registered!(each_oracle_gen! $($t)*) };
 }
-
-/// Matches an oracle (or aggregator) with a report of its own kind; `$other` otherwise.
 macro_rules! paired {
-    ($self:expr, $r:expr, $o:ident, $x:ident => $e:expr, _ => $other:expr) => {
-        match ($self, $r) {
-            (AnyOracle::Grr($o), AnyReport::Grr($x)) => $e,
-            (AnyOracle::Sue($o) | AnyOracle::Oue($o), AnyReport::Unary($x)) => $e,
-            (AnyOracle::Olh($o), AnyReport::Olh($x)) => $e,
-            (AnyOracle::Hadamard($o), AnyReport::Hadamard($x)) => $e,
-            (AnyOracle::Hr($o), AnyReport::Hr($x)) => $e,
-            (AnyOracle::BassilySmith($o), AnyReport::BassilySmith($x)) => $e,
-            (AnyOracle::Adaptive($o), AnyReport::Adaptive($x)) => $e,
-            (AnyOracle::Cms($o), AnyReport::Cms($x)) => $e,
-            (AnyOracle::Hcms($o), AnyReport::Hcms($x)) => $e,
-            (AnyOracle::Rappor($o), AnyReport::Rappor($x)) => $e,
-            _ => $other,
-        }
-    };
+    ($($t:tt)*) => { registered!(paired_gen! $($t)*) };
+}
+macro_rules! paired_agg {
+    ($($t:tt)*) => { registered!(paired_agg_gen! $($t)*) };
+}
+macro_rules! each_aggregator {
+    ($($t:tt)*) => { registered!(each_aggregator_gen! $($t)*) };
 }
 
-macro_rules! paired_agg {
-    ($self:expr, $r:expr, $o:ident, $x:ident => $e:expr, _ => $other:expr) => {
-        match ($self, $r) {
-            (AnyAggregator::Grr($o), AnyReport::Grr($x)) => $e,
-            (AnyAggregator::Unary($o), AnyReport::Unary($x)) => $e,
-            (AnyAggregator::Olh($o), AnyReport::Olh($x)) => $e,
-            (AnyAggregator::Hadamard($o), AnyReport::Hadamard($x)) => $e,
-            (AnyAggregator::Hr($o), AnyReport::Hr($x)) => $e,
-            (AnyAggregator::BassilySmith($o), AnyReport::BassilySmith($x)) => $e,
-            (AnyAggregator::Adaptive($o), AnyReport::Adaptive($x)) => $e,
-            (AnyAggregator::Cms($o), AnyReport::Cms($x)) => $e,
-            (AnyAggregator::Hcms($o), AnyReport::Hcms($x)) => $e,
-            (AnyAggregator::Rappor($o), AnyReport::Rappor($x)) => $e,
-            _ => $other,
-        }
-    };
+registered!(define_types!);
+
+/// The names accepted by [`AnyOracle::by_name`], in a stable order.
+pub const FREQUENCY_NAMES: &[&str] = OracleKind::NAMES;
+
+/// The names that take parameters, for error messages.
+fn parameterised_names() -> String {
+    let names: Vec<&str> = ORACLES.iter().filter(|o| !o.params.is_empty()).map(|o| o.kind.name()).collect();
+    format!("the oracles {}", names.join(", "))
+}
+
+fn frequency_kinds_text() -> String {
+    let bytes: Vec<String> = REPORT_KINDS.iter().map(|k| k.byte.to_string()).collect();
+    format!("a frequency report kind ({})", bytes.join(", "))
 }
 
 impl AnyOracle {
     /// Builds the oracle called `name` (one of [`FREQUENCY_NAMES`]) with budget `epsilon` over
-    /// [0, d). A sketch's name may carry parameters, `name:key=value:…` (see [`SKETCH_NAMES`]);
+    /// [0, d). A name may carry parameters, `name:key=value:…` ([`OracleInfo::params`]);
     /// omitted ones take the oracle's defaults. Errors: an unknown name or key, a value that
     /// does not parse, or the oracle's own parameter errors.
     pub fn by_name(name: &str, epsilon: f64, d: usize) -> Result<AnyOracle> {
-        let spec = Spec::parse(name);
-        let kind = OracleKind::parse(spec.name)?;
-        Ok(match kind {
-            OracleKind::Cms => {
-                spec.allow(&["k", "m", "seed"])?;
-                let (k, m) = (spec.get("k", cms::DEFAULT_K)?, spec.get("m", cms::DEFAULT_M)?);
-                AnyOracle::Cms(Cms::with_params(epsilon, d, k, m, spec.get("seed", cms::DEFAULT_SEED)?)?)
-            }
-            OracleKind::Hcms => {
-                spec.allow(&["k", "m", "seed"])?;
-                let (k, m) = (spec.get("k", cms::DEFAULT_K)?, spec.get("m", cms::DEFAULT_M)?);
-                AnyOracle::Hcms(Hcms::with_params(epsilon, d, k, m, spec.get("seed", hcms::DEFAULT_SEED)?)?)
-            }
-            OracleKind::Rappor => {
-                spec.allow(&["m", "h", "cohorts", "p", "q", "seed"])?;
-                let m = spec.get("m", rappor::DEFAULT_M)?;
-                let shape = RapporShape {
-                    m,
-                    h: spec.get("h", rappor::DEFAULT_H)?,
-                    cohorts: spec.get("cohorts", default_cohorts(d, m))?,
-                    p: spec.get("p", 0.0)?,
-                    q: spec.get("q", 1.0)?,
-                    seed: spec.get("seed", rappor::DEFAULT_SEED)?,
-                };
-                AnyOracle::Rappor(Rappor::with_shape(epsilon, d, shape)?)
-            }
-            _ => {
-                spec.allow(&[])?;
-                Self::new(kind, epsilon, d)?
-            }
-        })
+        let params = Params::parse(name);
+        Self::build(OracleKind::parse(params.name())?, epsilon, d, &params)
     }
-    /// Builds the oracle `kind` with budget `epsilon` over [0, d); a sketch takes its default
-    /// parameters (as [`by_name`](Self::by_name) with no `:key=value`).
+    /// Builds the oracle `kind` with budget `epsilon` over [0, d) with its default parameters
+    /// (as [`by_name`](Self::by_name) with no `:key=value`).
     pub fn new(kind: OracleKind, epsilon: f64, d: usize) -> Result<AnyOracle> {
-        Ok(match kind {
-            OracleKind::Grr => AnyOracle::Grr(Grr::new(epsilon, d)?),
-            OracleKind::Sue => AnyOracle::Sue(Sue::new(epsilon, d)?),
-            OracleKind::Oue => AnyOracle::Oue(Oue::new(epsilon, d)?),
-            OracleKind::Olh => AnyOracle::Olh(Olh::new(epsilon, d)?),
-            OracleKind::Hadamard => AnyOracle::Hadamard(Hadamard::new(epsilon, d)?),
-            OracleKind::Hr => AnyOracle::Hr(HadamardResponse::new(epsilon, d)?),
-            OracleKind::BassilySmith => AnyOracle::BassilySmith(BassilySmith::new(epsilon, d)?),
-            OracleKind::Adaptive => AnyOracle::Adaptive(Adaptive::new(epsilon, d)?),
-            OracleKind::Cms => AnyOracle::Cms(Cms::new(epsilon, d)?),
-            OracleKind::Hcms => AnyOracle::Hcms(Hcms::new(epsilon, d)?),
-            OracleKind::Rappor => AnyOracle::Rappor(Rappor::new(epsilon, d)?),
-        })
+        Self::build(kind, epsilon, d, &Params::parse(kind.name()))
     }
-    /// Which oracle this is.
-    pub fn oracle_kind(&self) -> OracleKind {
-        match self {
-            AnyOracle::Grr(_) => OracleKind::Grr,
-            AnyOracle::Sue(_) => OracleKind::Sue,
-            AnyOracle::Oue(_) => OracleKind::Oue,
-            AnyOracle::Olh(_) => OracleKind::Olh,
-            AnyOracle::Hadamard(_) => OracleKind::Hadamard,
-            AnyOracle::Hr(_) => OracleKind::Hr,
-            AnyOracle::BassilySmith(_) => OracleKind::BassilySmith,
-            AnyOracle::Adaptive(_) => OracleKind::Adaptive,
-            AnyOracle::Cms(_) => OracleKind::Cms,
-            AnyOracle::Hcms(_) => OracleKind::Hcms,
-            AnyOracle::Rappor(_) => OracleKind::Rappor,
-        }
+    /// The registry's entry for this oracle.
+    pub fn info(&self) -> &'static OracleInfo {
+        let kind = self.oracle_kind();
+        ORACLES.iter().find(|o| o.kind == kind).expect("every kind is registered")
     }
     /// The wire kind of this oracle's reports.
-    pub fn report_kind(&self) -> ReportKind {
-        match self {
-            AnyOracle::Grr(_) => ReportKind::Grr,
-            AnyOracle::Sue(_) | AnyOracle::Oue(_) => ReportKind::Unary,
-            AnyOracle::Olh(_) => ReportKind::Olh,
-            AnyOracle::Hadamard(_) => ReportKind::Hadamard,
-            AnyOracle::Hr(_) => ReportKind::HadamardResponse,
-            AnyOracle::BassilySmith(_) => ReportKind::BassilySmith,
-            AnyOracle::Adaptive(_) => ReportKind::Adaptive,
-            AnyOracle::Cms(_) => ReportKind::Cms,
-            AnyOracle::Hcms(_) => ReportKind::Hcms,
-            AnyOracle::Rappor(_) => ReportKind::Rappor,
-        }
+    pub fn report_kind(&self) -> WireKind {
+        self.info().report
     }
     /// ln(P[r | x]/P[r | x']), computed without forming the probabilities for the sketches
     /// (whose m-bit reports' probabilities underflow at large m); NaN for a report of another
     /// kind. For OLH it is conditional on the report's seed.
     pub fn log_likelihood_ratio(&self, x: usize, x2: usize, r: &AnyReport) -> f64 {
-        match (self, r) {
-            (AnyOracle::Cms(o), AnyReport::Cms(r)) => o.log_likelihood_ratio(x, x2, r),
-            (AnyOracle::Hcms(o), AnyReport::Hcms(r)) => o.log_likelihood_ratio(x, x2, r),
-            (AnyOracle::Rappor(o), AnyReport::Rappor(r)) => o.log_likelihood_ratio(x, x2, r),
-            _ if r.kind() == self.report_kind() => {
-                (self.output_probability(x, r) / self.output_probability(x2, r)).ln()
-            }
-            _ => f64::NAN,
-        }
+        paired!(self, r, o, r => o.log_likelihood_ratio(x, x2, r), _ => f64::NAN)
     }
     /// P[report | x] from the oracle's constants (0 for a report of another kind). For OLH it
     /// is conditional on the report's seed.
     pub fn output_probability(&self, x: usize, r: &AnyReport) -> f64 {
-        paired!(self, r, o, r => o.output_probability(x, r), _ => 0.0)
+        paired!(self, r, o, r => Registered::output_probability(o, x, r), _ => 0.0)
     }
     /// Decodes a binary report of this oracle's kind ([`wire::decode`]; range checks happen in
     /// the aggregator's `validate`).
     pub fn decode_report(&self, bytes: &[u8]) -> Result<AnyReport> {
-        decode_kind(self.report_kind(), bytes)
+        decode_kind(self.report_kind().byte, bytes, false)
     }
     /// Parses the JSON form of a report of this oracle's kind (the inner report's JSON).
     pub fn report_from_json(&self, text: &str) -> Result<AnyReport> {
-        Ok(match self.report_kind() {
-            ReportKind::Grr => AnyReport::Grr(wire::from_json(text)?),
-            ReportKind::Unary => AnyReport::Unary(wire::from_json(text)?),
-            ReportKind::Olh => AnyReport::Olh(wire::from_json(text)?),
-            ReportKind::Hadamard => AnyReport::Hadamard(wire::from_json(text)?),
-            ReportKind::HadamardResponse => AnyReport::Hr(wire::from_json(text)?),
-            ReportKind::BassilySmith => AnyReport::BassilySmith(wire::from_json(text)?),
-            ReportKind::Cms => AnyReport::Cms(wire::from_json(text)?),
-            ReportKind::Hcms => AnyReport::Hcms(wire::from_json(text)?),
-            ReportKind::Rappor => AnyReport::Rappor(wire::from_json(text)?),
-            _ => AnyReport::Adaptive(wire::from_json(text)?),
-        })
+        decode_kind(self.report_kind().byte, text.as_bytes(), true)
+    }
+    /// Randomizes v (< d, checked by the caller) into `report`: the same draws as
+    /// [`FrequencyOracle::randomize_unchecked`], but a report of this oracle's kind is
+    /// overwritten in place (a unary report's word vector reused), so a simulation loop
+    /// allocates nothing.
+    #[inline]
+    pub fn randomize_reusing<R: Rng + ?Sized>(&self, v: usize, rng: &mut R, report: &mut AnyReport) {
+        let reused = paired!(self, &mut *report, o, r => { o.randomize_into(v, rng, r); true }, _ => false);
+        if !reused {
+            *report = self.randomize_unchecked(v, rng);
+        }
     }
 }
-
-fn decode_kind(kind: ReportKind, bytes: &[u8]) -> Result<AnyReport> {
-    Ok(match kind {
-        ReportKind::Grr => AnyReport::Grr(wire::decode(bytes)?),
-        ReportKind::Unary => AnyReport::Unary(wire::decode(bytes)?),
-        ReportKind::Olh => AnyReport::Olh(wire::decode(bytes)?),
-        ReportKind::Hadamard => AnyReport::Hadamard(wire::decode(bytes)?),
-        ReportKind::HadamardResponse => AnyReport::Hr(wire::decode(bytes)?),
-        ReportKind::BassilySmith => AnyReport::BassilySmith(wire::decode(bytes)?),
-        ReportKind::Adaptive => AnyReport::Adaptive(wire::decode(bytes)?),
-        ReportKind::Cms => AnyReport::Cms(wire::decode(bytes)?),
-        ReportKind::Hcms => AnyReport::Hcms(wire::decode(bytes)?),
-        ReportKind::Rappor => AnyReport::Rappor(wire::decode(bytes)?),
-        other => return Err(Error::report("kind", other as u8, FREQUENCY_KINDS_TEXT)),
-    })
-}
-
-const FREQUENCY_KINDS: [ReportKind; 10] = [
-    ReportKind::Grr,
-    ReportKind::Unary,
-    ReportKind::Olh,
-    ReportKind::Hadamard,
-    ReportKind::HadamardResponse,
-    ReportKind::BassilySmith,
-    ReportKind::Adaptive,
-    ReportKind::Cms,
-    ReportKind::Hcms,
-    ReportKind::Rappor,
-];
-
-const FREQUENCY_KINDS_TEXT: &str = "a frequency report kind (2 to 8, 13 to 15)";
 
 impl AnyReport {
-    /// The wire kind.
-    pub fn kind(&self) -> ReportKind {
-        match self {
-            AnyReport::Grr(_) => ReportKind::Grr,
-            AnyReport::Unary(_) => ReportKind::Unary,
-            AnyReport::Olh(_) => ReportKind::Olh,
-            AnyReport::Hadamard(_) => ReportKind::Hadamard,
-            AnyReport::Hr(_) => ReportKind::HadamardResponse,
-            AnyReport::BassilySmith(_) => ReportKind::BassilySmith,
-            AnyReport::Adaptive(_) => ReportKind::Adaptive,
-            AnyReport::Cms(_) => ReportKind::Cms,
-            AnyReport::Hcms(_) => ReportKind::Hcms,
-            AnyReport::Rappor(_) => ReportKind::Rappor,
-        }
-    }
-    /// The binary encoding, `[version][kind][payload]` of the inner report.
-    pub fn encode(&self) -> Vec<u8> {
-        match self {
-            AnyReport::Grr(r) => wire::encode(r),
-            AnyReport::Unary(r) => wire::encode(r),
-            AnyReport::Olh(r) => wire::encode(r),
-            AnyReport::Hadamard(r) => wire::encode(r),
-            AnyReport::Hr(r) => wire::encode(r),
-            AnyReport::BassilySmith(r) => wire::encode(r),
-            AnyReport::Adaptive(r) => wire::encode(r),
-            AnyReport::Cms(r) => wire::encode(r),
-            AnyReport::Hcms(r) => wire::encode(r),
-            AnyReport::Rappor(r) => wire::encode(r),
-        }
-    }
     /// Decodes a binary report of any frequency kind (dispatching on the kind byte). Errors:
     /// [`Error::InvalidReport`] for a bad header, version or kind, a garbled or truncated
     /// payload, or trailing bytes.
     pub fn decode(bytes: &[u8]) -> Result<AnyReport> {
         match bytes {
-            [WIRE_VERSION, k, ..] => match FREQUENCY_KINDS.iter().find(|kind| **kind as u8 == *k) {
-                Some(kind) => decode_kind(*kind, bytes),
-                None => Err(Error::report("kind", k, FREQUENCY_KINDS_TEXT)),
-            },
+            [WIRE_VERSION, k, ..] => decode_kind(*k, bytes, false),
             // Header and version errors, worded by the wire module.
             _ => wire::decode::<GrrReport>(bytes).map(AnyReport::Grr),
         }
     }
 }
 
-/// A mechanism name with optional parameters: `name` or `name:key=value:key=value`.
-struct Spec<'a> {
-    full: &'a str,
-    name: &'a str,
-    pairs: Vec<(&'a str, &'a str)>,
-}
-
-impl<'a> Spec<'a> {
-    fn parse(full: &'a str) -> Self {
-        let mut parts = full.split(':');
-        let name = parts.next().unwrap_or("").trim();
-        let pairs = parts.map(|kv| kv.split_once('=').map_or((kv.trim(), ""), |(k, v)| (k.trim(), v.trim()))).collect();
-        Spec { full, name, pairs }
-    }
-    /// Errors on a key outside `keys` (or any key when `keys` is empty).
-    fn allow(&self, keys: &[&str]) -> Result<()> {
-        if let Some((k, _)) = self.pairs.iter().find(|(k, _)| !keys.contains(k)) {
-            let expected = if keys.is_empty() {
-                format!("no parameters for {} (the sketches {} take some)", self.name, SKETCH_NAMES.join(", "))
-            } else {
-                format!("{} parameters among {}, as {}:key=value:…, not {k:?}", self.name, keys.join(", "), self.name)
-            };
-            return Err(Error::param("mechanism", self.full, expected));
-        }
-        Ok(())
-    }
-    /// The value of `key` (the last one given), or `default`.
-    fn get<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
-        match self.pairs.iter().rev().find(|(k, _)| *k == key) {
-            None => Ok(default),
-            Some((_, v)) => {
-                v.parse().map_err(|_| Error::param("mechanism", self.full, format!("a number for {key} (got {v:?})")))
-            }
-        }
-    }
-}
-
-impl AnyOracle {
-    /// Randomizes v (< d, checked by the caller) into `report`: the same draws as
-    /// [`FrequencyOracle::randomize_unchecked`], but a unary report of a unary oracle is
-    /// overwritten in place (its word vector reused), so a simulation loop allocates nothing.
-    #[inline]
-    pub fn randomize_reusing<R: Rng + ?Sized>(&self, v: usize, rng: &mut R, report: &mut AnyReport) {
-        match (self, report) {
-            (AnyOracle::Sue(o) | AnyOracle::Oue(o), AnyReport::Unary(u)) => o.randomize_reusing(v, rng, u),
-            (o, r) => *r = o.randomize_unchecked(v, rng),
-        }
-    }
-}
-
-/// `o.randomize_batch` over `vs` (already validated) in chunks, each report wrapped by `wrap`.
+/// `o.randomize_batch` over `vs` (already validated) in chunks, each report wrapped.
 fn wrap_batch<O: FrequencyOracle, R: Rng + ?Sized>(
     o: &O,
     vs: &[usize],
     rng: &mut R,
     out: &mut Vec<AnyReport>,
-    wrap: fn(O::Report) -> AnyReport,
-) -> Result<()> {
+) -> Result<()>
+where
+    AnyReport: From<O::Report>,
+{
     const CHUNK: usize = 1024;
     let mut buf = Vec::with_capacity(vs.len().min(CHUNK));
     for chunk in vs.chunks(CHUNK) {
         buf.clear();
         o.randomize_batch(chunk, rng, &mut buf)?;
-        out.extend(buf.drain(..).map(wrap));
+        out.extend(buf.drain(..).map(AnyReport::from));
     }
     Ok(())
 }
@@ -464,57 +407,24 @@ impl FrequencyOracle for AnyOracle {
         each_oracle!(self, o => o.domain_size())
     }
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> AnyReport {
-        match self {
-            AnyOracle::Grr(o) => AnyReport::Grr(o.randomize_unchecked(v, rng)),
-            AnyOracle::Sue(o) | AnyOracle::Oue(o) => AnyReport::Unary(o.randomize_unchecked(v, rng)),
-            AnyOracle::Olh(o) => AnyReport::Olh(o.randomize_unchecked(v, rng)),
-            AnyOracle::Hadamard(o) => AnyReport::Hadamard(o.randomize_unchecked(v, rng)),
-            AnyOracle::Hr(o) => AnyReport::Hr(o.randomize_unchecked(v, rng)),
-            AnyOracle::BassilySmith(o) => AnyReport::BassilySmith(o.randomize_unchecked(v, rng)),
-            AnyOracle::Adaptive(o) => AnyReport::Adaptive(o.randomize_unchecked(v, rng)),
-            AnyOracle::Cms(o) => AnyReport::Cms(o.randomize_unchecked(v, rng)),
-            AnyOracle::Hcms(o) => AnyReport::Hcms(o.randomize_unchecked(v, rng)),
-            AnyOracle::Rappor(o) => AnyReport::Rappor(o.randomize_unchecked(v, rng)),
-        }
+        each_oracle!(self, o => AnyReport::from(o.randomize_unchecked(v, rng)))
     }
     /// Dispatches once per batch and runs the wrapped oracle's own batch loop (word-parallel
     /// keep decisions, no per-report match), wrapping its reports in chunks.
     fn randomize_batch<R: Rng + ?Sized>(&self, vs: &[usize], rng: &mut R, out: &mut Vec<AnyReport>) -> Result<()> {
         super::check_batch(vs, self.domain_size())?;
         out.reserve(vs.len());
-        match self {
-            AnyOracle::Grr(o) => wrap_batch(o, vs, rng, out, AnyReport::Grr),
-            AnyOracle::Sue(o) | AnyOracle::Oue(o) => wrap_batch(o, vs, rng, out, AnyReport::Unary),
-            AnyOracle::Olh(o) => wrap_batch(o, vs, rng, out, AnyReport::Olh),
-            AnyOracle::Hadamard(o) => wrap_batch(o, vs, rng, out, AnyReport::Hadamard),
-            AnyOracle::Hr(o) => wrap_batch(o, vs, rng, out, AnyReport::Hr),
-            AnyOracle::BassilySmith(o) => wrap_batch(o, vs, rng, out, AnyReport::BassilySmith),
-            AnyOracle::Adaptive(o) => wrap_batch(o, vs, rng, out, AnyReport::Adaptive),
-            AnyOracle::Cms(o) => wrap_batch(o, vs, rng, out, AnyReport::Cms),
-            AnyOracle::Hcms(o) => wrap_batch(o, vs, rng, out, AnyReport::Hcms),
-            AnyOracle::Rappor(o) => wrap_batch(o, vs, rng, out, AnyReport::Rappor),
-        }
+        each_oracle!(self, o => wrap_batch(o, vs, rng, out))
     }
     fn validate_report(&self, r: &AnyReport) -> Result<()> {
         paired!(self, r, o, r => o.validate_report(r), _ => Err(Error::report(
             "kind",
-            format!("a {:?} report", r.kind()),
-            format!("a {:?} report", self.report_kind()),
+            format!("a {} report", r.kind().name),
+            format!("a {} report", self.report_kind().name),
         )))
     }
     fn aggregator(&self) -> AnyAggregator {
-        match self {
-            AnyOracle::Grr(o) => AnyAggregator::Grr(o.aggregator()),
-            AnyOracle::Sue(o) | AnyOracle::Oue(o) => AnyAggregator::Unary(o.aggregator()),
-            AnyOracle::Olh(o) => AnyAggregator::Olh(o.aggregator()),
-            AnyOracle::Hadamard(o) => AnyAggregator::Hadamard(o.aggregator()),
-            AnyOracle::Hr(o) => AnyAggregator::Hr(o.aggregator()),
-            AnyOracle::BassilySmith(o) => AnyAggregator::BassilySmith(o.aggregator()),
-            AnyOracle::Adaptive(o) => AnyAggregator::Adaptive(o.aggregator()),
-            AnyOracle::Cms(o) => AnyAggregator::Cms(o.aggregator()),
-            AnyOracle::Hcms(o) => AnyAggregator::Hcms(o.aggregator()),
-            AnyOracle::Rappor(o) => AnyAggregator::Rappor(o.aggregator()),
-        }
+        each_oracle!(self, o => AnyAggregator::from(o.aggregator()))
     }
     fn report_variance(&self, x: usize, v: usize) -> f64 {
         each_oracle!(self, o => o.report_variance(x, v))
@@ -534,40 +444,6 @@ impl FrequencyOracle for AnyOracle {
     }
 }
 
-impl AnyAggregator {
-    fn kind(&self) -> ReportKind {
-        match self {
-            AnyAggregator::Grr(_) => ReportKind::Grr,
-            AnyAggregator::Unary(_) => ReportKind::Unary,
-            AnyAggregator::Olh(_) => ReportKind::Olh,
-            AnyAggregator::Hadamard(_) => ReportKind::Hadamard,
-            AnyAggregator::Hr(_) => ReportKind::HadamardResponse,
-            AnyAggregator::BassilySmith(_) => ReportKind::BassilySmith,
-            AnyAggregator::Adaptive(_) => ReportKind::Adaptive,
-            AnyAggregator::Cms(_) => ReportKind::Cms,
-            AnyAggregator::Hcms(_) => ReportKind::Hcms,
-            AnyAggregator::Rappor(_) => ReportKind::Rappor,
-        }
-    }
-}
-
-macro_rules! each_aggregator {
-    ($self:expr, $a:ident => $e:expr) => {
-        match $self {
-            AnyAggregator::Grr($a) => $e,
-            AnyAggregator::Unary($a) => $e,
-            AnyAggregator::Olh($a) => $e,
-            AnyAggregator::Hadamard($a) => $e,
-            AnyAggregator::Hr($a) => $e,
-            AnyAggregator::BassilySmith($a) => $e,
-            AnyAggregator::Adaptive($a) => $e,
-            AnyAggregator::Cms($a) => $e,
-            AnyAggregator::Hcms($a) => $e,
-            AnyAggregator::Rappor($a) => $e,
-        }
-    };
-}
-
 impl Aggregator for AnyAggregator {
     type Report = AnyReport;
     type Output = FrequencyEstimate;
@@ -575,8 +451,8 @@ impl Aggregator for AnyAggregator {
     fn validate(&self, r: &AnyReport) -> Result<()> {
         paired_agg!(self, r, a, r => a.validate(r), _ => Err(Error::report(
             "kind",
-            format!("a {:?} report", r.kind()),
-            format!("a {:?} report", self.kind()),
+            format!("a {} report", r.kind().name),
+            format!("a {} report", self.kind().name),
         )))
     }
     fn add_unchecked(&mut self, r: &AnyReport) {
@@ -590,41 +466,10 @@ impl Aggregator for AnyAggregator {
         for (i, r) in reports.iter().enumerate() {
             self.validate(r).map_err(|e| at_index(e, i))?;
         }
-        match self {
-            AnyAggregator::Unary(a) => {
-                a.add_validated(reports.iter().filter_map(|r| if let AnyReport::Unary(r) = r { Some(r) } else { None }))
-            }
-            AnyAggregator::Olh(a) => {
-                let inner: Vec<OlhReport> =
-                    reports.iter().filter_map(|r| if let AnyReport::Olh(r) = r { Some(*r) } else { None }).collect();
-                a.add_batch(&inner)?;
-            }
-            AnyAggregator::Adaptive(a) => a.add_validated(
-                reports.iter().filter_map(|r| if let AnyReport::Adaptive(r) = r { Some(r) } else { None }),
-            ),
-            AnyAggregator::Hcms(a) => {
-                let inner: Vec<HcmsReport> =
-                    reports.iter().filter_map(|r| if let AnyReport::Hcms(r) = r { Some(*r) } else { None }).collect();
-                a.add_batch(&inner)?;
-            }
-            _ => reports.iter().for_each(|r| self.add_unchecked(r)),
-        }
-        Ok(())
+        self.add_validated(reports.iter())
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
-        match (self, other) {
-            (AnyAggregator::Grr(a), AnyAggregator::Grr(b)) => a.merge(b),
-            (AnyAggregator::Unary(a), AnyAggregator::Unary(b)) => a.merge(b),
-            (AnyAggregator::Olh(a), AnyAggregator::Olh(b)) => a.merge(b),
-            (AnyAggregator::Hadamard(a), AnyAggregator::Hadamard(b)) => a.merge(b),
-            (AnyAggregator::Hr(a), AnyAggregator::Hr(b)) => a.merge(b),
-            (AnyAggregator::BassilySmith(a), AnyAggregator::BassilySmith(b)) => a.merge(b),
-            (AnyAggregator::Adaptive(a), AnyAggregator::Adaptive(b)) => a.merge(b),
-            (AnyAggregator::Cms(a), AnyAggregator::Cms(b)) => a.merge(b),
-            (AnyAggregator::Hcms(a), AnyAggregator::Hcms(b)) => a.merge(b),
-            (AnyAggregator::Rappor(a), AnyAggregator::Rappor(b)) => a.merge(b),
-            (a, b) => Err(Error::Incompatible(format!("aggregators of {:?} and {:?} reports", a.kind(), b.kind()))),
-        }
+        self.merge_any(other)
     }
     fn count(&self) -> u64 {
         each_aggregator!(self, a => a.count())
@@ -670,7 +515,7 @@ mod tests {
     fn cross_moments_match_simulated_reports() {
         let freqs = [0.5, 0.3, 0.2];
         let mut rng = fast_rng(18);
-        for name in ["grr", "oue", "sue", "hadamard", "adaptive"] {
+        for name in ["grr", "oue", "sue", "hadamard", "adaptive", "ss", "ss:k=2"] {
             let o = AnyOracle::by_name(name, 1.0, 3).unwrap();
             let n = 60_000;
             let (mut sum, mut sum_sq) = (0.0, 0.0);
@@ -719,6 +564,7 @@ mod tests {
                 AnyReport::Cms(x) => wire::to_json(x),
                 AnyReport::Hcms(x) => wire::to_json(x),
                 AnyReport::Rappor(x) => wire::to_json(x),
+                AnyReport::Ss(x) => wire::to_json(x),
             };
             assert_eq!(o.report_from_json(&inner_json).unwrap(), r);
             let mut a = o.aggregator();

@@ -348,6 +348,15 @@ impl crate::state::SaveState for BassilySmithAggregator {
     }
 }
 
+impl super::registry::Registered for BassilySmith {
+    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, _: &super::registry::Params<'_>) -> Result<Self> {
+        Self::new(epsilon, d)
+    }
+    fn output_probability(&self, x: usize, r: &BassilySmithReport) -> f64 {
+        BassilySmith::output_probability(self, x, r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -410,6 +410,25 @@ impl crate::state::SaveState for CmsAggregator {
     }
 }
 
+impl super::registry::Registered for Cms {
+    const PARAMS: &'static [&'static str] = &["k", "m", "seed"];
+    fn build(
+        _: crate::kinds::OracleKind,
+        epsilon: f64,
+        d: usize,
+        params: &super::registry::Params<'_>,
+    ) -> Result<Self> {
+        let (k, m) = (params.get("k", DEFAULT_K)?, params.get("m", DEFAULT_M)?);
+        Cms::with_params(epsilon, d, k, m, params.get("seed", DEFAULT_SEED)?)
+    }
+    fn output_probability(&self, x: usize, r: &CmsReport) -> f64 {
+        Cms::output_probability(self, x, r)
+    }
+    fn log_likelihood_ratio(&self, x: usize, x2: usize, r: &CmsReport) -> f64 {
+        Cms::log_likelihood_ratio(self, x, x2, r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

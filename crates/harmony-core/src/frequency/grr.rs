@@ -308,6 +308,16 @@ impl crate::state::SaveState for GrrAggregator {
     }
 }
 
+impl super::registry::Registered for Grr {
+    const ADAPTIVE: bool = true;
+    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, _: &super::registry::Params<'_>) -> Result<Self> {
+        Self::new(epsilon, d)
+    }
+    fn output_probability(&self, x: usize, r: &GrrReport) -> f64 {
+        Grr::output_probability(self, x, r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -195,6 +195,16 @@ impl crate::state::SaveState for HadamardAggregator {
     }
 }
 
+impl super::registry::Registered for Hadamard {
+    const ADAPTIVE: bool = true;
+    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, _: &super::registry::Params<'_>) -> Result<Self> {
+        Self::new(epsilon, d)
+    }
+    fn output_probability(&self, x: usize, r: &HadamardReport) -> f64 {
+        Hadamard::output_probability(self, x, r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -369,6 +369,30 @@ impl crate::state::SaveState for HcmsAggregator {
     }
 }
 
+impl super::registry::Registered for Hcms {
+    const PARAMS: &'static [&'static str] = &["k", "m", "seed"];
+    fn build(
+        _: crate::kinds::OracleKind,
+        epsilon: f64,
+        d: usize,
+        params: &super::registry::Params<'_>,
+    ) -> Result<Self> {
+        let (k, m) = (params.get("k", super::cms::DEFAULT_K)?, params.get("m", super::cms::DEFAULT_M)?);
+        Hcms::with_params(epsilon, d, k, m, params.get("seed", DEFAULT_SEED)?)
+    }
+    fn output_probability(&self, x: usize, r: &HcmsReport) -> f64 {
+        Hcms::output_probability(self, x, r)
+    }
+    fn log_likelihood_ratio(&self, x: usize, x2: usize, r: &HcmsReport) -> f64 {
+        Hcms::log_likelihood_ratio(self, x, x2, r)
+    }
+    /// The aggregator's batch path (it validates again, cheaply).
+    fn add_validated<'a>(agg: &mut Self::Aggregator, reports: impl Iterator<Item = &'a HcmsReport>) -> Result<()> {
+        let inner: Vec<HcmsReport> = reports.copied().collect();
+        agg.add_batch(&inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -378,6 +378,16 @@ impl crate::state::SaveState for HrAggregator {
     }
 }
 
+impl super::registry::Registered for HadamardResponse {
+    const ADAPTIVE: bool = true;
+    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, _: &super::registry::Params<'_>) -> Result<Self> {
+        Self::new(epsilon, d)
+    }
+    fn output_probability(&self, x: usize, r: &HrReport) -> f64 {
+        HadamardResponse::output_probability(self, x, r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

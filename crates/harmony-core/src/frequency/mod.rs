@@ -9,14 +9,16 @@
 //! | [`Hadamard`] | `hadamard` | row + 1 bit | c² = ((e^ε + 1)/(e^ε − 1))² | O(n + K log K) |
 //! | [`HadamardResponse`] | `hr` | output in \[K\] | 2D/(e^ε − 1)² (block-mass term added) | O(n + K log b) |
 //! | [`BassilySmith`] | `bassily-smith` | row + 1 bit | c² − ⟨Φ_x, Φ_v⟩², **biased** baseline | O(n + md) |
-//! | [`Adaptive`] | `adaptive` | GRR or OUE | the smaller of GRR's and OUE's | |
+//! | [`Auto`] | `adaptive` | the chosen oracle's | the smallest of the registered oracles' | the chosen oracle's |
 //! | [`Cms`] | `cms` | hash index + m bits | (m/(m−1))²(e^(ε/2)/(e^(ε/2) − 1)² + γ(1 − γ)) | O(nm/64 + dk) |
 //! | [`Hcms`] | `hcms` | hash index + coefficient + 1 bit | (m/(m−1))²(c² − γ²) | O(n + km log m + dk) |
 //! | [`Rappor`] | `rappor` | cohort + m Bloom bits | regression (see [`rappor::decode`]) | O(nm/64 + d³) |
+//! | [`SubsetSelection`] | `ss` | k of d bits | q(1 − q)/(p − q)², p = ke^ε/(ke^ε + d − k), q = (k − p)/(d − 1) | O(nd/64), bit-sliced |
 //!
 //! The sketches (CMS, HCMS: γ = the fraction of the k hash rows where x and v collide; RAPPOR)
 //! also take arbitrary u64 items and estimate any candidate list. [`AnyOracle`] picks an oracle
-//! by name at run time (sketch parameters as `cms:k=256:m=1024`); [`fwht`] is the shared
+//! by name at run time (parameters as `cms:k=256:m=1024`); every oracle is registered in
+//! [`any`] and implements [`Registered`]; [`fwht`] is the shared
 //! Walsh–Hadamard transform, [`sketch_hash`] the sketches' universal hash family.
 //!
 //! Each oracle is an immutable struct of precomputed constants (client side, `randomize`) with a
@@ -26,6 +28,7 @@
 
 pub mod adaptive;
 pub mod any;
+pub mod auto;
 pub mod bassily_smith;
 pub mod cms;
 pub mod fwht;
@@ -35,12 +38,17 @@ pub mod hcms;
 pub mod hr;
 pub mod olh;
 pub mod rappor;
+pub mod registry;
 pub mod rows;
 pub mod sketch_hash;
+pub mod subset;
 pub mod unary;
 
 pub use adaptive::{Adaptive, AdaptiveAggregator, AdaptiveReport};
-pub use any::{AnyAggregator, AnyOracle, AnyReport, FREQUENCY_NAMES, SKETCH_NAMES};
+pub use any::{
+    AnyAggregator, AnyOracle, AnyReport, FREQUENCY_NAMES, ORACLES, OracleInfo, OracleKind, REPORT_KINDS, SKETCH_NAMES,
+};
+pub use auto::{Auto, AutoAggregator, AutoReport};
 pub use bassily_smith::{BassilySmith, BassilySmithAggregator, BassilySmithReport};
 pub use cms::{Cms, CmsAggregator, CmsReport};
 pub use grr::{Grr, GrrAggregator, GrrReport};
@@ -49,7 +57,9 @@ pub use hcms::{Hcms, HcmsAggregator, HcmsReport};
 pub use hr::{HadamardResponse, HrAggregator, HrReport};
 pub use olh::{Olh, OlhAggregator, OlhReport};
 pub use rappor::{Rappor, RapporAggregator, RapporMemo, RapporParams, RapporReport, RapporShape};
+pub use registry::{Params, Registered};
 pub use rows::PackedRows;
+pub use subset::{SsAggregator, SsReport, SubsetSelection};
 pub use unary::{Oue, Sue, UnaryAggregator, UnaryEncoding, UnaryKind, UnaryReport};
 
 use crate::aggregate::Aggregator;

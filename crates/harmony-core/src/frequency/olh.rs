@@ -622,6 +622,21 @@ impl crate::state::SaveState for OlhAggregator {
     }
 }
 
+impl super::registry::Registered for Olh {
+    const ADAPTIVE: bool = true;
+    fn build(_: crate::kinds::OracleKind, epsilon: f64, d: usize, _: &super::registry::Params<'_>) -> Result<Self> {
+        Self::new(epsilon, d)
+    }
+    fn output_probability(&self, x: usize, r: &OlhReport) -> f64 {
+        Olh::output_probability(self, x, r)
+    }
+    /// The aggregator's batch path (it validates again, cheaply).
+    fn add_validated<'a>(agg: &mut Self::Aggregator, reports: impl Iterator<Item = &'a OlhReport>) -> Result<()> {
+        let inner: Vec<OlhReport> = reports.copied().collect();
+        agg.add_batch(&inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -360,7 +360,7 @@ impl UnaryAggregator {
     }
 }
 
-fn validate_bits(bits: &[u64], d: usize) -> Result<()> {
+pub(crate) fn validate_bits(bits: &[u64], d: usize) -> Result<()> {
     let words = d.div_ceil(64);
     if bits.len() != words {
         return Err(Error::report("bits", format!("{} words", bits.len()), format!("{words} words ({d} bits)")));
@@ -442,20 +442,7 @@ impl UnaryAggregator {
 impl UnaryAggregator {
     /// Adds already validated reports 16 at a time (the carry-save path), the rest one by one.
     pub(crate) fn add_validated<'a>(&mut self, reports: impl Iterator<Item = &'a UnaryReport>) {
-        let mut group: [&[u64]; 16] = [&[]; 16];
-        let mut k = 0;
-        for r in reports {
-            group[k] = &r.bits;
-            k += 1;
-            if k == 16 {
-                self.counts.add16(&group);
-                k = 0;
-            }
-            self.n += 1;
-        }
-        for bits in &group[..k] {
-            self.counts.add_one_ripple(bits);
-        }
+        self.n += self.counts.add_all(reports.map(|r| r.bits.as_slice()));
     }
 }
 
@@ -652,6 +639,25 @@ impl BitSlicedCounts {
         self.pending += 1;
     }
 
+    /// Adds bit vectors 16 at a time (the carry-save path), the rest one by one; returns how
+    /// many were added.
+    pub(crate) fn add_all<'a>(&mut self, reports: impl Iterator<Item = &'a [u64]>) -> u64 {
+        let mut group: [&[u64]; 16] = [&[]; 16];
+        let (mut k, mut n) = (0, 0);
+        for bits in reports {
+            group[k] = bits;
+            k += 1;
+            if k == 16 {
+                self.add16(&group);
+                k = 0;
+            }
+            n += 1;
+        }
+        for bits in &group[..k] {
+            self.add_one_ripple(bits);
+        }
+        n
+    }
     /// Adds 16 bit vectors of `words` words each, LANES words at a time.
     pub(crate) fn add16(&mut self, r: &[&[u64]; 16]) {
         if self.pending + 16 > CAPACITY {
@@ -722,6 +728,25 @@ impl crate::state::SaveState for UnaryAggregator {
     fn merge_state(&mut self, r: &mut crate::state::StateReader<'_>) -> Result<()> {
         self.n += r.u64("unary n")?;
         self.counts.merge_state(r)
+    }
+}
+
+impl super::registry::Registered for UnaryEncoding {
+    const ADAPTIVE: bool = true;
+    fn build(kind: crate::kinds::OracleKind, epsilon: f64, d: usize, _: &super::registry::Params<'_>) -> Result<Self> {
+        let unary = if kind == crate::kinds::OracleKind::Sue { UnaryKind::Sue } else { UnaryKind::Oue };
+        UnaryEncoding::new(unary, epsilon, d)
+    }
+    fn output_probability(&self, x: usize, r: &UnaryReport) -> f64 {
+        UnaryEncoding::output_probability(self, x, r)
+    }
+    #[inline]
+    fn randomize_into<R: Rng + ?Sized>(&self, v: usize, rng: &mut R, report: &mut UnaryReport) {
+        self.randomize_reusing(v, rng, report)
+    }
+    fn add_validated<'a>(agg: &mut UnaryAggregator, reports: impl Iterator<Item = &'a UnaryReport>) -> Result<()> {
+        agg.add_validated(reports);
+        Ok(())
     }
 }
 

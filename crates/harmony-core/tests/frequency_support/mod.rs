@@ -119,12 +119,14 @@ pub fn all_outputs(o: &AnyOracle, olh_seed: u64) -> Vec<AnyReport> {
             .into_iter()
             .map(|(j, bit)| AnyReport::BassilySmith(BassilySmithReport { j, bit }))
             .collect(),
-        AnyOracle::Adaptive(Adaptive::Grr(g)) => {
-            (0..g.domain_size() as u32).map(|y| AnyReport::Adaptive(AdaptiveReport::Grr(GrrReport { y }))).collect()
+        AnyOracle::Adaptive(a) => {
+            all_outputs(a.inner(), olh_seed).into_iter().map(|r| AnyReport::Adaptive(AutoReport(Box::new(r)))).collect()
         }
-        AnyOracle::Adaptive(Adaptive::Oue(u)) => {
-            unary_outputs(u.domain_size()).into_iter().map(|r| AnyReport::Adaptive(AdaptiveReport::Oue(r))).collect()
-        }
+        AnyOracle::Ss(o) => unary_outputs(o.domain_size())
+            .into_iter()
+            .filter(|r| r.bits[0].count_ones() as usize == o.k())
+            .map(|r| AnyReport::Ss(SsReport { bits: r.bits }))
+            .collect(),
         AnyOracle::Cms(_) | AnyOracle::Hcms(_) | AnyOracle::Rappor(_) => {
             panic!("{}: outputs not enumerable at the default sizes (see enumerable())", o.name())
         }

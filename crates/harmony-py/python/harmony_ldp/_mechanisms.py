@@ -22,16 +22,16 @@ class FrequencyOracle:
     """A locally private frequency oracle over the categories ``0 .. d-1``, chosen by name.
 
     ``name`` is one of ``FREQUENCY_NAMES``: ``grr``, ``sue``, ``oue``, ``olh``, ``hadamard``,
-    ``hr``, ``bassily-smith`` (a biased baseline), ``adaptive`` (GRR or OUE, whichever has the
-    smaller variance at this ``epsilon`` and ``d``). Each user's report is ``epsilon``-LDP.
+    ``hr``, ``bassily-smith`` (a biased baseline), ``ss`` (Subset Selection), ``adaptive`` (the
+    oracle with the smallest variance at this ``epsilon`` and ``d``: GRR, SS, ...). Each user's report is ``epsilon``-LDP.
 
     Reports are numpy arrays, one row per user, in the oracle's ``layout``:
 
     ===================================  ==========  ===================  =============================
     oracles                              layout      dtype, shape         one row
     ===================================  ==========  ===================  =============================
-    grr, hr, adaptive (GRR branch)       index       uint32 (n,)          the reported category/output
-    sue, oue, adaptive (OUE branch)      bits        uint64 (n, ⌈d/64⌉)   bit v: word v//64, bit v%64
+    grr, hr, adaptive (GRR chosen)       index       uint32 (n,)          the reported category/output
+    sue, oue, ss, adaptive (SS chosen)   bits        uint64 (n, ⌈d/64⌉)   bit v: word v//64, bit v%64
     olh                                  seed_hash   uint64 (n, 2)        (hash seed, hash value)
     hadamard, bassily-smith              row_bit     uint32 (n, 2)        (row, bit; 1 is +1)
     ===================================  ==========  ===================  =============================

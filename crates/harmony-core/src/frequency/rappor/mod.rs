@@ -601,5 +601,32 @@ impl crate::state::SaveState for RapporAggregator {
     }
 }
 
+impl super::registry::Registered for Rappor {
+    const PARAMS: &'static [&'static str] = &["m", "h", "cohorts", "p", "q", "seed"];
+    fn build(
+        _: crate::kinds::OracleKind,
+        epsilon: f64,
+        d: usize,
+        params: &super::registry::Params<'_>,
+    ) -> Result<Self> {
+        let m = params.get("m", DEFAULT_M)?;
+        let shape = RapporShape {
+            m,
+            h: params.get("h", DEFAULT_H)?,
+            cohorts: params.get("cohorts", default_cohorts(d, m))?,
+            p: params.get("p", 0.0)?,
+            q: params.get("q", 1.0)?,
+            seed: params.get("seed", DEFAULT_SEED)?,
+        };
+        Rappor::with_shape(epsilon, d, shape)
+    }
+    fn output_probability(&self, x: usize, r: &RapporReport) -> f64 {
+        Rappor::output_probability(self, x, r)
+    }
+    fn log_likelihood_ratio(&self, x: usize, x2: usize, r: &RapporReport) -> f64 {
+        Rappor::log_likelihood_ratio(self, x, x2, r)
+    }
+}
+
 #[cfg(test)]
 mod tests;
