@@ -1,4 +1,4 @@
-//! The registered `adaptive` oracle (CALM §2.2.3's choice, MECHANISMS.md §A7, generalised): of
+//! The registered `adaptive` oracle (CALM §2.2.3's choice, docs/MECHANISMS.md §A7, generalised): of
 //! every registered oracle that `adaptive` may choose ([`Registered::ADAPTIVE`]), the one whose
 //! one-report variance for an item nobody holds, Var(Y_v | x ≠ v), is the smallest at (ε, d).
 //!

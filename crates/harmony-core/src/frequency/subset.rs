@@ -15,7 +15,7 @@
 //! exact uniform subsets).
 //!
 //! # Estimator and variance
-//! A report supports v iff v ∈ S (a pure oracle, MECHANISMS.md §0): p* = p and
+//! A report supports v iff v ∈ S (a pure oracle, docs/MECHANISMS.md §0): p* = p and
 //! q* = P[v ∈ S | x ≠ v] = p·(k − 1)/(d − 1) + (1 − p)·k/(d − 1) = (k − p)/(d − 1).
 //! f̂_v = (C(v)/n − q*)/(p* − q*) is unbiased, and
 //! `n·Var(f̂_v) = q*(1 − q*)/(p* − q*)² + f_v (1 − p* − q*)/(p* − q*)` (one report:
