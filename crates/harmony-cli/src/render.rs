@@ -80,7 +80,7 @@ pub fn record_truth(schema: &Schema, values: &[Value]) -> Vec<Vec<f64>> {
 }
 
 fn ci(e: &Est, digits: usize) -> String {
-    e.ci95.map(|[a, b]| format!("[{a:.digits$}, {b:.digits$}]")).unwrap_or_else(|| "-".into())
+    e.shown_ci().map(|[a, b]| format!("[{a:.digits$}, {b:.digits$}]")).unwrap_or_else(|| "-".into())
 }
 
 fn num(x: Option<f64>, digits: usize) -> String {
@@ -92,10 +92,45 @@ fn row(label: &str, e: &Est, truth: Option<f64>, digits: usize) {
     let t = truth.map(|t| format!("{t:.digits$}")).unwrap_or_default();
     println!(
         "{label:<34} {:>12} {:>10} {:>25} {t:>12}",
-        num(e.estimate, digits),
+        num(e.shown(), digits),
         num(e.std_error, digits),
         ci(e, digits.min(4))
     );
+    raw_beside(e, digits);
+}
+
+/// Under a row whose in-domain value differs from the raw one: the raw (unbiased) estimate and
+/// its interval.
+fn raw_beside(e: &Est, digits: usize) {
+    if e.in_domain.is_some() {
+        let raw = Est { in_domain: None, ..*e };
+        println!(
+            "{:<34} {:>12} {:>10} {:>25}",
+            "  (raw, unbiased)",
+            num(raw.estimate, digits),
+            "",
+            ci(&raw, digits.min(4))
+        );
+    }
+}
+
+/// The document's note on in-domain values and its precision warnings.
+fn print_notes(doc: &EstimateDocument) {
+    let (note, warnings) = match &doc.result {
+        TaskEstimate::Means(m) => (&m.in_domain_note, &m.warnings),
+        TaskEstimate::Frequency(f) => (&f.in_domain_note, &f.warnings),
+        TaskEstimate::Range(r) => (&r.in_domain_note, &r.warnings),
+        TaskEstimate::HeavyHitters(h) => (&h.in_domain_note, &h.warnings),
+        TaskEstimate::Marginals(m) => (&m.in_domain_note, &m.warnings),
+        TaskEstimate::LinearQueries(l) => (&l.in_domain_note, &l.warnings),
+        TaskEstimate::Train(_) => return,
+    };
+    if let Some(n) = note {
+        println!("note: {n}");
+    }
+    for w in warnings {
+        println!("warning: {}", w.message);
+    }
 }
 
 /// The frequencies among present values (an attribute with `missing = "report"`): the truth
@@ -157,6 +192,7 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
         (TaskEstimate::Marginals(m), t) => print_marginals(&head, m, t),
         (TaskEstimate::Train(tr), _) => crate::server_cmds::rounds::print_model_doc(doc, tr),
     }
+    print_notes(doc);
 }
 
 /// The cumulative true bin fractions of a range document (when the truth has its bins).
