@@ -29,7 +29,7 @@ fn column(file: &str, column: &str) -> (Schema, Vec<Value>) {
     let j = schema.attributes().iter().position(|a| a.name() == column).unwrap();
     let mut reader = DataReader::from_bytes("data.csv", bytes).unwrap();
     let enc = encode_rows(&mut reader, &schema, &EncodeOptions::default()).unwrap();
-    let values = enc.values.chunks(schema.len()).map(|r| r[j].clone()).collect();
+    let values = enc.values.chunks(schema.len()).map(|r| r[j]).collect();
     (Schema::new(vec![schema.attributes()[j].clone()]).unwrap(), values)
 }
 
@@ -53,7 +53,7 @@ fn main() {
             let Value::Category(c) = v else { panic!("categorical") };
             truth[*c as usize] += 1.0 / values.len() as f64;
         }
-        let records: Vec<[Value; 1]> = values.iter().map(|v| [v.clone()]).collect();
+        let records: Vec<[Value; 1]> = values.iter().map(|v| [*v]).collect();
         let inputs: Vec<Input<'_>> = records.iter().map(|r| Input::Record(r)).collect();
         for k in OracleKind::ALL {
             let spec = serde_json::json!({"kind": "frequency", "attribute": attr, "mechanism": k.name()});
