@@ -80,7 +80,7 @@ pub fn record_truth(schema: &Schema, values: &[Value]) -> Vec<Vec<f64>> {
 }
 
 fn ci(e: &Est, digits: usize) -> String {
-    e.ci95.map(|[a, b]| format!("[{a:.digits$}, {b:.digits$}]")).unwrap_or_else(|| "-".into())
+    e.shown_ci().map(|[a, b]| format!("[{a:.digits$}, {b:.digits$}]")).unwrap_or_else(|| "-".into())
 }
 
 fn num(x: Option<f64>, digits: usize) -> String {
@@ -97,8 +97,15 @@ struct Rows {
 
 impl Rows {
     fn row(&mut self, label: String, e: &Est, truth: Option<f64>, digits: usize) {
-        let cells = [num(e.estimate, digits), num(e.std_error, digits), ci(e, digits.min(4))];
+        let cells = [num(e.shown(), digits), num(e.std_error, digits), ci(e, digits.min(4))];
         self.rows.push((label, cells, truth.map(|t| format!("{t:.digits$}"))));
+        // Where the in-domain value differs from the raw one: the raw (unbiased) estimate and
+        // its interval on the next line.
+        if e.in_domain.is_some() {
+            let raw = Est { in_domain: None, ..*e };
+            let cells = [num(raw.estimate, digits), String::new(), ci(&raw, digits.min(4))];
+            self.rows.push(("  (raw, unbiased)".into(), cells, None));
+        }
     }
 
     /// The header and the rows as text; empties the table.
@@ -121,6 +128,18 @@ impl Rows {
         print!("{}", self.text());
     }
 }
+
+/// The document's note on in-domain values and its precision warnings.
+fn print_notes(doc: &EstimateDocument) {
+    let (note, warnings) = doc.result.notes();
+    if let Some(n) = note {
+        println!("note: {n}");
+    }
+    for w in warnings {
+        println!("warning: {}", w.message);
+    }
+}
+
 
 /// The frequencies among present values (an attribute with `missing = "report"`): the truth
 /// is each label's share over the share not missing (the last category).
@@ -179,6 +198,7 @@ pub fn print(doc: &EstimateDocument, truth: Option<&Truth>) {
         (TaskEstimate::Marginals(m), t) => print_marginals(&head, m, t),
         (TaskEstimate::Train(tr), _) => crate::server_cmds::rounds::print_model_doc(doc, tr),
     }
+    print_notes(doc);
 }
 
 /// The cumulative true bin fractions of a range document (when the truth has its bins).

@@ -6,6 +6,16 @@
 //! standard error that is infinite, or an answer that was post-processed (biased; its raw
 //! standard error is given where it is a useful guide, and says so).
 //!
+//! **Raw and in-domain values.** `estimate` and `ci95` are the unbiased (raw) estimate: the one
+//! that merges, and the one to average across collections. It can fall where no real value can
+//! (a negative frequency, a mean below the attribute's minimum, a CDF above 1). Where it does,
+//! the same number carries `in_domain` ([`InDomain`]): the estimate moved into its domain
+//! (frequencies projected onto the simplex, means and CIs clamped to [min, max], CDFs made
+//! monotone in [0, 1], marginals made consistent and non-negative). That is the value to show;
+//! it is biased towards the domain's interior. Each task's document says how in `in_domain_note`,
+//! and lists in `warnings` the estimates whose predicted standard error is large against their
+//! scale ([`PrecisionWarning`]).
+//!
 //! ```json
 //! {"collection": "…", "reports": 48842, "epsilon": 1.0, "task": "range", "attribute": "age", …}
 //! ```
@@ -17,12 +27,82 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Est {
-    /// The point estimate.
+    /// The point estimate (raw: unbiased where the task's estimator is, and what merges).
     pub estimate: Option<f64>,
     /// Its standard error.
     pub std_error: Option<f64>,
     /// Its 95% confidence interval.
     pub ci95: Option<[f64; 2]>,
+    /// The estimate and interval moved into their domain, present only where either differs
+    /// from the raw one (see the module docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain: Option<InDomain>,
+}
+
+/// An estimate moved into its domain (post-processing: no privacy cost, biased). Its interval
+/// is the raw 95% CI with each end clamped to the domain, widened to contain the in-domain
+/// point: the truth lies in the domain, so it covers the truth whenever the raw CI does.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InDomain {
+    /// The in-domain point estimate.
+    pub estimate: f64,
+    /// Its interval (`null` where the raw estimate has none).
+    pub ci95: Option<[f64; 2]>,
+}
+
+/// An estimate too imprecise to read: its predicted standard error exceeds
+/// [`PrecisionWarning::WARN_FRACTION`] of its scale (the width of its domain: 1 for a share,
+/// max − min for a mean, the weights' range for a linear query). The standard error is the
+/// task's closed form at the reports aggregated (the one `harmony plan` predicts); as it scales
+/// as 1/√n, `reports_needed` = ⌈n·(SE / (TARGET_FRACTION·scale))²⌉ reports bring it to
+/// [`PrecisionWarning::TARGET_FRACTION`] of the scale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PrecisionWarning {
+    /// What it is about (an attribute, a marginal's attributes, a query's name).
+    pub subject: String,
+    /// The largest standard error among its estimates.
+    pub std_error: f64,
+    /// Its scale (the width of its domain).
+    pub scale: f64,
+    /// The reports aggregated.
+    pub reports: u64,
+    /// The reports that would bring the standard error to `TARGET_FRACTION` of the scale.
+    pub reports_needed: u64,
+    /// One line saying so.
+    pub message: String,
+}
+
+impl PrecisionWarning {
+    /// A standard error above this fraction of the scale is flagged (a 95% CI of about ±10% of
+    /// the domain's width).
+    pub const WARN_FRACTION: f64 = 0.05;
+    /// The useful precision `reports_needed` aims at: a standard error of 1% of the scale.
+    pub const TARGET_FRACTION: f64 = 0.01;
+
+    /// The warning for standard error `se` of `subject` on `scale` at `reports`, if it is due.
+    pub fn check(subject: &str, se: f64, scale: f64, reports: u64) -> Option<Self> {
+        if !(se.is_finite() && scale.is_finite() && scale > 0.0 && reports > 0) || se <= Self::WARN_FRACTION * scale {
+            return None;
+        }
+        let ratio = se / (Self::TARGET_FRACTION * scale);
+        let needed = (reports as f64 * ratio * ratio).ceil().min(u64::MAX as f64) as u64;
+        let message = format!(
+            "{subject}: standard error {se:.3} is {:.0}% of its scale {scale}; about {needed} reports ({} more) would bring it to {:.0}%",
+            100.0 * se / scale,
+            needed.saturating_sub(reports),
+            100.0 * Self::TARGET_FRACTION,
+        );
+        Some(PrecisionWarning {
+            subject: subject.to_string(),
+            std_error: se,
+            scale,
+            reports,
+            reports_needed: needed,
+            message,
+        })
+    }
 }
 
 fn finite(x: f64) -> Option<f64> {
@@ -31,7 +111,7 @@ fn finite(x: f64) -> Option<f64> {
 
 impl Est {
     /// No estimate.
-    pub const NONE: Est = Est { estimate: None, std_error: None, ci95: None };
+    pub const NONE: Est = Est { estimate: None, std_error: None, ci95: None, in_domain: None };
 
     /// From a core estimate; non-finite parts become `null`.
     pub fn from_core(e: &Estimate) -> Self {
@@ -43,6 +123,7 @@ impl Est {
                 (Some(a), Some(b), Some(_)) => Some([a, b]),
                 _ => None,
             },
+            in_domain: None,
         }
     }
     /// A value with a standard error (95% CI from the normal approximation).
@@ -51,7 +132,18 @@ impl Est {
     }
     /// A post-processed value: no standard error, no interval.
     pub fn point(value: f64) -> Self {
-        Est { estimate: finite(value), std_error: None, ci95: None }
+        Est { estimate: finite(value), std_error: None, ci95: None, in_domain: None }
+    }
+    /// The value to show: the in-domain estimate where there is one, else the raw one.
+    pub fn shown(&self) -> Option<f64> {
+        self.in_domain.map(|d| d.estimate).or(self.estimate)
+    }
+    /// The interval to show: the in-domain one where there is one, else the raw one.
+    pub fn shown_ci(&self) -> Option<[f64; 2]> {
+        match self.in_domain {
+            Some(d) => d.ci95,
+            None => self.ci95,
+        }
     }
     /// The estimate, or NaN.
     pub fn value(&self) -> f64 {
@@ -99,6 +191,22 @@ pub enum TaskEstimate {
     Train(TrainEstimate),
 }
 
+impl TaskEstimate {
+    /// The document's note on its in-domain values and its precision warnings (none for a
+    /// model, whose estimate is a parameter vector).
+    pub fn notes(&self) -> (Option<&String>, &[PrecisionWarning]) {
+        match self {
+            TaskEstimate::Means(m) => (m.in_domain_note.as_ref(), &m.warnings),
+            TaskEstimate::Frequency(f) => (f.in_domain_note.as_ref(), &f.warnings),
+            TaskEstimate::Range(r) => (r.in_domain_note.as_ref(), &r.warnings),
+            TaskEstimate::HeavyHitters(h) => (h.in_domain_note.as_ref(), &h.warnings),
+            TaskEstimate::Marginals(m) => (m.in_domain_note.as_ref(), &m.warnings),
+            TaskEstimate::LinearQueries(l) => (l.in_domain_note.as_ref(), &l.warnings),
+            TaskEstimate::Train(_) => (None, &[]),
+        }
+    }
+}
+
 /// `means`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -107,6 +215,12 @@ pub struct MeansEstimate {
     pub strategy: String,
     /// One entry per attribute, in schema order.
     pub attributes: Vec<AttributeResult>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
 }
 
 /// One attribute's estimate, in the original units (numeric) or as frequencies (categorical).
@@ -172,6 +286,12 @@ pub struct FrequencyEstimate {
     /// "(missing)" (attributes with `missing = "report"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub present: Option<Vec<CategoryResult>>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
 }
 
 /// `range`: the CDF, the ranges and the quantiles asked (default: none and 0.1, 0.5, 0.9), in
@@ -205,6 +325,12 @@ pub struct RangeEstimate {
     pub ranges: Vec<RangeResult>,
     /// The quantiles asked.
     pub quantiles: Vec<QuantileResult>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
 }
 
 /// One point of the CDF.
@@ -267,6 +393,12 @@ pub struct HeavyHittersEstimate {
     /// Per level: prefix bits, reports, candidates, kept (candidates and kept are 0 for levels
     /// the search did not reach).
     pub levels: Vec<HeavyLevel>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
 }
 
 /// One heavy hitter.
@@ -315,6 +447,12 @@ pub struct MarginalsEstimate {
     pub group_reports: Vec<u64>,
     /// One per query (every k-way marginal for k in `ways`, k ascending, attributes in order).
     pub marginals: Vec<MarginalResult>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
 }
 
 /// One marginal: its cells in row-major order (the last attribute fastest).
@@ -355,6 +493,12 @@ pub struct LinearEstimate {
     /// `gaussian`: a certified bound on the L2 distance between the projected answers and the
     /// exact projection (the projection's iterations are capped; `null` otherwise).
     pub projection_bound: Option<f64>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
 }
 
 /// One query's answer.
@@ -400,12 +544,34 @@ mod tests {
                     unit: Est::NONE,
                     missing: None,
                 }],
+                in_domain_note: None,
+                warnings: Vec::new(),
             }),
         };
         let text = serde_json::to_string(&doc).unwrap();
         assert!(text.contains("\"task\":\"means\"") && text.contains("\"std_error\":null"), "{text}");
         assert_eq!(serde_json::from_str::<EstimateDocument>(&text).unwrap(), doc);
         assert_eq!(Est::new(1.0, 0.5).ci95.unwrap()[1], 1.0 + 1.959_963_984_540_054 * 0.5);
+    }
+
+    #[test]
+    fn documents_without_in_domain_fields_still_parse_and_warnings_follow_the_rule() {
+        // A document written before the in-domain values and warnings existed.
+        let old = r#"{"collection":"c","reports":10,"epsilon":1.0,"task":"frequency","attribute":"a",
+            "mechanism":"oue","categories":[{"label":"x","estimate":-0.2,"std_error":0.1,"ci95":[-0.4,0.0]}]}"#;
+        let doc: EstimateDocument = serde_json::from_str(old).unwrap();
+        let TaskEstimate::Frequency(f) = &doc.result else { panic!() };
+        assert!(f.warnings.is_empty() && f.in_domain_note.is_none() && f.categories[0].frequency.in_domain.is_none());
+        assert_eq!(f.categories[0].frequency.shown(), Some(-0.2));
+        // Absent fields are not written: the old document's JSON is unchanged.
+        assert!(!serde_json::to_string(&doc).unwrap().contains("in_domain"));
+        // The rule: SE above 5% of the scale warns; SE ∝ 1/√n gives the reports for 1%.
+        assert!(PrecisionWarning::check("a", 0.05, 1.0, 100).is_none());
+        let w = PrecisionWarning::check("age", 7.3, 73.0, 2000).unwrap();
+        assert_eq!(w.reports_needed, 200_000);
+        assert!(w.message.contains("198000 more"), "{}", w.message);
+        assert!(PrecisionWarning::check("a", f64::NAN, 1.0, 100).is_none());
+        assert!(PrecisionWarning::check("a", 1.0, 1.0, 0).is_none());
     }
 }
 

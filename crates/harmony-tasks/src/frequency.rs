@@ -201,12 +201,16 @@ impl Task for FrequencyTask {
             Some(_) => (Some(Est::NONE), None),
             None => (None, None),
         };
-        Ok(TaskEstimate::Frequency(FrequencyEstimate {
+        let mut doc = FrequencyEstimate {
             attribute: self.name.clone(),
             mechanism: self.oracle.name().to_string(),
             categories,
             missing,
             present,
-        }))
+            in_domain_note: None,
+            warnings: Vec::new(),
+        };
+        crate::domain::frequency(&mut doc, agg.count());
+        Ok(TaskEstimate::Frequency(doc))
     }
 }

@@ -187,7 +187,11 @@ impl HeavyHittersTask {
                 frequency: Est::new(h.estimate, h.std_error),
             })
             .collect();
-        Ok(HeavyHittersEstimate { method: self.spec.method.name().to_string(), bits, pad_length: pad, items, levels })
+        let method = self.spec.method.name().to_string();
+        let (in_domain_note, warnings) = (None, Vec::new());
+        let mut doc = HeavyHittersEstimate { method, bits, pad_length: pad, items, levels, in_domain_note, warnings };
+        crate::domain::heavy(&mut doc, counts.iter().sum());
+        Ok(doc)
     }
 }
 

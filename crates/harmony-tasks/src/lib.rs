@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod domain;
 pub mod erased;
 pub mod frequency;
 pub mod heavy;

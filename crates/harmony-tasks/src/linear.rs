@@ -351,6 +351,18 @@ impl LinearTask {
         let entries = self.workload.queries() * self.workload.domain_size();
         ProjectOptions { max_iterations: (PROJECTION_WORK / entries.max(1)).clamp(10, 5000), ..Default::default() }
     }
+    /// Each query's [min, max] weight (the range of its answers; unbounded when the document's
+    /// queries are not the workload's).
+    fn weight_bounds(&self, queries: usize) -> Vec<[f64; 2]> {
+        let w = &self.workload;
+        if w.queries() != queries {
+            return vec![[f64::NEG_INFINITY, f64::INFINITY]; queries];
+        }
+        let bounds = |r: &[f64]| {
+            [r.iter().copied().fold(f64::INFINITY, f64::min), r.iter().copied().fold(f64::NEG_INFINITY, f64::max)]
+        };
+        (0..queries).map(|t| bounds(w.row(t))).collect()
+    }
     /// The estimate document of unbiased answers, their projections and the group sizes.
     fn document(&self, est: &WorkloadEstimate, projected: Option<Vec<f64>>, groups: Vec<u64>) -> LinearEstimate {
         let sizes = if groups.is_empty() { vec![est.n; est.answers.len()] } else { groups.clone() };
@@ -377,6 +389,8 @@ impl LinearTask {
             group_reports: groups,
             queries,
             projection_bound: None,
+            in_domain_note: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -453,6 +467,9 @@ impl Task for LinearTask {
                 r.document()
             }
         };
+        let (mut doc, reports) = (doc, agg.count());
+        let bounds = self.weight_bounds(doc.queries.len());
+        crate::domain::linear(&mut doc, &bounds, reports);
         Ok(TaskEstimate::LinearQueries(doc))
     }
     /// `adaptive-rounds`: devices in order, round by round from a fresh start: device i answers

@@ -219,6 +219,8 @@ impl QueryRounds {
             group_reports: self.groups.iter().map(AdaptiveAggregator::count).collect(),
             queries,
             projection_bound: None,
+            in_domain_note: None,
+            warnings: Vec::new(),
         }
     }
 }

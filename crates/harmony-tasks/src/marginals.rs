@@ -380,6 +380,8 @@ impl MarginalsTask {
             sets: plan.sets.iter().map(|s| self.layout.named(s)).collect(),
             group_reports: agg.sizes(),
             marginals,
+            in_domain_note: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -393,6 +395,8 @@ impl MarginalsTask {
             sets: Vec::new(),
             group_reports: est.counts,
             marginals,
+            in_domain_note: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -428,6 +432,8 @@ impl Task for MarginalsTask {
             }
             Method::Fourier { plan, .. } => self.fourier(plan, Typed::<FourierAggregator>::of(agg)?),
         };
+        let mut doc = doc;
+        crate::domain::marginals(&mut doc, agg.count());
         Ok(TaskEstimate::Marginals(doc))
     }
     /// CALM's consistency and non-negativity fits (`joint`, `family`, `local`) cost up to seconds

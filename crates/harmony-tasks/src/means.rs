@@ -75,7 +75,10 @@ impl MeansTask {
         let attributes = (0..schema.len())
             .map(|j| attribute_result(&schema.attributes()[j], &estimates[j], missing[j].as_ref(), empty))
             .collect();
-        MeansEstimate { strategy: self.mech.options().kind.name().to_string(), attributes }
+        let strategy = self.mech.options().kind.name().to_string();
+        let mut doc = MeansEstimate { strategy, attributes, in_domain_note: None, warnings: Vec::new() };
+        crate::domain::means(&mut doc, schema, agg.count());
+        doc
     }
 }
 

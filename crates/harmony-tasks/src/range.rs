@@ -230,7 +230,8 @@ impl RangeTask {
                 (cdf, ranges, levels.iter().map(|&q| self.quantile(&curve, q)).collect::<Result<_>>()?)
             }
         };
-        Ok(RangeEstimate {
+        let reports = level_reports.iter().sum();
+        let mut doc = RangeEstimate {
             attribute: self.name.clone(),
             method: self.config_method().name().to_string(),
             bins: d,
@@ -239,7 +240,11 @@ impl RangeTask {
             cdf,
             ranges,
             quantiles,
-        })
+            in_domain_note: None,
+            warnings: Vec::new(),
+        };
+        crate::domain::range(&mut doc, reports);
+        Ok(doc)
     }
     fn config_method(&self) -> RangeMethod {
         match self.method {

@@ -359,6 +359,6 @@ fn adaptive_rounds_spec_and_simulate() {
         t.randomize(&answer, &mut simulate::device_rng(3, i as u64), &mut out).unwrap();
         by_hand.add(&out).unwrap();
     }
-    assert_eq!(by_hand.document(), d);
+    assert_eq!(doc(&t, &by_hand), d);
     assert!(t.randomize(&ins[0], &mut simulate::device_rng(3, 0), &mut out).unwrap_err().to_string().contains("round"));
 }
