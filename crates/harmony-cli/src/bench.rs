@@ -468,8 +468,8 @@ mod tests {
         let p = plan(&args(&["--quick"])).unwrap();
         assert_eq!((p.n, p.epsilons.clone(), p.ds.clone()), (100_000, vec![1.0], vec![16, 1024]));
         let c = cells(&p);
-        // 6 numeric cells (d = 1) + 13 d-dependent mechanisms x 2 d
-        assert_eq!(c.len(), 6 + 13 * 2);
+        // 6 numeric cells (d = 1) + 14 d-dependent mechanisms x 2 d
+        assert_eq!(c.len(), 6 + 14 * 2);
         assert!(c.iter().filter(|x| x.1 == Family::Numeric).all(|x| x.2 == 1));
     }
 

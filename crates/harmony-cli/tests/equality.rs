@@ -285,7 +285,8 @@ const RANGE_LINEAR: &[Case] = &[
         task: &["--task", "linear-queries", "--method", "gaussian", "--attributes", "education", "--queries", "prefix"],
         epsilon: "2",
         exact: true,
-        submit: &[],
+        // Its δ = 10⁻⁶: the devices opt in to (ε, δ) mechanisms.
+        submit: &["--policy", "examples/policies/approximate.toml"],
     },
     Case {
         name: "linear-queries adaptive",

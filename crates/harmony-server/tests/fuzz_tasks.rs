@@ -4,7 +4,7 @@
 //! stored (the stored count equals the acknowledged reports exactly); the estimates of every
 //! collection still answer afterwards, every number finite or null.
 
-use harmony_client::{Client, DeviceTask, Input, RetryPolicy, SimulatedDevices};
+use harmony_client::{Client, DeviceTask, Input, Policy, RetryPolicy, SimulatedDevices};
 use harmony_core::kinds::OracleKind;
 use harmony_core::sampling::{fast_rng, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
@@ -164,7 +164,9 @@ fn every_task_refuses_bad_reports_and_stores_nothing_of_them() {
     let mut expected = Vec::new();
     for (name, req) in requests() {
         let created = analyst.create_collection(&req).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let task = DeviceTask::new(created.config.clone()).unwrap();
+        // The Gaussian linear-queries request has δ = 10⁻⁶: its devices opt in to (ε, δ) mechanisms.
+        let policy = Policy { approximate: true, max_delta: 1e-6, ..Policy::default() };
+        let task = DeviceTask::with_policy(created.config.clone(), policy).unwrap();
         let mut devices = SimulatedDevices::new(7);
         let items: Vec<Vec<String>> = (0..20).map(|i| vec![format!("item{}", i % 4), format!("x{i}")]).collect();
         let good: Vec<ReportItem> = rows(20, 5)

@@ -464,7 +464,11 @@ impl Task for LinearTask {
                 let r = agg.as_any().downcast_ref::<QueryRounds>().ok_or_else(|| {
                     Error::Incompatible("an accumulator of another task, expected adaptive query rounds".into())
                 })?;
-                r.document()
+                // The rounds' queries, posted after the collection's workload was set, give the
+                // bounds.
+                let mut doc = r.document();
+                crate::domain::linear(&mut doc, &r.weight_bounds(), agg.count());
+                return Ok(TaskEstimate::LinearQueries(doc));
             }
         };
         let (mut doc, reports) = (doc, agg.count());

@@ -199,6 +199,13 @@ impl QueryRounds {
         encode_to(&QueryBitReport { query: (round.round - 1) as u32, positive }, out);
         Ok(())
     }
+    /// Each query's smallest and largest weight: the range its answer lies in.
+    pub fn weight_bounds(&self) -> Vec<[f64; 2]> {
+        let bounds = |w: &[f64]| {
+            [w.iter().copied().fold(f64::INFINITY, f64::min), w.iter().copied().fold(f64::NEG_INFINITY, f64::max)]
+        };
+        self.queries.iter().map(|q| bounds(q.query.weights())).collect()
+    }
     /// The estimate document: every query's unbiased answer with its standard error (`null`
     /// before its round has an answer) and each round's answers.
     pub fn document(&self) -> LinearEstimate {

@@ -58,6 +58,10 @@ pub struct AdaptiveQuery {
 }
 
 impl AdaptiveQuery {
+    /// The query's weights over \[J\].
+    pub fn weights(&self) -> &[f64] {
+        &self.q
+    }
     /// A query (weights over \[J\]) under budget ε. Errors: ε not finite and > 0, J < 1, a
     /// non-finite weight.
     pub fn new(epsilon: f64, q: &[f64]) -> Result<Self> {
