@@ -140,7 +140,6 @@ fn print_notes(doc: &EstimateDocument) {
     }
 }
 
-
 /// The frequencies among present values (an attribute with `missing = "report"`): the truth
 /// is each label's share over the share not missing (the last category).
 fn present_rows(rows: &mut Rows, name: &str, present: Option<&[CategoryResult]>, truth: Option<&[f64]>) {

@@ -1,9 +1,9 @@
 //! The blocking HTTP transport (native targets): retries with exponential backoff and full
 //! jitter on transport errors, 5xx and 429; a 4xx fails at once with the server's field and
-//! message. A URL without `http://` or `https://` fails before any attempt, and so does a
-//! refused connection to a server this client never reached (nothing listens there: retrying
-//! would only delay the message); once the server has answered, a refused connection is a
-//! restart and is retried.
+//! message. A URL without `http://` or `https://` fails before any attempt. A refused connection
+//! to a server this client never reached is retried for [`STARTUP_GRACE`] only (a server started
+//! a moment before may still be binding its port), then fails asking whether `harmony serve`
+//! runs there; once the server has answered, a refused connection is a restart and is retried.
 
 use crate::{ClientError, Result};
 use harmony_protocol::estimates::{EstimateDocument, Query};
@@ -15,7 +15,12 @@ use rand::{Rng, RngExt};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long a refused connection to a server this client never reached is retried before the
+/// client says that nothing listens there: long enough for a server started just before to bind
+/// its port, short enough that a wrong address fails within a second.
+pub const STARTUP_GRACE: Duration = Duration::from_millis(600);
 
 /// Retry schedule: exponential backoff with full jitter.
 #[derive(Debug, Clone, Copy)]
@@ -258,7 +263,7 @@ impl Client {
                 let cap = self.retry.base.saturating_mul(1 << attempt.min(16)).min(self.retry.max);
                 std::thread::sleep(cap.mul_f64(rng.random::<f64>()));
             }
-            let (status, bytes) = match self.send(method, &url, body, extra) {
+            let (status, bytes) = match self.send_or_wait(method, &url, body, extra) {
                 Ok(r) => r,
                 Err(SendError::Refused(e)) if !self.reached.load(Ordering::Relaxed) => {
                     return Err(ClientError::Unreachable { url: self.base.clone(), message: e });
@@ -290,6 +295,28 @@ impl Client {
             return Err(ClientError::Rejected { status, field, message });
         }
         Err(ClientError::Unavailable { url, attempts, last })
+    }
+
+    /// [`Client::send`], retrying a refused connection every 50 ms for [`STARTUP_GRACE`] while
+    /// this client has never reached the server.
+    fn send_or_wait(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<&[u8]>,
+        extra: Option<(&str, &str)>,
+    ) -> std::result::Result<(u16, Vec<u8>), SendError> {
+        let start = Instant::now();
+        loop {
+            match self.send(method, url, body, extra) {
+                Err(SendError::Refused(_))
+                    if !self.reached.load(Ordering::Relaxed) && start.elapsed() < STARTUP_GRACE =>
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                r => return r,
+            }
+        }
     }
 
     fn parse<T: for<'de> Deserialize<'de>>(&self, path: &str, bytes: &[u8]) -> Result<T> {
@@ -438,7 +465,6 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     /// A loopback URL where nothing listens (a port just released).
     fn closed_port_url() -> String {
@@ -457,6 +483,29 @@ mod tests {
         assert!(text.contains(&format!("is `harmony serve` running at {url}?")), "{text}");
         assert!(!text.contains("io: "), "{text}");
         assert_eq!(text.matches("os error").count(), 1, "the OS error once: {text}");
+    }
+
+    #[test]
+    fn a_server_binding_its_port_just_after_the_first_attempt_is_reached() {
+        let url = closed_port_url();
+        let addr = url.trim_start_matches("http://").to_string();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let listener = std::net::TcpListener::bind(&addr).unwrap();
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+            let body = "[]";
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            std::io::Write::write_all(&mut conn, answer.as_bytes()).unwrap();
+        });
+        let started = Instant::now();
+        let got = Client::new(&url).request("GET", "/v1/collections", None);
+        assert_eq!(got.unwrap(), b"[]", "reached after {:?}", started.elapsed());
+        server.join().unwrap();
     }
 
     #[test]
