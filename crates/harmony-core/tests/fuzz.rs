@@ -154,8 +154,11 @@ fn fuzz_numeric_decoders(cases: u32) {
 }
 
 fn fuzz_frequency_decoders(cases: u32) {
-    for d in [2usize, 3, 17, 64, 100] {
-        let per = cases / 5 / 9;
+    const DOMAINS: [usize; 5] = [2, 3, 17, 64, 100];
+    const ORACLES: u32 = 9;
+    // Round up so that the total is never below `cases`.
+    let per = cases.div_ceil(DOMAINS.len() as u32 * ORACLES);
+    for d in DOMAINS {
         fuzz_oracle(Grr::new(1.0, d).expect("valid"), per);
         fuzz_oracle(Sue::new(1.0, d).expect("valid"), per);
         fuzz_oracle(Oue::new(2.0, d).expect("valid"), per);
