@@ -6,7 +6,7 @@ use crate::output::Format;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use harmony_core::kinds::OracleKind;
-use harmony_core::schema::Attribute;
+use harmony_core::schema::{Attribute, Schema};
 use harmony_core::strategy::plan;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -204,39 +204,7 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
                 );
             }
         }
-        for c in compared {
-            let attributes: Vec<AttrPlan> = schema
-                .attributes()
-                .iter()
-                .zip(&c.variances)
-                .map(|(a, &v)| {
-                    let se = args.users.map(|n| (v / n as f64).sqrt());
-                    AttrPlan {
-                        name: a.name().to_string(),
-                        kind: if a.is_numeric() { "numeric" } else { "categorical" },
-                        variance_per_user: v,
-                        std_error: se,
-                        std_error_units: match a {
-                            Attribute::Numeric { min, max, .. } => se.map(|s| s * 0.5 * (max - min)),
-                            _ => None,
-                        },
-                    }
-                })
-                .collect();
-            let mean_se = args
-                .users
-                .map(|_| attributes.iter().map(|a| a.std_error.unwrap_or(0.0)).sum::<f64>() / attributes.len() as f64);
-            choices.push(Choice {
-                epsilon: eps,
-                strategy: c.strategy.name(),
-                numeric_mechanism: c.numeric_mechanism,
-                categorical_mechanism: c.categorical_mechanism,
-                k: c.k,
-                mean_std_error: mean_se,
-                users_needed: args.target_error.map(|t| plan::users_needed(&c, t)),
-                attributes,
-            });
-        }
+        choices.extend(compared.iter().map(|c| choice(args, &schema, eps, c)));
         // With a target, the question is how many users each choice needs: recommend the fewest;
         // otherwise the least mean SE at the given users.
         let key = |c: &Choice| match c.users_needed {
@@ -250,6 +218,42 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
     }
     let recommended_by = if args.target_error.is_some() { "users_needed" } else { "mean_std_error" };
     Ok(PlanOutput { users: args.users, target_error: args.target_error, choices, recommended, recommended_by })
+}
+
+/// One compared combination at ε = `eps` as printed: per-attribute SEs at `--users`, users
+/// needed for `--target-error`.
+fn choice(args: &PlanArgs, schema: &Schema, eps: f64, c: &plan::PlanChoice) -> Choice {
+    let attributes: Vec<AttrPlan> = schema
+        .attributes()
+        .iter()
+        .zip(&c.variances)
+        .map(|(a, &v)| {
+            let se = args.users.map(|n| (v / n as f64).sqrt());
+            AttrPlan {
+                name: a.name().to_string(),
+                kind: if a.is_numeric() { "numeric" } else { "categorical" },
+                variance_per_user: v,
+                std_error: se,
+                std_error_units: match a {
+                    Attribute::Numeric { min, max, .. } => se.map(|s| s * 0.5 * (max - min)),
+                    _ => None,
+                },
+            }
+        })
+        .collect();
+    let mean_se = args
+        .users
+        .map(|_| attributes.iter().map(|a| a.std_error.unwrap_or(0.0)).sum::<f64>() / attributes.len() as f64);
+    Choice {
+        epsilon: eps,
+        strategy: c.strategy.name(),
+        numeric_mechanism: c.numeric_mechanism,
+        categorical_mechanism: c.categorical_mechanism,
+        k: c.k,
+        mean_std_error: mean_se,
+        users_needed: args.target_error.map(|t| plan::users_needed(c, t)),
+        attributes,
+    }
 }
 
 fn print_table(out: &PlanOutput, schema: &str) {

@@ -343,6 +343,27 @@ fn note_inference(data_path: &std::path::Path, inf: &harmony_data::Inference) {
     }
 }
 
+/// The data `harmony simulate` runs on (the `--synthetic` table or the CSV and schema), with a
+/// note of the rows the invalid-value policy skipped or clamped.
+fn means_data(args: &SimulateArgs) -> Result<(String, SchemaFile, harmony_data::Columns)> {
+    let (data_name, file, enc) = match args.synthetic {
+        Some(n) => {
+            let (file, enc) = synthetic(n, args.seed)?;
+            let columns = harmony_data::columns_from_rows(&file.schema()?, &enc.values);
+            (format!("synthetic ({n} users, 16 attributes)"), file, columns)
+        }
+        None => load_columns(&args.data, &args.schema, args.max_categories)?,
+    };
+    if enc.skipped > 0 || enc.clamped > 0 {
+        let what = if file.invalid == InvalidPolicy::Skip { "skip" } else { "clamp" };
+        eprintln!(
+            "note: invalid-value policy \"{what}\": {} rows skipped, {} values clamped",
+            enc.skipped, enc.clamped
+        );
+    }
+    Ok((data_name, file, enc))
+}
+
 /// Runs `harmony simulate`.
 pub fn run(args: SimulateArgs) -> Result<()> {
     if args.runs == 0 {
@@ -355,23 +376,9 @@ pub fn run(args: SimulateArgs) -> Result<()> {
         return crate::simulate_tasks::run(&args);
     }
     let t_parse = Instant::now();
-    let (data_name, file, enc) = match args.synthetic {
-        Some(n) => {
-            let (file, enc) = synthetic(n, args.seed)?;
-            let columns = harmony_data::columns_from_rows(&file.schema()?, &enc.values);
-            (format!("synthetic ({n} users, 16 attributes)"), file, columns)
-        }
-        None => load_columns(&args.data, &args.schema, args.max_categories)?,
-    };
+    let (data_name, file, enc) = means_data(&args)?;
     let schema = file.schema()?;
     let parse_seconds = t_parse.elapsed().as_secs_f64();
-    if enc.skipped > 0 || enc.clamped > 0 {
-        let what = if file.invalid == InvalidPolicy::Skip { "skip" } else { "clamp" };
-        eprintln!(
-            "note: invalid-value policy \"{what}\": {} rows skipped, {} values clamped",
-            enc.skipped, enc.clamped
-        );
-    }
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let strategies = crate::specs::strategies(&args.means, &file)?;
     let n = enc.n;
