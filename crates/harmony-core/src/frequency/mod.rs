@@ -156,6 +156,10 @@ impl PureParams {
         let s = if holds_v { self.p } else { self.q };
         s * (1.0 - s) / ((self.p - self.q) * (self.p - self.q))
     }
+    /// The largest one-report variance, over whether the device holds v.
+    pub fn worst_case_variance(&self) -> f64 {
+        self.report_variance(true).max(self.report_variance(false))
+    }
     /// n·Var(f̂_v) = Var* + f_v (1 − p − q)/(p − q).
     pub fn aggregate_variance(&self, f_v: f64) -> f64 {
         self.report_variance(false) + f_v * (1.0 - self.p - self.q) / (self.p - self.q)

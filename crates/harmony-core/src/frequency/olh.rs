@@ -508,8 +508,7 @@ impl FrequencyOracle for Olh {
         self.pure_params().report_variance(x == v)
     }
     fn worst_case_variance(&self) -> f64 {
-        let pp = self.pure_params();
-        pp.report_variance(true).max(pp.report_variance(false))
+        self.pure_params().worst_case_variance()
     }
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         self.pure_params().aggregate_variance(freqs[v])

@@ -211,8 +211,7 @@ impl FrequencyOracle for SubsetSelection {
         self.pure_params().report_variance(x == v)
     }
     fn worst_case_variance(&self) -> f64 {
-        let pp = self.pure_params();
-        pp.report_variance(true).max(pp.report_variance(false))
+        self.pure_params().worst_case_variance()
     }
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         self.pure_params().aggregate_variance(freqs[v])
@@ -287,9 +286,7 @@ pub struct SsAggregator {
 impl SsAggregator {
     /// The number of reports holding each value (length d).
     pub fn counts(&self) -> Vec<u64> {
-        let mut c = self.counts.totals();
-        c.truncate(self.params.d);
-        c
+        self.counts.first_totals(self.params.d)
     }
 }
 
@@ -324,8 +321,7 @@ impl Aggregator for SsAggregator {
         self.n
     }
     fn estimate(&self) -> FrequencyEstimate {
-        let pp = PureParams { p: self.params.p, q: self.params.q };
-        pp.estimate_from_counts(self.n, self.counts().into_iter().map(|c| c as f64))
+        self.counts.pure_estimate(self.n, self.params.d, PureParams { p: self.params.p, q: self.params.q })
     }
 }
 

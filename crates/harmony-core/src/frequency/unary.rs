@@ -407,8 +407,7 @@ impl FrequencyOracle for UnaryEncoding {
         self.pure_params().report_variance(x == v)
     }
     fn worst_case_variance(&self) -> f64 {
-        let pp = self.pure_params();
-        pp.report_variance(true).max(pp.report_variance(false))
+        self.pure_params().worst_case_variance()
     }
     fn aggregate_variance(&self, freqs: &[f64], v: usize) -> f64 {
         self.pure_params().aggregate_variance(freqs[v])
@@ -433,9 +432,7 @@ pub struct UnaryAggregator {
 impl UnaryAggregator {
     /// The number of reports with each bit set (length d).
     pub fn counts(&self) -> Vec<u64> {
-        let mut c = self.counts.totals();
-        c.truncate(self.params.d);
-        c
+        self.counts.first_totals(self.params.d)
     }
 }
 
@@ -496,8 +493,7 @@ impl Aggregator for UnaryAggregator {
         self.n
     }
     fn estimate(&self) -> FrequencyEstimate {
-        let pp = PureParams { p: self.params.p, q: self.params.q };
-        pp.estimate_from_counts(self.n, self.counts().into_iter().map(|c| c as f64))
+        self.counts.pure_estimate(self.n, self.params.d, PureParams { p: self.params.p, q: self.params.q })
     }
 }
 
@@ -693,6 +689,18 @@ impl BitSlicedCounts {
         self.flushed = flushed;
         self.planes.iter_mut().for_each(|p| *p = 0);
         self.pending = 0;
+    }
+
+    /// The counts of the first `d` categories.
+    pub(crate) fn first_totals(&self, d: usize) -> Vec<u64> {
+        let mut c = self.totals();
+        c.truncate(d);
+        c
+    }
+
+    /// The pure oracle's estimate from the counts of the first `d` categories over `n` reports.
+    pub(crate) fn pure_estimate(&self, n: u64, d: usize, pp: PureParams) -> FrequencyEstimate {
+        pp.estimate_from_counts(n, self.first_totals(d).into_iter().map(|c| c as f64))
     }
 
     /// All counts (64 per word).
