@@ -81,7 +81,7 @@ pub const TAIL_CUT: f64 = 42.0;
 /// # Truncation
 /// These mechanisms add unbounded noise; their samplers clamp t + noise to [−B, B] before
 /// rounding, and their decoders refuse any report beyond ±B (one grid unit of slack for the
-/// rounding), so an accumulator of reports is bounded (see `NumSums` in `strategy.rs`).
+/// rounding), so an accumulator of reports is bounded (see `NumSums` in `strategy/aggregate.rs`).
 ///
 /// * *Privacy*: clamping is post-processing of the exactly ε-LDP output: ε-LDP is unchanged.
 /// * *Probability*: the clamp acts only when the noise exceeds B − 1 ≥ 2 + 84/ε in magnitude:
