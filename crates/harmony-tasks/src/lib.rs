@@ -39,6 +39,7 @@ pub mod range;
 pub mod registry;
 pub mod simulate;
 pub mod state;
+pub mod text;
 pub mod train;
 
 pub use erased::{DeviceSide, ReportColumns, Task, TaskAggregator, Typed, document};

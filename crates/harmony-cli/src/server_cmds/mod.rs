@@ -27,7 +27,7 @@ use harmony_analytics::heavy::ItemCodec;
 use harmony_client::budget::{self, Clock};
 use harmony_client::policy::delta_of;
 use harmony_client::{Client, FileLedger, Policy, SystemClock};
-use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, Query};
 use harmony_protocol::spec::{ItemEncoding, TaskSpec};
 use harmony_protocol::{CollectionConfig, CreateCollection, Created, to_hex};
 use std::path::{Path, PathBuf};
@@ -571,37 +571,7 @@ pub fn truth(
     // reads is left out, as `submit --invalid skip` leaves it out.
     let options = submit::read_options(config, None, crate::data::InvalidPolicy::Skip)?;
     let population = submit::read_devices(config, path, None, &options)?.0;
-    let schema = config.schema()?;
-    Ok(match (&config.task, &doc.result) {
-        (TaskSpec::Means(_), _) => Some(Truth::Means(render::record_truth(schema, population.values()))),
-        (TaskSpec::Frequency(f), _) => {
-            let t = render::record_truth(schema, population.values());
-            let j = schema.attributes().iter().position(|a| a.name() == f.attribute).context("the attribute")?;
-            Some(Truth::Frequency(t[j].clone()))
-        }
-        (TaskSpec::Range(_), _) => {
-            let task = harmony_tasks::range::RangeTask::new(config.clone())?;
-            Some(Truth::Range { bins: render::range_bins(&task, &population.inputs())? })
-        }
-        (TaskSpec::LinearQueries(_), _) => {
-            let task = harmony_tasks::linear::LinearTask::new(config.clone())?;
-            let p = render::linear_distribution(&task, &population.inputs())?;
-            Some(Truth::Linear { answers: task.workload().apply(&p) })
-        }
-        (TaskSpec::Marginals(_), TaskEstimate::Marginals(m)) => {
-            let task = harmony_tasks::marginals::MarginalsTask::new(config.clone())?;
-            let cells = m
-                .marginals
-                .iter()
-                .map(|r| {
-                    let t = crate::simulate_tasks::marginals::true_cells(&task, population.values(), schema.len(), r)?;
-                    Ok((r.attributes.clone(), t))
-                })
-                .collect::<Result<_>>()?;
-            Some(Truth::Marginals(cells))
-        }
-        _ => None,
-    })
+    Ok(harmony_tasks::text::truth_of_rows(config, doc, population.values(), &population.inputs())?)
 }
 
 /// Runs `harmony query`: the collection's estimate document (with the truth of `--data`).

@@ -12,7 +12,7 @@ use clap::Args;
 use harmony_client::{Client, ClientError, DeviceTask, Policy, SimulatedDevices};
 use harmony_core::schema::{Schema, Value};
 use harmony_learn::cv::Experiment;
-use harmony_protocol::estimates::{EstimateDocument, TrainEstimate};
+use harmony_protocol::estimates::EstimateDocument;
 use harmony_protocol::spec::{GradientMechanism, Model, Schedule, TaskSpec, TrainSpec};
 use harmony_protocol::{CollectionConfig, DeviceKey, GradientPost, ModelState};
 use harmony_tasks::Input;
@@ -489,26 +489,6 @@ pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Prints a training collection's estimate document (the model) as a table.
-pub fn print_model_doc(doc: &EstimateDocument, t: &TrainEstimate) {
-    let m = &t.state;
-    println!(
-        "collection {}: round {}{}, {} of {} gradients in the round, {} in all, ε = {}",
-        doc.collection,
-        m.round,
-        if m.done { " (training done)" } else { "" },
-        m.received,
-        m.batch_size,
-        doc.reports,
-        doc.epsilon
-    );
-    println!("{:<40} {:>12}", "feature", "coefficient");
-    for (f, w) in t.features.iter().zip(&m.model) {
-        let f: String = f.chars().take(40).collect();
-        println!("{f:<40} {w:>12.6}");
-    }
 }
 
 fn print_model(r: &ModelReport) {

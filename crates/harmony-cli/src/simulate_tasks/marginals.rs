@@ -20,6 +20,7 @@ use harmony_core::schema::{Schema, Value};
 use harmony_protocol::estimates::{EstimateDocument, MarginalResult, TaskEstimate};
 use harmony_protocol::spec::{MarginalsSpec, TaskSpec};
 use harmony_tasks::marginals::MarginalsTask;
+use harmony_tasks::text::true_cells;
 use harmony_tasks::{Input, Task, TaskAggregator};
 use std::sync::Mutex;
 
@@ -47,27 +48,6 @@ impl Marginals {
         cache.push((m.attributes.clone(), cells.clone()));
         Ok(cells)
     }
-}
-
-/// The true cells of a document's marginal (row-major, the last attribute fastest) over the
-/// records `values` (`d` values each).
-pub fn true_cells(task: &MarginalsTask, values: &[Value], d: usize, m: &MarginalResult) -> Result<Vec<f64>> {
-    let names = task.spec().attributes.clone().unwrap_or_default();
-    let pos: Vec<usize> = m
-        .attributes
-        .iter()
-        .map(|a| names.iter().position(|n| n == a).ok_or_else(|| anyhow!("attribute {a} of a marginal")))
-        .collect::<Result<_>>()?;
-    let cards: Vec<usize> = m.labels.iter().map(Vec::len).collect();
-    let mut cells = vec![0.0; cards.iter().product()];
-    let rows = values.chunks_exact(d);
-    let w = 1.0 / rows.len().max(1) as f64;
-    for row in rows {
-        let codes = task.codes(row)?;
-        let cell = pos.iter().zip(&cards).fold(0usize, |acc, (&p, &c)| acc * c + codes[p] as usize);
-        cells[cell] += w;
-    }
-    Ok(cells)
 }
 
 impl Analysis for Marginals {
