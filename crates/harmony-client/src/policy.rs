@@ -221,11 +221,7 @@ fn default_max_delta() -> f64 {
 /// The δ of a config's mechanism: the Gaussian linear-queries mechanism's stated δ (`None`
 /// when it states none: the device never assumes a default), 0 for every other (pure ε-LDP).
 pub fn delta_of(config: &CollectionConfig) -> Option<f64> {
-    use harmony_protocol::spec::LinearMechanism;
-    match &config.task {
-        TaskSpec::LinearQueries(s) if s.mechanism == LinearMechanism::Gaussian => s.delta,
-        _ => Some(0.0),
-    }
+    config.task.delta()
 }
 
 pub(crate) fn refuse(rule: &str, value: impl ToString, limit: impl ToString) -> ClientError {
@@ -275,7 +271,7 @@ impl Policy {
             return Err(refuse("tasks", kind.name(), names.join(", ")));
         }
         if let Some(allowed) = &self.mechanisms {
-            for name in mechanism_names(&config.task) {
+            for name in config.task.mechanism_names() {
                 if !allowed.iter().any(|a| a == name) {
                     return Err(refuse("mechanisms", name, allowed.join(", ")));
                 }
@@ -362,25 +358,7 @@ pub fn fallback(attribute: &harmony_core::schema::Attribute, rng: &mut dyn rand:
 
 /// The mechanism, strategy and method names a config's task spec writes out.
 pub fn mechanisms_of(config: &CollectionConfig) -> Vec<String> {
-    mechanism_names(&config.task).map(str::to_string).collect()
-}
-
-/// The names of [`mechanisms_of`], without allocating: the spec's `strategy`,
-/// `numeric_mechanism`, `categorical_mechanism`, `mechanism` and `method` fields, as the config
-/// writes them out (tested against its JSON).
-fn mechanism_names(task: &TaskSpec) -> impl Iterator<Item = &'static str> {
-    let names: [Option<&'static str>; 3] = match task {
-        TaskSpec::Means(s) => {
-            [Some(s.strategy.name()), s.numeric_mechanism.map(|m| m.name()), s.categorical_mechanism.map(|m| m.name())]
-        }
-        TaskSpec::Frequency(s) => [s.mechanism.map(|m| m.name()), None, None],
-        TaskSpec::Range(s) => [Some(s.method.name()), None, None],
-        TaskSpec::HeavyHitters(s) => [Some(s.method.name()), None, None],
-        TaskSpec::Marginals(s) => [Some(s.method.name()), None, None],
-        TaskSpec::LinearQueries(s) => [Some(s.mechanism.name()), None, None],
-        TaskSpec::Train(s) => [Some(s.mechanism.name()), None, None],
-    };
-    names.into_iter().flatten()
+    config.task.mechanism_names().map(str::to_string).collect()
 }
 
 #[cfg(test)]

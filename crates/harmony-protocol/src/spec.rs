@@ -123,6 +123,35 @@ impl TaskSpec {
             TaskSpec::Train(_) => TaskKind::Train,
         }
     }
+
+    /// The mechanism, strategy and method names the spec writes out: its `strategy`,
+    /// `numeric_mechanism`, `categorical_mechanism`, `mechanism` and `method` fields, as the
+    /// config's JSON has them (what a device policy's allowlist is checked against).
+    pub fn mechanism_names(&self) -> impl Iterator<Item = &'static str> {
+        let names: [Option<&'static str>; 3] = match self {
+            TaskSpec::Means(s) => [
+                Some(s.strategy.name()),
+                s.numeric_mechanism.map(|m| m.name()),
+                s.categorical_mechanism.map(|m| m.name()),
+            ],
+            TaskSpec::Frequency(s) => [s.mechanism.map(|m| m.name()), None, None],
+            TaskSpec::Range(s) => [Some(s.method.name()), None, None],
+            TaskSpec::HeavyHitters(s) => [Some(s.method.name()), None, None],
+            TaskSpec::Marginals(s) => [Some(s.method.name()), None, None],
+            TaskSpec::LinearQueries(s) => [Some(s.mechanism.name()), None, None],
+            TaskSpec::Train(s) => [Some(s.mechanism.name()), None, None],
+        };
+        names.into_iter().flatten()
+    }
+
+    /// The δ of the spec's mechanism: the Gaussian linear-queries mechanism's stated δ (`None`
+    /// when it states none: a device never assumes a default), 0 for every other (pure ε-LDP).
+    pub fn delta(&self) -> Option<f64> {
+        match self {
+            TaskSpec::LinearQueries(s) if s.mechanism == LinearMechanism::Gaussian => s.delta,
+            _ => Some(0.0),
+        }
+    }
 }
 
 /// `means`: a device randomizes its whole record under one multi-attribute strategy.
