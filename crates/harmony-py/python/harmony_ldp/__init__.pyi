@@ -182,6 +182,7 @@ class Device:
         approximate: bool = False,
         max_delta: Optional[float] = None,
         budget: Optional[Union[str, Mapping[str, float]]] = None,
+        max_item_id: Optional[int] = None,
         store: Optional[Union[str, "os.PathLike[str]"]] = None,
         invalid: str = "error",
         batch: int = 1000,

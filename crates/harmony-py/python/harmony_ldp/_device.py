@@ -31,7 +31,8 @@ class Device:
     (then δ ≤ ``max_delta``, default 1e-9); when given only the ``tasks``
     (``["means", "frequency", …]``) and ``mechanisms`` (``["grr", "oue", …]``) listed; and
     with ``budget`` (``"E/DAYS"`` or ``{"epsilon": E, "days": DAYS, "delta": D}``) at most E
-    in total over any rolling window of DAYS days. A collection asking for more is refused
+    in total over any rolling window of DAYS days; ``max_item_id``: the app's largest
+    heavy-hitter item id (a config whose code cannot hold it is refused). A collection asking for more is refused
     before anything is randomized, with a ``HarmonyError`` whose ``field`` names the rule
     (``policy.max_epsilon``, ``policy.budget``).
 
@@ -72,6 +73,7 @@ class Device:
         approximate: bool = False,
         max_delta: Optional[float] = None,
         budget: Optional[Union[str, Mapping[str, float]]] = None,
+        max_item_id: Optional[int] = None,
         store: Optional[Union[str, "os.PathLike[str]"]] = None,
         invalid: str = "error",
         batch: int = BATCH,
@@ -92,6 +94,8 @@ class Device:
             self.policy["max_delta"] = check.real(max_delta, "max_delta")
         if budget is not None:
             self.policy["budget"] = budget if isinstance(budget, str) else dict(budget)
+        if max_item_id is not None:
+            self.policy["max_item_id"] = check.integer(max_item_id, "max_item_id")
         self.invalid = _invalid(invalid)
         self.store = None if store is None else os.fspath(store)
         self._device = _native.NativeDevice(json.dumps(self.policy), self.store)
