@@ -9,6 +9,9 @@
 //       the server counts 100 reports;
 //   (e) missing values: a schema with missing policies; null or absent fields are reported as
 //       missing, the estimates carry the missing shares.
+//   (f) two pages of one origin racing on one device state make one report per collection;
+//   (g) the hostile-server harness's shared list of adversarial configs: each refused by its
+//       rule or answered with one report.
 // Run: web/build.sh && web/build.sh --vectors && (cd web && npm ci && npm test). HARMONY_BIN
 // names the harmony binary (else target/release/harmony, else target/debug/harmony).
 // Screenshots: target/browser/. Every wait is bounded; everything started here is stopped.
@@ -192,6 +195,54 @@ test('(f) two tabs racing on one device state make one report per collection', a
   } finally {
     await second.close();
   }
+});
+
+// The hostile-server harness's shared list (crates/harmony-client/tests/hostile/configs.json, also
+// run against the Rust and Python devices): each config, served by a fake server (a fetch stub in
+// the page), is refused by the rule the list names, or accepted and answered with one report.
+test('(g) every adversarial config of the shared list is refused or answered within the policy', async () => {
+  const file = path.join(repo, 'crates/harmony-client/tests/hostile/configs.json');
+  const { cases } = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const out = await page.evaluate(async (cases) => {
+    const results = [];
+    for (const c of cases) {
+      const asked = c.asked ?? c.config.id;
+      const posted = [];
+      const fetch = async (url, init) => {
+        if (init.method === 'GET') return new Response(JSON.stringify(c.config), { status: 200 });
+        posted.push(...JSON.parse(init.body).reports);
+        return new Response(JSON.stringify({ accepted: 1, duplicates: 0 }), { status: 200 });
+      };
+      const record = Object.fromEntries((c.config.schema ?? []).map((a) =>
+        [a.name, a.kind === 'numeric' ? (a.min + a.max) / 2 : a.categories[0]]));
+      const device = new window.sdk.HarmonyDevice({ server: 'http://fake', policy: c.policy,
+        storage: window.sdk.memoryStorage(), fetch, retry: { attempts: 1 } });
+      let error = null;
+      try {
+        await device.contribute(asked, record);
+      } catch (e) {
+        error = e.message;
+      }
+      const spends = device.state().spends ?? [];
+      results.push({ name: c.name, refused: c.refused, error, posted: posted.length, spends: spends.map((s) => s.epsilon) });
+    }
+    return results;
+  }, cases);
+  assert.equal(out.length, cases.length);
+  for (const [i, r] of out.entries()) {
+    if (r.refused === null) {
+      assert.equal(r.error, null, `${r.name}: ${r.error}`);
+      assert.equal(r.posted, 1, r.name);
+      assert.deepEqual(r.spends, [cases[i].config.epsilon], r.name);
+    } else {
+      assert.ok(r.error, `${r.name}: accepted, expected refused by ${r.refused}`);
+      const policy = r.error.startsWith("the device's policy refuses this collection: ");
+      if (r.refused === 'config') assert.ok(!policy, `${r.name}: ${r.error}`);
+      else assert.ok(policy && r.error.includes(`: ${r.refused} is `), `${r.name}: ${r.error}`);
+      assert.equal(r.posted, 0, r.name);
+    }
+  }
+  console.log(`hostile configs: ${out.length} (${out.filter((r) => r.refused !== null).length} refused as listed)`);
 });
 
 test('the shipped bundle is ≤ 300 KB gzipped (wasm + JS glue + wrapper)', () => {
