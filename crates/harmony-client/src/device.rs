@@ -208,6 +208,10 @@ impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
 /// the state (returned after the update, which then writes nothing).
 type Outcome = Option<Result<LedgerEntry>>;
 
+/// What makes a collection's entry in a ledger update: randomizes with the device's generator,
+/// charges at its clock (recording the spend in the state), or refuses.
+type Make<'a> = dyn FnMut(&mut LedgerState, &mut ChaCha20Rng, Option<&dyn Clock>) -> Result<LedgerEntry> + 'a;
+
 impl<L: Ledger> Device<L> {
     /// A device with an OS-seeded generator and no clock: it records no spends and refuses
     /// every collection whose policy sets a budget.
@@ -226,6 +230,10 @@ impl<L: Ledger> Device<L> {
     /// The ledger.
     pub fn ledger(&self) -> &L {
         &self.ledger
+    }
+    /// The ledger, giving the device up.
+    pub fn into_ledger(self) -> L {
+        self.ledger
     }
 
     /// The report this device sends to a collection: randomized once and recorded in the ledger
@@ -251,11 +259,7 @@ impl<L: Ledger> Device<L> {
     /// In one update of the ledger (under its lock): the kept entry of collection `id` (`Err`
     /// once acknowledged), or the entry `make` randomizes, recorded under `id` with whatever
     /// `make` changed in the state (its charge). A refusal of `make` writes nothing.
-    fn kept_or_made(
-        &mut self,
-        id: &str,
-        make: &mut dyn FnMut(&mut LedgerState, &mut ChaCha20Rng, Option<&dyn Clock>) -> Result<LedgerEntry>,
-    ) -> Result<LedgerEntry> {
+    fn kept_or_made(&mut self, id: &str, make: &mut Make<'_>) -> Result<LedgerEntry> {
         let Device { rng, ledger, clock } = self;
         let mut out: Outcome = None;
         ledger.update(&mut |state| {

@@ -117,15 +117,17 @@ impl harmony_client::Ledger for Store {
     }
 }
 
-/// One device of `harmony_client`: its policy, its OS-seeded generator and its store (report
-/// ledger, budget spends and series' permanent reports in one state, one file under an OS
-/// lock), charged at the system clock's time. Bound to the thread that made it (its clock is
-/// not `Send`).
-#[pyclass(frozen, unsendable, module = "harmony_ldp._native")]
+/// One device of `harmony_client`: its policy and its store (report ledger, budget spends and
+/// series' permanent reports in one state, one file under an OS lock). Each call runs a
+/// `harmony_client::Device` over the store, with an OS-seeded generator, charged at the system
+/// clock's time.
+#[pyclass(frozen, module = "harmony_ldp._native")]
 pub struct NativeDevice {
     policy: Policy,
-    device: std::sync::Mutex<harmony_client::Device<Store>>,
+    store: std::sync::Mutex<Store>,
 }
+
+type ClientDevice = harmony_client::Device<Store>;
 
 impl NativeDevice {
     fn task(&self, config: &str) -> PyResult<DeviceTask> {
@@ -133,8 +135,14 @@ impl NativeDevice {
             CollectionConfig::from_json(config).map_err(|e| param_error("config", e, "a collection config"))?;
         DeviceTask::with_policy(config, self.policy.clone()).map_err(client_error)
     }
-    fn device(&self) -> std::sync::MutexGuard<'_, harmony_client::Device<Store>> {
-        self.device.lock().unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on a device over the store (given back afterwards, whatever `f` returns).
+    fn with_device<T>(&self, f: impl FnOnce(&mut ClientDevice) -> T) -> T {
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = std::mem::replace(&mut *store, Store::Memory(harmony_client::MemoryLedger::default()));
+        let mut device = harmony_client::Device::with_budget(taken, harmony_client::SystemClock);
+        let out = f(&mut device);
+        *store = device.into_ledger();
+        out
     }
 }
 
@@ -151,8 +159,7 @@ impl NativeDevice {
             Some(path) => Store::File(harmony_client::FileLedger::open(&path).map_err(client_error)?),
             None => Store::Memory(harmony_client::MemoryLedger::default()),
         };
-        let device = harmony_client::Device::with_budget(store, harmony_client::SystemClock);
-        Ok(NativeDevice { policy, device: std::sync::Mutex::new(device) })
+        Ok(NativeDevice { policy, store: std::sync::Mutex::new(store) })
     }
 
     /// This device's one report to the collection of `config` for its record (one row of
@@ -168,29 +175,31 @@ impl NativeDevice {
             return Err(input_error("record", format!("{n} rows"), "one row (one device)"));
         }
         let input = Input::Record(&record);
-        let mut device = self.device();
-        let entry = match series {
-            Some(s) => device.prepare_series(&task, s, &input),
-            None => device.prepare(&task, &input),
-        }
-        .map_err(client_error)?;
+        let entry = self
+            .with_device(|device| match series {
+                Some(s) => device.prepare_series(&task, s, &input),
+                None => device.prepare(&task, &input),
+            })
+            .map_err(client_error)?;
         Ok((entry.item.id, entry.item.report))
     }
 
     /// Records the server's acknowledgement of the collection's report.
     fn acknowledge(&self, collection: &str) -> PyResult<()> {
-        self.device().acknowledge(collection).map_err(client_error)
+        self.with_device(|device| device.acknowledge(collection)).map_err(client_error)
     }
 
     /// Charges the collection of `config` once for a batch of devices sent from this machine
     /// (refused by the budget, or when the collection was already charged here).
     fn charge_batch(&self, config: &str) -> PyResult<()> {
         let task = self.task(config)?;
-        self.device().charge_batch(&task).map(drop).map_err(client_error)
+        self.with_device(|device| device.charge_batch(&task)).map(drop).map_err(client_error)
     }
 
     /// The spends in the store: `(key, epsilon, delta, unix seconds)`.
     fn spends(&self) -> Vec<(String, f64, f64, u64)> {
-        self.device().spends().iter().map(|s| (s.collection.clone(), s.epsilon, s.delta, s.at)).collect()
+        self.with_device(|device| {
+            device.spends().iter().map(|s| (s.collection.clone(), s.epsilon, s.delta, s.at)).collect()
+        })
     }
 }

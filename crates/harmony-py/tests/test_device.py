@@ -123,3 +123,13 @@ def test_device_invalid_skip_counts_the_skipped_rows(server):  # noqa: F811
     with pytest.raises(hl.HarmonyError) as e:
         hl.Device(server, invalid="sometimes")
     assert e.value.field == "invalid"
+
+
+def test_device_reports_a_uniform_value_in_place_of_one_the_schema_cannot_encode(server):  # noqa: F811
+    """A label outside the server's list, a missing or non-numeric number: the device reports a
+    uniformly random value in its place (never refuses: a refusal would tell the server the
+    device's value is outside its list)."""
+    for record in ({"age": 30, "race": "zebra"}, {"age": None, "race": "a"}, {"age": "old", "race": "b"}, {}):
+        cid = collection(server)
+        assert hl.Device(server).report(cid, record) == {"accepted": 1, "duplicates": 0}, record
+        assert reports(server, cid) == 1

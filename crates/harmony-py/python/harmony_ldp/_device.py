@@ -52,7 +52,7 @@ class Device:
     is retried with the same bytes and ids, so the server counts it once. For
     ``heavy-hitters`` the frame is the devices' items (a sequence of strings or of lists of
     strings). Training collections report in rounds: use ``harmony submit``. A ``Device`` is
-    used from the thread that made it.
+    used from any thread.
 
     >>> import harmony_ldp as hl
     >>> hl.Device("http://127.0.0.1:9", max_epsilon=2.0)
@@ -200,7 +200,11 @@ class Device:
         to value; numeric values clamped to the schema's range): randomized once, charged and
         kept in the store before it is posted; a retry after a failure (or after a restart
         with the same store) resends the same report under the same id, and a collection
-        already acknowledged raises ``HarmonyError`` (field ``collection``). For a recurring
+        already acknowledged raises ``HarmonyError`` (field ``collection``). A value the
+        server's schema cannot encode (a label outside its list, a missing value under
+        ``missing = "error"``, text for a number) is replaced by a uniformly random value
+        (OS CSPRNG): the device reports either way, so whether it reports never depends on
+        its data, and a report of a uniform value is within e^ε of any real value's. For a recurring
         frequency ``series``, the series' permanent report (memoized, charged once per epoch).
         Returns ``{"accepted", "duplicates"}``.
 
@@ -213,7 +217,7 @@ class Device:
         config = self.config(collection)
         if not isinstance(record, Mapping):
             raise _error("invalid input", "record", f"a {type(record).__name__}", "a mapping of attribute to value")
-        columns, _ = _encode(config, {k: [v] for k, v in record.items()}, "error")
+        columns, _ = _encode(config, _encodable(config, record), "error")
         item = self._device.prepare(json.dumps(config), columns, series)
         ack = self._post(collection, config, [item])
         self._device.acknowledge(collection)
@@ -269,3 +273,29 @@ def _encode(config: Mapping[str, Any], frame: Any, invalid: str) -> Tuple[List[n
             cols[a["name"]] = fixed
     columns, counts = Schema({"attributes": attributes, "invalid": invalid}).encode(cols)
     return columns, {**counts, "clamped": clamped}
+
+
+def _encodable(config: Mapping[str, Any], record: Mapping[str, Any]) -> Dict[str, List[Any]]:
+    """The record as a one-row frame whose every value the config's schema encodes: a value it
+    cannot (an unknown label, a missing value its ``missing`` policy does not cover, text for a
+    number) is replaced by a uniformly random one, drawn with the OS CSPRNG (the Rust and
+    browser SDKs' ``policy::fallback``)."""
+    import secrets
+
+    from ._records import _labels, _missing_numbers, _numbers
+
+    out: Dict[str, List[Any]] = {k: [v] for k, v in record.items()}
+    for a in config.get("schema") or []:
+        name, covered = a["name"], a.get("missing", "error") != "error"
+        cell = out.get(name, [None])
+        if a["kind"] == "numeric":
+            x = _numbers(cell)
+            ok = not np.isnan(x[0]) or (covered and bool(_missing_numbers(cell, x)[0]))
+            if not ok:
+                cell = [a["min"] + (a["max"] - a["min"]) * secrets.randbits(53) / 2**53]
+        else:
+            label = _labels(cell)[0]
+            if label not in a["categories"] and not (covered and label == "?"):
+                cell = [a["categories"][secrets.randbelow(len(a["categories"]))]]
+        out[name] = cell
+    return out
