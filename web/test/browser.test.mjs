@@ -9,6 +9,9 @@
 //       the server counts 100 reports;
 //   (e) missing values: a schema with missing policies; null or absent fields are reported as
 //       missing, the estimates carry the missing shares.
+//   (f) two pages of one origin racing on one device state make one report per collection;
+//   (g) the hostile-server harness's shared list of adversarial configs: each refused by its
+//       rule or answered with one report.
 // Run: web/build.sh && web/build.sh --vectors && (cd web && npm ci && npm test). HARMONY_BIN
 // names the harmony binary (else target/release/harmony, else target/debug/harmony).
 // Screenshots: target/browser/. Every wait is bounded; everything started here is stopped.
@@ -85,7 +88,8 @@ test('(a) the shared vectors are bit-identical in wasm; the shipped bundle has n
       if (item.id !== x.report_id || item.report !== x.report_bytes) bad.push({ x, item });
     }
     const shipped = await import('/sdk/pkg/harmony_wasm.js');
-    const r = { total: doc.vectors.length, bad, shippedHasVectorItem: 'vectorItem' in shipped };
+    const r = { total: doc.vectors.length, bad, shippedHasVectorItem: 'vectorItem' in shipped,
+      shippedHasRandomize: 'randomize' in shipped.Collection.prototype };
     window.report('shared vectors bit-identical', `${r.total - bad.length} / ${r.total}`);
     return r;
   }, vectors);
@@ -93,6 +97,7 @@ test('(a) the shared vectors are bit-identical in wasm; the shipped bundle has n
   assert.deepEqual(out.bad, []);
   assert.ok(out.total >= 60);
   assert.equal(out.shippedHasVectorItem, false, 'the shipped bundle must not export a seeded path');
+  assert.equal(out.shippedHasRandomize, false, 'the shipped bundle must not randomize without ledger and budget');
 });
 
 test('(b) bad configs are refused in the browser with the Rust client\'s messages', async () => {
@@ -127,8 +132,11 @@ test('(c) randomize + encode one Adult record: median per call ≤ 20 µs', asyn
     const c = vectors.configs.findIndex((x) => x.id === id);
     return { id, config: vectors.configs[c], record: vectors.vectors.find((v) => v.config === c).record };
   });
-  const out = await page.evaluate(({ cases, BATCHES, PER_BATCH }) => {
-    const { Collection } = window.sdk;
+  const out = await page.evaluate(async ({ cases, BATCHES, PER_BATCH }) => {
+    // `randomize` (no ledger, no budget) exists only in the test bundle.
+    const v = await import('/vectors/harmony_wasm.js');
+    await v.default();
+    const { Collection } = v;
     const colls = cases.map(({ id, config }) => new Collection(JSON.stringify(config), '', id));
     const calls = cases.map(({ record }, k) => () => colls[k].randomize(JSON.stringify(record)));
     for (const call of calls) for (let i = 0; i < 2000; i++) call();
@@ -153,6 +161,88 @@ test('(c) randomize + encode one Adult record: median per call ≤ 20 µs', asyn
     console.log(`speed ${r.id}: median ${r.median.toFixed(2)} µs/record (${BATCHES} batches of ${PER_BATCH}; min ${r.min.toFixed(2)}, max ${r.max.toFixed(2)}; cross-origin isolated ${r.isolated})`);
   }
   for (const r of out) assert.ok(r.median <= 20, `${r.id}: ${r.median} µs > 20 µs`);
+});
+
+// Two pages of one origin share localStorage: each device call holds a Web Lock on the state, so
+// racing tabs make one report per collection (the other tab resends it or is refused).
+test('(f) two tabs racing on one device state make one report per collection', async () => {
+  const base = vectors.configs.find((c) => c.id === 'frequency-olh');
+  const record = vectors.vectors.find((v) => vectors.configs[v.config] === base).record;
+  const second = await browser.newPage();
+  try {
+    second.setDefaultTimeout(120000);
+    await second.goto(`${web.base}/test/page.html`);
+    assert.equal(await second.evaluate(() => window.sdkReady), true);
+    const ids = Array.from({ length: 20 }, (_, i) => `tabs-${i}`);
+    const race = (p) => p.evaluate(async ({ base, record, ids }) => {
+      const posted = [];
+      const fetch = async (url, init) => {
+        const id = decodeURIComponent(url.split('/')[5]);
+        if (init.method === 'GET') return new Response(JSON.stringify({ ...base, id }), { status: 200 });
+        for (const r of JSON.parse(init.body).reports) posted.push([id, r.id, r.report]);
+        return new Response(JSON.stringify({ accepted: 1, duplicates: 0 }), { status: 200 });
+      };
+      const device = new window.sdk.HarmonyDevice({ server: 'http://fake', storageKey: 'tabs-race', fetch });
+      await Promise.all(ids.map((id) => device.contribute(id, record).catch((e) => e.message)));
+      return posted;
+    }, { base, record, ids });
+    const [a, b] = await Promise.all([race(page), race(second)]);
+    const reports = new Map();
+    for (const [id, rid, rep] of [...a, ...b]) reports.set(id, (reports.get(id) ?? new Set()).add(`${rid}:${rep}`));
+    console.log(`two tabs: ${a.length} + ${b.length} posts over ${reports.size} collections`);
+    assert.equal(reports.size, ids.length);
+    for (const [id, set] of reports) assert.equal(set.size, 1, `${id}: ${set.size} distinct reports`);
+  } finally {
+    await second.close();
+  }
+});
+
+// The hostile-server harness's shared list (crates/harmony-client/tests/hostile/configs.json, also
+// run against the Rust and Python devices): each config, served by a fake server (a fetch stub in
+// the page), is refused by the rule the list names, or accepted and answered with one report.
+test('(g) every adversarial config of the shared list is refused or answered within the policy', async () => {
+  const file = path.join(repo, 'crates/harmony-client/tests/hostile/configs.json');
+  const { cases } = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const out = await page.evaluate(async (cases) => {
+    const results = [];
+    for (const c of cases) {
+      const asked = c.asked ?? c.config.id;
+      const posted = [];
+      const fetch = async (url, init) => {
+        if (init.method === 'GET') return new Response(JSON.stringify(c.config), { status: 200 });
+        posted.push(...JSON.parse(init.body).reports);
+        return new Response(JSON.stringify({ accepted: 1, duplicates: 0 }), { status: 200 });
+      };
+      const record = Object.fromEntries((c.config.schema ?? []).map((a) =>
+        [a.name, a.kind === 'numeric' ? (a.min + a.max) / 2 : a.categories[0]]));
+      const device = new window.sdk.HarmonyDevice({ server: 'http://fake', policy: c.policy,
+        storage: window.sdk.memoryStorage(), fetch, retry: { attempts: 1 } });
+      let error = null;
+      try {
+        await device.contribute(asked, record);
+      } catch (e) {
+        error = e.message;
+      }
+      const spends = device.state().spends ?? [];
+      results.push({ name: c.name, refused: c.refused, error, posted: posted.length, spends: spends.map((s) => s.epsilon) });
+    }
+    return results;
+  }, cases);
+  assert.equal(out.length, cases.length);
+  for (const [i, r] of out.entries()) {
+    if (r.refused === null) {
+      assert.equal(r.error, null, `${r.name}: ${r.error}`);
+      assert.equal(r.posted, 1, r.name);
+      assert.deepEqual(r.spends, [cases[i].config.epsilon], r.name);
+    } else {
+      assert.ok(r.error, `${r.name}: accepted, expected refused by ${r.refused}`);
+      const policy = r.error.startsWith("the device's policy refuses this collection: ");
+      if (r.refused === 'config') assert.ok(!policy, `${r.name}: ${r.error}`);
+      else assert.ok(policy && r.error.includes(`: ${r.refused} is `), `${r.name}: ${r.error}`);
+      assert.equal(r.posted, 0, r.name);
+    }
+  }
+  console.log(`hostile configs: ${out.length} (${out.filter((r) => r.refused !== null).length} refused as listed)`);
 });
 
 test('the shipped bundle is ≤ 300 KB gzipped (wasm + JS glue + wrapper)', () => {

@@ -208,6 +208,10 @@ impl<L: Ledger + std::fmt::Debug> std::fmt::Debug for Device<L> {
 /// the state (returned after the update, which then writes nothing).
 type Outcome = Option<Result<LedgerEntry>>;
 
+/// What makes a collection's entry in a ledger update: randomizes with the device's generator,
+/// charges at its clock (recording the spend in the state), or refuses.
+type Make<'a> = dyn FnMut(&mut LedgerState, &mut ChaCha20Rng, Option<&dyn Clock>) -> Result<LedgerEntry> + 'a;
+
 impl<L: Ledger> Device<L> {
     /// A device with an OS-seeded generator and no clock: it records no spends and refuses
     /// every collection whose policy sets a budget.
@@ -227,6 +231,10 @@ impl<L: Ledger> Device<L> {
     pub fn ledger(&self) -> &L {
         &self.ledger
     }
+    /// The ledger, giving the device up.
+    pub fn into_ledger(self) -> L {
+        self.ledger
+    }
 
     /// The report this device sends to a collection: randomized once and recorded in the ledger
     /// (with its charge, in one update) before it is sent; later calls return the same entry (a
@@ -241,6 +249,17 @@ impl<L: Ledger> Device<L> {
     /// recorded in one update of the ledger (under its lock).
     fn entry(&mut self, task: &DeviceTask, input: &Input<'_>, round: Option<u64>) -> Result<LedgerEntry> {
         let id = &task.config.id;
+        self.kept_or_made(id, &mut |state, rng, clock| {
+            let spend = charge(clock, task, state, id)?;
+            let item = task.item(input, rng, &mut harmony_core::sampling::secure_rng())?;
+            state.spends.extend(spend);
+            Ok(LedgerEntry { item, acknowledged: false, round })
+        })
+    }
+    /// In one update of the ledger (under its lock): the kept entry of collection `id` (`Err`
+    /// once acknowledged), or the entry `make` randomizes, recorded under `id` with whatever
+    /// `make` changed in the state (its charge). A refusal of `make` writes nothing.
+    fn kept_or_made(&mut self, id: &str, make: &mut Make<'_>) -> Result<LedgerEntry> {
         let Device { rng, ledger, clock } = self;
         let mut out: Outcome = None;
         ledger.update(&mut |state| {
@@ -248,11 +267,8 @@ impl<L: Ledger> Device<L> {
                 out = Some(kept);
                 return Ok(false);
             }
-            let spend = charge(clock.as_deref(), task, state, id)?;
-            let item = task.item(input, rng, &mut harmony_core::sampling::secure_rng())?;
-            let e = LedgerEntry { item, acknowledged: false, round };
-            state.spends.extend(spend);
-            state.ledger.insert(id.clone(), e.clone());
+            let e = make(state, rng, clock.as_deref())?;
+            state.ledger.insert(id.to_string(), e.clone());
             out = Some(Ok(e));
             Ok(true)
         })?;
@@ -266,15 +282,8 @@ impl<L: Ledger> Device<L> {
     /// [`Device::prepare`], in the same update. Refused (rule `memoization`) for other tasks.
     pub fn prepare_series(&mut self, task: &DeviceTask, series: &str, input: &Input<'_>) -> Result<LedgerEntry> {
         let key = crate::memo::series_key(task, series, input)?;
-        let id = &task.config.id;
         let refresh = task.policy.series_refresh;
-        let Device { rng, ledger, clock } = self;
-        let mut out: Outcome = None;
-        ledger.update(&mut |state| {
-            if let Some(kept) = kept(state, id) {
-                out = Some(kept);
-                return Ok(false);
-            }
+        self.kept_or_made(&task.config.id, &mut |state, rng, clock| {
             let held = state.series.get(&key);
             let n = held.map_or(0, |s| s.collections);
             let epoch = refresh.map_or(0, |k| n / k);
@@ -282,19 +291,44 @@ impl<L: Ledger> Device<L> {
             let (report, spend) = match held {
                 Some(s) if s.epoch == epoch => (s.report.clone(), None),
                 _ => {
-                    let spend = charge(clock.as_deref(), task, state, &crate::memo::epoch_key(&key, epoch))?;
+                    let spend = charge(clock, task, state, &crate::memo::epoch_key(&key, epoch))?;
                     (task.item(input, rng, &mut ids)?.report, spend)
                 }
             };
             let item = ReportItem { id: report_id(&mut ids), report: report.clone() };
-            let e = LedgerEntry { item, acknowledged: false, round: None };
             state.series.insert(key.clone(), SeriesEntry { collections: n + 1, epoch, report });
             state.spends.extend(spend);
-            state.ledger.insert(id.clone(), e.clone());
-            out = Some(Ok(e));
+            Ok(LedgerEntry { item, acknowledged: false, round: None })
+        })
+    }
+    /// Charges `task`'s collection once in the ledger for a batch of devices an app sends
+    /// from one machine (each randomizing its own record, as `harmony submit` does): the
+    /// policy's budget is checked and the spend recorded in one update (under the ledger's
+    /// lock); a collection already charged (a second run, or a report of this device) is
+    /// refused (rule `ledger`). A device without a clock records the spend at time 0.
+    pub fn charge_batch(&mut self, task: &DeviceTask) -> Result<Spend> {
+        let cost = Cost { epsilon: task.config.epsilon, delta: crate::policy::delta_of(&task.config).unwrap_or(0.0) };
+        let budget = task.policy.budget.as_ref();
+        if let (None, Some(b)) = (&self.clock, budget) {
+            return Err(refuse("budget", "a device without a clock", b));
+        }
+        let now = self.clock.as_ref().map_or(0, |c| c.now());
+        let id = &task.config.id;
+        let mut out = None;
+        self.ledger.update(&mut |state| {
+            if state.ledger.contains_key(id) {
+                return Err(refuse(
+                    "ledger",
+                    format!("{id} already has this device's report"),
+                    "one report per charge",
+                ));
+            }
+            let spend = crate::budget::admit(&state.spends, budget, id, cost, now)?;
+            state.spends.push(spend.clone());
+            out = Some(spend);
             Ok(true)
         })?;
-        out.expect("the ledger ran the update")
+        Ok(out.expect("the ledger ran the update"))
     }
     /// Records that the server acknowledged the collection's entry.
     pub fn acknowledge(&mut self, collection: &str) -> Result<()> {

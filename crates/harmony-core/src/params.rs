@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 /// # The accepted range
 /// Every mechanism of this crate builds its ε through this type, so this is the one range of ε
 /// the library accepts (docs/PRIVACY-SAMPLERS.md). It is where the floating-point samplers are
-/// provably, or by exhaustive enumeration, ε-LDP with a slack below 10⁻⁶·ε in ln-ratio:
+/// provably, or by exhaustive enumeration, ε-LDP with a slack below 10⁻⁶·ε in ln-ratio (at
+/// PM's two edge grid points, next to ±C, below 2⁻²⁹/p_tail ≈ 2⁻²⁶/ε: docs/PRIVACY-SAMPLERS.md):
 ///
 /// * below [`MIN_EPSILON`] the float lattice of the real-valued samplers (PM, HM's PM branch,
 ///   Laplace, SCDF, staircase) is no longer fine enough against the 2⁻²⁰ report grid: the slack

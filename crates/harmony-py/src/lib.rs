@@ -27,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<numeric::NativeNumeric>()?;
     m.add_class::<records::NativeSchema>()?;
     m.add_class::<device::NativeDeviceTask>()?;
+    m.add_class::<device::NativeDevice>()?;
     m.add_class::<aggregate::NativeAggregator>()?;
     m.add_function(wrap_pyfunction!(aggregate::resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(records::simulate, m)?)?;

@@ -217,7 +217,7 @@ def test_device_client_submits_a_frame_under_its_policy(adult, adult_schema, ser
     cid, _ = analyst.create(spec)
     device = hl.Device(server, max_epsilon=4.0, batch=700)
     ack = device.submit(cid, adult.head(3000))
-    assert ack == {"devices": 3000, "accepted": 3000, "duplicates": 0}
+    assert ack == {"devices": 3000, "accepted": 3000, "duplicates": 0, "skipped": 0, "clamped": 0}
     est = analyst.estimates(cid)
     assert est.reports == 3000
     truth = adult.head(3000)["race"].value_counts(normalize=True)

@@ -4,8 +4,8 @@
 //! * `checkConfig(config, policy, asked)`: the same refusals and messages as the Rust client's
 //!   `DeviceTask::with_policy` (and `Client::config`'s collection-id check).
 //! * `Collection`: a fetched config checked against the app's policy, with a ChaCha20 generator
-//!   seeded from `crypto.getRandomValues` (getrandom's `wasm_js`); `randomize(record)` makes the
-//!   report item the Rust client makes.
+//!   seeded from `crypto.getRandomValues` (getrandom's `wasm_js`). Its `randomize(record)`
+//!   (no ledger, no budget) is in the test bundle only (the `vectors` feature).
 //! * `DeviceState`: harmony-client's `Device` (ledger: one report per collection, a retry gets
 //!   the same bytes; budget ledger across collections) over a JSON state the JS side persists.
 //!
@@ -59,8 +59,15 @@ impl Collection {
     pub fn epsilon(&self) -> f64 {
         self.0.task().config().epsilon
     }
+}
+
+/// Randomizing without the ledger or the budget exists only in the test bundle (the `vectors`
+/// feature): the shipped bundle's devices report through `DeviceState.prepare` alone.
+#[cfg(feature = "vectors")]
+#[wasm_bindgen]
+impl Collection {
     /// One report item `{"id", "report"}` (JSON) for a raw input (JSON), without ledger or
-    /// budget: for measuring and simulations. Devices report through `DeviceState.prepare`.
+    /// budget: for measuring (the test bundle only).
     pub fn randomize(&mut self, input: &str) -> Result<String, JsError> {
         self.0.randomize(input).map(|item| json(&item)).map_err(js)
     }

@@ -167,6 +167,8 @@ def plan(
 class Device:
     url: str
     policy: Dict[str, Any]
+    invalid: str
+    store: Optional[str]
     batch: int
     timeout: float
     attempts: int
@@ -177,12 +179,26 @@ class Device:
         max_epsilon: float = 10.0,
         tasks: Optional[Sequence[str]] = None,
         mechanisms: Optional[Sequence[str]] = None,
+        approximate: bool = False,
+        max_delta: Optional[float] = None,
+        budget: Optional[Union[str, Mapping[str, float]]] = None,
+        max_item_id: Optional[int] = None,
+        store: Optional[Union[str, "os.PathLike[str]"]] = None,
+        invalid: str = "error",
         batch: int = 1000,
         timeout: float = 60.0,
         attempts: int = 5,
     ) -> None: ...
     def config(self, collection: str) -> Dict[str, Any]: ...
-    def submit(self, collection: str, frame: Union[Frame, Sequence[Union[str, Sequence[str]]]]) -> Dict[str, int]: ...
+    def submit(
+        self,
+        collection: str,
+        frame: Union[Frame, Sequence[Union[str, Sequence[str]]]],
+        *,
+        invalid: Optional[str] = None,
+    ) -> Dict[str, int]: ...
+    def report(self, collection: str, record: Mapping[str, Any], *, series: Optional[str] = None) -> Dict[str, int]: ...
+    def spends(self) -> List[Dict[str, Any]]: ...
 
 class Analyst:
     url: str
