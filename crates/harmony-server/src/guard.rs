@@ -31,6 +31,13 @@ pub struct Limits {
     /// A response write that makes no progress for this long (a client that does not read its
     /// answers) closes the connection.
     pub write_timeout: Duration,
+    /// Each connection's kernel send buffer, in bytes (`SO_SNDBUF`, set on the listener and
+    /// inherited by every accepted connection; Linux doubles it for its bookkeeping; 0: the
+    /// kernel's autotuning, up to `net.ipv4.tcp_wmem`'s 4 MiB). Clients that never read their
+    /// answers pin at most this much kernel memory each until the write-progress timeout closes
+    /// them: about `max_connections` × 2 × this in all (256 MiB at the defaults), where
+    /// autotuned buffers let 512 slow readers pin 1.6 GiB.
+    pub send_buffer: usize,
     /// A request must be answered within this (503; work already started still finishes).
     pub request_timeout: Duration,
     /// Most open connections; more are answered 503 and closed.
@@ -58,6 +65,7 @@ impl Default for Limits {
             body_grace: Duration::from_secs(5),
             min_body_rate: 16 << 10,
             write_timeout: Duration::from_secs(10),
+            send_buffer: 128 << 10,
             request_timeout: Duration::from_secs(60),
             max_connections: 1024,
             max_connections_per_peer: 512,
