@@ -8,6 +8,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -166,6 +167,15 @@ pub async fn json_bodies(req: Request, next: Next) -> Response {
         return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content-type", msg).into_response();
     }
     next.run(req).await
+}
+
+/// [`json_bodies`] on the matched paths in `posted` (the API's paths that take POST): other
+/// methods and paths are left to the router (405 with `Allow`, or the route's own answer).
+pub async fn json_posts(State(posted): State<Arc<HashSet<String>>>, req: Request, next: Next) -> Response {
+    match req.extensions().get::<MatchedPath>() {
+        Some(p) if posted.contains(p.as_str()) => json_bodies(req, next).await,
+        _ => next.run(req).await,
+    }
 }
 
 /// Every error answer in the JSON error format: a response of status ≥ 400 that is not JSON
