@@ -83,9 +83,8 @@ async fn attacker(addr: SocketAddr, a: Attack, stop: Arc<AtomicBool>, opened: Ar
                 tokio::time::sleep(tick).await;
                 continue;
             }
-            match tokio::time::timeout(tick, s.read(&mut buf)).await {
-                Ok(Ok(0) | Err(_)) => break,
-                _ => {}
+            if let Ok(Ok(0) | Err(_)) = tokio::time::timeout(tick, s.read(&mut buf)).await {
+                break;
             }
         }
     }
