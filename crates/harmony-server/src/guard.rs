@@ -8,6 +8,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -31,6 +32,13 @@ pub struct Limits {
     /// A response write that makes no progress for this long (a client that does not read its
     /// answers) closes the connection.
     pub write_timeout: Duration,
+    /// Each connection's kernel send buffer, in bytes (`SO_SNDBUF`, set on the listener and
+    /// inherited by every accepted connection; Linux doubles it for its bookkeeping; 0: the
+    /// kernel's autotuning, up to `net.ipv4.tcp_wmem`'s 4 MiB). Clients that never read their
+    /// answers pin at most this much kernel memory each until the write-progress timeout closes
+    /// them: about `max_connections` × 2 × this in all (256 MiB at the defaults), where
+    /// autotuned buffers let 512 slow readers pin 1.6 GiB.
+    pub send_buffer: usize,
     /// A request must be answered within this (503; work already started still finishes).
     pub request_timeout: Duration,
     /// Most open connections; more are answered 503 and closed.
@@ -58,6 +66,7 @@ impl Default for Limits {
             body_grace: Duration::from_secs(5),
             min_body_rate: 16 << 10,
             write_timeout: Duration::from_secs(10),
+            send_buffer: 128 << 10,
             request_timeout: Duration::from_secs(60),
             max_connections: 1024,
             max_connections_per_peer: 512,
@@ -158,6 +167,15 @@ pub async fn json_bodies(req: Request, next: Next) -> Response {
         return ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "content-type", msg).into_response();
     }
     next.run(req).await
+}
+
+/// [`json_bodies`] on the matched paths in `posted` (the API's paths that take POST): other
+/// methods and paths are left to the router (405 with `Allow`, or the route's own answer).
+pub async fn json_posts(State(posted): State<Arc<HashSet<String>>>, req: Request, next: Next) -> Response {
+    match req.extensions().get::<MatchedPath>() {
+        Some(p) if posted.contains(p.as_str()) => json_bodies(req, next).await,
+        _ => next.run(req).await,
+    }
 }
 
 /// Every error answer in the JSON error format: a response of status ≥ 400 that is not JSON

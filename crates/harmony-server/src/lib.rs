@@ -148,9 +148,13 @@ pub fn router_with_limits(
     limits: &Limits,
     extend: impl FnOnce(Router<AppState>) -> Router<AppState>,
 ) -> Router {
-    let (router, _) = api_router().split_for_parts();
-    // The Content-Type check runs on routed methods only: a POST to a GET-only path is a 405.
-    let routed = extend(router.route_layer(axum::middleware::from_fn(guard::json_bodies))).fallback(not_found);
+    let (router, doc) = api_router().split_for_parts();
+    // The Content-Type check runs on the paths that take POST only: a POST to a GET-only path
+    // is a 405 whatever its Content-Type.
+    let posted: std::collections::HashSet<String> =
+        doc.paths.paths.iter().filter(|(_, item)| item.post.is_some()).map(|(path, _)| path.clone()).collect();
+    let check = axum::middleware::from_fn_with_state(std::sync::Arc::new(posted), guard::json_posts);
+    let routed = extend(router.route_layer(check)).fallback(not_found);
     limit_layers(routed.with_state(state), limits)
 }
 

@@ -214,7 +214,8 @@ pub async fn shutdown_signal() {
 /// The accept loop: HTTP/1.1 connections with hyper's header-read timeout (also the idle
 /// timeout of a kept-alive connection) and a write-progress timeout (a client that does not
 /// read its answers is disconnected), at most `max_connections` open and
-/// `max_connections_per_peer` from one address (more are answered 503 and closed). With `tls` each accepted stream is wrapped in TLS first, under the same cap;
+/// `max_connections_per_peer` from one address (more are answered 503 and closed), each with a
+/// kernel send buffer of `send_buffer` bytes (bounding what unread answers pin). With `tls` each accepted stream is wrapped in TLS first, under the same cap;
 /// a handshake not finished within the header timeout (or failing: plain HTTP to the TLS port)
 /// closes the connection. When `stop` completes, the listener closes, idle connections close and in-flight requests are answered (for at most `drain_timeout`): every
 /// acknowledged report is committed.
@@ -233,6 +234,12 @@ pub async fn serve(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout).keep_alive(true);
     let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+    if limits.send_buffer > 0 {
+        // Accepted sockets inherit the listener's buffer size (and its lock against autotuning).
+        if let Err(e) = socket2::SockRef::from(&listener).set_send_buffer_size(limits.send_buffer) {
+            tracing::warn!(error = %e, bytes = limits.send_buffer, "cannot set the connections' send buffer");
+        }
+    }
     tokio::pin!(stop);
     loop {
         let (stream, peer) = tokio::select! {

@@ -45,6 +45,32 @@ fn post_to_get_only_routes_is_405() {
     }
 }
 
+/// POST with no Content-Type and no body (schemathesis's undeclared-method probe) to a
+/// GET-only route is a 405 too: it used to be refused 415 by the Content-Type check, which ran
+/// on every routed path; a route that takes POST still answers 415.
+#[test]
+fn post_without_a_content_type_to_get_only_routes_is_405() {
+    use std::io::{Read, Write};
+    let s = start("hyg405bare");
+    let bare = |path: &str| {
+        let mut c = std::net::TcpStream::connect(s.addr()).unwrap();
+        let head =
+            format!("POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\nconnection: close\r\n\r\n");
+        c.write_all(head.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        let status: u16 = out.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (status, out.to_ascii_lowercase())
+    };
+    for path in ["/healthz", "/readyz", "/metrics", "/v1/collections/abc/config", "/v1/collections/abc/tokens/t1"] {
+        let (status, text) = bare(path);
+        assert_eq!(status, 405, "POST {path}: {text}");
+        assert!(text.contains("allow: "), "POST {path}: {text}");
+    }
+    let (status, text) = bare("/v1/collections/abc/reports");
+    assert_eq!(status, 415, "a POST route still needs JSON: {text}");
+}
+
 /// `[]` is not a token-create body (serde took a sequence for a struct whose fields all have
 /// defaults, and minted a token).
 #[test]

@@ -7,7 +7,8 @@
 //! once). `round` marks rows taken into a shuffled round: after a crash they are forwarded on
 //! start even if fewer than `--min-batch` remain. `seen` remembers device ids per collection
 //! (only to count a device's retried batch once; never forwarded, kept without rowid so its
-//! order is the key's, not arrival's). `groups` holds per collection the config its buffered
+//! order is the key's, not arrival's) with when they were first seen (whole seconds): ids older
+//! than `--seen-ttl-secs`, and the oldest beyond `--max-seen`, are forgotten. `groups` holds per collection the config its buffered
 //! reports were checked against (served again after a restart) and when its oldest report not
 //! yet in a round arrived (whole seconds; a group below `--min-batch` for longer than
 //! `--group-ttl-secs` is dropped).
@@ -62,6 +63,14 @@ impl Buffer {
              CREATE TABLE IF NOT EXISTS groups (collection TEXT PRIMARY KEY, since INTEGER, config TEXT);",
         )
         .with_context(|| format!("--buffer: cannot set up {}", path.display()))?;
+        // `seen.at` (when the id was first seen); a buffer from before it gets it with 0, so
+        // its ids are forgotten at the first sweep.
+        let has_at: bool =
+            conn.query_row("SELECT count(*) > 0 FROM pragma_table_info('seen') WHERE name = 'at'", [], |r| r.get(0))?;
+        if !has_at {
+            conn.execute_batch("ALTER TABLE seen ADD COLUMN at INTEGER NOT NULL DEFAULT 0")?;
+        }
+        conn.execute_batch("CREATE INDEX IF NOT EXISTS seen_at ON seen (at)")?;
         Ok(Buffer { conn })
     }
 
@@ -108,7 +117,7 @@ impl Buffer {
         {
             let mut find = tx.prepare_cached("SELECT 1 FROM seen WHERE collection = ?1 AND device_id = ?2")?;
             let mut see =
-                tx.prepare_cached("INSERT INTO seen (collection, device_id, report_hash) VALUES (?1, ?2, 0)")?;
+                tx.prepare_cached("INSERT INTO seen (collection, device_id, report_hash, at) VALUES (?1, ?2, 0, ?3)")?;
             let mut put = tx.prepare_cached(
                 "INSERT INTO buffered (collection, config_version, id, report) VALUES (?1, ?2, ?3, ?4)",
             )?;
@@ -117,7 +126,7 @@ impl Buffer {
                     out.push(Offer::Duplicate);
                     continue;
                 }
-                see.execute(params![collection, device_id])?;
+                see.execute(params![collection, device_id, now])?;
                 put.execute(params![collection, config_version, relay_id, hex])?;
                 out.push(Offer::New);
             }
@@ -204,6 +213,24 @@ impl Buffer {
         Ok((n as u64, b as u64))
     }
 
+    /// Forgets the device ids first seen before `cutoff` (Unix seconds), then the oldest ones
+    /// beyond `max` (committed); returns how many were forgotten.
+    pub fn forget_seen(&mut self, cutoff: i64, max: u64) -> Result<u64> {
+        let tx = self.conn.transaction()?;
+        let mut n = tx.execute("DELETE FROM seen WHERE at < ?1", [cutoff])? as u64;
+        let held: i64 = tx.query_row("SELECT count(*) FROM seen", [], |r| r.get(0))?;
+        let over = (held as u64).saturating_sub(max);
+        if over > 0 {
+            n += tx.execute(
+                "DELETE FROM seen WHERE (collection, device_id) IN
+                 (SELECT collection, device_id FROM seen ORDER BY at LIMIT ?1)",
+                [over as i64],
+            )? as u64;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Drops the reports of every collection whose oldest report not in a round arrived before
     /// `cutoff` (Unix seconds) while fewer than `min_batch` wait and no round is in progress:
     /// they would never be forwarded in a round of `min_batch`. Returns per collection the
@@ -232,5 +259,38 @@ impl Buffer {
         }
         tx.commit()?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `seen` is bounded: ids older than the TTL are forgotten (their resend is new again), a
+    /// recent one is still a duplicate, and beyond the most remembered the oldest go first.
+    #[test]
+    fn seen_ids_expire_and_stay_under_the_cap() {
+        let dir = std::env::temp_dir().join(format!("harmony-relay-seen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut b = Buffer::open(&dir).unwrap();
+        let item = |d: &str| (d.to_string(), "0102".to_string(), format!("relay-{d}"));
+        let offer = |b: &mut Buffer, d: &str, now: i64| b.insert("c", 3, "{}", now, &[item(d)]).unwrap().unwrap()[0];
+        assert_eq!(offer(&mut b, "old", 100), Offer::New);
+        assert_eq!(offer(&mut b, "recent", 200), Offer::New);
+        assert_eq!(offer(&mut b, "old", 150), Offer::Duplicate, "a retry within the TTL");
+        assert_eq!(b.forget_seen(150, 10).unwrap(), 1, "only the id first seen at 100 is past the cutoff");
+        assert_eq!(offer(&mut b, "recent", 210), Offer::Duplicate);
+        assert_eq!(offer(&mut b, "old", 220), Offer::New, "forgotten after the TTL");
+        for i in 0..5 {
+            offer(&mut b, &format!("d{i}"), 300 + i);
+        }
+        assert_eq!(b.forget_seen(0, 3).unwrap(), 4, "7 held, 3 kept");
+        let kept: Vec<String> = {
+            let mut st = b.conn.prepare("SELECT device_id FROM seen ORDER BY at").unwrap();
+            st.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+        };
+        assert_eq!(kept, ["d2", "d3", "d4"], "the newest are kept");
+        drop(b);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

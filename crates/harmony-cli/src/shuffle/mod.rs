@@ -72,6 +72,14 @@ pub struct ShuffleArgs {
     /// (never forwarded in a smaller round; a full buffer cannot stay full).
     #[arg(long, default_value_t = 86_400)]
     pub group_ttl_secs: u64,
+    /// Seconds a device id is remembered after its report (a retry within it is counted once;
+    /// after it, the id is forgotten and a resend would be counted again).
+    #[arg(long, default_value_t = 86_400)]
+    pub seen_ttl_secs: u64,
+    /// Most device ids remembered (the oldest are forgotten first beyond it): the `seen` table
+    /// stays bounded however many ids are posted within --seen-ttl-secs.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_seen: u64,
     /// Forward everything buffered now, whatever its size, then exit (ends a collection: the
     /// last round may be smaller than --min-batch, and so less amplified).
     #[arg(long)]
@@ -93,6 +101,9 @@ pub(crate) struct Relay {
     wake: Condvar,
     max_bytes: u64,
     group_ttl: Duration,
+    /// How long, and how many, device ids are remembered.
+    seen_ttl: Duration,
+    max_seen: u64,
     /// SHA-256 of the devices' token (compared in constant time).
     device_token: Option<TokenHash>,
     configs: Arc<Configs>,
@@ -117,11 +128,15 @@ impl Relay {
         self.size.lock().expect("size lock").per.contains_key(collection)
     }
 
-    /// Drops groups that waited below `min_batch` for longer than the group TTL.
+    /// Drops groups that waited below `min_batch` for longer than the group TTL, and forgets
+    /// device ids older than the seen TTL or beyond the most remembered.
     fn expire(&self, min_batch: u64) -> Result<()> {
         let now = unix_now();
-        let cutoff = now - self.group_ttl.as_secs().min(i64::MAX as u64) as i64;
-        let dropped = self.buffer.lock().expect("buffer lock").expire(cutoff, min_batch)?;
+        let before = |ttl: Duration| now.saturating_sub(ttl.as_secs().min(i64::MAX as u64) as i64);
+        let mut buffer = self.buffer.lock().expect("buffer lock");
+        buffer.forget_seen(before(self.seen_ttl), self.max_seen)?;
+        let dropped = buffer.expire(before(self.group_ttl), min_batch)?;
+        drop(buffer);
         for (c, n, bytes) in dropped {
             eprintln!(
                 "harmony shuffle: dropped {n} reports of collection {c}: fewer than --min-batch after --group-ttl-secs"
@@ -185,6 +200,8 @@ pub fn run(args: ShuffleArgs) -> Result<()> {
         wake: Condvar::new(),
         max_bytes: args.max_buffer_mib << 20,
         group_ttl: Duration::from_secs(args.group_ttl_secs),
+        seen_ttl: Duration::from_secs(args.seen_ttl_secs),
+        max_seen: args.max_seen,
         device_token: args.device_token.as_deref().map(harmony_server::tokens::hash),
         configs,
     });
@@ -415,6 +432,8 @@ mod tests {
             wake: Condvar::new(),
             max_bytes: 0,
             group_ttl: Duration::ZERO,
+            seen_ttl: Duration::ZERO,
+            max_seen: 0,
             device_token: Some(harmony_server::tokens::hash("secret-token")),
             configs: Configs::new(Client::new("http://127.0.0.1:9"), Duration::ZERO),
         };

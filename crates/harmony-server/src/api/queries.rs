@@ -99,6 +99,7 @@ pub async fn post_answer(
         (status = 403, description = "A token of another collection, or the metrics token", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection, or it does not run adaptive query rounds", body = harmony_protocol::ErrorBody),
         (status = 409, description = "A round is still open (`round`: the message gives its answers and the batch size), or another query was posted meanwhile", body = harmony_protocol::ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 503, description = "Storage unavailable or the collection quarantined: retry", body = harmony_protocol::ErrorBody)
     ))]
 pub async fn post_query(
