@@ -146,7 +146,8 @@ def run_library(x, ks, truth, eps, runs, seed, solutions, protocols, log):
     for sol in solutions:
         for proto in protocols:
             client, aggregate = LIB[(sol, proto)]
-            aggregate([client(t, ks, d, eps) for t in tuples[:100 * d]], ks, d, eps)  # numba warm-up (every attribute sampled)
+            # numba warm-up, on enough users that every attribute is sampled (the library refuses none)
+            aggregate([client(t, ks, d, eps) for t in tuples[:100 * d]], ks, d, eps)
             secs, m_out, m_raw = [], [], []
             for r in range(runs):
                 np.random.seed(seed + r)
