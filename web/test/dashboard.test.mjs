@@ -201,7 +201,8 @@ test('keyboard: tab through the collection list and open a collection with Enter
   assert.equal(await page.evaluate(() => document.activeElement.textContent), links[0]);
   await page.keyboard.press('Enter');
   await page.waitForURL(new RegExp(`#/c/${links[0]}$`));
-  await page.waitForSelector('#estimates figure');
+  // An empty collection shows its empty state instead of charts.
+  await page.waitForSelector('#estimates figure, #empty-state');
   // The collection view's controls are reachable too: the live-refresh checkbox toggles with Space.
   await page.focus('#live');
   await page.keyboard.press('Space');
@@ -432,7 +433,8 @@ test('an analyst token lists its own collection only; creating shows the server\
   assert.equal(minted.status, 201, JSON.stringify(minted.json));
   await signIn(minted.json.token);
   await page.waitForSelector('#collections');
-  const ids = await page.$$eval('a.collection-link', (as) => as.map((a) => a.textContent));
+  // The ids of the links (a named collection's link shows its name).
+  const ids = await page.$$eval('a.collection-link', (as) => as.map((a) => decodeURIComponent(a.getAttribute('href').slice('#/c/'.length))));
   assert.deepEqual(ids, [list[0].id]);
   await page.getByRole('link', { name: 'Create a collection' }).click();
   await page.getByRole('button', { name: 'Create' }).click();
