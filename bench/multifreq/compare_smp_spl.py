@@ -110,7 +110,9 @@ def load(data: Path, schema: Path):
     cols = []
     for a in attrs:
         index = {c: i for i, c in enumerate(a["categories"])}
-        raw = df[a["name"]].where(df[a["name"]] != "", "?")
+        # Fields trimmed as `harmony simulate` reads them (census_income_kdd has "Handlers equip cleaners etc ").
+        col = df[a["name"]].str.strip()
+        raw = col.where(col != "", "?")
         bad = sorted(set(raw) - set(index))
         if bad:
             sys.exit(f"{data}: column {a['name']} has values outside {schema}: {bad[:5]}")
@@ -144,7 +146,8 @@ def run_library(x, ks, truth, eps, runs, seed, solutions, protocols, log):
     for sol in solutions:
         for proto in protocols:
             client, aggregate = LIB[(sol, proto)]
-            aggregate([client(t, ks, d, eps) for t in tuples[:50]], ks, d, eps)  # numba warm-up
+            # numba warm-up, on enough users that every attribute is sampled (the library refuses none)
+            aggregate([client(t, ks, d, eps) for t in tuples[:100 * d]], ks, d, eps)
             secs, m_out, m_raw = [], [], []
             for r in range(runs):
                 np.random.seed(seed + r)

@@ -201,7 +201,8 @@ test('keyboard: tab through the collection list and open a collection with Enter
   assert.equal(await page.evaluate(() => document.activeElement.textContent), links[0]);
   await page.keyboard.press('Enter');
   await page.waitForURL(new RegExp(`#/c/${links[0]}$`));
-  await page.waitForSelector('#estimates figure');
+  // An empty collection shows its empty state instead of charts.
+  await page.waitForSelector('#estimates figure, #empty-state');
   // The collection view's controls are reachable too: the live-refresh checkbox toggles with Space.
   await page.focus('#live');
   await page.keyboard.press('Space');
@@ -254,6 +255,114 @@ test('every task\'s view: every chart has its table', async () => {
   await shot('collection-train');
   await page.goto(`${base}/dashboard/#/`);
   await page.waitForSelector('#collections');
+  await shot('collections');
+});
+
+test('/ lands on the dashboard', async () => {
+  await page.goto(`${base}/`);
+  await page.waitForURL(/\/dashboard\/(#.*)?$/);
+  await page.waitForSelector('#collections, form#signin');
+});
+
+test('a collection opens on its estimates table within the first 900 px; the list shows names', async () => {
+  await signIn();
+  await page.waitForSelector('#collections');
+  const created = await api('POST', '/v1/collections', { name: 'Adult pilot (means, ε 4)', description: 'Summary above the fold',
+    schema: SCHEMA, epsilon: 4, task: { kind: 'means' } });
+  assert.equal(created.status, 201, JSON.stringify(created.json));
+  const id = created.json.id;
+  assert.equal(await playground(id, 1000), 1000);
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(id)}`);
+  await page.waitForSelector('#summary-table tbody tr');
+  await page.waitForFunction(() => document.getElementById('collection-h').textContent === 'Adult pilot (means, ε 4)');
+  const box = await page.locator('#summary-table').boundingBox();
+  const first = await page.locator('#summary-table tbody tr').first().boundingBox();
+  assert.ok(box.y < 900 && first.y + first.height <= 900, `summary table at y=${box.y}, first row ends at ${first.y + first.height}`);
+  // One row per estimate: each numeric mean and each category's share, the in-domain value shown.
+  const { stdout } = await run(harmonyBin(), ['query', '--server', base, '--token', TOKEN, '--collection', id, '--format', 'json'], { timeout: 60000 });
+  const doc = JSON.parse(stdout);
+  const want = doc.attributes.flatMap((a) => (a.kind === 'numeric' ? [[a.name, 'mean', a]] : a.categories.map((c) => [a.name, c.label, c])))
+    .map(([s, item, e]) => [s, item, fmt(e.in_domain ? e.in_domain.estimate : e.estimate)]);
+  const got = await page.$$eval('#summary-table tbody tr', (trs) => trs.map((tr) => [...tr.cells].slice(0, 3).map((c) => c.textContent)));
+  assert.deepEqual(got, want);
+  await page.waitForFunction(() => document.getElementById('summary')?.dataset.state);
+  assert.equal(await page.getAttribute('#summary', 'data-state'), 'ok');
+  await page.waitForFunction(() => document.querySelectorAll('#summary .vis svg').length > 0
+    && document.querySelectorAll('#summary .vis svg').length === document.querySelectorAll('#summary .vis').length);
+  await page.screenshot({ path: path.join(shots, 'summary-means-viewport.png') });
+  await page.goto(`${base}/dashboard/#/`);
+  await page.waitForSelector('#collections');
+  assert.ok(await page.getByRole('link', { name: 'Adult pilot (means, ε 4)' }).isVisible());
+  await page.screenshot({ path: path.join(shots, 'list-viewport.png') });
+});
+
+test('an empty collection shows its empty state instead of empty charts', async () => {
+  const created = await api('POST', '/v1/collections', { name: 'Nothing yet', schema: SCHEMA, epsilon: 1, task: { kind: 'frequency', attribute: 'education' } });
+  assert.equal(created.status, 201, JSON.stringify(created.json));
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(created.json.id)}`);
+  await page.waitForSelector('#empty-state');
+  assert.match(await page.textContent('#empty-state'), /No reports yet/);
+  assert.equal(await page.locator('#estimates .vis').count(), 0);
+  assert.equal(await page.locator('#summary-table').count(), 0);
+  await shot('collection-empty');
+});
+
+// Labels and names an attacker may choose within what the server accepts: quotes, backslashes,
+// markup, a dotted attribute name (read as a nested path by Vega-Lite when used as a field) and
+// the longest label.
+const HOSTILE = ['"quoted" \'single\'', 'back\\slash\\', '</script><script>window.__pwned=1</script>',
+  '<img src=x onerror="window.__pwned=1">', '${window.__pwned=1}', 'x'.repeat(256)];
+
+test('hostile labels and collection names are shown as text and every chart still renders', async () => {
+  const schema = [{ name: 'b.c', kind: 'categorical', categories: HOSTILE }, { name: 'sex', kind: 'categorical', categories: ['Female', 'Male'] }];
+  const name = `"><script>window.__pwned=1</script>\\ '${'n'.repeat(60)}`;
+  const ids = [];
+  for (const task of [{ kind: 'marginals', attributes: ['b.c', 'sex'], ways: [1, 2] }, { kind: 'means' }]) {
+    const created = await api('POST', '/v1/collections', { name, description: '<b>bold?</b> \\"', schema, epsilon: 4, task });
+    assert.equal(created.status, 201, JSON.stringify(created.json));
+    ids.push(created.json.id);
+    assert.equal(await playground(created.json.id, 300), 300);
+  }
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  for (const id of ids) {
+    await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(id)}`);
+    await page.waitForFunction(() => document.getElementById('estimates')?.dataset.reports === '300');
+    await page.waitForFunction(() => document.querySelectorAll('#collection .vis').length > 0
+      && document.querySelectorAll('#collection .vis svg').length === document.querySelectorAll('#collection .vis').length, null, { timeout: 30000 });
+    await page.waitForFunction((n) => document.getElementById('collection-h').textContent === n, name);
+    assert.equal(await page.locator('text=chart failed').count(), 0);
+    // Every label reaches the tables as text; no axis says `undefined`.
+    const cells = await page.$$eval('#collection table td, #collection table th', (cs) => cs.map((c) => c.textContent));
+    for (const l of HOSTILE) assert.ok(cells.includes(l), `label ${l.slice(0, 40)} not shown as text`);
+    const svgText = await page.$$eval('#collection .vis svg text', (ts) => ts.map((t) => t.textContent));
+    assert.ok(!svgText.includes('undefined'), `an axis reads undefined: ${svgText.filter((t) => t === 'undefined').length}`);
+  }
+  await shot('collection-hostile');
+  await page.goto(`${base}/dashboard/#/`);
+  await page.waitForSelector('#collections a.collection-link');
+  // Labels the server refuses (U+2028 ends JavaScript lines): the charts survive them too.
+  const drawn = await page.evaluate(async () => {
+    const { figures } = await import('./js/charts/marginals.js');
+    const { renderFigures } = await import('./js/figure.js');
+    const labels = ['x\u2028y', 'a\u2029b', '"\\\'`'];
+    const est = (v) => ({ estimate: v, std_error: 0.01, ci95: [v - 0.02, v + 0.02] });
+    const doc = { marginals: [{ attributes: ['a.b'], labels: [labels], cells: labels.map(() => est(1 / 3)), predicted_sse: null },
+      { attributes: ['a.b', 'c[0]'], labels: [labels, ['p', 'q']], cells: [0, 1, 2, 3, 4, 5].map(() => est(1 / 6)), predicted_sse: null }] };
+    const box = document.createElement('div');
+    document.body.append(box);
+    await renderFigures(box, figures(doc));
+    const out = { svgs: box.querySelectorAll('.vis svg').length, failed: box.querySelectorAll('.error').length,
+      texts: [...box.querySelectorAll('.vis svg text')].map((t) => t.textContent) };
+    box.remove();
+    return out;
+  });
+  assert.deepEqual([drawn.svgs, drawn.failed], [2, 0], JSON.stringify(drawn));
+  assert.ok(!drawn.texts.includes('undefined'));
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(errors, []);
+  const list = await page.$$eval('a.collection-link', (as) => as.map((a) => a.textContent));
+  assert.ok(list.includes(name));
   await shot('collections');
 });
 
@@ -324,7 +433,8 @@ test('an analyst token lists its own collection only; creating shows the server\
   assert.equal(minted.status, 201, JSON.stringify(minted.json));
   await signIn(minted.json.token);
   await page.waitForSelector('#collections');
-  const ids = await page.$$eval('a.collection-link', (as) => as.map((a) => a.textContent));
+  // The ids of the links (a named collection's link shows its name).
+  const ids = await page.$$eval('a.collection-link', (as) => as.map((a) => decodeURIComponent(a.getAttribute('href').slice('#/c/'.length))));
   assert.deepEqual(ids, [list[0].id]);
   await page.getByRole('link', { name: 'Create a collection' }).click();
   await page.getByRole('button', { name: 'Create' }).click();

@@ -326,7 +326,15 @@ impl Client {
 
     /// Creates a collection (analyst token required); returns its id and config.
     pub fn create_collection(&self, req: &CreateCollection) -> Result<Created> {
-        let body = serde_json::to_vec(req).expect("JSON of a request");
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"))
+    }
+
+    /// [`Client::create_collection`] with the collection's optional name and description.
+    pub fn create_named(&self, req: &harmony_protocol::NewCollection) -> Result<Created> {
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"))
+    }
+
+    fn create_body(&self, body: Vec<u8>) -> Result<Created> {
         // One key for every attempt: a retry after a lost answer gets the collection the first
         // attempt stored, never a second one.
         let mut key = [0u8; 16];

@@ -242,4 +242,14 @@ pub struct CollectionSummary {
     pub epsilon: f64,
     /// Reports (or, for `train`, gradients) aggregated so far.
     pub reports: u64,
+    /// The name given at create, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The description given at create, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When it was created (ISO 8601, UTC); absent for a collection stored before creation
+    /// times were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
 }

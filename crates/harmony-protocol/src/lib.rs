@@ -37,4 +37,4 @@ pub use bodies::{
 pub use config::{CONFIG_VERSION, CollectionConfig, Created, TrainPublished};
 pub use encoding::{MAX_BATCH, MAX_REPORT_BYTES, MAX_REPORT_ID, from_hex_into, to_hex, valid_report_id};
 pub use estimates::{EstimateDocument, TaskEstimate};
-pub use spec::{CreateCollection, TaskKind, TaskSpec};
+pub use spec::{CollectionLabel, CreateCollection, NewCollection, TaskKind, TaskSpec};

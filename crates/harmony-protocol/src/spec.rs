@@ -34,6 +34,90 @@ pub struct CreateCollection {
     pub task: TaskSpec,
 }
 
+/// The longest collection name, in characters.
+pub const MAX_COLLECTION_NAME: usize = 128;
+/// The longest collection description, in characters.
+pub const MAX_COLLECTION_DESCRIPTION: usize = 2000;
+
+/// The body of `POST /v1/collections`: a [`CreateCollection`] with an optional `name` and
+/// `description` the analyst gives it (shown by the collection list and the dashboard; devices
+/// never see them, and they are not part of the published config).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NewCollection {
+    /// A short name (1 to 128 characters, no control, line-separator or bidirectional control
+    /// characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A longer description (up to 2,000 characters, same characters as `name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The attributes a device holds (numeric with public bounds, or categorical with labels).
+    /// Optional for `heavy-hitters`, whose devices hold sets of strings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Schema>,
+    /// The privacy budget of one device's report (a whole record, a set of items, a gradient).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.002, maximum = 20))]
+    pub epsilon: f64,
+    /// The analysis.
+    pub task: TaskSpec,
+}
+
+impl NewCollection {
+    /// The body for `req` with a name and a description.
+    pub fn new(req: CreateCollection, name: Option<String>, description: Option<String>) -> Self {
+        NewCollection { name, description, schema: req.schema, epsilon: req.epsilon, task: req.task }
+    }
+
+    /// The request and the label (name, description).
+    pub fn split(self) -> (CreateCollection, CollectionLabel) {
+        let req = CreateCollection { schema: self.schema, epsilon: self.epsilon, task: self.task };
+        (req, CollectionLabel { name: self.name, description: self.description })
+    }
+}
+
+impl From<CreateCollection> for NewCollection {
+    fn from(req: CreateCollection) -> Self {
+        NewCollection::new(req, None, None)
+    }
+}
+
+/// How an analyst labels a collection: its optional name and description.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CollectionLabel {
+    /// A short name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A longer description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl CollectionLabel {
+    /// Checks the lengths: `name` 1 to [`MAX_COLLECTION_NAME`] characters, `description` at most
+    /// [`MAX_COLLECTION_DESCRIPTION`]; the error is `(field, message)`.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if let Some(n) = &self.name {
+            let len = n.chars().count();
+            if len == 0 || len > MAX_COLLECTION_NAME || n.trim().is_empty() {
+                let msg = format!("{len} characters: expected 1 to {MAX_COLLECTION_NAME}, not only spaces");
+                return Err(("name", msg));
+            }
+        }
+        if let Some(d) = &self.description {
+            let len = d.chars().count();
+            if len > MAX_COLLECTION_DESCRIPTION {
+                return Err((
+                    "description",
+                    format!("{len} characters: expected at most {MAX_COLLECTION_DESCRIPTION}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The analyses a collection can run, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -50,7 +50,8 @@ def test_means_document_is_the_clis(root, adult, adult_schema, harmony_bin):
         row = means[means.attribute == "age"].iloc[0]
         assert (row.estimate, row.std_error, row.ci_low, row.ci_high) == (age["estimate"], age["std_error"], *age["ci95"])
         assert len(est["frequencies"]) == 104 and list(est["frequencies"].columns) == [
-            "attribute", "category", "estimate", "std_error", "ci_low", "ci_high"]
+            "attribute", "category", "estimate", "std_error", "ci_low", "ci_high",
+            "in_domain", "in_domain_ci_low", "in_domain_ci_high"]
 
 
 def test_frequency_range_and_linear_tasks(adult, adult_schema):
@@ -261,3 +262,54 @@ def test_plan_is_the_clis(root, adult_schema, harmony_bin):
         hl.plan(adult_schema)
     with pytest.raises(hl.HarmonyError, match="categorical_mechanism"):
         hl.plan(adult_schema, users=10, categorical_mechanism="nope")
+
+
+def test_estimates_show_in_domain_values_beside_raw_ones_and_the_warnings():
+    """A document with an in-domain value, its note and a precision warning: the tables carry
+    the in-domain value and interval beside the raw ones (equal to them where none is given),
+    and the note and warning are properties and lines of the text repr."""
+    doc = {"collection": "c", "reports": 50, "epsilon": 1.0, "task": "frequency", "attribute": "sex",
+           "mechanism": "grr", "in_domain_note": "frequencies projected onto the simplex",
+           "warnings": [{"subject": "sex", "std_error": 0.3, "scale": 1.0, "reports": 50, "reports_needed": 45000,
+                         "message": "sex: standard error 0.300 is 30% of its scale 1; about 45000 reports"}],
+           "categories": [
+               {"label": "F", "estimate": -0.1, "std_error": 0.3, "ci95": [-0.7, 0.5],
+                "in_domain": {"estimate": 0.0, "ci95": [0.0, 0.5]}},
+               {"label": "M", "estimate": 0.9, "std_error": 0.3, "ci95": [0.3, 1.5],
+                "in_domain": {"estimate": 1.0, "ci95": [0.3, 1.0]}},
+               {"label": "X", "estimate": 0.2, "std_error": 0.3, "ci95": [-0.4, 0.8]}]}
+    e = hl.Estimates(doc)
+    f = e["frequencies"]
+    assert f["estimate"].tolist() == [-0.1, 0.9, 0.2]
+    assert f["in_domain"].tolist() == [0.0, 1.0, 0.2]
+    assert f["in_domain_ci_low"].tolist() == [0.0, 0.3, -0.4] and f["in_domain_ci_high"].tolist() == [0.5, 1.0, 0.8]
+    assert e.note == "frequencies projected onto the simplex"
+    assert e.warnings == [doc["warnings"][0]["message"]]
+    text = repr(e)
+    assert "note: frequencies projected onto the simplex" in text and "warning: sex: standard error 0.300" in text
+
+
+def test_analyst_names_a_collection_and_reads_in_domain_values_and_warnings(adult, adult_schema, server):
+    """A named means collection at ε = 1 with 2,000 devices: the list shows its name,
+    description and creation time; every in-domain frequency lies in [0, 1] and sums to 1 per
+    attribute, every in-domain mean inside its attribute's bounds, and the imprecise
+    attributes are warned about."""
+    analyst = hl.Analyst(server, "tok")
+    spec = {"schema": adult_schema, "epsilon": 1.0, "task": {"kind": "means"}}
+    cid, _ = analyst.create(spec, name="Adult pilot \"2k\"", description="2,000 rows at ε = 1")
+    listed = {c["id"]: c for c in analyst.collections()}[cid]
+    assert listed["name"] == "Adult pilot \"2k\"" and listed["description"] == "2,000 rows at ε = 1"
+    assert len(listed["created"]) == 20 and listed["created"].endswith("Z")
+    with pytest.raises(hl.HarmonyError) as e:
+        analyst.create(spec, name="x" * 129)
+    assert e.value.status == 400 and e.value.field == "name"
+    assert hl.Device(server, batch=500).submit(cid, adult.head(2000))["accepted"] == 2000
+    est = analyst.estimates(cid)
+    freqs = est["frequencies"]
+    assert ((freqs["in_domain"] >= 0) & (freqs["in_domain"] <= 1)).all()
+    assert np.allclose(freqs.groupby("attribute")["in_domain"].sum(), 1.0)
+    bounds = {a["name"]: (a["min"], a["max"]) for a in adult_schema.attributes if a["kind"] == "numeric"}
+    for name, v in zip(est["means"]["attribute"], est["means"]["in_domain"]):
+        assert bounds[name][0] <= v <= bounds[name][1], (name, v)
+    assert est.warnings and all("reports" in w for w in est.warnings)
+    assert "warning: " in repr(est)

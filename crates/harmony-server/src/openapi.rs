@@ -22,7 +22,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
                        error is `{\"error\": {\"field\", \"message\"}}`."
     ),
     modifiers(&Security),
-    components(schemas(harmony_protocol::ErrorBody))
+    components(schemas(harmony_protocol::ErrorBody, harmony_protocol::CreateCollection))
 )]
 pub struct ApiDoc;
 

@@ -59,7 +59,8 @@ SELECT pg_advisory_xact_lock(7215963425010000001);
 CREATE TABLE IF NOT EXISTS harmony_collections (
     key BIGSERIAL PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
-    config TEXT NOT NULL
+    config TEXT NOT NULL,
+    meta TEXT
 );
 CREATE TABLE IF NOT EXISTS harmony_reports (
     collection BIGINT NOT NULL,
@@ -75,6 +76,13 @@ DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
                    AND table_name = 'harmony_reports' AND column_name = 'day') THEN
         ALTER TABLE harmony_reports ADD COLUMN IF NOT EXISTS day INTEGER;
+    END IF;
+END $$;
+-- A collection's name, description and creation time (JSON); NULL for one stored before.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                   AND table_name = 'harmony_collections' AND column_name = 'meta') THEN
+        ALTER TABLE harmony_collections ADD COLUMN IF NOT EXISTS meta TEXT;
     END IF;
 END $$;
 CREATE TABLE IF NOT EXISTS harmony_gradients (
@@ -488,10 +496,15 @@ impl Drop for PgStore {
 
 impl Store for PgStore {
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
+        self.create_collection_meta(id, config, "{}")
+    }
+
+    fn create_collection_meta(&self, id: &str, config: &str, meta: &str) -> StoreResult<i64> {
         self.read(|c| {
             let rows = c.query(
-                "INSERT INTO harmony_collections (id, config) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING key",
-                &[&id, &config],
+                "INSERT INTO harmony_collections (id, config, meta) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING \
+                 RETURNING key",
+                &[&id, &config, &meta],
             )?;
             match rows.first() {
                 Some(r) => Ok(r.get(0)),
@@ -548,8 +561,11 @@ impl Store for PgStore {
 
     fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
         self.read(|c| {
-            let rows = c.query("SELECT key, id, config FROM harmony_collections ORDER BY key", &[])?;
-            Ok(rows.iter().map(|r| StoredCollection { key: r.get(0), id: r.get(1), config: r.get(2) }).collect())
+            let rows = c.query("SELECT key, id, config, meta FROM harmony_collections ORDER BY key", &[])?;
+            Ok(rows
+                .iter()
+                .map(|r| StoredCollection { key: r.get(0), id: r.get(1), config: r.get(2), meta: r.get(3) })
+                .collect())
         })
     }
 

@@ -14,10 +14,36 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
+/// What an analyst sees of a collection beside its config: the name and description given at
+/// create and its creation time (stored as JSON beside the config; devices never see it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CollectionMeta {
+    /// The name given at create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The description given at create.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// When it was created (ISO 8601, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+}
+
+impl CollectionMeta {
+    /// The meta of a collection created now with `label`.
+    pub fn now(label: harmony_protocol::CollectionLabel) -> Self {
+        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let created = Some(harmony_data::temporal::format_datetime(secs as f64));
+        CollectionMeta { name: label.name, description: label.description, created }
+    }
+}
+
 /// One collection in memory.
 pub struct Collection {
     /// The store's key.
     pub key: i64,
+    /// Its name, description and creation time (empty for one stored before they were kept).
+    pub meta: CollectionMeta,
     /// The published config.
     pub config: CollectionConfig,
     /// The task built from it (validates reports, estimates).
@@ -66,6 +92,7 @@ impl Collection {
         let adaptive = crate::queries::is_adaptive(&config);
         Ok(Collection {
             key,
+            meta: CollectionMeta::default(),
             config,
             task,
             agg,
@@ -165,7 +192,9 @@ pub(crate) struct Inner {
 /// Loads one stored collection and replays its reports (or its round) into the accumulator.
 fn load(store: &dyn Store, c: &StoredCollection) -> Result<Collection, String> {
     let config = CollectionConfig::from_json(&c.config)?;
-    let col = Collection::new(c.key, config)?;
+    let mut col = Collection::new(c.key, config)?;
+    // A meta that does not parse is shown as none: it never keeps the collection from loading.
+    col.meta = c.meta.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
     if let Some(t) = &col.train {
         t.load(store, c.key)?;
         return Ok(col);

@@ -60,6 +60,9 @@ pub struct StoredCollection {
     pub id: String,
     /// The config document (JSON).
     pub config: String,
+    /// The analyst's label and creation time (JSON of [`crate::state::CollectionMeta`]);
+    /// `None` for a collection stored before they were kept.
+    pub meta: Option<String>,
 }
 
 /// A per-collection analyst token as stored: its SHA-256, never the token ([`crate::tokens`]).
@@ -102,6 +105,12 @@ pub fn utc_day_now() -> i32 {
 pub trait Store: Send + Sync + 'static {
     /// Stores a new collection; returns its internal key.
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64>;
+    /// [`Store::create_collection`] with its `meta` (JSON of [`crate::state::CollectionMeta`]:
+    /// name, description, creation time). A store without the column keeps the collection only.
+    fn create_collection_meta(&self, id: &str, config: &str, meta: &str) -> StoreResult<i64> {
+        let _ = meta;
+        self.create_collection(id, config)
+    }
     /// Every collection.
     fn collections(&self) -> StoreResult<Vec<StoredCollection>>;
     /// Stores reports `(report id, encoded report)` of one collection durably, all or nothing;
@@ -243,7 +252,8 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS collections (
     key INTEGER PRIMARY KEY,
     id TEXT NOT NULL UNIQUE,
-    config TEXT NOT NULL
+    config TEXT NOT NULL,
+    meta TEXT
 );
 CREATE TABLE IF NOT EXISTS reports (
     collection INTEGER NOT NULL,
@@ -282,17 +292,21 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 ";
 
-/// Adds the `day` column (the UTC day a report's batch was received) to a database created
-/// before it existed; its old rows keep NULL (exported under `day=unknown`).
+/// Adds the columns a database created before them lacks: `reports.day` (the UTC day a report's
+/// batch was received; old rows keep NULL, exported under `day=unknown`) and `collections.meta`
+/// (name, description, creation time; old collections keep NULL).
 fn migrate(conn: &rusqlite::Connection) -> StoreResult<()> {
-    let has_day: bool =
-        conn.query_row("SELECT COUNT(*) FROM pragma_table_info('reports') WHERE name = 'day'", [], |r| {
-            r.get::<_, i64>(0)
-        })? > 0;
-    if has_day {
+    add_column(conn, "reports", "day", "INTEGER")?;
+    add_column(conn, "collections", "meta", "TEXT")
+}
+
+/// Adds column `column` of type `ty` to `table` unless it is there.
+fn add_column(conn: &rusqlite::Connection, table: &str, column: &str, ty: &str) -> StoreResult<()> {
+    let sql = format!("SELECT COUNT(*) FROM pragma_table_info('{table}') WHERE name = '{column}'");
+    if conn.query_row(&sql, [], |r| r.get::<_, i64>(0))? > 0 {
         return Ok(());
     }
-    match conn.execute_batch("ALTER TABLE reports ADD COLUMN day INTEGER") {
+    match conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {ty}")) {
         // Another process opening the same database added it first.
         Err(e) if e.to_string().contains("duplicate column name") => Ok(()),
         r => Ok(r?),
@@ -469,8 +483,13 @@ impl Drop for SqliteStore {
 
 impl Store for SqliteStore {
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
+        self.create_collection_meta(id, config, "{}")
+    }
+
+    fn create_collection_meta(&self, id: &str, config: &str, meta: &str) -> StoreResult<i64> {
         let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
-        match conn.execute("INSERT INTO collections (id, config) VALUES (?1, ?2)", rusqlite::params![id, config]) {
+        let sql = "INSERT INTO collections (id, config, meta) VALUES (?1, ?2, ?3)";
+        match conn.execute(sql, rusqlite::params![id, config, meta]) {
             Ok(_) => Ok(conn.last_insert_rowid()),
             Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
                 Err(StoreError::Exists(id.to_string()))
@@ -533,8 +552,10 @@ impl Store for SqliteStore {
 
     fn collections(&self) -> StoreResult<Vec<StoredCollection>> {
         let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
-        let mut stmt = conn.prepare("SELECT key, id, config FROM collections ORDER BY key")?;
-        let rows = stmt.query_map([], |r| Ok(StoredCollection { key: r.get(0)?, id: r.get(1)?, config: r.get(2)? }))?;
+        let mut stmt = conn.prepare("SELECT key, id, config, meta FROM collections ORDER BY key")?;
+        let rows = stmt.query_map([], |r| {
+            Ok(StoredCollection { key: r.get(0)?, id: r.get(1)?, config: r.get(2)?, meta: r.get(3)? })
+        })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
 

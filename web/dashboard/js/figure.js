@@ -29,10 +29,12 @@ export function table(f) {
 /** Renders the figures into `container` (replacing what was there). */
 export async function renderFigures(container, figures) {
   const nodes = figures.map((f) => {
-    const vis = el('div', { class: 'vis', role: 'img', 'aria-label': `${f.title} (chart; the table below has its numbers)` });
-    const fig = el('figure', { class: 'chart', id: `fig-${f.id}`, 'data-figure': f.id },
+    // Small multiples have their numbers in the summary table above them.
+    const alt = f.small ? 'chart; the summary table has its numbers' : 'chart; the table below has its numbers';
+    const vis = el('div', { class: 'vis', role: 'img', 'aria-label': `${f.title} (${alt})` });
+    const fig = el('figure', { class: f.small ? 'chart small' : 'chart', id: `fig-${f.id}`, 'data-figure': f.id },
       el('figcaption', {}, el('h3', { text: f.title }), f.note ? el('p', { class: 'note', text: f.note }) : null),
-      f.spec ? vis : null, table(f));
+      f.spec ? vis : null, f.small ? null : table(f));
     return { f, fig, vis };
   });
   container.replaceChildren(...nodes.map((n) => n.fig));

@@ -152,7 +152,10 @@ impl Drop for ArchivingStore {
 
 impl Store for ArchivingStore {
     fn create_collection(&self, id: &str, config: &str) -> StoreResult<i64> {
-        let key = self.inner.create_collection(id, config)?;
+        self.create_collection_meta(id, config, "{}")
+    }
+    fn create_collection_meta(&self, id: &str, config: &str, meta: &str) -> StoreResult<i64> {
+        let key = self.inner.create_collection_meta(id, config, meta)?;
         if let Ok(mut a) = self.archive.lock() {
             a.collections.insert(key, (id.to_string(), config.to_string()));
         }

@@ -25,6 +25,7 @@ const ASSETS: &[(&str, &[u8])] = &[
     ("js/app.js", web!("dashboard/js/app.js")),
     ("js/format.js", web!("dashboard/js/format.js")),
     ("js/figure.js", web!("dashboard/js/figure.js")),
+    ("js/summary.js", web!("dashboard/js/summary.js")),
     ("js/download.js", web!("dashboard/js/download.js")),
     ("js/playground.js", web!("dashboard/js/playground.js")),
     ("js/records.js", web!("dashboard/js/records.js")),

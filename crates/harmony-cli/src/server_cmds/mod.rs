@@ -181,6 +181,12 @@ pub struct CreateArgs {
     /// Privacy budget of one device's report (a record, or a gradient with --task train).
     #[arg(long, allow_negative_numbers = true)]
     pub epsilon: f64,
+    /// A short name the collection list and the dashboard show (1 to 128 characters).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// A longer description (up to 2,000 characters).
+    #[arg(long)]
+    pub description: Option<String>,
     /// The record strategy and mechanisms (`--task means`, `--task frequency`).
     #[command(flatten)]
     pub means: MeansArgs,
@@ -383,8 +389,9 @@ pub fn create(a: &CreateArgs) -> Result<Created> {
         eprintln!("warning: {w}");
     }
     let req = CreateCollection { schema, epsilon: a.epsilon, task };
+    let req = harmony_protocol::NewCollection::new(req, a.name.clone(), a.description.clone());
     let client = a.ca.client(&a.server)?.with_token(&a.token);
-    client.create_collection(&req).map_err(rounds::option_error)
+    client.create_named(&req).map_err(rounds::option_error)
 }
 
 /// Whether a server URL's host is loopback (`localhost`, 127.0.0.0/8, `::1`).

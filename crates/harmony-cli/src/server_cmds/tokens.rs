@@ -182,9 +182,12 @@ pub fn list_collections(a: &ListArgs) -> Result<()> {
     match a.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&list)?),
         Format::Table => {
-            println!("{:<24}  {:<14}  {:>8}  {:>10}", "id", "task", "epsilon", "reports");
+            println!("{:<24}  {:<14}  {:>8}  {:>10}  {:<20}  name", "id", "task", "epsilon", "reports", "created");
             for c in &list {
-                println!("{:<24}  {:<14}  {:>8}  {:>10}", c.id, c.task, c.epsilon, c.reports);
+                // Server-provided text: escaped, so no control character reaches the terminal.
+                let name = c.name.as_deref().map(super::printable::escape).unwrap_or_default();
+                let created = c.created.as_deref().map(super::printable::escape).unwrap_or_else(|| "-".into());
+                println!("{:<24}  {:<14}  {:>8}  {:>10}  {created:<20}  {name}", c.id, c.task, c.epsilon, c.reports);
             }
         }
     }

@@ -5,7 +5,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._errors import HarmonyError, _error
 from ._tasks import Estimates
@@ -63,10 +63,14 @@ class Analyst:
             raise _error("request failed", f"{method} {url}", repr(str(reason)),
                          "a reachable Harmony server") from None
 
-    def create(self, spec: Mapping[str, Any]) -> Tuple[str, Dict[str, Any]]:
+    def create(
+        self, spec: Mapping[str, Any], *, name: Optional[str] = None, description: Optional[str] = None
+    ) -> Tuple[str, Dict[str, Any]]:
         """Creates a collection (``POST /v1/collections``) from a request — ``schema``,
         ``epsilon`` and ``task``, as for ``simulate_task`` (a ``Schema`` is accepted for the
-        schema) — and returns its id and the published config, every default written out.
+        schema) — with an optional ``name`` (1 to 128 characters) and ``description`` (up to
+        2,000) that the collection list and the dashboard show, and returns its id and the
+        published config, every default written out.
 
         >>> import harmony_ldp as hl
         >>> hl.Analyst("http://127.0.0.1:9", "t").create({"epsilon": 1.0})  # doctest: +ELLIPSIS
@@ -79,10 +83,28 @@ class Analyst:
         if not isinstance(spec, Mapping):
             raise _error("invalid parameter", "spec", type(spec).__name__, "a dict (a CreateCollection request)")
         body = dict(spec)
+        for key, value in (("name", name), ("description", description)):
+            if value is not None:
+                if not isinstance(value, str):
+                    raise _error("invalid parameter", key, type(value).__name__, "a str")
+                body[key] = value
         if isinstance(body.get("schema"), Schema):
             body["schema"] = body["schema"].attributes
         created = self._request("POST", "/v1/collections", body)
         return created["id"], created["config"]
+
+    def collections(self) -> List[Dict[str, Any]]:
+        """The collections this token reads (``GET /v1/collections``): ``id``, ``task``,
+        ``epsilon``, ``reports`` and, when given, ``name``, ``description`` and ``created``
+        (ISO 8601, UTC).
+
+        >>> import harmony_ldp as hl
+        >>> hl.Analyst("http://127.0.0.1:9", "t").collections()  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        harmony_ldp.HarmonyError: request failed: GET http://127.0.0.1:9/v1/collections is ...
+        """
+        return list(self._request("GET", "/v1/collections"))
 
     def config(self, collection: str) -> Dict[str, Any]:
         """A collection's published config (``GET /v1/collections/{id}/config``): what devices

@@ -15,6 +15,8 @@ __all__ = ["Estimates", "simulate_task"]
 
 #: The columns every table of estimates has.
 EST_COLUMNS = ("estimate", "std_error", "ci_low", "ci_high")
+#: The in-domain value and interval beside them (equal to the raw ones where those are in domain).
+IN_DOMAIN_COLUMNS = ("in_domain", "in_domain_ci_low", "in_domain_ci_high")
 
 
 def _num(x: Optional[float]) -> float:
@@ -22,9 +24,14 @@ def _num(x: Optional[float]) -> float:
 
 
 def _est(row: Dict[str, List[Any]], e: Mapping[str, Any]) -> None:
-    """Appends an estimate's four numbers (``null`` → NaN: no estimate, or post-processed)."""
+    """Appends an estimate's four raw numbers (``null`` → NaN: no estimate, or post-processed)
+    and its in-domain value and interval (the raw ones where the document gives none)."""
     ci = e.get("ci95") or (None, None)
     for col, v in zip(EST_COLUMNS, (e.get("estimate"), e.get("std_error"), ci[0], ci[1])):
+        row.setdefault(col, []).append(_num(v))
+    d = e.get("in_domain")
+    dci = (d.get("ci95") or (None, None)) if d else ci
+    for col, v in zip(IN_DOMAIN_COLUMNS, (d["estimate"] if d else e.get("estimate"), dci[0], dci[1])):
         row.setdefault(col, []).append(_num(v))
 
 
@@ -97,7 +104,8 @@ def _tables(doc: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:
         t["model"] = {}
         for f, w in zip(doc["features"], doc["state"]["model"]):
             _add(t["model"], feature=f)
-            _add(t["model"], estimate=float(w), std_error=float("nan"), ci_low=float("nan"), ci_high=float("nan"))
+            _add(t["model"], estimate=float(w), std_error=float("nan"), ci_low=float("nan"), ci_high=float("nan"),
+                 in_domain=float(w), in_domain_ci_low=float("nan"), in_domain_ci_high=float("nan"))
     return t
 
 
@@ -105,7 +113,13 @@ class Estimates:
     """A collection's estimate document (``harmony query``'s JSON, the ``estimates`` of
     ``harmony simulate --format json``) with its tables: every table has the columns
     ``estimate, std_error, ci_low, ci_high`` (NaN where the document has ``null``: no estimate
-    yet, or a post-processed number without a standard error of its own).
+    yet, or a post-processed number without a standard error of its own), and beside them
+    ``in_domain, in_domain_ci_low, in_domain_ci_high``: the estimate and interval moved into
+    their domain (frequencies on the simplex, means inside [min, max], …; biased towards the
+    domain's interior), equal to the raw ones where those already lie in it. The raw estimate
+    is the unbiased one, the one that merges. ``note`` says how the in-domain values were
+    obtained and ``warnings`` lists the estimates too imprecise to read, with the reports that
+    would make them useful; both are in the text repr.
 
     Tables by task: ``means`` → ``means`` (one row per numeric attribute, in its units) and
     ``frequencies`` (attribute, category); ``frequency`` → ``frequencies``; ``range`` → ``cdf``,
@@ -123,6 +137,8 @@ class Estimates:
     >>> e = hl.Estimates(doc, as_frame=False)
     >>> e.task, e.reports, e.names, e["frequencies"]["estimate"].tolist()
     ('frequency', 10, ['frequencies'], [0.4, 0.6])
+    >>> e["frequencies"]["in_domain"].tolist(), e.note, e.warnings
+    ([0.4, 0.6], None, [])
     """
 
     def __init__(self, document: Mapping[str, Any], as_frame: Optional[bool] = None) -> None:
@@ -135,7 +151,8 @@ class Estimates:
 
     @staticmethod
     def _convert(columns: Dict[str, List[Any]], as_frame: Optional[bool]) -> Any:
-        arrays = {k: (np.asarray(v, dtype=np.float64) if k in EST_COLUMNS else v) for k, v in columns.items()}
+        floats = EST_COLUMNS + IN_DOMAIN_COLUMNS
+        arrays = {k: (np.asarray(v, dtype=np.float64) if k in floats else v) for k, v in columns.items()}
         if as_frame is False:
             return arrays
         try:
@@ -162,6 +179,18 @@ class Estimates:
         return float(self.document["epsilon"])
 
     @property
+    def note(self) -> Optional[str]:
+        """How the in-domain values were obtained, when any differs from the raw estimate."""
+        note = self.document.get("in_domain_note")
+        return None if note is None else str(note)
+
+    @property
+    def warnings(self) -> List[str]:
+        """One line per estimate too imprecise to read (its standard error against its scale,
+        and about how many reports would bring it to 1% of the scale)."""
+        return [str(w["message"]) for w in self.document.get("warnings") or []]
+
+    @property
     def names(self) -> List[str]:
         """The names of the tables."""
         return list(self._tables)
@@ -185,7 +214,9 @@ class Estimates:
         return self.table(name)
 
     def __repr__(self) -> str:
-        return f"Estimates(task={self.task!r}, reports={self.reports}, tables={self.names})"
+        head = f"Estimates(task={self.task!r}, reports={self.reports}, tables={self.names})"
+        lines = ([f"note: {self.note}"] if self.note else []) + [f"warning: {w}" for w in self.warnings]
+        return "\n".join([head, *lines])
 
 
 def _item_sets(items: Any) -> List[List[str]]:
@@ -245,6 +276,8 @@ def simulate_task(
     >>> est = hl.simulate_task(spec, frame, seed=3, query={"ranges": [[17, 54]], "quantiles": [0.5]})
     >>> est
     Estimates(task='range', reports=20000, tables=['cdf', 'ranges', 'quantiles'])
+    note: in-domain values: the CDF made non-decreasing (isotonic regression) and clamped to [0, 1]; ...
+    warning: age: standard error ...
     >>> r = est["ranges"].iloc[0]
     >>> bool(abs(r.estimate - np.mean(frame["age"] < 54)) < 4.42 * r.std_error)
     True

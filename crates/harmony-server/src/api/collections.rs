@@ -10,7 +10,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate, TrainEstimate};
-use harmony_protocol::{CreateCollection, Created, to_hex};
+use harmony_protocol::{Created, NewCollection, to_hex};
 use rand::Rng;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,7 +26,7 @@ const CACHED: usize = 8;
 #[utoipa::path(post, path = "/v1/collections", operation_id = "createCollection", tag = "collections",
     security(("analyst" = [])),
     params(("Idempotency-Key" = Option<String>, Header, description = "Optional, 1 to 64 of [A-Za-z0-9_-]: every retry of a create under one key names the same collection, so a create whose answer was lost is retried safely")),
-    request_body(content = harmony_protocol::CreateCollection, content_type = "application/json"),
+    request_body(content = harmony_protocol::NewCollection, content_type = "application/json"),
     responses(
         (status = 201, description = "Created: the id and the published config", body = harmony_protocol::Created,
             links(
@@ -49,10 +49,12 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
     let body = read_body(req).await?;
     let st2 = st.clone();
     let created = blocking(move || {
-        let req: CreateCollection = parse_json(&body)?;
+        let (req, label) = parse_json::<NewCollection>(&body)?.split();
         // The typed parse succeeded, so the JSON does too; it finds unknown attribute fields.
         let raw: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         crate::limits::check_request(&raw, &req)?;
+        label.check().map_err(|(field, msg)| ApiError::bad(field, msg))?;
+        let meta = crate::state::CollectionMeta::now(label);
         let id = match &idempotency {
             Some(k) => id_of_key(k),
             None => {
@@ -69,8 +71,9 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
         }
         let col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
         let text = serde_json::to_string(&config).expect("JSON of a config");
-        match st2.inner.store.create_collection(&id, &text) {
-            Ok(key) => st2.insert(id.clone(), Collection { key, ..col }),
+        let meta_text = serde_json::to_string(&meta).expect("JSON of a meta");
+        match st2.inner.store.create_collection_meta(&id, &text, &meta_text) {
+            Ok(key) => st2.insert(id.clone(), Collection { key, meta, ..col }),
             // A retry under the same Idempotency-Key: the stored collection, if it is this spec.
             Err(StoreError::Exists(_)) if idempotency.is_some() => match st2.adopt(&id).map_err(ApiError::store)? {
                 Some(stored) if stored == config => {}

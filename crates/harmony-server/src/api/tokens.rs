@@ -124,6 +124,9 @@ pub async fn collections(State(st): State<AppState>, headers: HeaderMap) -> Resu
                 task: c.config.task.kind().name().to_string(),
                 epsilon: c.config.epsilon,
                 reports: c.count(),
+                name: c.meta.name.clone(),
+                description: c.meta.description.clone(),
+                created: c.meta.created.clone(),
                 id,
             })
         })

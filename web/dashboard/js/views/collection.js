@@ -1,8 +1,10 @@
-// One collection: the report count over time (sampled every REFRESH_MS while live), the task's
-// estimates drawn as an analyst reads them (each chart with its table), range queries, and the
-// estimate document as JSON / CSV.
+// One collection: its name and a summary of every estimate first (summary.js: one table with the
+// in-domain values, CIs and warnings, small multiples, or the empty / too-small state), then the
+// report count over time (sampled every REFRESH_MS while live), the task's estimates drawn as an
+// analyst reads them (each chart with its table), range queries, and the document as JSON / CSV.
 import { el } from '../format.js';
-import { estimates, days, config } from '../api.js';
+import { estimates, days, config, listCollections } from '../api.js';
+import { renderSummary } from '../summary.js';
 import { renderFigures } from '../figure.js';
 import { figuresOf } from '../charts/index.js';
 import { encodeHoldout } from '../charts/train.js';
@@ -59,12 +61,21 @@ export function render(main, { id, onError }) {
     refresh();
   });
   const head = el('h2', { id: 'collection-h', text: `Collection ${id}` });
+  const description = el('p', { id: 'collection-description', class: 'note', hidden: true });
+  const summary = el('section', { id: 'summary', 'aria-labelledby': 'summary-h' });
   main.replaceChildren(el('section', { id: 'collection', 'aria-labelledby': 'collection-h' },
-    el('p', {}, el('a', { href: '#/', text: '← All collections' })), head,
-    el('p', { id: 'meta' }), count, el('p', { id: 'updated', class: 'note' }),
+    el('p', {}, el('a', { href: '#/', text: '← All collections' })), head, description,
+    el('p', { id: 'meta' }), summary, count, el('p', { id: 'updated', class: 'note' }),
     el('p', { class: 'controls' }, live, el('label', { for: 'live', text: ` Live refresh (every ${REFRESH_MS / 1000} s)` }), ' ',
       jsonLink, ' ', csvLink, ' ', el('a', { href: `playground.html?collection=${encodeURIComponent(id)}`, text: 'Device playground' })),
-    countBox, rangeForm, holdoutForm, el('h2', { text: 'Estimates' }), figs));
+    rangeForm, holdoutForm, el('h2', { text: 'Estimates' }), figs, el('h2', { text: 'Reports over time' }), countBox));
+  // The name and description given at create (text only), when the list has them.
+  listCollections().then((list) => {
+    const c = list.find((x) => x.id === id);
+    if (c?.name) head.textContent = c.name;
+    if (c?.description) { description.textContent = c.description; description.hidden = false; }
+    if (c?.created) head.title = `${id}, created ${c.created}`;
+  }).catch(() => {});
 
   async function refresh() {
     clearTimeout(state.timer);
@@ -116,7 +127,11 @@ export function render(main, { id, onError }) {
     if (key !== state.lastKey) {
       state.lastKey = key;
       const figures = figuresOf(doc, state.history);
-      await renderFigures(figs, figures);
+      const shown = await renderSummary(summary, doc, id);
+      summary.dataset.state = shown ?? 'none';
+      // An empty collection draws no empty charts.
+      if (shown !== 'empty') await renderFigures(figs, figures);
+      else figs.replaceChildren(el('p', { class: 'note', text: 'No estimates until the first report.' }));
       setDownload(jsonLink, `${id}-estimates.json`, 'application/json', `${JSON.stringify(doc, null, 2)}\n`);
       setDownload(csvLink, `${id}-estimates.csv`, 'text/csv', toCsv(figures));
       figs.dataset.reports = String(doc.reports);

@@ -1,4 +1,4 @@
-// Create a collection: POST /v1/collections with {schema, epsilon, task}, built from a few fields
+// Create a collection: POST /v1/collections with {name, description, schema, epsilon, task}, built from a few fields
 // (the schema and the task's options as JSON) or pasted whole. A 4xx shows the server's field
 // and message.
 import { el } from '../format.js';
@@ -21,9 +21,13 @@ export function render(main, { created }) {
   const options = el('textarea', { id: 'options', name: 'options', rows: 3, 'aria-describedby': 'options-help', spellcheck: 'false' });
   options.value = '{}';
   const raw = el('textarea', { id: 'raw', name: 'raw', rows: 6, 'aria-describedby': 'raw-help', spellcheck: 'false' });
+  const name = el('input', { id: 'name', name: 'name', maxlength: '128', placeholder: 'e.g. Adult incomes, pilot' });
+  const description = el('textarea', { id: 'description', name: 'description', rows: 2, maxlength: '2000' });
   const msg = el('p', { id: 'create-error', class: 'error', role: 'alert' });
   const form = el('form', { id: 'create' },
     el('h2', { text: 'Create a collection' }),
+    field('name', 'Name (optional; shown in the list)', name),
+    field('description', 'Description (optional)', description),
     field('schema', 'Schema (JSON list of attributes)', schema, 'Each attribute: {"name", "kind": "numeric", "min", "max"} or {"name", "kind": "categorical", "categories": [...]}. Heavy-hitters devices report items (strings); the schema is still required.'),
     field('epsilon', 'ε (each device\'s budget for its report)', epsilon),
     field('kind', 'Task', kind),
@@ -41,6 +45,9 @@ export function render(main, { created }) {
       msg.textContent = `not JSON: ${err.message}`;
       return;
     }
+    // The form's name and description, unless the pasted body has its own.
+    if (name.value.trim() && body.name === undefined) body.name = name.value.trim();
+    if (description.value.trim() && body.description === undefined) body.description = description.value.trim();
     try {
       const out = await createCollection(body);
       created(out.id);
