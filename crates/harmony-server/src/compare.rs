@@ -23,7 +23,9 @@ pub const RULE: &str = "Holm–Bonferroni over every difference of the document 
 pub const INDEPENDENCE: &str = "The windows are disjoint, so their reports are disjoint and independently \
     randomized; the standard error assumes independent device sets. Devices that reported in both windows \
     with persisting values make the estimates positively correlated: the standard error then overstates \
-    the difference's and the test is conservative.";
+    the difference's and the test is conservative. The standard errors are the estimates' own: the \
+    randomization's noise around the values of the devices that reported, so a change in which devices \
+    report is a change.";
 
 /// One estimate's change between the windows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

@@ -169,6 +169,14 @@ fn check(addr: SocketAddr, name: &str, f: &Fed) {
         assert_eq!(p["from"], format!("{}T00:00:00Z", iso(d as i64)));
         assert_close(&format!("{name} series day {d}"), &p["document"], &fresh(&f.config, &of(d..d + 1)));
     }
+    // The change from day 0 to day 2: the differences of the fresh documents.
+    let path =
+        format!("/v1/collections/{}/compare?a_from={}&a_to={}&b_from={}&b_to={}", f.id, iso(0), iso(1), iso(2), iso(3));
+    let got = get(addr, &path);
+    let want = harmony_server::compare::differences(&fresh(&f.config, &of(0..1)), &fresh(&f.config, &of(2..3)));
+    assert!(!want.is_empty() || name == "heavy-hitters", "{name}: nothing to compare");
+    assert_close(&format!("{name} {path}"), &got["differences"], &serde_json::to_value(&want).unwrap());
+    assert_eq!((got["a"]["reports"].as_u64(), got["b"]["reports"].as_u64()), (Some(70), Some(70)), "{name}");
     // 2026-01-05 is a Monday: one week holds the three days.
     let weeks = get(addr, &format!("/v1/collections/{}/series?period=week&to={}", f.id, iso(2)));
     let points = weeks["points"].as_array().unwrap();
