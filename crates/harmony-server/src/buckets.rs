@@ -258,15 +258,14 @@ impl Buckets {
     }
 }
 
+/// A collection's bucket states and its live accumulator (their merge).
+pub type Loaded = (Buckets, Box<dyn TaskAggregator>);
+
 /// The bucket states of a collection and its live accumulator (their merge), read from the
 /// store, or `None` when the store keeps no buckets. A collection stored before buckets were kept
 /// gets day buckets once, from its reports' received days (reports stored before days were kept
 /// go to the bucket of 1970-01-01).
-pub fn load(
-    store: &dyn Store,
-    task: &dyn Task,
-    key: i64,
-) -> Result<Option<(Buckets, Box<dyn TaskAggregator>)>, String> {
+pub fn load(store: &dyn Store, task: &dyn Task, key: i64) -> Result<Option<Loaded>, String> {
     if !store.supports_buckets() {
         return Ok(None);
     }
@@ -332,7 +331,7 @@ fn backfill(store: &dyn Store, task: &dyn Task, key: i64) -> Result<(), String> 
 pub fn delta(
     c: &std::sync::Arc<crate::state::Collection>,
     bucket: i64,
-    bodies: Vec<Vec<u8>>,
+    bodies: std::sync::Arc<Vec<Vec<u8>>>,
 ) -> Result<(Box<dyn TaskAggregator>, BucketDelta), ApiError> {
     let c = c.clone();
     let build = move |keep: &dyn Fn(usize) -> bool| -> harmony_core::Result<(Box<dyn TaskAggregator>, Vec<u8>)> {

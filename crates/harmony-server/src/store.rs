@@ -106,8 +106,11 @@ pub struct BucketDelta {
     pub state: Vec<u8>,
     /// The state of the new reports only, given the flags of [`Store::insert_reports`]
     /// (called inside the transaction when some were stored already).
-    pub redo: Box<dyn FnOnce(&[bool]) -> StoreResult<Vec<u8>> + Send>,
+    pub redo: Redo,
 }
+
+/// [`BucketDelta::redo`]: the state of a batch's new reports given their flags.
+pub type Redo = Box<dyn FnOnce(&[bool]) -> StoreResult<Vec<u8>> + Send>;
 
 impl BucketDelta {
     /// The state to store with a batch whose reports' flags are `flags` (`None`: none is new).

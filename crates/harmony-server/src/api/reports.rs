@@ -144,7 +144,7 @@ fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8]) -> Result<
     let batch: BatchIn = parse_json(body)?;
     check_envelope(c, &batch)?;
     let rows = decode_batch(c, &batch)?;
-    let bodies: Vec<Vec<u8>> = rows.iter().map(|(_, b)| b.clone()).collect();
+    let bodies: std::sync::Arc<Vec<Vec<u8>>> = std::sync::Arc::new(rows.iter().map(|(_, b)| b.clone()).collect());
     let now = st.now();
     let bucket = c.buckets().map(|b| b.period.start(now));
     // The state of the batch's reports, stored with them ([`crate::buckets`]).
