@@ -426,6 +426,25 @@ impl Client {
         let bytes = self.request("GET", &path, None)?;
         Ok((path, bytes))
     }
+    /// A continuous-collection read (analyst token required): `endpoint` is `estimates`,
+    /// `series` or `compare`, `params` its window parameters (`from`, `to`, `period`, `a_from`,
+    /// …; percent-encoding is not needed for ISO instants), with `query`'s ranges and quantiles.
+    /// The JSON as the server sent it.
+    pub fn window_json(
+        &self,
+        collection: &str,
+        endpoint: &str,
+        params: &[(&str, &str)],
+        query: &Query,
+    ) -> Result<Vec<u8>> {
+        let mut parts: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let q = query.to_query_string();
+        if !q.is_empty() {
+            parts.push(q);
+        }
+        let path = format!("/v1/collections/{collection}/{endpoint}?{}", parts.join("&"));
+        self.request("GET", &path, None)
+    }
     /// Every collection the token reads (the admin token: all).
     pub fn collections(&self) -> Result<Vec<CollectionSummary>> {
         let bytes = self.request("GET", "/v1/collections", None)?;

@@ -9,6 +9,9 @@
 //!   device-chosen ids ([`api::reports`]).
 //! * `GET /v1/collections/{id}/estimates` (analyst): the task's estimate document, from
 //!   accumulators updated per batch (no rescan), rebuilt from the stored reports on start.
+//! * `GET /v1/collections/{id}/estimates?from=&to=`, `GET …/series`, `GET …/compare` (analyst):
+//!   windows, one document per period and the change between two windows, all merges of
+//!   bucket states ([`buckets`], [`api::windows`]).
 //! * `GET /v1/collections/{id}/model`, `POST …/gradients`: model rounds ([`api::rounds`],
 //!   [`rounds`]).
 //! * `POST`/`GET /v1/collections/{id}/tokens`, `DELETE …/tokens/{token_id}` (admin),
@@ -22,6 +25,8 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod buckets;
+pub mod compare;
 pub mod conn;
 pub mod error;
 pub mod guard;
@@ -119,6 +124,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .routes(routes!(reports::post))
         .routes(routes!(collections::estimates))
         .routes(routes!(collections::days))
+        .routes(routes!(api::windows::series))
+        .routes(routes!(api::windows::compare))
         .routes(routes!(rounds::model))
         .routes(routes!(rounds::post_gradient))
         .routes(routes!(api::queries::current))

@@ -20,8 +20,8 @@
 //! retries on its own while down, so `/readyz` turns 200 again without traffic.
 
 use crate::store::{
-    Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken, blob_to_params, params_to_blob,
-    utc_day_now,
+    BucketDelta, Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken, blob_to_params,
+    params_to_blob, unix_now, utc_day,
 };
 use crate::tls::PgTls;
 use std::collections::HashSet;
@@ -105,6 +105,19 @@ CREATE TABLE IF NOT EXISTS harmony_queries (
     query TEXT NOT NULL,
     PRIMARY KEY (collection, round)
 );
+-- Continuous collection: each collection's bucket period (seconds) and the saved accumulator
+-- state of each committed batch's new reports, tagged with its bucket (crate::buckets).
+CREATE TABLE IF NOT EXISTS harmony_periods (
+    collection BIGINT PRIMARY KEY,
+    seconds BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS harmony_bucket_states (
+    seq BIGSERIAL PRIMARY KEY,
+    collection BIGINT NOT NULL,
+    bucket BIGINT NOT NULL,
+    state BYTEA NOT NULL
+);
+CREATE INDEX IF NOT EXISTS harmony_bucket_states_collection ON harmony_bucket_states (collection, bucket);
 CREATE TABLE IF NOT EXISTS harmony_tokens (
     token_id TEXT PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -257,6 +270,8 @@ struct Job {
     /// The UTC day the batch was received.
     day: i32,
     reports: Vec<(String, Vec<u8>)>,
+    /// The state of its new reports, stored with them.
+    delta: Mutex<Option<BucketDelta>>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
 }
 
@@ -329,6 +344,14 @@ fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<S
                 out.push(Err(c));
             }
             None => {
+                let delta = job.delta.lock().map_err(|_| StoreError::Closed)?.take();
+                if let Some(d) = delta {
+                    let bucket = d.bucket;
+                    if let Some(state) = d.resolve(&flags)? {
+                        let sql = "INSERT INTO harmony_bucket_states (collection, bucket, state) VALUES ($1, $2, $3)";
+                        sp.execute(sql, &[&job.key, &bucket, &state])?;
+                    }
+                }
                 sp.commit()?;
                 out.push(Ok(flags));
             }
@@ -570,10 +593,83 @@ impl Store for PgStore {
     }
 
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
+        self.insert_reports_at(key, unix_now(), reports, None)
+    }
+
+    fn insert_reports_at(
+        &self,
+        key: i64,
+        received: i64,
+        reports: Vec<(String, Vec<u8>)>,
+        delta: Option<BucketDelta>,
+    ) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
         let tx = self.jobs.lock().map_err(|_| StoreError::Closed)?.clone().ok_or(StoreError::Closed)?;
-        tx.send(Job { key, day: utc_day_now(), reports, reply }).map_err(|_| StoreError::Closed)?;
+        let job = Job { key, day: utc_day(received), reports, delta: Mutex::new(delta), reply };
+        tx.send(job).map_err(|_| StoreError::Closed)?;
         rx.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    fn supports_buckets(&self) -> bool {
+        true
+    }
+
+    fn create_collection_with_period(&self, id: &str, config: &str, meta: &str, period: i64) -> StoreResult<i64> {
+        self.read(|c| {
+            let mut tx = c.transaction()?;
+            let rows = tx.query(
+                "INSERT INTO harmony_collections (id, config, meta) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING \
+                 RETURNING key",
+                &[&id, &config, &meta],
+            )?;
+            let Some(key) = rows.first().map(|r| r.get::<_, i64>(0)) else {
+                return Err(StoreError::Exists(id.to_string()));
+            };
+            tx.execute("INSERT INTO harmony_periods (collection, seconds) VALUES ($1, $2)", &[&key, &period])?;
+            tx.commit()?;
+            Ok(key)
+        })
+    }
+
+    fn period(&self, key: i64) -> StoreResult<Option<i64>> {
+        self.read(|c| {
+            let row = c.query_opt("SELECT seconds FROM harmony_periods WHERE collection = $1", &[&key])?;
+            Ok(row.map(|r| r.get(0)))
+        })
+    }
+
+    fn for_each_bucket_state(&self, key: i64, f: &mut dyn FnMut(i64, &[u8])) -> StoreResult<()> {
+        use postgres::fallible_iterator::FallibleIterator;
+        self.analytics(|c| {
+            let params: [&(dyn postgres::types::ToSql + Sync); 1] = [&key];
+            let sql = "SELECT bucket, state FROM harmony_bucket_states WHERE collection = $1";
+            let mut rows = c.query_raw(sql, params)?;
+            while let Some(row) = rows.next()? {
+                f(row.get(0), row.get(1));
+            }
+            Ok(())
+        })
+    }
+
+    fn adopt_buckets(&self, key: i64, period: i64, states: Vec<(i64, Vec<u8>)>) -> StoreResult<bool> {
+        self.read(|c| {
+            let mut tx = c.transaction()?;
+            let n = tx.execute(
+                "INSERT INTO harmony_periods (collection, seconds) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&key, &period],
+            )?;
+            if n == 0 {
+                return Ok(false);
+            }
+            for (bucket, state) in &states {
+                tx.execute(
+                    "INSERT INTO harmony_bucket_states (collection, bucket, state) VALUES ($1, $2, $3)",
+                    &[&key, bucket, state],
+                )?;
+            }
+            tx.commit()?;
+            Ok(true)
+        })
     }
 
     fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {

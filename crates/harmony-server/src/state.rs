@@ -2,6 +2,7 @@
 //! start. A collection whose stored config or reports do not load is quarantined (served as
 //! 503 naming the reason), never the whole server.
 
+use crate::buckets::{Buckets, Period};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::rounds::Training;
@@ -65,6 +66,9 @@ pub struct Collection {
     /// A batch failed with its commit outcome unknown (the store connection died): the
     /// accumulator may lack committed reports; rebuilt from the store before its next use.
     pub stale: AtomicBool,
+    /// The bucket states ([`crate::buckets`]): `None` for rounds (no state to save) and on a
+    /// store that keeps none. Updated with the live accumulator, under its lock.
+    pub buckets: Option<Mutex<Buckets>>,
 }
 
 /// An estimate document computed for a query at a report count.
@@ -102,7 +106,26 @@ impl Collection {
             refreshing: AtomicBool::new(false),
             commit: RwLock::new(()),
             stale: AtomicBool::new(false),
+            buckets: None,
         })
+    }
+
+    /// Whether the collection's reports merge as saved states (everything but rounds).
+    pub fn bucketable(&self) -> bool {
+        self.train.is_none() && !self.adaptive && self.task.mergeable()
+    }
+
+    /// The collection with (empty) buckets of `period`, if it can have buckets.
+    pub fn with_period(mut self, period: Period) -> Self {
+        if self.bucketable() {
+            self.buckets = Some(Mutex::new(Buckets::new(period)));
+        }
+        self
+    }
+
+    /// The bucket states, locked (`None` without buckets).
+    pub fn buckets(&self) -> Option<MutexGuard<'_, Buckets>> {
+        self.buckets.as_ref().map(|b| b.lock().unwrap_or_else(|p| p.into_inner()))
     }
     /// Reports aggregated so far (a training collection: gradients received in every round).
     pub fn count(&self) -> u64 {
@@ -141,7 +164,15 @@ impl Collection {
             return Ok(());
         }
         let t = Instant::now();
-        let (agg, bad) = replay(store, self).map_err(ApiError::store)?;
+        let (agg, bad) = if self.buckets.is_some() {
+            let loaded = crate::buckets::load(store, self.task.as_ref(), self.key)
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", e))?;
+            let (b, agg) = loaded.ok_or_else(|| ApiError::internal("a store that stopped keeping buckets"))?;
+            *self.buckets().expect("bucketed") = b;
+            (agg, 0)
+        } else {
+            replay(store, self).map_err(ApiError::store)?
+        };
         if bad > 0 {
             let msg = format!("{bad} stored reports do not decode");
             return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", msg));
@@ -187,6 +218,9 @@ pub(crate) struct Inner {
     pub collections: RwLock<HashMap<String, Arc<Collection>>>,
     pub quarantined: RwLock<HashMap<String, Quarantined>>,
     pub metrics: Metrics,
+    /// Seconds added to the system clock when a batch's bucket is chosen (0 but in tests and
+    /// simulations of days: [`AppState::shift_clock`]).
+    pub clock_shift: std::sync::atomic::AtomicI64,
 }
 
 /// Loads one stored collection and replays its reports (or its round) into the accumulator.
@@ -200,6 +234,15 @@ fn load(store: &dyn Store, c: &StoredCollection) -> Result<Collection, String> {
         return Ok(col);
     }
     let t = Instant::now();
+    if col.bucketable()
+        && let Some((buckets, agg)) = crate::buckets::load(store, col.task.as_ref(), c.key)?
+    {
+        let (n, k) = (agg.count(), buckets.states.len());
+        *col.agg() = agg;
+        col.buckets = Some(Mutex::new(buckets));
+        tracing::info!(collection = %c.id, reports = n, buckets = k, seconds = t.elapsed().as_secs_f64(), "merged the stored bucket states");
+        return Ok(col);
+    }
     let (agg, bad) = replay(store, &col).map_err(|e| e.to_string())?;
     *col.agg() = agg;
     if bad > 0 {
@@ -245,6 +288,7 @@ impl AppState {
                 collections: RwLock::new(map),
                 quarantined: RwLock::new(quarantined),
                 metrics: Metrics::default(),
+                clock_shift: std::sync::atomic::AtomicI64::new(0),
             }),
         })
     }
@@ -306,6 +350,17 @@ impl AppState {
             }
             tracing::error!(collection = %id, "gave up asking the store whether a collection was created");
         });
+    }
+
+    /// Now (Unix seconds) as the server dates batches: the system clock plus the shift.
+    pub fn now(&self) -> i64 {
+        crate::store::unix_now() + self.inner.clock_shift.load(Ordering::Relaxed)
+    }
+
+    /// Dates the batches received from now on `secs` later than the system clock (negative:
+    /// earlier). For tests and simulations of days of collection; a server never shifts itself.
+    pub fn shift_clock(&self, secs: i64) {
+        self.inner.clock_shift.store(secs, Ordering::Relaxed);
     }
 
     /// Number of quarantined collections.

@@ -100,6 +100,34 @@ pub fn utc_day_now() -> i32 {
     (secs / 86_400) as i32
 }
 
+/// The saved accumulator state of a batch's new reports ([`crate::buckets`]), stored in the
+/// batch's transaction.
+pub struct BucketDelta {
+    /// The start (Unix seconds) of the bucket the batch was received in.
+    pub bucket: i64,
+    /// The state of every report of the batch (stored when all are new).
+    pub state: Vec<u8>,
+    /// The state of the new reports only, given the flags of [`Store::insert_reports`]
+    /// (called inside the transaction when some were stored already).
+    pub redo: Redo,
+}
+
+/// [`BucketDelta::redo`]: the state of a batch's new reports given their flags.
+pub type Redo = Box<dyn FnOnce(&[bool]) -> StoreResult<Vec<u8>> + Send>;
+
+impl BucketDelta {
+    /// The state to store with a batch whose reports' flags are `flags` (`None`: none is new).
+    pub(crate) fn resolve(self, flags: &[bool]) -> StoreResult<Option<Vec<u8>>> {
+        if flags.iter().all(|f| *f) {
+            Ok(Some(self.state))
+        } else if flags.iter().any(|f| *f) {
+            (self.redo)(flags).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
 /// Durable storage of collections and reports. Methods block; the server calls them from
 /// blocking threads.
 pub trait Store: Send + Sync + 'static {
@@ -143,6 +171,46 @@ pub trait Store: Send + Sync + 'static {
     /// Whether the store answers (a trivial query on each connection): `/readyz`.
     fn ping(&self) -> StoreResult<()> {
         Ok(())
+    }
+
+    /// Whether the store keeps bucket states ([`crate::buckets`]); without them a collection
+    /// has only its live accumulator (no windows), rebuilt from its reports on start.
+    fn supports_buckets(&self) -> bool {
+        false
+    }
+    /// Stores a new collection with its `meta` ([`Store::create_collection_meta`]) and its bucket
+    /// period (seconds), in one transaction; returns its internal key.
+    fn create_collection_with_period(&self, id: &str, config: &str, meta: &str, _period: i64) -> StoreResult<i64> {
+        self.create_collection_meta(id, config, meta)
+    }
+    /// A collection's bucket period in seconds; `None` for a collection stored before the store
+    /// kept buckets (its buckets are made once, [`Store::adopt_buckets`]).
+    fn period(&self, _key: i64) -> StoreResult<Option<i64>> {
+        Ok(None)
+    }
+    /// [`Store::insert_reports`] received at `received` (Unix seconds; its UTC day is stored with
+    /// each report), with the state of the batch's new reports stored in the same transaction.
+    fn insert_reports_at(
+        &self,
+        key: i64,
+        _received: i64,
+        reports: Vec<(String, Vec<u8>)>,
+        delta: Option<BucketDelta>,
+    ) -> StoreResult<Vec<bool>> {
+        match delta {
+            Some(_) => Err(StoreError::Unsupported("bucket states")),
+            None => self.insert_reports(key, reports),
+        }
+    }
+    /// Calls `f` on every stored state of a collection's batches: (bucket start, state).
+    fn for_each_bucket_state(&self, _key: i64, _f: &mut dyn FnMut(i64, &[u8])) -> StoreResult<()> {
+        Err(StoreError::Unsupported("bucket states"))
+    }
+    /// Stores the bucket states `(bucket start, state)` and the period of a collection stored
+    /// before buckets were kept, in one transaction, unless its period is stored already
+    /// (another server did it first: `false`, nothing written).
+    fn adopt_buckets(&self, _key: i64, _period: i64, _states: Vec<(i64, Vec<u8>)>) -> StoreResult<bool> {
+        Err(StoreError::Unsupported("bucket states"))
     }
 
     /// Stores a new analyst token (its hash).
@@ -228,7 +296,19 @@ struct Job {
     /// The UTC day the batch was received ([`utc_day_now`]).
     day: i32,
     reports: Vec<(String, Vec<u8>)>,
+    /// The state of its new reports, stored with them.
+    delta: Mutex<Option<BucketDelta>>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
+}
+
+/// The UTC day (days since 1970-01-01) of Unix second `t`.
+pub fn utc_day(t: i64) -> i32 {
+    t.div_euclid(86_400) as i32
+}
+
+/// Now, in Unix seconds.
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
 /// SQLite storage (see the module docs).
@@ -282,6 +362,17 @@ CREATE TABLE IF NOT EXISTS queries (
     query TEXT NOT NULL,
     PRIMARY KEY (collection, round)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS periods (
+    collection INTEGER PRIMARY KEY,
+    seconds INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bucket_states (
+    seq INTEGER PRIMARY KEY,
+    collection INTEGER NOT NULL,
+    bucket INTEGER NOT NULL,
+    state BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS bucket_states_collection ON bucket_states (collection, bucket);
 CREATE TABLE IF NOT EXISTS tokens (
     token_id TEXT PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -417,10 +508,18 @@ fn insert_batch(tx: &rusqlite::Transaction<'_>, job: &Job) -> StoreResult<Vec<bo
         }
         flags[index] = new;
     }
-    match conflict {
-        Some(index) => Err(StoreError::Conflict { index, id: job.reports[index].0.clone() }),
-        None => Ok(flags),
+    if let Some(index) = conflict {
+        return Err(StoreError::Conflict { index, id: job.reports[index].0.clone() });
     }
+    let delta = job.delta.lock().map_err(|_| StoreError::Closed)?.take();
+    if let Some(d) = delta {
+        let bucket = d.bucket;
+        if let Some(state) = d.resolve(&flags)? {
+            tx.prepare_cached("INSERT INTO bucket_states (collection, bucket, state) VALUES (?1, ?2, ?3)")?
+                .execute(rusqlite::params![job.key, bucket, state])?;
+        }
+    }
+    Ok(flags)
 }
 
 impl SqliteStore {
@@ -560,9 +659,81 @@ impl Store for SqliteStore {
     }
 
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
+        self.insert_reports_at(key, unix_now(), reports, None)
+    }
+
+    fn insert_reports_at(
+        &self,
+        key: i64,
+        received: i64,
+        reports: Vec<(String, Vec<u8>)>,
+        delta: Option<BucketDelta>,
+    ) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
-        self.sender()?.send(Job { key, day: utc_day_now(), reports, reply }).map_err(|_| StoreError::Closed)?;
+        let job = Job { key, day: utc_day(received), reports, delta: Mutex::new(delta), reply };
+        self.sender()?.send(job).map_err(|_| StoreError::Closed)?;
         rx.recv().map_err(|_| StoreError::Closed)?
+    }
+
+    fn supports_buckets(&self) -> bool {
+        true
+    }
+
+    fn create_collection_with_period(&self, id: &str, config: &str, meta: &str, period: i64) -> StoreResult<i64> {
+        let mut conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let tx = conn.transaction()?;
+        let sql = "INSERT INTO collections (id, config, meta) VALUES (?1, ?2, ?3)";
+        let key =
+            match tx.execute(sql, rusqlite::params![id, config, meta]) {
+                Ok(_) => tx.last_insert_rowid(),
+                Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                    return Err(StoreError::Exists(id.to_string()));
+                }
+                Err(e) => return Err(e.into()),
+            };
+        tx.execute("INSERT INTO periods (collection, seconds) VALUES (?1, ?2)", rusqlite::params![key, period])?;
+        tx.commit()?;
+        Ok(key)
+    }
+
+    fn period(&self, key: i64) -> StoreResult<Option<i64>> {
+        let conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        match conn.query_row("SELECT seconds FROM periods WHERE collection = ?1", [key], |r| r.get(0)) {
+            Ok(s) => Ok(Some(s)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn for_each_bucket_state(&self, key: i64, f: &mut dyn FnMut(i64, &[u8])) -> StoreResult<()> {
+        let conn = self.analytics.lock().map_err(|_| StoreError::Closed)?;
+        let mut stmt = conn.prepare_cached("SELECT bucket, state FROM bucket_states WHERE collection = ?1")?;
+        let mut rows = stmt.query([key])?;
+        while let Some(row) = rows.next()? {
+            let state = row.get_ref(1)?.as_blob().map_err(|e| StoreError::Db(e.to_string()))?;
+            f(row.get(0)?, state);
+        }
+        Ok(())
+    }
+
+    fn adopt_buckets(&self, key: i64, period: i64, states: Vec<(i64, Vec<u8>)>) -> StoreResult<bool> {
+        let mut conn = self.read.lock().map_err(|_| StoreError::Closed)?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let n = tx.execute(
+            "INSERT OR IGNORE INTO periods (collection, seconds) VALUES (?1, ?2)",
+            rusqlite::params![key, period],
+        )?;
+        if n == 0 {
+            return Ok(false);
+        }
+        for (bucket, state) in states {
+            tx.execute(
+                "INSERT INTO bucket_states (collection, bucket, state) VALUES (?1, ?2, ?3)",
+                rusqlite::params![key, bucket, state],
+            )?;
+        }
+        tx.commit()?;
+        Ok(true)
     }
 
     fn for_each_stored(&self, key: i64, f: &mut dyn FnMut(StoredReport<'_>) -> ControlFlow<()>) -> StoreResult<()> {

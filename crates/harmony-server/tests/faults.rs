@@ -180,12 +180,21 @@ fn a_corrupt_row_quarantines_its_collection_not_the_server() {
         )
         .unwrap();
     assert_eq!(changed, 1);
+    // A start reads the stored bucket states, not the reports: corrupt one of those too.
+    let changed = db
+        .execute(
+            "UPDATE bucket_states SET state = x'00' WHERE seq = (SELECT MIN(seq) FROM bucket_states
+             WHERE collection = (SELECT key FROM collections WHERE id = ?1))",
+            [&bad],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
     drop(db);
     let server = start(&dir);
     let addr = server.addr;
     let (status, body) = raw(addr, "GET", &format!("/v1/collections/{bad}/estimates"), b"", true);
     assert_eq!(status, 503, "{body}");
-    assert!(body.contains("quarantined") && body.contains("do not decode"), "{body}");
+    assert!(body.contains("quarantined") && body.contains("does not merge"), "{body}");
     let (status, body) = raw(addr, "GET", &format!("/v1/collections/{good}/estimates"), b"", true);
     assert_eq!(status, 200, "{body}");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["reports"].as_u64(), Some(70));

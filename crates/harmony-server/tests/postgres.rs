@@ -20,7 +20,7 @@ fn postgres_store_and_server() {
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
-            "DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_queries, harmony_tokens",
+            "DROP TABLE IF EXISTS harmony_periods, harmony_bucket_states, harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_queries, harmony_tokens",
         )
         .unwrap();
     // The store contract.
@@ -67,7 +67,7 @@ fn postgres_store_and_server() {
     // reports read back with no day, new ones with today's.
     admin
         .batch_execute(
-            "DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_queries;
+            "DROP TABLE IF EXISTS harmony_periods, harmony_bucket_states, harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_queries;
              CREATE TABLE harmony_collections (key BIGSERIAL PRIMARY KEY, id TEXT NOT NULL UNIQUE, config TEXT NOT NULL);
              CREATE TABLE harmony_reports (collection BIGINT NOT NULL, report_id TEXT NOT NULL, body BYTEA NOT NULL,
                  PRIMARY KEY (collection, report_id));
@@ -90,7 +90,7 @@ fn postgres_store_and_server() {
     }
     drop(PgStore::open(&url).unwrap());
     admin
-        .batch_execute("DROP TABLE IF EXISTS harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_queries")
+        .batch_execute("DROP TABLE IF EXISTS harmony_periods, harmony_bucket_states, harmony_reports, harmony_collections, harmony_gradients, harmony_models, harmony_queries")
         .unwrap();
     // The server over PostgreSQL: idempotent batches, rebuild on restart.
     let schema = Schema::new(vec![

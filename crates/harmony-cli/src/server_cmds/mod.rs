@@ -15,6 +15,7 @@ pub mod sent;
 pub mod submit;
 mod token_policy;
 pub mod tokens;
+pub mod windows;
 
 use crate::data::SchemaFile;
 use crate::output::Format;
@@ -309,6 +310,9 @@ pub struct QueryArgs {
     /// attribute as `attribute=value`), for the true frequencies.
     #[arg(long)]
     pub column: Option<String>,
+    /// Continuous collection: a time window, a series or a comparison.
+    #[command(flatten)]
+    pub window: windows::WindowArgs,
 }
 
 /// Runs `harmony serve`.
@@ -590,6 +594,9 @@ pub fn query(a: QueryArgs) -> Result<()> {
     }
     if a.target.is_some() {
         anyhow::bail!("invalid option: --target scores a training collection's model; {} has none", a.collection);
+    }
+    if a.window.any() {
+        return windows::query(&client, &a, &query_of(&a)?);
     }
     let doc = client.estimates(&a.collection, &query_of(&a)?)?;
     let truth = match &a.data {

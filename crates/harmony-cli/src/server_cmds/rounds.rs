@@ -768,6 +768,7 @@ mod tests {
                     ranges: None,
                     quantiles: None,
                     column: None,
+                    window: Default::default(),
                 };
                 super::super::query(q).unwrap();
             }
@@ -908,6 +909,7 @@ mod tests {
             ranges: None,
             quantiles: None,
             column: None,
+            window: Default::default(),
         };
         let e = format!("{:#}", super::super::query(q).unwrap_err());
         assert!(e.contains("--target scores a training collection's model"), "{e}");

@@ -2,6 +2,7 @@
 //! (analyst).
 
 use super::{blocking, read_body};
+use crate::buckets::Period;
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Cached, Collection};
 use crate::store::StoreError;
@@ -25,7 +26,10 @@ const CACHED: usize = 8;
 /// retry returns the collection its first attempt stored (201 again) instead of a second one.
 #[utoipa::path(post, path = "/v1/collections", operation_id = "createCollection", tag = "collections",
     security(("analyst" = [])),
-    params(("Idempotency-Key" = Option<String>, Header, description = "Optional, 1 to 64 of [A-Za-z0-9_-]: every retry of a create under one key names the same collection, so a create whose answer was lost is retried safely")),
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Optional, 1 to 64 of [A-Za-z0-9_-]: every retry of a create under one key names the same collection, so a create whose answer was lost is retried safely"),
+        ("period" = Option<String>, Query, description = "The bucket period of continuous collection: `hour`, `day` (the default) or `week` (ISO weeks, from Monday 00:00 UTC); windows and series are whole buckets")
+    ),
     request_body(content = harmony_protocol::NewCollection, content_type = "application/json"),
     responses(
         (status = 201, description = "Created: the id and the published config", body = harmony_protocol::Created,
@@ -46,6 +50,7 @@ const CACHED: usize = 8;
 pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> Result<Response, ApiError> {
     st.check_token(req.headers())?;
     let idempotency = idempotency_key(req.headers())?;
+    let period = create_period(req.uri().query().unwrap_or(""))?;
     let body = read_body(req).await?;
     let st2 = st.clone();
     let created = blocking(move || {
@@ -69,10 +74,17 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
             let msg = "rounds (\"train\", \"adaptive-rounds\") are not implemented by this store";
             return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "task", msg));
         }
-        let col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
+        let mut col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
         let text = serde_json::to_string(&config).expect("JSON of a config");
         let meta_text = serde_json::to_string(&meta).expect("JSON of a meta");
-        match st2.inner.store.create_collection_meta(&id, &text, &meta_text) {
+        let store = &st2.inner.store;
+        let stored = if store.supports_buckets() {
+            col = col.with_period(period);
+            store.create_collection_with_period(&id, &text, &meta_text, period.seconds())
+        } else {
+            store.create_collection_meta(&id, &text, &meta_text)
+        };
+        match stored {
             Ok(key) => st2.insert(id.clone(), Collection { key, meta, ..col }),
             // A retry under the same Idempotency-Key: the stored collection, if it is this spec.
             Err(StoreError::Exists(_)) if idempotency.is_some() => match st2.adopt(&id).map_err(ApiError::store)? {
@@ -96,6 +108,21 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
     let c = &created.config;
     tracing::info!(collection = %created.id, task = c.task.kind().name(), epsilon = c.epsilon, "collection created");
     Ok((StatusCode::CREATED, axum::Json(created)).into_response())
+}
+
+/// The bucket period of a create: `?period=hour|day|week` (a day when absent).
+fn create_period(query: &str) -> Result<Period, ApiError> {
+    let mut period = Period::Day;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("period", v)) => period = Period::parse("period", v)?,
+            _ => {
+                let key = pair.split('=').next().unwrap_or(pair);
+                return Err(ApiError::bad(key, format!("unknown query parameter {key:?}, expected period")));
+            }
+        }
+    }
+    Ok(period)
 }
 
 /// The optional `Idempotency-Key` header of a create: 1 to 64 of `[A-Za-z0-9_-]`.
@@ -140,14 +167,17 @@ pub async fn config(State(st): State<AppState>, Path(id): Path<String>) -> Resul
     params(
         ("id" = String, Path, description = "The collection id"),
         ("ranges" = Option<String>, Query, description = "`range`: ranges LO:HI in the attribute's units, comma-separated"),
-        ("quantiles" = Option<String>, Query, description = "`range`: quantile levels in (0, 1), comma-separated (default 0.1,0.5,0.9)")
+        ("quantiles" = Option<String>, Query, description = "`range`: quantile levels in (0, 1), comma-separated (default 0.1,0.5,0.9)"),
+        ("from" = Option<String>, Query, description = "A window's first instant (inclusive): an ISO date `YYYY-MM-DD` or a UTC timestamp `YYYY-MM-DDTHH:MM[:SS]Z` on a boundary of the collection's period; with `to`, or alone (open end)"),
+        ("to" = Option<String>, Query, description = "The first instant after the window (exclusive), as `from`")
     ),
     responses(
-        (status = 200, description = "The task's estimate document: every number with its standard error and 95% CI (null when there is none)", body = harmony_protocol::EstimateDocument),
+        (status = 200, description = "The task's estimate document: every number with its standard error and 95% CI (null when there is none); with `from`/`to`, of the reports received in that window (a merge of bucket states)", body = harmony_protocol::EstimateDocument),
         (status = 400, description = "A bad query parameter", body = harmony_protocol::ErrorBody),
         (status = 401, description = "Missing, unknown or revoked token", body = harmony_protocol::ErrorBody),
         (status = 403, description = "A token of another collection, or the metrics token", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
+        (status = 501, description = "`from`/`to` on a collection without time windows (model or query rounds)", body = harmony_protocol::ErrorBody),
         (status = 503, description = "The collection is quarantined, or its accumulator must be rebuilt after a store failure and the store is unreachable: retry", body = harmony_protocol::ErrorBody)
     ))]
 pub async fn estimates(
@@ -159,7 +189,14 @@ pub async fn estimates(
     st.check_reader(&headers, &id)?;
     let c = st.collection(&id)?;
     let raw = raw.unwrap_or_default();
-    let query = Query::parse(&raw).map_err(|(field, message)| ApiError::bad(field, message))?;
+    let (window, rest) = super::windows::split_params(&raw, &["from", "to"])?;
+    let query = Query::parse(&rest).map_err(|(field, message)| ApiError::bad(field, message))?;
+    if !window.is_empty() {
+        let (from, to) = (window.get("from").map(|s| s.to_string()), window.get("to").map(|s| s.to_string()));
+        let doc =
+            blocking(move || super::windows::estimates_in(&st, &c, from.as_deref(), to.as_deref(), &query)).await?;
+        return Ok(axum::Json(doc).into_response());
+    }
     let store = st.inner.store.clone();
     let doc = blocking(move || {
         c.settle(store.as_ref(), true)?;

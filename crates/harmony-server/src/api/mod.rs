@@ -5,6 +5,7 @@ pub mod queries;
 pub mod reports;
 pub mod rounds;
 pub mod tokens;
+pub mod windows;
 
 use crate::error::ApiError;
 use axum::body::Bytes;

@@ -130,7 +130,7 @@ fn decode_batch(c: &Collection, batch: &BatchIn) -> Result<Vec<(String, Vec<u8>)
 }
 
 /// Parses, validates, commits and aggregates one batch (blocking).
-fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiError> {
+fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8]) -> Result<BatchAck, ApiError> {
     if c.train.is_some() {
         let id = &c.config.id;
         let msg = format!("collection {id:?} trains a model: post gradients to /v1/collections/{id}/gradients");
@@ -144,10 +144,20 @@ fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiErr
     let batch: BatchIn = parse_json(body)?;
     check_envelope(c, &batch)?;
     let rows = decode_batch(c, &batch)?;
-    let bodies: Vec<Vec<u8>> = rows.iter().map(|(_, b)| b.clone()).collect();
+    let bodies: std::sync::Arc<Vec<Vec<u8>>> = std::sync::Arc::new(rows.iter().map(|(_, b)| b.clone()).collect());
+    let now = st.now();
+    let bucket = c.buckets().map(|b| b.period.start(now));
+    // The state of the batch's reports, stored with them ([`crate::buckets`]).
+    let (delta, stored) = match bucket {
+        Some(b) => {
+            let (agg, d) = crate::buckets::delta(c, b, bodies.clone())?;
+            (Some(agg), Some(d))
+        }
+        None => (None, None),
+    };
     c.settle(st.inner.store.as_ref(), false)?;
     let _committing = c.committing();
-    let flags = st.inner.store.insert_reports(c.key, rows).map_err(|e| match e {
+    let flags = st.inner.store.insert_reports_at(c.key, now, rows, stored).map_err(|e| match e {
         StoreError::Conflict { index, id } => {
             let msg = format!("report id {id:?} is already stored with other bytes; nothing of this batch was stored");
             ApiError::new(StatusCode::CONFLICT, format!("reports[{index}].id"), msg)
@@ -161,14 +171,25 @@ fn ingest(st: &AppState, c: &Collection, body: &[u8]) -> Result<BatchAck, ApiErr
             ApiError::store(e)
         }
     })?;
-    let mut accepted = 0;
+    let accepted = flags.iter().filter(|f| **f).count() as u64;
     let mut agg = c.agg();
-    for (b, new) in bodies.iter().zip(&flags) {
-        if *new {
-            // Validated above: `add` decodes what `validate` accepted.
-            agg.add(b).map_err(|e| ApiError::from_core("reports: ", e))?;
-            accepted += 1;
+    let delta = match delta {
+        // The usual case: every report new, their accumulator made already.
+        Some(d) if accepted == flags.len() as u64 => d,
+        _ => {
+            let mut d = c.task.aggregator();
+            for (b, new) in bodies.iter().zip(&flags) {
+                if *new {
+                    // Validated above: `add` decodes what `validate` accepted.
+                    d.add(b).map_err(|e| ApiError::from_core("reports: ", e))?;
+                }
+            }
+            d
         }
+    };
+    agg.merge(delta.as_ref()).map_err(|e| ApiError::from_core("reports: ", e))?;
+    if let (Some(b), Some(mut buckets)) = (bucket, c.buckets()) {
+        buckets.add(c.task.as_ref(), b, delta.as_ref()).map_err(|e| ApiError::from_core("reports: ", e))?;
     }
     Ok(BatchAck { accepted, duplicates: flags.len() as u64 - accepted })
 }

@@ -1,7 +1,7 @@
 //! A SQLite store whose connection can be cut or lose a commit's answer, as a PostgreSQL restart
 //! would (the recovery and readiness tests; the real restart is harmony-cli's `pg_restart`).
 
-use harmony_server::store::{StoreResult, StoredCollection, StoredReport};
+use harmony_server::store::{BucketDelta, StoreResult, StoredCollection, StoredReport};
 use harmony_server::{SqliteStore, Store, StoreError};
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -98,6 +98,39 @@ impl Store for Flaky {
     }
     fn count_reports(&self, key: i64) -> StoreResult<u64> {
         self.inner.count_reports(key)
+    }
+    fn supports_buckets(&self) -> bool {
+        true
+    }
+    fn create_collection_with_period(&self, id: &str, config: &str, meta: &str, period: i64) -> StoreResult<i64> {
+        self.up()?;
+        let key = self.inner.create_collection_with_period(id, config, meta, period)?;
+        self.lost()?;
+        Ok(key)
+    }
+    fn period(&self, key: i64) -> StoreResult<Option<i64>> {
+        self.up()?;
+        self.inner.period(key)
+    }
+    fn insert_reports_at(
+        &self,
+        key: i64,
+        received: i64,
+        reports: Vec<(String, Vec<u8>)>,
+        delta: Option<BucketDelta>,
+    ) -> StoreResult<Vec<bool>> {
+        self.up()?;
+        let flags = self.inner.insert_reports_at(key, received, reports, delta)?;
+        self.lost()?;
+        Ok(flags)
+    }
+    fn for_each_bucket_state(&self, key: i64, f: &mut dyn FnMut(i64, &[u8])) -> StoreResult<()> {
+        self.up()?;
+        self.inner.for_each_bucket_state(key, f)
+    }
+    fn adopt_buckets(&self, key: i64, period: i64, states: Vec<(i64, Vec<u8>)>) -> StoreResult<bool> {
+        self.up()?;
+        self.inner.adopt_buckets(key, period, states)
     }
     fn ping(&self) -> StoreResult<()> {
         self.up()?;
