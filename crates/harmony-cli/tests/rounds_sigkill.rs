@@ -134,6 +134,7 @@ fn adaptive_request() -> CreateCollection {
         mechanism: LinearMechanism::AdaptiveRounds,
         delta: None,
         hull: Default::default(),
+        enrollment: false,
         batch_size: Some(10),
     };
     CreateCollection { schema: Some(schema), epsilon: 1.0, task: TaskSpec::LinearQueries(spec) }
