@@ -553,6 +553,11 @@ pub struct LinearQueriesSpec {
     /// Where the Gaussian answers are projected (default `symmetric`; `gaussian` only).
     #[serde(default)]
     pub hull: Hull,
+    /// `adaptive-rounds`: only enrolled devices answer (a device key minted by the admin,
+    /// `POST …/enrollments`, as the bearer token, posted under that key's device id), so
+    /// invented device ids cannot fill a round. Refused with the other mechanisms.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enrollment: bool,
 }
 
 /// The model a `train` collection fits.

@@ -71,6 +71,7 @@ fn request(schema: &Schema, queries: Vec<Json>) -> CreateCollection {
         mechanism: LinearMechanism::AdaptiveRounds,
         delta: None,
         hull: Default::default(),
+        enrollment: false,
         batch_size: Some(BATCH),
     };
     CreateCollection { schema: Some(schema.clone()), epsilon: EPSILON, task: TaskSpec::LinearQueries(spec) }

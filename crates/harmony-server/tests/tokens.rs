@@ -247,3 +247,50 @@ fn invented_device_ids_cannot_steer_a_model_of_enrolled_devices() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An adaptive query round filled by anonymous posts (the honest device refused, the answer
+/// with a standard error of 0): an `adaptive-rounds` collection created with `enrollment: true`
+/// takes answers only from enrolled devices, so 300 invented device ids leave the round empty
+/// and open, and an enrolled device still answers it.
+#[test]
+fn invented_device_ids_cannot_fill_an_adaptive_round_of_enrolled_devices() {
+    let dir = tmp("enroll-adaptive");
+    let running = start(&dir);
+    let url = format!("http://{}", running.addr);
+    let admin = client(&url, ADMIN);
+    let req: CreateCollection = serde_json::from_value(serde_json::json!({
+        "schema": [{"kind": "categorical", "name": "c", "categories": ["a", "b"]}],
+        "epsilon": 1,
+        "task": {"kind": "linear-queries", "attributes": ["c"], "workload": {"queries": [{"range": [0, 0]}]},
+                 "mechanism": "adaptive-rounds", "batch_size": 100, "enrollment": true}
+    }))
+    .unwrap();
+    let config = admin.create_collection(&req).unwrap().config;
+    assert!(matches!(&config.task, TaskSpec::LinearQueries(l) if l.enrollment), "the published spec says so");
+    let device = admin.enroll(&config.id, 1, "").unwrap().devices.remove(0);
+    let task = harmony_client::DeviceTask::new(config.clone()).unwrap();
+    let row = [harmony_core::schema::Value::Category(0)];
+    let post = |key: Option<&str>, device: &str, seed: u64| {
+        let c = match key {
+            Some(k) => client(&url, k),
+            None => Client::new(&url).with_retry(RetryPolicy { attempts: 1, ..Default::default() }),
+        };
+        let round = admin.query_round(&config.id).unwrap();
+        let input = harmony_tasks::Input::Answer { record: &row, round: &round };
+        let item = harmony_client::SimulatedDevices::new(seed).item(&task, 0, &input).unwrap();
+        status(
+            c.post_answer(&config.id, &harmony_protocol::AnswerPost { device_id: device.into(), report: item.report }),
+        )
+    };
+    for i in 0..300 {
+        assert_eq!(post(None, &format!("invented-{i}"), i), 401);
+    }
+    assert_eq!(post(Some(ADMIN), "invented-x", 1), 401, "the admin token is no device key");
+    let round = admin.query_round(&config.id).unwrap();
+    assert_eq!((round.round, round.received, round.open), (1, 0, true), "no anonymous answer counted");
+    assert_eq!(post(Some(&device.key), &device.device_id, 1), 200);
+    assert_eq!(post(Some(&device.key), &device.device_id, 2), 409, "one answer per key");
+    assert_eq!(admin.query_round(&config.id).unwrap().received, 1);
+    running.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -40,6 +40,7 @@ fn linear(mechanism: LinearMechanism, bins: usize, workload: &str) -> TaskSpec {
         mechanism,
         delta: None,
         hull: Hull::Symmetric,
+        enrollment: false,
         batch_size: None,
     })
 }

@@ -199,6 +199,10 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>, dom: &Dom
         }
         (_, None) => {}
     }
+    if spec.enrollment && spec.mechanism != LinearMechanism::AdaptiveRounds {
+        let expected = format!("no enrollment with mechanism {} (adaptive-rounds only)", spec.mechanism.name());
+        return Err(Error::param("task.enrollment", true, expected));
+    }
     let m = match (spec.mechanism, spec.delta) {
         (LinearMechanism::Gaussian, delta) => {
             let delta = delta.unwrap_or(DEFAULT_DELTA);

@@ -20,6 +20,7 @@ use crate::erased::{TaskAggregator, encode_to};
 pub use harmony_analytics::linear::QueryBitReport;
 use harmony_analytics::linear::{AdaptiveAggregator, AdaptiveQuery, Domain, Workload};
 use harmony_core::error::{Error, Result, Shown};
+use harmony_core::state::{SaveState, StateReader, StateWriter, save_all};
 use harmony_core::wire;
 use harmony_protocol::QueryRound;
 use harmony_protocol::estimates::{Est, LinearEstimate, LinearResult};
@@ -232,6 +233,33 @@ impl QueryRounds {
     }
 }
 
+/// The query objects of a saved state and the bytes after them.
+fn saved_queries(state: &[u8]) -> Result<(Vec<Json>, &[u8])> {
+    let bad = |e: String| Error::Incompatible(format!("a saved query rounds state: {e}"));
+    let (len, rest) = state.split_first_chunk::<8>().ok_or_else(|| bad("8 bytes of length expected".into()))?;
+    let len = usize::try_from(u64::from_le_bytes(*len)).unwrap_or(usize::MAX);
+    if len > rest.len() {
+        return Err(bad(format!("queries of {len} bytes, only {} left", rest.len())));
+    }
+    let (text, rest) = rest.split_at(len);
+    let queries = serde_json::from_slice(text).map_err(|e| bad(format!("queries: {e}")))?;
+    Ok((queries, rest))
+}
+
+impl QueryRounds {
+    /// Errors unless every round holds at most `batch_size` answers and none follows a round
+    /// that is not full.
+    fn check_rule(&self) -> Result<()> {
+        let counts: Vec<u64> = self.groups.iter().map(AdaptiveAggregator::count).collect();
+        let partial = counts.iter().position(|&n| n < self.batch_size).unwrap_or(counts.len());
+        if counts.iter().any(|&n| n > self.batch_size) || counts[partial..].iter().skip(1).any(|&n| n > 0) {
+            let expected = format!("at most {} per round, none after a round that is not full", self.batch_size);
+            return Err(Error::param("round answers", Shown(format!("{counts:?}")), expected));
+        }
+        Ok(())
+    }
+}
+
 impl TaskAggregator for QueryRounds {
     fn add(&mut self, report: &[u8]) -> Result<()> {
         self.answer(&wire::decode::<QueryBitReport>(report)?).map(|_| ())
@@ -248,15 +276,40 @@ impl TaskAggregator for QueryRounds {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
-        Err(Error::Incompatible(
-            "adaptive query rounds depend on the order of the answers: they have no mergeable state".into(),
-        ))
+    /// The queries (their JSON text, after its byte length) and each round's answer counts.
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        let queries: Vec<&Json> = self.queries.iter().map(|q| &q.json).collect();
+        let text = serde_json::to_vec(&queries).map_err(|e| Error::Incompatible(format!("query rounds: {e}")))?;
+        let mut w = StateWriter(out);
+        w.len(text.len());
+        w.0.extend_from_slice(&text);
+        save_all(&mut w, &self.groups);
+        Ok(())
     }
-    fn merge_saved(&mut self, _state: &[u8]) -> Result<()> {
-        Err(Error::Incompatible(
-            "adaptive query rounds depend on the order of the answers: they have no mergeable state".into(),
-        ))
+    /// Folds in saved rounds: the query lists must agree where both have one (the longer list
+    /// is kept), the answers of each round add, and the result must keep the round rule (at
+    /// most `batch_size` per round, no answer after a round that is not full). Into a fresh
+    /// accumulator a saved state loads as it is. All or nothing.
+    fn merge_saved(&mut self, state: &[u8]) -> Result<()> {
+        let (queries, rest) = saved_queries(state)?;
+        let mut merged = self.clone();
+        for (t, q) in queries.iter().enumerate() {
+            match merged.queries.get(t) {
+                Some(have) if have.json == *q => {}
+                Some(have) => {
+                    let expected = format!("query {} of these rounds, {}", t + 1, preview(&have.json));
+                    return Err(Error::param("saved query", Shown(preview(q)), expected));
+                }
+                None => merged.append(merged.parse(q)?),
+            }
+        }
+        let mut r = StateReader::new(rest);
+        r.len_exactly("rounds", queries.len())?;
+        merged.groups[..queries.len()].iter_mut().try_for_each(|g| g.merge_state(&mut r))?;
+        r.finish()?;
+        merged.check_rule()?;
+        *self = merged;
+        Ok(())
     }
     fn as_any_mut(&mut self) -> Option<&mut dyn Any> {
         Some(self)
@@ -319,5 +372,64 @@ mod tests {
         assert_eq!(a, b);
         state.scale = 3.0;
         assert!(r.randomize(&state, 1, &mut fast_rng(3), &mut a).unwrap_err().to_string().contains("round.scale"));
+    }
+
+    /// Saved rounds load into fresh ones as the same state (queries, posted ones included, and
+    /// every round's answers); two halves of the answers merge into the whole; states that
+    /// break the round rule or disagree on a query are refused and change nothing.
+    #[test]
+    fn saved_rounds_load_and_halves_merge_into_the_whole() {
+        let saved = |r: &QueryRounds| {
+            let mut out = Vec::new();
+            r.save(&mut out).unwrap();
+            out
+        };
+        let mut whole = rounds(4);
+        let (mut one, mut two) = (rounds(4), rounds(4));
+        for (i, positive) in [true, false, true, true].into_iter().enumerate() {
+            let a = QueryBitReport { query: 0, positive };
+            whole.answer(&a).unwrap();
+            if i % 2 == 0 {
+                one.answer(&a).unwrap()
+            } else {
+                two.answer(&a).unwrap()
+            };
+        }
+        let next = json!({"name": "high", "range": [2, 3]});
+        whole.push(&next).unwrap();
+        whole.answer(&QueryBitReport { query: 1, positive: false }).unwrap();
+        let mut back = rounds(4);
+        back.merge_saved(&saved(&whole)).unwrap();
+        assert_eq!((back.queries(), &back.groups, back.state()), (whole.queries(), &whole.groups, whole.state()));
+        assert_eq!(back.document(), whole.document());
+
+        one.merge_saved(&saved(&two)).unwrap();
+        assert_eq!((&one.groups, one.round(), one.open()), (&whole.groups[..1].to_vec(), 1, false));
+        one.push(&next).unwrap();
+        let mut tail = rounds(4);
+        tail.merge_saved(&saved(&one)).unwrap();
+        assert_eq!((tail.state(), tail.count()), (one.state(), 4));
+        let before = one.clone();
+        let e = one.merge_saved(&saved(&whole)).unwrap_err().to_string();
+        assert!(e.contains("round answers") && e.contains("[8, 1]"), "{e}");
+        assert_eq!((one.queries(), &one.groups), (before.queries(), &before.groups), "all or nothing");
+        let other = QueryRounds::new(Arc::new(Domain::indices(4).unwrap()), 1.0, 4, &[json!({"range": [0, 2]})]);
+        let e = other.unwrap().merge_saved(&saved(&whole)).unwrap_err().to_string();
+        assert!(e.contains("saved query") && e.contains("query 1"), "{e}");
+        assert!(rounds(4).merge_saved(&saved(&whole)[..5]).is_err());
+    }
+
+    /// A round whose answers are all the same bit (what anonymous posts filling a round send)
+    /// still reports a positive standard error: at least r·√((C² − 1)/m).
+    #[test]
+    fn identical_answers_do_not_report_a_standard_error_of_zero() {
+        let mut r = rounds(50);
+        for _ in 0..50 {
+            r.answer(&bit(0)).unwrap();
+        }
+        let q = &r.queries()[0].query;
+        let floor = q.scale() * ((q.c() * q.c() - 1.0) / 50.0).sqrt();
+        let se = r.document().queries[0].answer.std_error.unwrap();
+        assert!(se >= floor * (1.0 - 1e-12) && floor > 0.0, "SE {se}, floor {floor}");
     }
 }

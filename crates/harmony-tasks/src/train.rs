@@ -8,6 +8,7 @@ use crate::erased::{Task, TaskAggregator, encode_to};
 use crate::input::Input;
 use harmony_core::error::{Error, Result};
 use harmony_core::schema::{Schema, Value};
+use harmony_core::state::{StateReader, StateWriter};
 use harmony_core::wire;
 use harmony_learn::features::{Encoding, FeatureMap, TargetSpec, Threshold};
 use harmony_learn::loss::Loss;
@@ -197,9 +198,13 @@ impl Setup {
         if received < self.spec.batch_size {
             return (Round { acc, received, ..r.clone() }, false);
         }
+        (self.step(r, &acc, received), true)
+    }
+    /// The round after `r` once its batch of `received` gradients summing to `acc` is full.
+    fn step(&self, r: &Round, acc: &[f64], received: u64) -> Round {
         let (mut w, mut sum) = (r.w.clone(), r.sum.clone());
-        self.rule.apply(&mut w, &mut sum, &acc, received as usize, r.round);
-        (Round { round: r.round + 1, w, sum, acc: vec![0.0; acc.len()], received: 0 }, true)
+        self.rule.apply(&mut w, &mut sum, acc, received as usize, r.round);
+        Round { round: r.round + 1, w, sum, acc: vec![0.0; acc.len()], received: 0 }
     }
     fn model_state(&self, r: &Round) -> ModelState {
         let averaged = self.rule.averaged(r.round - 1);
@@ -413,15 +418,80 @@ impl TaskAggregator for Rounds {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
-        Err(Error::Incompatible(
-            "model rounds depend on the order of the gradients: they have no mergeable state".into(),
-        ))
+    /// The round (t, w, the tail sum, the open round's gradient sum and count) and the
+    /// gradients counted: exact bits, so a saved state loads into the same round.
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        let mut w = StateWriter(out);
+        let r = &self.round;
+        w.u64(r.round);
+        w.f64s(&r.w);
+        w.f64s(&r.sum);
+        w.f64s(&r.acc);
+        w.u64(r.received);
+        w.u64(self.count);
+        Ok(())
     }
-    fn merge_saved(&mut self, _state: &[u8]) -> Result<()> {
-        Err(Error::Incompatible(
-            "model rounds depend on the order of the gradients: they have no mergeable state".into(),
-        ))
+    /// Into a fresh accumulator (nothing counted) a saved state loads as it is; otherwise both
+    /// must be at the same round with the same model and history (two parts of one open round),
+    /// and the open round's gradient sums and counts add (a full batch takes the step). All or
+    /// nothing.
+    fn merge_saved(&mut self, state: &[u8]) -> Result<()> {
+        let saved = self.read(state)?;
+        if saved.count == 0 {
+            return Ok(());
+        }
+        if self.count == 0 {
+            *self = saved;
+            return Ok(());
+        }
+        let (a, b) = (&self.round, &saved.round);
+        let bits = |x: &[f64], y: &[f64]| x.iter().map(|v| v.to_bits()).eq(y.iter().map(|v| v.to_bits()));
+        let history = |r: &Rounds| r.count - r.round.received;
+        if a.round != b.round || !bits(&a.w, &b.w) || !bits(&a.sum, &b.sum) || history(self) != history(&saved) {
+            return Err(Error::Incompatible(format!(
+                "model rounds merge only at the same round and model: round {} and a saved round {}",
+                a.round, b.round
+            )));
+        }
+        let received = a.received + b.received;
+        if received > self.setup.spec.batch_size {
+            return Err(Error::Incompatible(format!(
+                "{received} gradients in round {}, expected at most the batch size {}",
+                a.round, self.setup.spec.batch_size
+            )));
+        }
+        let acc: Vec<f64> = a.acc.iter().zip(&b.acc).map(|(x, y)| x + y).collect();
+        self.round = if received == self.setup.spec.batch_size {
+            self.setup.step(a, &acc, received)
+        } else {
+            Round { acc, received, ..a.clone() }
+        };
+        self.count += b.received;
+        Ok(())
+    }
+}
+
+impl Rounds {
+    /// A saved state as rounds of this task; errors name the field that does not fit.
+    fn read(&self, state: &[u8]) -> Result<Rounds> {
+        let mut r = StateReader::new(state);
+        let fresh = self.setup.start();
+        let round = r.u64("round")?;
+        let mut w = vec![0.0; fresh.w.len()];
+        r.add_f64s("model", &mut w)?;
+        let mut sum = vec![0.0; fresh.sum.len()];
+        r.add_f64s("tail sum", &mut sum)?;
+        let mut acc = vec![0.0; fresh.acc.len()];
+        r.add_f64s("round gradients", &mut acc)?;
+        let (received, count) = (r.u64("round received")?, r.u64("gradients")?);
+        r.finish()?;
+        let batch = self.setup.spec.batch_size;
+        if round == 0 || received >= batch || count < (round - 1).saturating_mul(batch).saturating_add(received) {
+            return Err(Error::Incompatible(format!(
+                "a saved round {round} with {received} of {batch} gradients and {count} in all: not a state of these rounds"
+            )));
+        }
+        Ok(Rounds { setup: self.setup.clone(), round: Round { round, w, sum, acc, received }, count })
     }
 }
 
@@ -522,5 +592,72 @@ mod tests {
         let TaskEstimate::Train(t) = task.estimate(agg.as_ref(), &Query::default()).unwrap() else { panic!() };
         assert_eq!(t.state, task.model_state(&r));
         assert!(agg.clone_box().merge(agg.as_ref()).is_err(), "rounds do not merge");
+    }
+
+    /// A saved round loads into a fresh accumulator as the same round (model, round number, the
+    /// open round's gradients); two halves of an open round, each counted from the same model,
+    /// merge into the whole (the step taken when the batch fills); a state of another round or
+    /// shape is refused.
+    #[test]
+    fn saved_rounds_load_and_halves_merge_into_the_whole() {
+        let task = TrainTask::new(config(4, 3)).unwrap();
+        let bytes = |g: &GradientReport| {
+            let mut b = Vec::new();
+            encode_to(g, &mut b);
+            b
+        };
+        let rounds = |a: &dyn TaskAggregator| a.as_any().downcast_ref::<Rounds>().unwrap().round.clone();
+        let saved = |a: &dyn TaskAggregator| {
+            let mut out = Vec::new();
+            a.save(&mut out).unwrap();
+            out
+        };
+        let loaded = |state: &[u8]| {
+            let mut a = task.aggregator();
+            a.merge_saved(state).unwrap();
+            a
+        };
+        let (mut whole, mut r) = (task.aggregator(), task.start());
+        for i in 0..6 {
+            let g = report(&task, &r, (i as f64 / 3.0) - 1.0, 40 + i);
+            r = task.next(&r, &g).0;
+            whole.add(&bytes(&g)).unwrap();
+        }
+        let at_6 = saved(whole.as_ref());
+        let mut back = loaded(&at_6);
+        assert_eq!((rounds(back.as_ref()), back.count()), (r.clone(), 6));
+        assert_eq!((r.round, r.received), (2, 2));
+        let g = bytes(&report(&task, &r, 0.3, 77));
+        whole.add(&g).unwrap();
+        back.add(&g).unwrap();
+        assert_eq!(rounds(back.as_ref()), rounds(whole.as_ref()), "the loaded round goes on alike");
+
+        // Round 2 from its start (4 gradients before it), its four gradients split in halves.
+        let start2 = Rounds { setup: task.setup.clone(), round: task.restore(2, &r.stored()).unwrap(), count: 4 };
+        let at_start2 = saved(&start2);
+        let reports: Vec<Vec<u8>> =
+            (0..4).map(|i| bytes(&report(&task, &start2.round, 0.25 * i as f64 - 0.5, 90 + i))).collect();
+        let (mut one, mut two, mut seq) = (loaded(&at_start2), loaded(&at_start2), loaded(&at_start2));
+        reports[..2].iter().for_each(|b| one.add(b).unwrap());
+        reports[2..].iter().for_each(|b| two.add(b).unwrap());
+        reports.iter().for_each(|b| seq.add(b).unwrap());
+        let mut merged = one.clone();
+        merged.merge_saved(&saved(two.as_ref())).unwrap();
+        let (m, s) = (rounds(merged.as_ref()), rounds(seq.as_ref()));
+        assert_eq!((m.round, m.received, merged.count()), (3, 0, 8));
+        assert_eq!((s.round, seq.count()), (3, 8));
+        assert!(m.w.iter().zip(&s.w).all(|(a, b)| (a - b).abs() < 1e-12), "{:?} vs {:?}", m.w, s.w);
+
+        // Too many for the batch, another round, a truncated state, another shape.
+        let e = one.clone_box().merge_saved(&saved(seq.as_ref())).unwrap_err().to_string();
+        assert!(e.contains("same round"), "{e}");
+        let mut three = loaded(&at_start2);
+        reports[..3].iter().for_each(|b| three.add(b).unwrap());
+        let e = one.clone_box().merge_saved(&saved(three.as_ref())).unwrap_err().to_string();
+        assert!(e.contains("5 gradients in round 2") && e.contains("batch size 4"), "{e}");
+        assert!(task.aggregator().merge_saved(&at_6[..at_6.len() - 1]).is_err());
+        let mut bad = at_6.clone();
+        bad[..8].copy_from_slice(&0u64.to_le_bytes());
+        assert!(task.aggregator().merge_saved(&bad).unwrap_err().to_string().contains("saved round 0"));
     }
 }

@@ -91,7 +91,7 @@ impl AdaptiveQuery {
     }
     /// An empty aggregator for this query's group.
     pub fn aggregator(&self) -> AdaptiveAggregator {
-        AdaptiveAggregator { rc: self.r * self.c(), positive: 0, n: 0 }
+        AdaptiveAggregator { rc: self.r * self.c(), r: self.r, positive: 0, n: 0 }
     }
     /// The exact variance of the group estimate (module doc) for a group of m out of n users
     /// with distribution p.
@@ -109,6 +109,8 @@ impl AdaptiveQuery {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdaptiveAggregator {
     rc: f64,
+    /// max |q\[v\]|: the answer lies in [−r, r].
+    r: f64,
     positive: u64,
     n: u64,
 }
@@ -135,14 +137,16 @@ impl AdaptiveAggregator {
     pub fn count(&self) -> u64 {
         self.n
     }
-    /// The unbiased answer with its (conservative) standard error √((r²C² − b̂²)/m).
+    /// The unbiased answer with its (conservative) standard error √((r²C² − b̂²)/m), b̂ clamped
+    /// to the answer's range [−r, r]: at least r·√((C² − 1)/m), never 0, even when every answer
+    /// is the same bit.
     pub fn estimate(&self) -> Estimate {
         if self.n == 0 {
             return Estimate::new(0.0, f64::INFINITY);
         }
         let m = self.n as f64;
         let b = self.rc * (2.0 * self.positive as f64 / m - 1.0);
-        let clamped = b.clamp(-self.rc, self.rc);
+        let clamped = b.clamp(-self.r, self.r);
         Estimate::from_variance(b, (self.rc * self.rc - clamped * clamped) / m)
     }
 }
@@ -228,7 +232,7 @@ impl AdaptiveWorkload {
     pub fn aggregator(&self) -> AdaptiveWorkloadAggregator {
         let c = self.duchi.scale();
         AdaptiveWorkloadAggregator {
-            groups: self.r.iter().map(|r| AdaptiveAggregator { rc: r * c, positive: 0, n: 0 }).collect(),
+            groups: self.r.iter().map(|&r| AdaptiveAggregator { rc: r * c, r, positive: 0, n: 0 }).collect(),
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::population::Population;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use harmony_client::{Client, DeviceTask, Input, Policy, SimulatedDevices};
-use harmony_protocol::{AnswerPost, CollectionConfig, QueryRound};
+use harmony_protocol::{AnswerPost, CollectionConfig, DeviceKey, QueryRound};
 
 /// `harmony collection ask`: the next query of an `adaptive-rounds` collection.
 #[derive(Args, Debug)]
@@ -56,13 +56,15 @@ fn describe(r: &QueryRound) -> String {
     )
 }
 
-/// Answers the open round with rows `(t − 1)·g + received .. t·g` of `population`.
+/// Answers the open round with rows `(t − 1)·g + received .. t·g` of `population`; with
+/// `keys` (a collection of enrolled devices), row i answers as enrolled device i, with its key.
 pub fn submit(
     client: &Client,
     config: &CollectionConfig,
     population: &Population,
     seed: Option<u64>,
     policy: &Policy,
+    keys: Option<&[DeviceKey]>,
 ) -> Result<()> {
     let task = DeviceTask::with_policy(config.clone(), policy.clone())?;
     let round = client.query_round(&config.id)?;
@@ -76,7 +78,7 @@ pub fn submit(
     }
     let first = ((round.round - 1) * round.batch_size + round.received) as usize;
     let last = (round.round * round.batch_size) as usize;
-    let n = population.len();
+    let n = keys.map_or(population.len(), |k| k.len().min(population.len()));
     if first >= n {
         bail!("round {} takes devices {first}..{last} of the file, which has {n} rows", round.round);
     }
@@ -90,7 +92,13 @@ pub fn submit(
             Some(s) => s.item(&task, i as u64, &answer)?,
             None => task.item(&answer, &mut rng, &mut ids).with_context(|| format!("device {i} (row {})", i + 2))?,
         };
-        client.post_answer(id, &AnswerPost { device_id: item.id, report: item.report })?;
+        match keys {
+            Some(k) => client
+                .clone()
+                .with_token(&k[i].key)
+                .post_answer(id, &AnswerPost { device_id: k[i].device_id.clone(), report: item.report })?,
+            None => client.post_answer(id, &AnswerPost { device_id: item.id, report: item.report })?,
+        };
     }
     eprintln!(
         "answered round {} (\"{}\") with devices {first}..{} of the file; {} of {} answers",
@@ -121,6 +129,7 @@ mod tests {
             mechanism: LinearMechanism::AdaptiveRounds,
             delta: None,
             hull: Default::default(),
+            enrollment: false,
             batch_size: Some(5),
         };
         CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: TaskSpec::LinearQueries(spec) }
@@ -145,11 +154,11 @@ mod tests {
         let (q1, q2) = (json!({"range": [0, 0]}), json!({"in": ["green", "blue"]}));
         let config = client.create_collection(&request(&schema, json!({"queries": [q1]}))).unwrap().config;
         let policy = Policy::default();
-        submit(&client, &config, &population, Some(9), &policy).unwrap();
-        let e = submit(&client, &config, &population, Some(9), &policy).unwrap_err().to_string();
+        submit(&client, &config, &population, Some(9), &policy, None).unwrap();
+        let e = submit(&client, &config, &population, Some(9), &policy, None).unwrap_err().to_string();
         assert!(e.contains("round 1") && e.contains("full"), "{e}");
         client.post_query(&config.id, &q2).unwrap();
-        submit(&client, &config, &population, Some(9), &policy).unwrap();
+        submit(&client, &config, &population, Some(9), &policy, None).unwrap();
         let served = client.estimates(&config.id, &Query::default()).unwrap().result;
 
         let sim = harmony_tasks::resolve(&request(&schema, json!({"queries": [q1, q2]})), "sim").unwrap();
@@ -158,6 +167,37 @@ mod tests {
         let simulated = task.estimate(agg.as_ref(), &Query::default()).unwrap();
         assert!(matches!(&served, TaskEstimate::LinearQueries(l) if l.group_reports == [5, 5]));
         assert_eq!(served, simulated, "submit == simulate, bit for bit");
+        server.stop();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A collection of enrolled devices: answers without keys are refused (401) and count for
+    /// nothing; with the keys of `collection token enroll`, row i answers as enrolled device i.
+    #[test]
+    fn enrolled_devices_answer_with_their_keys() {
+        let dir = std::env::temp_dir().join(format!("harmony-cli-answers-keys-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let client = Client::new(&format!("http://{}", server.addr))
+            .with_token("tok")
+            .with_retry(RetryPolicy { attempts: 1, ..Default::default() });
+        let colors = vec!["red".to_string(), "green".into(), "blue".into()];
+        let schema = Schema::new(vec![Attribute::Categorical { name: "color".into(), categories: colors }]).unwrap();
+        let population = Population::records(&schema, (0..12).map(|i| Value::Category(i % 3)).collect());
+        let mut req = request(&schema, json!({"queries": [{"range": [0, 0]}]}));
+        if let TaskSpec::LinearQueries(s) = &mut req.task {
+            s.enrollment = true;
+        }
+        let config = client.create_collection(&req).unwrap().config;
+        let e = submit(&client, &config, &population, Some(9), &Policy::default(), None).unwrap_err();
+        assert!(format!("{e:#}").contains("(401)") && format!("{e:#}").contains("device key"), "{e:#}");
+        assert_eq!(client.query_round(&config.id).unwrap().received, 0);
+        let keys = client.enroll(&config.id, 3, "").unwrap().devices;
+        submit(&client, &config, &population, Some(9), &Policy::default(), Some(&keys)).unwrap();
+        let round = client.query_round(&config.id).unwrap();
+        assert_eq!((round.received, round.open), (3, true), "three keys, three answers");
         server.stop();
         let _ = std::fs::remove_dir_all(dir);
     }

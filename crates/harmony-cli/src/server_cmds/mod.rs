@@ -512,7 +512,8 @@ fn send_devices(
 ) -> Result<()> {
     if matches!(&config.task, harmony_protocol::TaskSpec::LinearQueries(s) if s.mechanism == harmony_protocol::spec::LinearMechanism::AdaptiveRounds)
     {
-        return answers::submit(client, config, population, seed, policy);
+        let keys = a.device_keys.as_deref().map(rounds::read_device_keys).transpose()?;
+        return answers::submit(client, config, population, seed, policy, keys.as_deref());
     }
     if config.task.kind().has_rounds() {
         let keys = a.device_keys.as_deref().map(rounds::read_device_keys).transpose()?;

@@ -68,8 +68,9 @@ pub struct TrainOptions {
     /// L2 regularisation λ (default 1e-4).
     #[arg(long, allow_negative_numbers = true)]
     pub lambda: Option<f64>,
-    /// Only enrolled devices contribute gradients: mint their keys with `harmony collection
-    /// enroll` and give them to `harmony submit --device-keys FILE`.
+    /// Only enrolled devices contribute gradients (train) or answers (linear-queries
+    /// adaptive-rounds): mint their keys with `harmony collection enroll` and give them to
+    /// `harmony submit --device-keys FILE`.
     #[arg(long)]
     pub enrollment: bool,
 }

@@ -58,6 +58,8 @@ fn decode(post: &AnswerPost) -> Result<Vec<u8>, ApiError> {
     responses(
         (status = 200, description = "Stored and counted in the round", body = harmony_protocol::AnswerAck),
         (status = 400, description = "A bad device id or report", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "A collection of enrolled devices: the device key is missing, unknown or revoked", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "A collection of enrolled devices: another collection's key, or a device id that is not the key's", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection, or it does not run adaptive query rounds", body = harmony_protocol::ErrorBody),
         (status = 409, description = "Not the open round (`round`: another round, or the round is full), or a device's second answer (`device_id`)", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit", body = harmony_protocol::ErrorBody),
@@ -70,10 +72,13 @@ pub async fn post_answer(
     req: axum::extract::Request,
 ) -> Result<Response, ApiError> {
     let c = adaptive(&st, &id)?;
+    // A collection of enrolled devices: the key is checked before the body is read.
+    let enrolled = super::tokens::enrolled_device(&st, &c, req.headers())?;
     let body = read_body(req).await?;
     let store = st.inner.store.clone();
     let result = blocking(move || {
         let post: AnswerPost = parse_json(&body)?;
+        super::tokens::check_device(enrolled.as_deref(), &post.device_id)?;
         let bytes = decode(&post)?;
         crate::queries::answer(store.as_ref(), &c, &post, &bytes)
     })

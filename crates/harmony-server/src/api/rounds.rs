@@ -81,20 +81,12 @@ pub async fn post_gradient(
     let c: Arc<Collection> = st.collection(&id)?;
     training(&c, &id)?;
     // A collection of enrolled devices: the key is checked before the body is read.
-    let enrolled = match super::tokens::takes_enrollment(&c) {
-        true => Some(st.inner.tokens.device(req.headers(), &id)?),
-        false => None,
-    };
+    let enrolled = super::tokens::enrolled_device(&st, &c, req.headers())?;
     let body = read_body(req).await?;
     let store = st.inner.store.clone();
     let result = blocking(move || {
         let post: GradientPost = parse_json(&body)?;
-        if let Some(device) = enrolled
-            && device != post.device_id
-        {
-            let msg = format!("this device key is enrolled as {device:?}, the post says {:?}", post.device_id);
-            return Err(ApiError::new(StatusCode::FORBIDDEN, "device_id", msg));
-        }
+        super::tokens::check_device(enrolled.as_deref(), &post.device_id)?;
         let (report, bytes) = decode(&c, &post)?;
         let t = c.train.as_ref().expect("checked by `training`");
         t.post(store.as_ref(), c.key, &post, &report, &bytes)

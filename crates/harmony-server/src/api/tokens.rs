@@ -134,9 +134,39 @@ pub async fn collections(State(st): State<AppState>, headers: HeaderMap) -> Resu
     Ok(axum::Json(list).into_response())
 }
 
-/// Whether collection `c` takes enrolled devices only (a `train` spec with `enrollment`).
+/// Whether collection `c` takes enrolled devices only (a `train` or `adaptive-rounds` spec with
+/// `enrollment`).
 pub fn takes_enrollment(c: &crate::state::Collection) -> bool {
-    matches!(&c.config.task, harmony_protocol::TaskSpec::Train(t) if t.enrollment)
+    use harmony_protocol::TaskSpec;
+    match &c.config.task {
+        TaskSpec::Train(t) => t.enrollment,
+        TaskSpec::LinearQueries(l) => l.enrollment,
+        _ => false,
+    }
+}
+
+/// The enrolled device a round post comes from: `None` for a collection open to any device id;
+/// otherwise the key's device (401/403 before the body is read), which must be the post's.
+pub fn enrolled_device(
+    st: &AppState,
+    c: &crate::state::Collection,
+    headers: &HeaderMap,
+) -> Result<Option<String>, ApiError> {
+    match takes_enrollment(c) {
+        true => Ok(Some(st.inner.tokens.device(headers, &c.config.id)?)),
+        false => Ok(None),
+    }
+}
+
+/// Refuses (403 naming `device_id`) a post whose device id is not its key's.
+pub fn check_device(enrolled: Option<&str>, device_id: &str) -> Result<(), ApiError> {
+    match enrolled {
+        Some(device) if device != device_id => {
+            let msg = format!("this device key is enrolled as {device:?}, the post says {device_id:?}");
+            Err(ApiError::new(StatusCode::FORBIDDEN, "device_id", msg))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `POST /v1/collections/{id}/enrollments`: device keys of a training collection created with
@@ -162,8 +192,9 @@ pub async fn enroll(
 ) -> Result<Response, ApiError> {
     st.check_token(req.headers())?;
     if !takes_enrollment(&*st.collection(&id)?) {
-        let msg =
-            format!("collection {id:?} does not take enrolled devices (a train task with \"enrollment\": true does)");
+        let msg = format!(
+            "collection {id:?} does not take enrolled devices (a train or adaptive-rounds task with \"enrollment\": true does)"
+        );
         return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
     }
     let body = read_body(req).await?;
