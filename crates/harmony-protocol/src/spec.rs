@@ -228,6 +228,16 @@ impl TaskSpec {
         names.into_iter().flatten()
     }
 
+    /// Whether the spec takes enrolled devices only (a `train` or linear-queries spec with
+    /// `enrollment`): their gradients or answers then need a device key.
+    pub fn enrollment(&self) -> bool {
+        match self {
+            TaskSpec::Train(t) => t.enrollment,
+            TaskSpec::LinearQueries(l) => l.enrollment,
+            _ => false,
+        }
+    }
+
     /// The δ of the spec's mechanism: the Gaussian linear-queries mechanism's stated δ (`None`
     /// when it states none: a device never assumes a default), 0 for every other (pure ε-LDP).
     pub fn delta(&self) -> Option<f64> {

@@ -683,14 +683,13 @@ impl Store for SqliteStore {
         let mut conn = self.read.lock().map_err(|_| StoreError::Closed)?;
         let tx = conn.transaction()?;
         let sql = "INSERT INTO collections (id, config, meta) VALUES (?1, ?2, ?3)";
-        let key =
-            match tx.execute(sql, rusqlite::params![id, config, meta]) {
-                Ok(_) => tx.last_insert_rowid(),
-                Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
-                    return Err(StoreError::Exists(id.to_string()));
-                }
-                Err(e) => return Err(e.into()),
-            };
+        let key = match tx.execute(sql, rusqlite::params![id, config, meta]) {
+            Ok(_) => tx.last_insert_rowid(),
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::ConstraintViolation => {
+                return Err(StoreError::Exists(id.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        };
         tx.execute("INSERT INTO periods (collection, seconds) VALUES (?1, ?2)", rusqlite::params![key, period])?;
         tx.commit()?;
         Ok(key)

@@ -137,12 +137,7 @@ pub async fn collections(State(st): State<AppState>, headers: HeaderMap) -> Resu
 /// Whether collection `c` takes enrolled devices only (a `train` or `adaptive-rounds` spec with
 /// `enrollment`).
 pub fn takes_enrollment(c: &crate::state::Collection) -> bool {
-    use harmony_protocol::TaskSpec;
-    match &c.config.task {
-        TaskSpec::Train(t) => t.enrollment,
-        TaskSpec::LinearQueries(l) => l.enrollment,
-        _ => false,
-    }
+    c.config.task.enrollment()
 }
 
 /// The enrolled device a round post comes from: `None` for a collection open to any device id;
