@@ -12,11 +12,6 @@ export class Collection {
      */
     constructor(config: string, policy: string, asked: string);
     /**
-     * One report item `{"id", "report"}` (JSON) for a raw input (JSON), without ledger or
-     * budget: for measuring and simulations. Devices report through `DeviceState.prepare`.
-     */
-    randomize(input: string): string;
-    /**
      * The config's version (what a report batch names).
      */
     readonly configVersion: number;
@@ -73,7 +68,6 @@ export interface InitOutput {
     readonly collection_epsilon: (a: number) => number;
     readonly collection_id: (a: number, b: number) => void;
     readonly collection_new: (a: number, b: number, c: number, d: number, e: number, f: number, g: number) => void;
-    readonly collection_randomize: (a: number, b: number, c: number, d: number) => void;
     readonly devicestate_acknowledge: (a: number, b: number, c: number, d: number) => void;
     readonly devicestate_new: (a: number, b: number, c: number) => void;
     readonly devicestate_prepare: (a: number, b: number, c: number, d: number, e: number, f: number) => void;

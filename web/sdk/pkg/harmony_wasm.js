@@ -87,38 +87,6 @@ export class Collection {
             wasm.__wbindgen_add_to_stack_pointer(16);
         }
     }
-    /**
-     * One report item `{"id", "report"}` (JSON) for a raw input (JSON), without ledger or
-     * budget: for measuring and simulations. Devices report through `DeviceState.prepare`.
-     * @param {string} input
-     * @returns {string}
-     */
-    randomize(input) {
-        let deferred3_0;
-        let deferred3_1;
-        try {
-            const retptr = wasm.__wbindgen_add_to_stack_pointer(-16) >>> 0;
-            const ptr0 = passStringToWasm0(input, wasm.__wbindgen_export3, wasm.__wbindgen_export4);
-            const len0 = WASM_VECTOR_LEN;
-            wasm.collection_randomize(retptr, this.__wbg_ptr, ptr0, len0);
-            var r0 = getDataViewMemory0().getInt32(retptr + 4 * 0, true);
-            var r1 = getDataViewMemory0().getInt32(retptr + 4 * 1, true);
-            var r2 = getDataViewMemory0().getInt32(retptr + 4 * 2, true);
-            var r3 = getDataViewMemory0().getInt32(retptr + 4 * 3, true);
-            var ptr2 = r0;
-            var len2 = r1;
-            if (r3) {
-                ptr2 = 0; len2 = 0;
-                throw takeFromExternrefTable0(r2);
-            }
-            deferred3_0 = ptr2;
-            deferred3_1 = len2;
-            return getStringFromWasm0(ptr2, len2);
-        } finally {
-            wasm.__wbindgen_add_to_stack_pointer(16);
-            wasm.__wbindgen_export5(deferred3_0, deferred3_1, 1);
-        }
-    }
 }
 if (Symbol.dispose) Collection.prototype[Symbol.dispose] = Collection.prototype.free;
 

@@ -8,7 +8,6 @@ export const collection_configVersion: (a: number) => number;
 export const collection_epsilon: (a: number) => number;
 export const collection_id: (a: number, b: number) => void;
 export const collection_new: (a: number, b: number, c: number, d: number, e: number, f: number, g: number) => void;
-export const collection_randomize: (a: number, b: number, c: number, d: number) => void;
 export const devicestate_acknowledge: (a: number, b: number, c: number, d: number) => void;
 export const devicestate_new: (a: number, b: number, c: number) => void;
 export const devicestate_prepare: (a: number, b: number, c: number, d: number, e: number, f: number) => void;
