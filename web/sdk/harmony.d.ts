@@ -43,13 +43,22 @@ export interface StorageLike {
   setItem(key: string, value: string): void;
 }
 
+/** An asynchronous storage (indexedDbStorage()): reads see every tab's committed writes. */
+export interface AsyncStorageLike {
+  getItemAsync(key: string): Promise<string | null>;
+  setItemAsync(key: string, value: string): Promise<void>;
+}
+
+/** The device state in IndexedDB database `name` (default "harmony-device"): the default storage. */
+export function indexedDbStorage(name?: string): AsyncStorageLike;
+
 export interface HarmonyDeviceOptions {
   /** The server's base URL ('' : this page's origin). */
   server?: string;
   /** The app's policy; null: the default (max_epsilon 10, every task and mechanism, no budget). */
   policy?: Policy | null;
-  /** Where the ledger and the budget persist (default: localStorage). */
-  storage?: StorageLike;
+  /** Where the ledger and the budget persist (default: indexedDbStorage(), else localStorage). */
+  storage?: StorageLike | AsyncStorageLike;
   /** The key in storage (default "harmony-device"). */
   storageKey?: string;
   retry?: RetryOptions;
@@ -65,7 +74,7 @@ export interface Contribution {
 export class HarmonyDevice {
   constructor(options?: HarmonyDeviceOptions);
   /** The persisted ledger and budget. */
-  state(): DeviceStateJson;
+  state(): Promise<DeviceStateJson>;
   /** Reports `record` once to the collection; see README.md. Rejects with the policy's refusal
    * (an Error whose message is the Rust client's), a HarmonyHttpError, or "already reported". */
   contribute(collectionId: string, record: DeviceInput): Promise<Contribution>;

@@ -32,6 +32,39 @@ export function memoryStorage() {
   };
 }
 
+/**
+ * A storage in IndexedDB (the default where the browser has it): its reads see every write
+ * committed by any tab of the origin. localStorage does not promise that: Chromium propagates a
+ * tab's writes to the other tabs' renderers asynchronously, so a second tab holding the Web Lock
+ * right after the first could still read the state from before the first tab's report. Async:
+ * `getItemAsync` / `setItemAsync` (a write resolves once its transaction has committed).
+ */
+export function indexedDbStorage(name = 'harmony-device') {
+  let db = null;
+  const open = () => new Promise((resolve, reject) => {
+    const r = indexedDB.open(name, 1);
+    r.onupgradeneeded = () => r.result.createObjectStore('state');
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+  });
+  const run = async (mode, op) => {
+    db ??= await open();
+    return new Promise((resolve, reject) => {
+      const tx = db.transaction('state', mode);
+      const req = op(tx.objectStore('state'));
+      tx.oncomplete = () => resolve(req.result);
+      tx.onerror = tx.onabort = () => reject(tx.error);
+    });
+  };
+  return {
+    getItemAsync: async (k) => (await run('readonly', (s) => s.get(k))) ?? null,
+    setItemAsync: async (k, v) => { await run('readwrite', (s) => s.put(String(v), k)); },
+  };
+}
+
+const defaultStorage = () =>
+  (globalThis.indexedDB ? indexedDbStorage() : globalThis.localStorage);
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const RETRY = { attempts: 6, baseMs: 100, maxMs: 5000, maxRetryAfterMs: 30000, timeoutMs: 60000 };
 
@@ -40,12 +73,13 @@ export class HarmonyDevice {
    * @param {object} o
    * @param {string} [o.server] the server's base URL ('' : this page's origin)
    * @param {object|null} [o.policy] the app's policy (never the server's): max_epsilon, approximate, max_delta, tasks, mechanisms, budget
-   * @param {Storage} [o.storage] where the ledger and budget persist (default localStorage)
+   * @param {Storage} [o.storage] where the ledger and budget persist (default IndexedDB, else
+   *   localStorage; or a `Storage` such as `memoryStorage()`)
    * @param {string} [o.storageKey]
    * @param {object} [o.retry] attempts, baseMs, maxMs, maxRetryAfterMs, timeoutMs
    * @param {typeof fetch} [o.fetch]
    */
-  constructor({ server = '', policy = null, storage = globalThis.localStorage, storageKey = 'harmony-device',
+  constructor({ server = '', policy = null, storage = defaultStorage(), storageKey = 'harmony-device',
     retry = {}, fetch: fetchFn = (...a) => globalThis.fetch(...a) } = {}) {
     if (!storage) throw new TypeError('HarmonyDevice: no storage (pass one, e.g. memoryStorage())');
     this.server = server.replace(/\/+$/, '');
@@ -57,10 +91,20 @@ export class HarmonyDevice {
     this.queue = Promise.resolve();
   }
 
-  /** The persisted state: `{ledger: {collection: entry}, spends: [{collection, epsilon, delta?, at}],
+  /** (async) The persisted state: `{ledger: {collection: entry}, spends: [{collection, epsilon, delta?, at}],
    * series?: {key: {collections, epoch, report}}}`. */
-  state() {
-    return JSON.parse(this.storage.getItem(this.key) || '{}');
+  async state() {
+    return JSON.parse((await this.#read()) || '{}');
+  }
+
+  async #read() {
+    const s = this.storage;
+    return s.getItemAsync ? s.getItemAsync(this.key) : s.getItem(this.key);
+  }
+
+  async #write(text) {
+    const s = this.storage;
+    return s.setItemAsync ? s.setItemAsync(this.key, text) : s.setItem(this.key, text);
   }
 
   /**
@@ -97,14 +141,15 @@ export class HarmonyDevice {
 
   /** Runs `f` on the device state read from storage and writes the state back before returning,
    * holding a Web Lock named after the storage key (where the browser has Web Locks): two tabs of
-   * one origin never both read the state before either writes it (one report per collection, one
-   * budget). */
+   * one origin never both read the state before either has written it (one report per
+   * collection, one budget); with the default IndexedDB storage the second tab's read sees the
+   * first tab's committed write. */
   #withState(f) {
-    const run = () => {
-      const device = new DeviceState(this.storage.getItem(this.key) || '');
+    const run = async () => {
+      const device = new DeviceState((await this.#read()) || '');
       try {
         const out = f(device);
-        this.storage.setItem(this.key, device.state());
+        await this.#write(device.state());
         return out;
       } finally {
         device.free();

@@ -163,8 +163,9 @@ test('(c) randomize + encode one Adult record: median per call ≤ 20 µs', asyn
   for (const r of out) assert.ok(r.median <= 20, `${r.id}: ${r.median} µs > 20 µs`);
 });
 
-// Two pages of one origin share localStorage: each device call holds a Web Lock on the state, so
-// racing tabs make one report per collection (the other tab resends it or is refused).
+// Two pages of one origin share the device state (IndexedDB, the default storage): each device
+// call holds a Web Lock on it, so racing tabs make one report per collection (the other tab
+// resends it or is refused).
 test('(f) two tabs racing on one device state make one report per collection', async () => {
   const base = vectors.configs.find((c) => c.id === 'frequency-olh');
   const record = vectors.vectors.find((v) => vectors.configs[v.config] === base).record;
@@ -223,7 +224,7 @@ test('(g) every adversarial config of the shared list is refused or answered wit
       } catch (e) {
         error = e.message;
       }
-      const spends = device.state().spends ?? [];
+      const spends = (await device.state()).spends ?? [];
       results.push({ name: c.name, refused: c.refused, error, posted: posted.length, spends: spends.map((s) => s.epsilon) });
     }
     return results;
@@ -282,7 +283,7 @@ test('(d) 100 devices contribute through the SDK; a retry is counted once', asyn
     const acks = await Promise.all(devices.map((d, i) => d.contribute(id, records[i])));
     let again;
     try { await devices[0].contribute(id, records[0]); again = 'accepted'; } catch (e) { again = e.message; }
-    const state = devices[0].state();
+    const state = await devices[0].state();
     window.report(`${records.length} devices contributed`, `accepted ${acks.reduce((s, a) => s + a.accepted, 0)}, duplicates ${acks.reduce((s, a) => s + a.duplicates, 0)}`);
     return { acks, again, state };
   }, { id: created.id, records });
