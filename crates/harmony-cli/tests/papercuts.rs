@@ -85,6 +85,61 @@ fn plan_runs_on_the_schema_inference_writes_for_a_table_with_gaps() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// The first 3,000 rows of Adult with gaps blanked into numeric and categorical columns alike
+/// (age, hours_per_week, sex; workclass and occupation have their own).
+fn blanked_adult(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join("data/adult.csv")).unwrap();
+    let keep = [0usize, 1, 4, 6, 9, 12, 14]; // age workclass education_num occupation sex hours income
+    let mut out = String::new();
+    for (i, line) in text.lines().take(3001).enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        let row: Vec<&str> = keep
+            .iter()
+            .map(|&j| {
+                let blank = i > 0 && ((j == 0 && i % 50 == 0) || (j == 12 && i % 70 == 0) || (j == 9 && i % 90 == 0));
+                if blank { "" } else { cells[j] }
+            })
+            .collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    let path = dir.join("blanked.csv");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+#[test]
+fn a_blanked_adult_goes_from_inference_to_the_served_estimates_without_an_error() {
+    let dir = scratch("blanked");
+    let data = blanked_adult(&dir);
+    let schema = harmony(&["schema", "infer", "--data", &p(&data)]);
+    for column in ["age", "sex", "hours_per_week"] {
+        let block = schema.split("[[attributes]]").find(|b| b.contains(&format!("name = \"{column}\""))).unwrap();
+        assert!(block.contains("missing = \"report\""), "{column}: {schema}");
+    }
+    let path = dir.join("blanked.toml");
+    std::fs::write(&path, &schema).unwrap();
+    let (data_s, schema_s) = (p(&data), p(&path));
+    let plan = harmony(&["plan", "--schema", &schema_s, "--users", "3000"]);
+    assert!(plan.contains("recommended"), "{plan}");
+    let sim = harmony(&["simulate", "--data", &data_s, "--schema", &schema_s, "--epsilon", "2", "--runs", "1"]);
+    assert!(sim.contains("n = 3000"), "{sim}");
+    let (mut child, url, _) = serve(&dir);
+    let ledger = dir.join("ledger.json");
+    for task in [&["--task", "means"][..], &["--task", "frequency", "--column", "sex"][..]] {
+        let id = created(&url, &path, &[&["--epsilon", "2"][..], task].concat());
+        let out = submit(&url, &id, &data, &ledger, &[]);
+        assert!(out.status.success(), "{task:?}: {}", stderr(&out));
+        assert_eq!(reports(&url, &id), 3000, "{task:?}");
+        let q = ["query", "--server", url.as_str(), "--token", "tok", "--collection", &id, "--data", &data_s];
+        let table = harmony(&q);
+        assert!(table.contains("sex="), "{task:?}: {table}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 /// `harmony serve` on a free port, its stderr read up to the listening line: the lines printed
 /// at start.
 fn serve(dir: &Path) -> (Child, String, Vec<String>) {
