@@ -177,11 +177,15 @@ impl Rows {
         let cells = [num(e.shown(), digits), num(e.std_error, digits), ci(e, digits.min(4))];
         self.rows.push((label, cells, truth.map(|t| format!("{t:.digits$}"))));
         // Where the in-domain value differs from the raw one: the raw (unbiased) estimate and
-        // its interval on the next line.
+        // its interval on the next line (not where the two print alike, as after a projection
+        // that moved a value by 1e-16).
         if e.in_domain.is_some() {
             let raw = Est { in_domain: None, ..*e };
             let cells = [num(raw.estimate, digits), String::new(), ci(&raw, digits.min(4))];
-            self.rows.push(("  (raw, unbiased)".into(), cells, None));
+            let shown = &self.rows.last().expect("just pushed").1;
+            if cells[0] != shown[0] || cells[2] != shown[2] {
+                self.rows.push(("  (raw, unbiased)".into(), cells, None));
+            }
         }
     }
 
@@ -514,5 +518,20 @@ mod tests {
         rows.row("x".into(), &e, Some(0.5), 4);
         let text = rows.text();
         assert!(text.lines().next().unwrap().ends_with("truth") && text.contains("0.5000"), "{text}");
+    }
+
+    /// The raw (unbiased) line follows an in-domain value only where the two print differently.
+    #[test]
+    fn the_raw_line_shows_only_where_it_differs() {
+        use harmony_protocol::estimates::InDomain;
+        let moved = |by: f64| {
+            let raw = Est::new(0.3, 0.01);
+            Est { in_domain: Some(InDomain { estimate: 0.3 + by, ci95: raw.ci95 }), ..raw }
+        };
+        let mut rows = Rows::default();
+        rows.row("a".into(), &moved(1e-16), None, 4);
+        assert!(!rows.text().contains("raw, unbiased"));
+        rows.row("a".into(), &moved(-0.3), None, 4);
+        assert!(rows.text().contains("raw, unbiased"));
     }
 }
