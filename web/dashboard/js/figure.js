@@ -71,4 +71,5 @@ export const EST_COLUMNS = [
   { key: 'se', label: 'SE', num: true },
   { key: 'ci_lo', label: '95% CI low', num: true },
   { key: 'ci_hi', label: '95% CI high', num: true },
+  { key: 'raw', label: 'raw (unbiased)', num: true },
 ];

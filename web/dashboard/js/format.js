@@ -8,7 +8,12 @@ export function fmt(x, digits = DIGITS) {
 
 /** An Est ({estimate, std_error, ci95}) as table columns. */
 export function estCols(e) {
-  return { estimate: e?.estimate ?? null, se: e?.std_error ?? null, ci_lo: e?.ci95?.[0] ?? null, ci_hi: e?.ci95?.[1] ?? null };
+  // The in-domain value and interval where the document has them (what is charted and listed
+  // first: never outside the domain), the raw unbiased estimate beside them.
+  const d = e?.in_domain;
+  const ci = d ? d.ci95 : e?.ci95;
+  return { estimate: (d ? d.estimate : e?.estimate) ?? null, se: e?.std_error ?? null,
+    ci_lo: ci?.[0] ?? null, ci_hi: ci?.[1] ?? null, raw: e?.estimate ?? null };
 }
 
 /** An element with attributes and children (strings become text nodes). */
