@@ -90,24 +90,9 @@ fn collect(v: &Value, path: &str, out: &mut Vec<(String, f64, f64)>) {
     }
 }
 
-/// `erfc(x)` (Numerical Recipes' Chebyshev fit; relative error below 1.2e-7 everywhere).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 { r } else { 2.0 - r }
-}
-
 /// The two-sided normal p-value of `z`.
 pub fn p_value(z: f64) -> f64 {
-    erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0)
+    (2.0 * harmony_analytics::linear::calibrate::normal_cdf(-z.abs())).min(1.0)
 }
 
 /// Marks the significant ones of `ps` under Holm–Bonferroni at level `alpha`.
