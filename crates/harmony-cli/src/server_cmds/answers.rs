@@ -121,6 +121,22 @@ mod tests {
     use harmony_tasks::Query;
     use serde_json::json;
 
+    /// A server on loopback over a fresh SQLite file in a scratch directory named after `name`,
+    /// a client of it (admin token, no retries) and a one-attribute schema of three colors.
+    fn served(name: &str) -> (std::path::PathBuf, harmony_server::Running, Client, Schema) {
+        let dir = std::env::temp_dir().join(format!("harmony-cli-answers-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
+        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
+        let client = Client::new(&format!("http://{}", server.addr))
+            .with_token("tok")
+            .with_retry(RetryPolicy { attempts: 1, ..Default::default() });
+        let colors = vec!["red".to_string(), "green".into(), "blue".into()];
+        let schema = Schema::new(vec![Attribute::Categorical { name: "color".into(), categories: colors }]).unwrap();
+        (dir, server, client, schema)
+    }
+
     fn request(schema: &Schema, queries: serde_json::Value) -> CreateCollection {
         let spec = LinearQueriesSpec {
             attributes: vec!["color".into()],
@@ -139,16 +155,7 @@ mod tests {
     /// served document equals the task's in-process rounds for the same queries and seed.
     #[test]
     fn submit_answers_the_open_round_as_simulate_does() {
-        let dir = std::env::temp_dir().join(format!("harmony-cli-answers-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
-        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
-        let client = Client::new(&format!("http://{}", server.addr))
-            .with_token("tok")
-            .with_retry(RetryPolicy { attempts: 1, ..Default::default() });
-        let colors = vec!["red".to_string(), "green".into(), "blue".into()];
-        let schema = Schema::new(vec![Attribute::Categorical { name: "color".into(), categories: colors }]).unwrap();
+        let (dir, server, client, schema) = served("plain");
         let values: Vec<Value> = (0..12).map(|i| Value::Category(i % 3)).collect();
         let population = Population::records(&schema, values.clone());
         let (q1, q2) = (json!({"range": [0, 0]}), json!({"in": ["green", "blue"]}));
@@ -175,16 +182,7 @@ mod tests {
     /// nothing; with the keys of `collection token enroll`, row i answers as enrolled device i.
     #[test]
     fn enrolled_devices_answer_with_their_keys() {
-        let dir = std::env::temp_dir().join(format!("harmony-cli-answers-keys-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
-        let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
-        let client = Client::new(&format!("http://{}", server.addr))
-            .with_token("tok")
-            .with_retry(RetryPolicy { attempts: 1, ..Default::default() });
-        let colors = vec!["red".to_string(), "green".into(), "blue".into()];
-        let schema = Schema::new(vec![Attribute::Categorical { name: "color".into(), categories: colors }]).unwrap();
+        let (dir, server, client, schema) = served("keys");
         let population = Population::records(&schema, (0..12).map(|i| Value::Category(i % 3)).collect());
         let mut req = request(&schema, json!({"queries": [{"range": [0, 0]}]}));
         if let TaskSpec::LinearQueries(s) = &mut req.task {
