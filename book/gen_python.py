@@ -22,6 +22,10 @@ def signature(obj):
 
 def entry(name, obj, level):
     doc = inspect.getdoc(obj) or ""
+    if isinstance(obj, property):
+        # A property's repr is its address: the page shows its docstring (or nothing) instead.
+        head = f"{'#' * level} `{name}` (property)"
+        return [head, "", "```text", doc, "```", ""] if doc else [head, ""]
     kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "constant"
     head = f"{'#' * level} `{name}{signature(obj) if callable(obj) else ''}`"
     if kind == "constant":

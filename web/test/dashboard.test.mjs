@@ -388,7 +388,8 @@ function adultCsv(n, seed) {
 test('training view: a holdout CSV scored in the page equals harmony query --data\'s score, round by round', async () => {
   const started = Date.now();
   const train = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 4,
-    task: { kind: 'train', task: 'logistic', target: 'sex', batch_size: 50, rounds: 10 } });
+    // Open rounds (enrollment is the default): harmony submit posts without device keys.
+    task: { kind: 'train', task: 'logistic', target: 'sex', batch_size: 50, rounds: 10, enrollment: false } });
   assert.equal(train.status, 201, JSON.stringify(train.json));
   const id = train.json.id;
   const holdout = path.join(tmp, 'holdout.csv');

@@ -102,7 +102,7 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
         }
         if t.task == Task::LinearQueries {
             unused.batch_size = None; // adaptive-rounds' devices per query
-            unused.enrollment = false; // adaptive-rounds' enrolled devices
+            unused.no_enrollment = false; // adaptive-rounds' open rounds
         }
         unused.check_unused()?;
     }
@@ -141,7 +141,7 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
             // `--batch-size` as given: the task refuses it with any mechanism but adaptive-rounds
             // and asks for it with adaptive-rounds (both named `--batch-size` by option_error).
-            let (batch_size, enrollment) = (t.train.batch_size, t.train.enrollment);
+            let (batch_size, enrollment) = (t.train.batch_size, t.train.no_enrollment.then_some(false));
             let spec = linear(t, file, one(mechanisms, "--method")?)?;
             TaskSpec::LinearQueries(LinearQueriesSpec { batch_size, enrollment, ..spec })
         }
@@ -408,7 +408,7 @@ pub fn linear(t: &TaskArgs, file: &SchemaFile, mechanism: LinearMechanism) -> Re
         mechanism,
         delta: None,
         hull: Hull::default(),
-        enrollment: false,
+        enrollment: None,
         batch_size: None,
     };
     with_mechanism(t, &spec, mechanism)

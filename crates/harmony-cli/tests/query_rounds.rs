@@ -38,7 +38,13 @@ fn adaptive_rounds_from_the_command_line() {
     assert!(e.contains("--batch-size") && e.contains("an integer >= 1"), "{e}");
     let e = fails(&[&create[..], &linear[..], &["--method", "hr", "--batch-size", "5"]].concat());
     assert!(e.contains("--batch-size") && e.contains("adaptive-rounds only"), "{e}");
-    let id = harmony(&[&rounds[..], &["--batch-size", "5"]].concat()).trim().to_string();
+    // Enrolled devices by default: a submit without their keys is refused before any device
+    // randomizes, naming the command that mints them and the opt-out.
+    let enrolled = harmony(&[&rounds[..], &["--batch-size", "5"]].concat()).trim().to_string();
+    let e = fails(&["submit", "--server", &server.url, "--collection", &enrolled, "--data", &rows]);
+    assert!(e.contains("takes enrolled devices only") && e.contains("harmony collection token enroll"), "{e}");
+    assert!(e.contains("--device-keys") && e.contains("--no-enrollment"), "{e}");
+    let id = harmony(&[&rounds[..], &["--batch-size", "5", "--no-enrollment"]].concat()).trim().to_string();
 
     let submit =
         ["submit", "--server", &server.url, "--collection", &id, "--data", &rows, "--simulate-devices", "--seed", "9"];

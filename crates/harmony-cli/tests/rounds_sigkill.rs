@@ -71,7 +71,7 @@ fn train_request() -> CreateCollection {
         gradient_scale: None,
         lambda: 1e-4,
         rounds: Some(4),
-        enrollment: false,
+        enrollment: Some(false), // open rounds: the devices post under their own ids
     };
     CreateCollection { schema: Some(schema), epsilon: 4.0, task: TaskSpec::Train(spec) }
 }
@@ -134,7 +134,7 @@ fn adaptive_request() -> CreateCollection {
         mechanism: LinearMechanism::AdaptiveRounds,
         delta: None,
         hull: Default::default(),
-        enrollment: false,
+        enrollment: Some(false), // open rounds: the devices post under their own ids
         batch_size: Some(10),
     };
     CreateCollection { schema: Some(schema), epsilon: 1.0, task: TaskSpec::LinearQueries(spec) }

@@ -16,7 +16,7 @@
 //! 3.8× while its neighbours stayed at 1.1×), `/readyz` answers 200 to every poll, and the server's RSS stays under
 //! [`RSS_BOUND_MIB`]. The kernel's TCP memory is printed (machine-wide, so not asserted): with
 //! autotuned send buffers the slow readers pinned 1.6 GiB of it, with `Limits::send_buffer`
-//! about 130 MiB. `HARMONY_ATTACK_SECS` sets a phase's length (default 30: ≈ 2.5 min in all).
+//! about 130 MiB. `HARMONY_ATTACK_SECS` sets a phase's length (default 60: ≈ 4.5 min in all).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -251,7 +251,7 @@ fn fresh(dir: &Path, name: &str) -> (common::Server, String) {
 #[test]
 #[ignore]
 fn honest_submit_keeps_its_p99_and_readiness_under_idle_bodies_and_slow_readers() {
-    let secs: u64 = std::env::var("HARMONY_ATTACK_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
+    let secs: u64 = std::env::var("HARMONY_ATTACK_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(60);
     let dir = std::env::temp_dir().join(format!("harmony-attack-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -21,7 +21,7 @@ fn gaussian(id: &str, epsilon: f64, delta: Option<f64>) -> CollectionConfig {
         batch_size: None,
         delta: Some(1e-6),
         hull: Hull::default(),
-        enrollment: false,
+        enrollment: None,
     };
     let req = CreateCollection { schema: Some(schema), epsilon, task: TaskSpec::LinearQueries(spec) };
     let mut config = harmony_tasks::resolve(&req, id).unwrap();

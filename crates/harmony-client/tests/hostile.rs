@@ -45,7 +45,7 @@ fn train(id: &str) -> CollectionConfig {
             gradient_scale: None,
             lambda: 1e-4,
             rounds: Some(3),
-            enrollment: false,
+            enrollment: None,
         }),
     )
 }

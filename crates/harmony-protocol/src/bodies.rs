@@ -166,7 +166,7 @@ pub struct TokenRequest {
 }
 
 /// `POST /v1/collections/{id}/enrollments` body (admin token): device keys to mint for a
-/// training collection created with `enrollment: true`.
+/// training collection or adaptive-rounds collection that takes enrolled devices (the default).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]

@@ -228,12 +228,13 @@ impl TaskSpec {
         names.into_iter().flatten()
     }
 
-    /// Whether the spec takes enrolled devices only (a `train` or linear-queries spec with
-    /// `enrollment`): their gradients or answers then need a device key.
+    /// Whether the spec takes enrolled devices only (a `train` or adaptive-rounds spec whose
+    /// `enrollment` is true): their gradients or answers then need a device key. A spec stored
+    /// without the field (a collection created before enrollment was the default) is open.
     pub fn enrollment(&self) -> bool {
         match self {
-            TaskSpec::Train(t) => t.enrollment,
-            TaskSpec::LinearQueries(l) => l.enrollment,
+            TaskSpec::Train(t) => t.enrollment == Some(true),
+            TaskSpec::LinearQueries(l) => l.enrollment == Some(true),
             _ => false,
         }
     }
@@ -565,9 +566,11 @@ pub struct LinearQueriesSpec {
     pub hull: Hull,
     /// `adaptive-rounds`: only enrolled devices answer (a device key minted by the admin,
     /// `POST …/enrollments`, as the bearer token, posted under that key's device id), so
-    /// invented device ids cannot fill a round. Refused with the other mechanisms.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub enrollment: bool,
+    /// invented device ids cannot fill a round. Absent in a request: `true` (the created
+    /// collection stores it); `false` opens the rounds to any device id. Refused as `true` with
+    /// the other mechanisms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enrollment: Option<bool>,
 }
 
 /// The model a `train` collection fits.
@@ -673,9 +676,10 @@ pub struct TrainSpec {
     pub rounds: Option<u64>,
     /// Only enrolled devices contribute: a gradient needs a device key minted by the admin
     /// (`POST …/enrollments`) as its bearer token, posted under that key's device id, one per
-    /// key. Without it anyone may post under an invented device id (one gradient per id).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub enrollment: bool,
+    /// key. Absent in a request: `true` (the created collection stores it). `false` lets anyone
+    /// post under an invented device id (one gradient per id), and so steer the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enrollment: Option<bool>,
 }
 
 impl TrainSpec {

@@ -9,7 +9,7 @@
 //!   revoke the old one.
 //! * The **metrics** token (`--metrics-token`) reads `/metrics` only; the admin token also does.
 //! * A **device key** (`hdk_…`, `POST /v1/collections/{id}/enrollments`, admin) lets one device
-//!   post gradients to a training collection created with `enrollment: true`, under the device
+//!   post gradients to a training collection of enrolled devices (the default), under the device
 //!   id it was enrolled as (`dev_…`), one gradient per key: invented device ids cannot steer the
 //!   model. Stored like analyst tokens (SHA-256 only, revocable), the device id as the token id;
 //!   it grants nothing else.

@@ -55,7 +55,7 @@ fn requests() -> Vec<(String, CreateCollection)> {
             mechanism,
             delta: None,
             hull: Default::default(),
-            enrollment: false,
+            enrollment: None,
             batch_size: None,
         };
         out.push((format!("linear-queries {}", mechanism.name()), req(TaskSpec::LinearQueries(spec))));

@@ -71,7 +71,7 @@ fn request(schema: &Schema, queries: Vec<Json>) -> CreateCollection {
         mechanism: LinearMechanism::AdaptiveRounds,
         delta: None,
         hull: Default::default(),
-        enrollment: false,
+        enrollment: Some(false), // open rounds: these devices post under invented ids
         batch_size: Some(BATCH),
     };
     CreateCollection { schema: Some(schema.clone()), epsilon: EPSILON, task: TaskSpec::LinearQueries(spec) }

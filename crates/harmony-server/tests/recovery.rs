@@ -166,7 +166,8 @@ fn a_gradient_with_unknown_outcome_reloads_the_round() {
     let req: harmony_protocol::CreateCollection = serde_json::from_value(serde_json::json!({
         "schema": [{"kind": "numeric", "name": "x", "min": -1, "max": 1},
                    {"kind": "categorical", "name": "y", "categories": ["no", "yes"]}],
-        "epsilon": 4, "task": {"kind": "train", "task": "logistic", "target": "y", "batch_size": 2, "rounds": 3}
+        "epsilon": 4, "task": {"kind": "train", "task": "logistic", "target": "y", "batch_size": 2, "rounds": 3,
+                               "enrollment": false}
     }))
     .unwrap();
     let config = client.create_collection(&req).unwrap().config;

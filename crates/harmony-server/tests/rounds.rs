@@ -64,7 +64,7 @@ fn spec(batch_size: u64, rounds: Option<u64>) -> TrainSpec {
         gradient_scale: None,
         lambda: 1e-4,
         rounds,
-        enrollment: false,
+        enrollment: Some(false), // open rounds: the devices here post under invented ids
     }
 }
 
@@ -683,15 +683,15 @@ fn a_decay_collection_stored_before_schedules_is_unchanged() {
     let server = start(&url);
     let client = analyst(&server.url());
     let config = client.config("old0").unwrap();
-    // Published in the current format (version 2 kept): the same spec, with no schedule, scale
-    // or step written in.
+    // Published in the current format (version 2 kept): the same spec, with no schedule, scale,
+    // step or enrollment written in (stored without enrollment: its rounds stay open).
     let want = CollectionConfig {
         id: "old0".into(),
         config_version: 2,
         wire_version: harmony_core::wire::WIRE_VERSION,
         schema: Some(schema()),
         epsilon: 8.0,
-        task: TaskSpec::Train(TrainSpec { schedule: None, rounds: Some(3), ..spec(4, None) }),
+        task: TaskSpec::Train(TrainSpec { schedule: None, rounds: Some(3), enrollment: None, ..spec(4, None) }),
         train: Some(TrainPublished {
             dimension: fm.dimension(),
             features: fm.names().to_vec(),
@@ -701,7 +701,7 @@ fn a_decay_collection_stored_before_schedules_is_unchanged() {
     };
     assert_eq!(config, want, "the published config is the stored one");
     let published = serde_json::to_value(&config).unwrap();
-    for field in ["schedule", "gradient_scale", "kappa"] {
+    for field in ["schedule", "gradient_scale", "kappa", "enrollment"] {
         assert!(published["task"].get(field).is_none(), "{field} written into {published}");
     }
     assert!(published["train"].get("step").is_none(), "{published}");

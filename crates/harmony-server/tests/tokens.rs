@@ -139,7 +139,7 @@ fn refused_before_the_body_is_read() {
 }
 
 /// Model steering (3,000 gradient posts under invented device ids once moved a model 30
-/// rounds): a training collection created with `enrollment: true` takes
+/// rounds): a training collection takes (by default: a request without `enrollment`)
 /// gradients only from enrolled devices — under the device id its key was minted for, one per
 /// key — so invented ids, other collections' keys, revoked keys and the admin token all fail
 /// and the model does not move; keys survive a restart and are stored hashed.
@@ -149,7 +149,7 @@ fn invented_device_ids_cannot_steer_a_model_of_enrolled_devices() {
     let running = start(&dir);
     let url = format!("http://{}", running.addr);
     let admin = client(&url, ADMIN);
-    let train = |enrollment: bool| -> harmony_protocol::CollectionConfig {
+    let train = |enrollment: Option<bool>| -> harmony_protocol::CollectionConfig {
         let req: CreateCollection = serde_json::from_value(serde_json::json!({
             "schema": [{"kind": "numeric", "name": "x", "min": -1, "max": 1},
                        {"kind": "categorical", "name": "y", "categories": ["no", "yes"]}],
@@ -160,8 +160,9 @@ fn invented_device_ids_cannot_steer_a_model_of_enrolled_devices() {
         .unwrap();
         admin.create_collection(&req).unwrap().config
     };
-    let (config, open) = (train(true), train(false));
-    assert!(matches!(&config.task, TaskSpec::Train(t) if t.enrollment), "the published spec says so");
+    let (config, open) = (train(None), train(Some(false)));
+    assert!(matches!(&config.task, TaskSpec::Train(t) if t.enrollment == Some(true)), "the published spec says so");
+    assert!(matches!(&open.task, TaskSpec::Train(t) if t.enrollment == Some(false)), "the opt-out is stored");
     assert_eq!(status(admin.enroll(&open.id, 1, "")), 409, "a collection without enrollment mints no keys");
     assert_eq!(status(admin.enroll(&config.id, 0, "")), 400);
     assert_eq!(status(admin.enroll(&config.id, 10_001, "")), 400);
@@ -249,8 +250,8 @@ fn invented_device_ids_cannot_steer_a_model_of_enrolled_devices() {
 }
 
 /// An adaptive query round filled by anonymous posts (the honest device refused, the answer
-/// with a standard error of 0): an `adaptive-rounds` collection created with `enrollment: true`
-/// takes answers only from enrolled devices, so 300 invented device ids leave the round empty
+/// with a standard error of 0): an `adaptive-rounds` collection (by default: a request without
+/// `enrollment`) takes answers only from enrolled devices, so 300 invented device ids leave the round empty
 /// and open, and an enrolled device still answers it.
 #[test]
 fn invented_device_ids_cannot_fill_an_adaptive_round_of_enrolled_devices() {
@@ -262,11 +263,14 @@ fn invented_device_ids_cannot_fill_an_adaptive_round_of_enrolled_devices() {
         "schema": [{"kind": "categorical", "name": "c", "categories": ["a", "b"]}],
         "epsilon": 1,
         "task": {"kind": "linear-queries", "attributes": ["c"], "workload": {"queries": [{"range": [0, 0]}]},
-                 "mechanism": "adaptive-rounds", "batch_size": 100, "enrollment": true}
+                 "mechanism": "adaptive-rounds", "batch_size": 100}
     }))
     .unwrap();
     let config = admin.create_collection(&req).unwrap().config;
-    assert!(matches!(&config.task, TaskSpec::LinearQueries(l) if l.enrollment), "the published spec says so");
+    assert!(
+        matches!(&config.task, TaskSpec::LinearQueries(l) if l.enrollment == Some(true)),
+        "the published spec says so"
+    );
     let device = admin.enroll(&config.id, 1, "").unwrap().devices.remove(0);
     let task = harmony_client::DeviceTask::new(config.clone()).unwrap();
     let row = [harmony_core::schema::Value::Category(0)];

@@ -40,7 +40,7 @@ fn linear(mechanism: LinearMechanism, bins: usize, workload: &str) -> TaskSpec {
         mechanism,
         delta: None,
         hull: Hull::Symmetric,
-        enrollment: false,
+        enrollment: None,
         batch_size: None,
     })
 }

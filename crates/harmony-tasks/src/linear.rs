@@ -199,7 +199,7 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>, dom: &Dom
         }
         (_, None) => {}
     }
-    if spec.enrollment && spec.mechanism != LinearMechanism::AdaptiveRounds {
+    if spec.enrollment == Some(true) && spec.mechanism != LinearMechanism::AdaptiveRounds {
         let expected = format!("no enrollment with mechanism {} (adaptive-rounds only)", spec.mechanism.name());
         return Err(Error::param("task.enrollment", true, expected));
     }
@@ -259,13 +259,16 @@ fn mechanism(spec: &LinearQueriesSpec, epsilon: f64, w: Arc<Workload>, dom: &Dom
 }
 
 /// Checks a linear-queries spec against the schema and ε (domain, workload, mechanism) and
-/// writes out δ for `gaussian`.
+/// writes out δ for `gaussian` and enrollment for `adaptive-rounds` (on unless the request
+/// says `false`).
 pub fn resolve(spec: &LinearQueriesSpec, schema: &Schema, epsilon: f64) -> Result<LinearQueriesSpec> {
     let (dom, _) = domain(spec, schema)?;
     let w = Arc::new(workload(&spec.workload, &dom)?);
     let mut out = spec.clone();
-    if spec.mechanism == LinearMechanism::Gaussian {
-        out.delta = Some(spec.delta.unwrap_or(DEFAULT_DELTA));
+    match spec.mechanism {
+        LinearMechanism::Gaussian => out.delta = Some(spec.delta.unwrap_or(DEFAULT_DELTA)),
+        LinearMechanism::AdaptiveRounds => out.enrollment = Some(spec.enrollment.unwrap_or(true)),
+        _ => out.enrollment = spec.enrollment.filter(|&e| e),
     }
     mechanism(&out, epsilon, w, &dom)?;
     Ok(out)

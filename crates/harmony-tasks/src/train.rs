@@ -58,11 +58,12 @@ fn check_positive(field: &'static str, v: f64, at_least_one: bool) -> Result<()>
 }
 
 /// Checks a training spec against the schema and ε and writes out the server's choices: the
-/// schedule (a new collection's default is `noise`), κ, c and the `noise` step γ. Returns the
-/// published spec and setup.
+/// schedule (a new collection's default is `noise`), enrollment (on unless the request says
+/// `false`), κ, c and the `noise` step γ. Returns the published spec and setup.
 pub fn resolve(spec: &TrainSpec, schema: &Schema, epsilon: f64) -> Result<(TrainSpec, TrainPublished)> {
     let mut spec = spec.clone();
     spec.schedule.get_or_insert(Schedule::Noise);
+    spec.enrollment.get_or_insert(true);
     let (spec, rule, mech, fm) = setup(&spec, schema, epsilon)?;
     let step = match rule.schedule {
         RoundSchedule::Noise { step, .. } => Some(step),
@@ -520,7 +521,7 @@ mod tests {
             gradient_scale: None,
             lambda: 1e-4,
             rounds: Some(rounds),
-            enrollment: false,
+            enrollment: None,
         };
         crate::resolve(&CreateCollection { schema: Some(schema), epsilon: 4.0, task: TaskSpec::Train(spec) }, "t")
             .unwrap()

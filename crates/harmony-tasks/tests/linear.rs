@@ -47,7 +47,7 @@ fn spec(mechanism: LinearMechanism) -> LinearQueriesSpec {
         delta: None,
         hull: Hull::Symmetric,
         batch_size: None,
-        enrollment: false,
+        enrollment: None,
     }
 }
 
@@ -339,7 +339,7 @@ fn adaptive_rounds_spec_and_simulate() {
         (LinearQueriesSpec { batch_size: Some(5), ..spec(LinearMechanism::Hr) }, "no batch_size with mechanism hr"),
         (LinearQueriesSpec { workload: json!("prefix"), ..rounds() }, "expected {\"queries\": [Q, ...]}"),
         (LinearQueriesSpec { delta: Some(1e-6), ..rounds() }, "task.delta is 1e-6"),
-        (LinearQueriesSpec { enrollment: true, ..spec(LinearMechanism::Hr) }, "no enrollment with mechanism hr"),
+        (LinearQueriesSpec { enrollment: Some(true), ..spec(LinearMechanism::Hr) }, "no enrollment with mechanism hr"),
     ];
     for (s, want) in cases {
         let e = resolve_err(s.clone());

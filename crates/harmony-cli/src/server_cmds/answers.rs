@@ -145,7 +145,7 @@ mod tests {
             mechanism: LinearMechanism::AdaptiveRounds,
             delta: None,
             hull: Default::default(),
-            enrollment: false,
+            enrollment: Some(false),
             batch_size: Some(5),
         };
         CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: TaskSpec::LinearQueries(spec) }
@@ -186,7 +186,7 @@ mod tests {
         let population = Population::records(&schema, (0..12).map(|i| Value::Category(i % 3)).collect());
         let mut req = request(&schema, json!({"queries": [{"range": [0, 0]}]}));
         if let TaskSpec::LinearQueries(s) = &mut req.task {
-            s.enrollment = true;
+            s.enrollment = Some(true);
         }
         let config = client.create_collection(&req).unwrap().config;
         let e = submit(&client, &config, &population, Some(9), &Policy::default(), None).unwrap_err();

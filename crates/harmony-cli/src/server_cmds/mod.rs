@@ -431,6 +431,12 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
     let config = client.config(&a.collection)?;
     // The policy's checks of the config and of the mechanisms its task runs, before any charge.
     harmony_client::DeviceTask::with_policy(config.clone(), policy.clone())?;
+    if config.task.enrollment() && a.device_keys.is_none() {
+        bail!(
+            "collection {id} takes enrolled devices only: mint their keys with `harmony collection token enroll --collection {id} --count N --out keys.csv` and pass --device-keys keys.csv (a collection created with --no-enrollment is open to any device id)",
+            id = a.collection
+        );
+    }
     if let Some(b) = &policy.budget {
         // The devices of this file spend the collection's ε once: charged (keyed by the id
         // asked for, which `Client::config` verified) before any of them randomizes.

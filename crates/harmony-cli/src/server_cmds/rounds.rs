@@ -68,11 +68,12 @@ pub struct TrainOptions {
     /// L2 regularisation λ (default 1e-4).
     #[arg(long, allow_negative_numbers = true)]
     pub lambda: Option<f64>,
-    /// Only enrolled devices contribute gradients (train) or answers (linear-queries
-    /// adaptive-rounds): mint their keys with `harmony collection enroll` and give them to
-    /// `harmony submit --device-keys FILE`.
+    /// Open the rounds to any device id. By default only enrolled devices contribute gradients
+    /// (train) or answers (linear-queries adaptive-rounds): mint their keys with `harmony
+    /// collection token enroll` and give them to `harmony submit --device-keys FILE`. Open
+    /// rounds take posts under invented device ids, which steer the model or fill a round.
     #[arg(long)]
-    pub enrollment: bool,
+    pub no_enrollment: bool,
 }
 
 impl TrainOptions {
@@ -93,6 +94,7 @@ impl TrainOptions {
             ("--gradient-scale", o.gradient_scale.is_some()),
             ("--learning-rate", o.learning_rate.is_some()),
             ("--lambda", o.lambda.is_some()),
+            ("--no-enrollment", o.no_enrollment),
         ]
         .into_iter()
         .filter_map(|(n, g)| g.then_some(n))
@@ -194,7 +196,7 @@ pub fn train_spec(schema: &Schema, epsilon: f64, o: &TrainOptions) -> Result<Tra
         gradient_scale: o.gradient_scale,
         lambda: o.lambda.unwrap_or(DEFAULT_LAMBDA),
         rounds: o.rounds,
-        enrollment: o.enrollment,
+        enrollment: o.no_enrollment.then_some(false),
     };
     let fm = feature_map(schema, &spec).map_err(core_option_error)?;
     spec.batch_size = match (o.batch_size, o.users) {
@@ -662,7 +664,7 @@ mod tests {
         }
     }
 
-    /// `collection create --task train --enrollment` → `collection token enroll` (a 0600 CSV)
+    /// `collection create --task train` (enrollment by default) → `collection token enroll` (a 0600 CSV)
     /// → `submit --device-keys`: every gradient stored under its key's device id; without keys
     /// the devices are refused (401) and the model does not move.
     #[test]
@@ -671,11 +673,11 @@ mod tests {
         let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
         let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
         let url = server.url();
-        let extra = ["--epsilon", "4", "--model", "logistic", "--batch-size", "10", "--rounds", "6", "--enrollment"];
+        let extra = ["--epsilon", "4", "--model", "logistic", "--batch-size", "10", "--rounds", "6"];
         let created = create(&train_args(&url, &schema, &extra)).unwrap();
         let client = Client::new(&url);
         let config = client.config(&created.id).unwrap();
-        assert!(train_of(&config).unwrap().0.enrollment);
+        assert_eq!(train_of(&config).unwrap().0.enrollment, Some(true), "enrollment is the default");
         let population = super::super::submit::population(&config, &csv).unwrap();
         let open = Client::new(&url).with_retry(harmony_client::RetryPolicy { attempts: 1, ..Default::default() });
         let err = contribute_rows(&open, &config, &population, Some(1), &Policy::default(), None).unwrap_err();
@@ -721,8 +723,36 @@ mod tests {
         let url = server.url();
         let client = Client::new(&url);
         for (extra, rounds) in [
-            (vec!["--epsilon", "8", "--model", "logistic", "--batch-size", "25", "--users", "200"], 8u64),
-            (vec!["--epsilon", "1", "--model", "svm", "--mechanism", "pm", "--batch-size", "20", "--rounds", "9"], 9),
+            (
+                vec![
+                    "--epsilon",
+                    "8",
+                    "--model",
+                    "logistic",
+                    "--batch-size",
+                    "25",
+                    "--users",
+                    "200",
+                    "--no-enrollment",
+                ],
+                8u64,
+            ),
+            (
+                vec![
+                    "--epsilon",
+                    "1",
+                    "--model",
+                    "svm",
+                    "--mechanism",
+                    "pm",
+                    "--batch-size",
+                    "20",
+                    "--rounds",
+                    "9",
+                    "--no-enrollment",
+                ],
+                9,
+            ),
         ] {
             let created = create(&train_args(&url, &schema, &extra)).unwrap();
             let config = client.config(&created.id).unwrap();
@@ -788,7 +818,7 @@ mod tests {
         let store = harmony_server::open_store(&format!("sqlite://{}", dir.join("db.sqlite").display())).unwrap();
         let server = harmony_server::spawn(store, "tok", "127.0.0.1:0", 2).unwrap();
         let url = server.url();
-        let extra = ["--epsilon", "8", "--model", "logistic", "--batch-size", "10", "--rounds", "2"];
+        let extra = ["--epsilon", "8", "--model", "logistic", "--batch-size", "10", "--rounds", "2", "--no-enrollment"];
         let created = create(&train_args(&url, &schema, &extra)).unwrap();
         let strict = SubmitArgs { max_epsilon: Some(1.0), ..submit_args(&url, &created.id, &csv, 7) };
         let e = format!("{:#}", super::super::submit(strict).unwrap_err());

@@ -64,7 +64,8 @@ pub enum TokenCommand {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
-    /// Enroll devices in a training collection created with --enrollment: writes a CSV of
+    /// Enroll devices in a train or adaptive-rounds collection (enrollment is their default,
+    /// `collection create --no-enrollment` opts out): writes a CSV of
     /// `device_id,key` (mode 0600; the keys are shown this once) for `harmony submit
     /// --device-keys`. Revoke a device with `token revoke --token-id DEVICE_ID`.
     Enroll {

@@ -165,7 +165,7 @@ pub fn check_device(enrolled: Option<&str>, device_id: &str) -> Result<(), ApiEr
 }
 
 /// `POST /v1/collections/{id}/enrollments`: device keys of a training collection created with
-/// `enrollment: true`, shown once.
+/// enrollment (the default of train and adaptive-rounds), shown once.
 #[utoipa::path(post, path = "/v1/collections/{id}/enrollments", operation_id = "enrollDevices", tag = "tokens",
     security(("analyst" = [])),
     params(("id" = String, Path, description = "The collection id")),
@@ -188,7 +188,7 @@ pub async fn enroll(
     st.check_token(req.headers())?;
     if !takes_enrollment(&*st.collection(&id)?) {
         let msg = format!(
-            "collection {id:?} does not take enrolled devices (a train or adaptive-rounds task with \"enrollment\": true does)"
+            "collection {id:?} does not take enrolled devices (its rounds are open: created with \"enrollment\": false, or not a train or adaptive-rounds task)"
         );
         return Err(ApiError::new(StatusCode::CONFLICT, "collection", msg));
     }
