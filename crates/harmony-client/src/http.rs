@@ -326,22 +326,32 @@ impl Client {
 
     /// Creates a collection (analyst token required); returns its id and config.
     pub fn create_collection(&self, req: &CreateCollection) -> Result<Created> {
-        self.create_body(serde_json::to_vec(req).expect("JSON of a request"))
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), None)
     }
 
     /// [`Client::create_collection`] with the collection's optional name and description.
     pub fn create_named(&self, req: &harmony_protocol::NewCollection) -> Result<Created> {
-        self.create_body(serde_json::to_vec(req).expect("JSON of a request"))
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), None)
     }
 
-    fn create_body(&self, body: Vec<u8>) -> Result<Created> {
+    /// [`Client::create_named`] with the bucket period of continuous collection (`hour`, `day`
+    /// or `week`; the server's default, a day, when `None`): `POST /v1/collections?period=`.
+    pub fn create_with_period(&self, req: &harmony_protocol::NewCollection, period: Option<&str>) -> Result<Created> {
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), period)
+    }
+
+    fn create_body(&self, body: Vec<u8>, period: Option<&str>) -> Result<Created> {
         // One key for every attempt: a retry after a lost answer gets the collection the first
         // attempt stored, never a second one.
         let mut key = [0u8; 16];
         harmony_core::sampling::secure_rng().fill_bytes(&mut key);
         let key = harmony_protocol::to_hex(&key);
-        let bytes = self.request_with("POST", "/v1/collections", Some(&body), Some(("idempotency-key", &key)))?;
-        self.parse("/v1/collections", &bytes)
+        let path = match period {
+            Some(p) => format!("/v1/collections?period={p}"),
+            None => "/v1/collections".to_string(),
+        };
+        let bytes = self.request_with("POST", &path, Some(&body), Some(("idempotency-key", &key)))?;
+        self.parse(&path, &bytes)
     }
     /// Fetches a collection's public client configuration; a config for another collection than
     /// the one asked for is refused (a device's ledger is keyed by the id it asked for).

@@ -188,6 +188,10 @@ pub struct CreateArgs {
     /// A longer description (up to 2,000 characters).
     #[arg(long)]
     pub description: Option<String>,
+    /// The bucket period of continuous collection (the server's default: day): the finest
+    /// window `harmony query --from/--to/--series/--compare` can ask for (docs/CONTINUOUS.md).
+    #[arg(long, value_parser = ["hour", "day", "week"])]
+    pub period: Option<String>,
     /// The record strategy and mechanisms (`--task means`, `--task frequency`).
     #[command(flatten)]
     pub means: MeansArgs,
@@ -395,7 +399,7 @@ pub fn create(a: &CreateArgs) -> Result<Created> {
     let req = CreateCollection { schema, epsilon: a.epsilon, task };
     let req = harmony_protocol::NewCollection::new(req, a.name.clone(), a.description.clone());
     let client = a.ca.client(&a.server)?.with_token(&a.token);
-    client.create_named(&req).map_err(rounds::option_error)
+    client.create_with_period(&req, a.period.as_deref()).map_err(rounds::option_error)
 }
 
 /// Whether a server URL's host is loopback (`localhost`, 127.0.0.0/8, `::1`).
