@@ -7,7 +7,7 @@ Conventions (CONTRIBUTING.md, "Every example runs"):
 - ```sh / ```bash / ```shell blocks run with bash -euo pipefail, the blocks of one page in one
   shell, in order (variables such as $ID carry over), in a scratch directory where `data/` and
   `examples/` are the repository's. A server started with `&` is stopped when the page ends.
-  The loopback ports 8080 and 8081 are replaced by free ones.
+  The loopback ports 8080 to 8089 are replaced by free ones.
 - ```console blocks: the lines starting with `$ ` run; the others are the expected output.
 - ```python blocks run with $HARMONY_PYTHON (default python3) when it imports harmony_ldp,
   else they are counted as skipped; a block of `>>>` lines runs as a doctest (its outputs are
@@ -97,7 +97,7 @@ def python_with_sdk():
 
 def script_of(page, found, scratch, python, counts):
     """The bash script of one page and the block each marker line names."""
-    ports = {"8080": str(free_port()), "8081": str(free_port())}
+    ports = {str(p): str(free_port()) for p in range(8080, 8090)}
     parts = ["set -euo pipefail"]
     marks = side_marks()
     doctests = []

@@ -1,9 +1,10 @@
 //! The `harmony` command line.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod bench;
 mod data;
+mod examples;
 mod experiment;
 mod items;
 mod output;
@@ -152,8 +153,13 @@ fn talks_to_peers(command: &Command) -> bool {
     )
 }
 
+/// The command line with each command's examples at the end of its help.
+fn cli_command() -> clap::Command {
+    examples::attach(Cli::command())
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&cli_command().get_matches()).unwrap_or_else(|e| e.exit());
     if !talks_to_peers(&cli.command) {
         // Still single-threaded: argument parsing starts no thread.
         restore_sigpipe();

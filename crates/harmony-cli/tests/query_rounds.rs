@@ -13,8 +13,8 @@ use std::path::PathBuf;
 const SCHEMA: &str =
     "[[attributes]]\nname = \"color\"\nkind = \"categorical\"\ncategories = [\"red\", \"green\", \"blue\"]\n";
 
-fn fixture() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("harmony-cli-query-rounds-{}", std::process::id()));
+fn fixture(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("harmony-cli-query-rounds-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("schema.toml"), SCHEMA).unwrap();
@@ -26,7 +26,7 @@ fn fixture() -> PathBuf {
 
 #[test]
 fn adaptive_rounds_from_the_command_line() {
-    let dir = fixture();
+    let dir = fixture("cli");
     let server = serve_sqlite(&dir);
     let path = |f: &str| dir.join(f).display().to_string();
     let (schema, rows, queries) = (path("schema.toml"), path("rows.csv"), path("queries.json"));
@@ -74,4 +74,27 @@ fn adaptive_rounds_from_the_command_line() {
     assert!(e.contains("collection ask") && e.contains("simulate runs gaussian, hr, adaptive"), "{e}");
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A file of real (CSPRNG) devices is sent once per round: each run answers the open round with
+/// the file's next devices, so the record of files already sent must not refuse the second run.
+#[test]
+fn one_file_answers_each_round_in_turn() {
+    let dir = fixture("file");
+    let server = serve_sqlite(&dir);
+    let path = |f: &str| dir.join(f).display().to_string();
+    let (schema, rows, queries, ledger) =
+        (path("schema.toml"), path("rows.csv"), path("queries.json"), path("ledger.json"));
+    let create = ["collection", "create", "--server", &server.url, "--token", "tok", "--schema", &schema];
+    let linear = ["--epsilon", "1", "--task", "linear-queries", "--attributes", "color", "--queries", &queries];
+    let rounds = ["--method", "adaptive-rounds", "--batch-size", "5", "--no-enrollment"];
+    let id = harmony(&[&create[..], &linear[..], &rounds[..]].concat()).trim().to_string();
+    let submit = ["submit", "--server", &server.url, "--collection", &id, "--data", &rows, "--budget-ledger", &ledger];
+    harmony(&submit);
+    let ask = ["collection", "ask", "--server", &server.url, "--token", "tok", "--collection", &id];
+    harmony(&[&ask[..], &["--query", r#"{"name": "blue", "in": ["blue"]}"#]].concat());
+    harmony(&submit);
+    let query = ["query", "--server", &server.url, "--token", "tok", "--collection", &id, "--format", "json"];
+    let doc: Value = serde_json::from_str(&harmony(&query)).unwrap();
+    assert_eq!(doc["group_reports"], serde_json::json!([5, 5]), "{doc}");
 }

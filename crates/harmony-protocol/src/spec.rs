@@ -239,6 +239,13 @@ impl TaskSpec {
         }
     }
 
+    /// Whether devices answer one analyst-chosen query per round (`linear-queries` with
+    /// `adaptive-rounds`): a round takes the next `batch_size` devices, and each round's query is
+    /// posted before its devices answer.
+    pub fn answers_in_rounds(&self) -> bool {
+        matches!(self, TaskSpec::LinearQueries(s) if s.mechanism == LinearMechanism::AdaptiveRounds)
+    }
+
     /// The δ of the spec's mechanism: the Gaussian linear-queries mechanism's stated δ (`None`
     /// when it states none: a device never assumes a default), 0 for every other (pure ε-LDP).
     pub fn delta(&self) -> Option<f64> {

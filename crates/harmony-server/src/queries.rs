@@ -11,8 +11,7 @@ use crate::error::ApiError;
 use crate::state::Collection;
 use crate::store::{Store, StoreError};
 use axum::http::StatusCode;
-use harmony_protocol::spec::LinearMechanism;
-use harmony_protocol::{AnswerAck, AnswerPost, CollectionConfig, QueryRound, TaskSpec};
+use harmony_protocol::{AnswerAck, AnswerPost, CollectionConfig, QueryRound};
 use harmony_tasks::TaskAggregator;
 use harmony_tasks::linear_rounds::QueryBitReport;
 use harmony_tasks::linear_rounds::QueryRounds;
@@ -20,7 +19,7 @@ use std::sync::atomic::Ordering;
 
 /// Whether a config's collection runs adaptive query rounds.
 pub fn is_adaptive(config: &CollectionConfig) -> bool {
-    matches!(&config.task, TaskSpec::LinearQueries(s) if s.mechanism == LinearMechanism::AdaptiveRounds)
+    config.task.answers_in_rounds()
 }
 
 fn rounds_of(agg: &dyn TaskAggregator) -> Result<&QueryRounds, ApiError> {

@@ -34,9 +34,8 @@ pub struct LoadArgs {
     pub server: Option<String>,
     #[command(flatten)]
     pub ca: super::CaCert,
-    /// Analyst token of `--server`.
-    #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    #[command(flatten)]
+    pub token: super::Token,
     /// Seed of the synthetic devices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -163,7 +162,7 @@ fn time_estimates(client: &Client, id: &str, n: usize) -> Result<(f64, f64, f64)
 /// Runs `harmony load`.
 pub fn run(mut a: LoadArgs) -> Result<()> {
     let dir = std::env::temp_dir().join(format!("harmony-load-{}", std::process::id()));
-    let token = a.token.clone().unwrap_or_else(|| "load-token".into());
+    let token = a.token.get().unwrap_or_else(|| "load-token".into());
     let embedded = match &a.server {
         Some(_) => None,
         None => {

@@ -147,6 +147,42 @@ impl CaCert {
     }
 }
 
+/// `--token` of every command that talks to a server: the admin token, or a collection's
+/// analyst token where one is enough.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Token {
+    /// The admin token, or a collection's analyst token where one is enough (else
+    /// `HARMONY_ADMIN_TOKEN`, the variable `harmony serve` reads, else `HARMONY_ANALYST_TOKEN`).
+    #[arg(long = "token", value_name = "TOKEN")]
+    value: Option<String>,
+}
+
+impl Token {
+    /// The environment variables read when `--token` is absent, in order.
+    pub const ENV: [&str; 2] = ["HARMONY_ADMIN_TOKEN", "HARMONY_ANALYST_TOKEN"];
+
+    /// `--token`, else the first of [`Token::ENV`] that is set and not empty; `None` when none is.
+    pub fn get(&self) -> Option<String> {
+        self.value.clone().or_else(|| Self::ENV.iter().find_map(|v| std::env::var(v).ok().filter(|t| !t.is_empty())))
+    }
+
+    /// [`Token::get`], or an error naming where a token is read from.
+    pub fn required(&self) -> Result<String> {
+        self.get().ok_or_else(|| {
+            anyhow::anyhow!(
+                "no token: pass --token, or set HARMONY_ADMIN_TOKEN (the admin token `harmony serve` was \
+                 given) or HARMONY_ANALYST_TOKEN (a collection's analyst token)"
+            )
+        })
+    }
+}
+
+impl From<&str> for Token {
+    fn from(t: &str) -> Self {
+        Token { value: Some(t.to_string()) }
+    }
+}
+
 /// `harmony collection …`.
 // Parsed once per process: the size difference between variants costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -172,9 +208,8 @@ pub struct CreateArgs {
     pub server: String,
     #[command(flatten)]
     pub ca: CaCert,
-    /// Analyst token (else `HARMONY_ANALYST_TOKEN`).
-    #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
-    pub token: String,
+    #[command(flatten)]
+    pub token: Token,
     /// Schema file (TOML, as `harmony simulate --schema`); not needed by `--task heavy-hitters`
     /// (its items are strings; with a schema, `submit --column '*'` reads its attributes).
     #[arg(long)]
@@ -287,9 +322,8 @@ pub struct QueryArgs {
     pub server: String,
     #[command(flatten)]
     pub ca: CaCert,
-    /// Analyst token (else `HARMONY_ANALYST_TOKEN`).
-    #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
-    pub token: String,
+    #[command(flatten)]
+    pub token: Token,
     /// Collection id.
     #[arg(long)]
     pub collection: String,
@@ -398,7 +432,7 @@ pub fn create(a: &CreateArgs) -> Result<Created> {
     }
     let req = CreateCollection { schema, epsilon: a.epsilon, task };
     let req = harmony_protocol::NewCollection::new(req, a.name.clone(), a.description.clone());
-    let client = a.ca.client(&a.server)?.with_token(&a.token);
+    let client = a.ca.client(&a.server)?.with_token(&a.token.required()?);
     client.create_with_period(&req, a.period.as_deref()).map_err(rounds::option_error)
 }
 
@@ -460,8 +494,10 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
             })
             .with_context(|| format!("--budget-ledger {}", a.budget_ledger.display()))?;
     }
-    let record = match a.simulate_devices {
-        // Simulated devices resend the same report ids: the server stores them once.
+    let record = match a.simulate_devices || config.task.answers_in_rounds() {
+        // Simulated devices resend the same report ids: the server stores them once. A run of
+        // adaptive rounds answers the open round with the file's next devices, so the file is
+        // meant to be sent once per round.
         true => None,
         false => sent::digest(&a.data)?.map(|sha| (sent::path_beside(&a.budget_ledger), sha)),
     };
@@ -520,8 +556,7 @@ fn send_devices(
     policy: &Policy,
     skipped: usize,
 ) -> Result<()> {
-    if matches!(&config.task, harmony_protocol::TaskSpec::LinearQueries(s) if s.mechanism == harmony_protocol::spec::LinearMechanism::AdaptiveRounds)
-    {
+    if config.task.answers_in_rounds() {
         let keys = a.device_keys.as_deref().map(rounds::read_device_keys).transpose()?;
         return answers::submit(client, config, population, seed, policy, keys.as_deref());
     }
@@ -598,7 +633,7 @@ pub fn truth(
 
 /// Runs `harmony query`: the collection's estimate document (with the truth of `--data`).
 pub fn query(a: QueryArgs) -> Result<()> {
-    let client = a.ca.client(&a.server)?.with_token(&a.token);
+    let client = a.ca.client(&a.server)?.with_token(&a.token.required()?);
     let config = client.config(&a.collection)?;
     if config.task.kind().has_rounds() {
         return rounds::query(&a, &config);

@@ -466,7 +466,7 @@ struct Scored<'a> {
 /// feature name and, with `--data`, its score.
 pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
     let (spec, features) = train_of(config)?;
-    let doc = a.ca.client(&a.server)?.with_token(&a.token).estimates(&config.id, &Default::default())?;
+    let doc = a.ca.client(&a.server)?.with_token(&a.token.required()?).estimates(&config.id, &Default::default())?;
     let harmony_protocol::estimates::TaskEstimate::Train(t) = &doc.result else {
         bail!("collection {}: the server's estimates are not a model", config.id)
     };

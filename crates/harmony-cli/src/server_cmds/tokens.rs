@@ -14,14 +14,13 @@ pub struct ServerToken {
     pub server: String,
     #[command(flatten)]
     pub ca: super::CaCert,
-    /// The admin token (else `HARMONY_ANALYST_TOKEN`); `collection list` also takes an analyst token.
-    #[arg(long, env = "HARMONY_ANALYST_TOKEN", hide_env_values = true)]
-    pub token: String,
+    #[command(flatten)]
+    pub token: super::Token,
 }
 
 impl ServerToken {
     pub(super) fn client(&self) -> Result<Client> {
-        Ok(self.ca.client(&self.server)?.with_token(&self.token))
+        Ok(self.ca.client(&self.server)?.with_token(&self.token.required()?))
     }
 }
 
