@@ -17,6 +17,8 @@ Conventions (CONTRIBUTING.md, "Every example runs"):
 - A block with `<!-- not run: REASON -->` on the line before its fence is not run; so is a block
   that book/not-run.toml names (its page and the start of its text), for pages whose
   text this runner should not have to change.
+- A block with `<!-- needs: FEATURE -->` runs when `harmony --version` lists the feature (CI's
+  binary is built with `datafusion`), and is counted as skipped otherwise.
 - Any other language (text, output, js, rust, sql…) is not an example and is not counted.
 
     python3 book/run_examples.py [PAGE.md ...]
@@ -43,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SHELL = {"sh", "bash", "shell", "console"}
 RUN = SHELL | {"python", "toml", "json"}
-MARK = re.compile(r"<!--\s*(not run|file):\s*(.*?)\s*-->")
+MARK = re.compile(r"<!--\s*(not run|file|needs):\s*(.*?)\s*-->")
 PAGE_TIMEOUT = float(os.environ.get("HARMONY_EXAMPLES_TIMEOUT", "900"))
 
 
@@ -95,6 +97,13 @@ def python_with_sdk():
     return py if ok else None
 
 
+def features():
+    """The optional features `harmony --version` lists."""
+    out = subprocess.run([str(harmony_bin()), "--version"], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\(features: ([^)]*)\)", out)
+    return [f.strip() for f in m.group(1).split(",")] if m else []
+
+
 def script_of(page, found, scratch, python, counts):
     """The bash script of one page and the block each marker line names."""
     ports = {str(p): str(free_port()) for p in range(8080, 8090)}
@@ -109,6 +118,9 @@ def script_of(page, found, scratch, python, counts):
         mark = ("not run", side[0]) if side and not mark else mark
         if mark and mark[0] == "not run":
             counts["not run"].append(f"{where} ({mark[1]})")
+            continue
+        if mark and mark[0] == "needs" and mark[1] not in features():
+            counts["skipped"].append(f"{where} (a harmony without --features {mark[1]})")
             continue
         for old, new in ports.items():
             code = code.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}").replace(f"localhost:{old}", f"localhost:{new}")

@@ -19,9 +19,16 @@ mod simulate_tasks;
 mod specs;
 mod train;
 
+/// `harmony --version`: the version and the optional features this binary was built with.
+const VERSION: &str = if cfg!(feature = "datafusion") {
+    concat!(env!("CARGO_PKG_VERSION"), " (features: datafusion)")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 /// Harmony: local differential privacy collection and analysis.
 #[derive(Parser, Debug)]
-#[command(name = "harmony", version, about, long_about = None)]
+#[command(name = "harmony", version = VERSION, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
