@@ -313,3 +313,40 @@ def test_analyst_names_a_collection_and_reads_in_domain_values_and_warnings(adul
         assert bounds[name][0] <= v <= bounds[name][1], (name, v)
     assert est.warnings and all("reports" in w for w in est.warnings)
     assert "warning: " in repr(est)
+
+
+def test_analyst_windows_series_and_compare(adult, adult_schema, server):
+    """Analyst.estimates(from_, to), .series and .compare (GET …/estimates?from=&to=, …/series,
+    …/compare): the series is one long table whose rows equal the window's estimates, and a
+    window without reports compares to nothing."""
+    import datetime
+    import pandas as pd
+
+    analyst = hl.Analyst(server, "tok")
+    spec = {"schema": adult_schema, "epsilon": 2.0, "task": {"kind": "frequency", "attribute": "race"}}
+    cid, _ = analyst.create(spec)
+    hl.Device(server, batch=1000).submit(cid, adult.head(2000))
+    today = datetime.datetime.now(datetime.timezone.utc).date()
+    window = analyst.estimates(cid, from_=today, to=str(today + datetime.timedelta(days=1)))
+    whole = analyst.estimates(cid)
+    assert window.reports == whole.reports == 2000
+    assert window.document == whole.document
+    series = analyst.series(cid, "day", from_=str(today - datetime.timedelta(days=7)))
+    assert list(series.columns[:6]) == ["period", "period_end", "reports", "table", "attribute", "category"]
+    assert set(series["period"]) == {pd.Timestamp(today, tz="UTC")} and set(series["reports"]) == {2000}
+    f = whole["frequencies"]
+    assert series["category"].tolist() == f["category"].tolist()
+    for col in ("estimate", "std_error", "ci_low", "ci_high", "in_domain"):
+        assert series[col].tolist() == f[col].tolist(), col
+    plain = analyst.series(cid, "week", as_frame=False)
+    assert plain["estimate"] == f["estimate"].tolist() and plain["period"][0].endswith("Z")
+    yesterday = str(today - datetime.timedelta(days=1))
+    change = analyst.compare(cid, (yesterday, str(today)), (str(today), None))
+    assert list(change.columns) == ["path", "a", "b", "difference", "std_error", "z", "p", "significant"]
+    assert len(change) == 0 and change.attrs["b"]["reports"] == 2000 and "Holm" in change.attrs["rule"]
+    with pytest.raises(hl.HarmonyError) as e:
+        analyst.series(cid, "minute")
+    assert e.value.field == "period"
+    with pytest.raises(hl.HarmonyError) as e:
+        analyst.series(cid, "hour")
+    assert e.value.status == 400 and e.value.field == "period", e.value.field

@@ -219,8 +219,29 @@ class Analyst:
         *,
         ranges: Optional[Sequence[Sequence[float]]] = None,
         quantiles: Optional[Sequence[float]] = None,
+        from_: Optional[str] = None,
+        to: Optional[str] = None,
         as_frame: Optional[bool] = None,
     ) -> Estimates: ...
+    def series(
+        self,
+        collection: str,
+        period: str = "day",
+        *,
+        from_: Optional[str] = None,
+        to: Optional[str] = None,
+        ranges: Optional[Sequence[Sequence[float]]] = None,
+        quantiles: Optional[Sequence[float]] = None,
+        as_frame: Optional[bool] = None,
+    ) -> Any: ...
+    def compare(
+        self,
+        collection: str,
+        a: Tuple[Optional[str], Optional[str]],
+        b: Tuple[Optional[str], Optional[str]],
+        *,
+        as_frame: Optional[bool] = None,
+    ) -> Any: ...
 
 def read_spec(path: Union[str, "os.PathLike[str]"]) -> str: ...
 def device_reports(config: Mapping[str, Any], frame: Any, max_epsilon: float = 10.0) -> List[Tuple[str, bytes]]: ...
