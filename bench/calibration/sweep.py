@@ -2,7 +2,7 @@
 """Calibration of `harmony simulate` on Adult: empirical MSE / predicted MSE and CI coverage,
 per (strategy, ε) cell, over several seeds.
 
-Issue 3 asks that, with 50 runs, every ratio lie in [0.85, 1.15] and CI coverage in [93%, 97%].
+The calibration target: with 50 runs, every ratio in [0.85, 1.15] and CI coverage in [93%, 97%].
 A ratio measured from R runs is itself a random variable: with R = 50 runs × 6 numeric
 attributes its standard error is about 0.08–0.09, so a perfectly calibrated closed form lands
 outside ±0.15 in ~7–9% of the numeric cells. This script runs the same 50-run experiment for
