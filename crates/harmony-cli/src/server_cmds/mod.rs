@@ -8,6 +8,7 @@ pub mod archive;
 pub mod dashboard;
 pub mod demo;
 pub mod export;
+pub mod guide;
 pub mod load;
 mod printable;
 pub mod rounds;
@@ -80,6 +81,10 @@ pub struct ServeArgs {
     /// DataFusion, Spark and `harmony aggregate` read (docs/EXPORT.md).
     #[arg(long, value_name = "DIR")]
     pub archive: Option<PathBuf>,
+    /// Also serve the user guide under /docs/: DIR is the guide `mdbook build book` built
+    /// (`book/book`).
+    #[arg(long, value_name = "DIR")]
+    pub guide: Option<PathBuf>,
     /// `--archive`: close a collection's segment after this many reports.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub archive_segment_reports: u64,
@@ -392,12 +397,19 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         let rolling = archive::Rolling { reports: args.archive_segment_reports, age };
         store = std::sync::Arc::new(archive::ArchivingStore::new(store, dir, rolling));
     }
+    let guide = args.guide.as_deref().map(guide::check).transpose()?;
     let state = harmony_server::AppState::with_tokens(store, &token, metrics.as_deref()).map_err(|e| anyhow!(e))?;
     if let Some(url) = dashboard::url(&args.listen, tls.is_some()) {
         eprintln!("dashboard: {url} (sign in with the admin token)");
+        if guide.is_some() {
+            eprintln!("user guide: {}", url.replace("/dashboard/", "/docs/"));
+        }
     }
-    harmony_server::serve_state_forever_extended(state, &args.listen, &limits, tls, dashboard::routes)
-        .map_err(|e| anyhow!(e))
+    let routes = move |r| match guide {
+        Some(dir) => guide::routes(dashboard::routes(r), dir),
+        None => dashboard::routes(r),
+    };
+    harmony_server::serve_state_forever_extended(state, &args.listen, &limits, tls, routes).map_err(|e| anyhow!(e))
 }
 
 /// 128 bits from the OS CSPRNG, hex.
