@@ -32,9 +32,12 @@ def help_of(harmony, words):
 
 
 def subcommands(text):
-    """The subcommands a help text lists under `Commands:` (without `help`)."""
-    m = re.search(r"^Commands:\n((?:  .*\n?)+)", text, re.M)
-    names = re.findall(r"^  ([a-z][a-z0-9-]*)\s", m.group(1), re.M) if m else []
+    """The subcommands a help text lists under `Commands:` (without `help`), then the tasks it
+    lists under `Tasks` (`harmony simulate range --help` is a page of its own)."""
+    names = []
+    for head in (r"Commands:", r"Tasks \(.*\):"):
+        m = re.search(rf"^{head}\n((?:  .*\n?)+)", text, re.M)
+        names += re.findall(r"^  ([a-z][a-z0-9-]*)\s", m.group(1), re.M) if m else []
     return [n for n in names if n != "help"]
 
 

@@ -17,6 +17,7 @@ mod shuffle;
 mod simulate;
 mod simulate_tasks;
 mod specs;
+mod task_cli;
 mod train;
 
 /// `harmony --version`: the version and the optional features this binary was built with.
@@ -162,11 +163,34 @@ fn talks_to_peers(command: &Command) -> bool {
 
 /// The command line with each command's examples at the end of its help.
 fn cli_command() -> clap::Command {
-    examples::attach(Cli::command())
+    task_cli::short_help(task_cli::attach(examples::attach(Cli::command())))
+}
+
+/// The arguments of the process, parsed: a task written after its command (`harmony simulate
+/// range …`) reads as `--task range`, shows its own help and refuses the options it does not take.
+fn parse(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    let (argv, task_form) = task_cli::rewrite(argv);
+    let mut cmd = cli_command();
+    if let Some((path, task)) = &task_form {
+        if argv.iter().any(|a| a == "--help" || a == "-h") {
+            print!("{}", task_cli::task_help(&cmd, path, task));
+            std::process::exit(0);
+        }
+    }
+    let matches = cmd.try_get_matches_from_mut(argv)?;
+    if let Some((path, task)) = &task_form {
+        let (mut m, mut c) = (&matches, &cmd);
+        for p in path {
+            m = m.subcommand_matches(p).expect("the task's command matched");
+            c = c.find_subcommand(p).expect("the task's command");
+        }
+        task_cli::check_given(m, c, task).map_err(|e| cmd.error(clap::error::ErrorKind::ArgumentConflict, e))?;
+    }
+    Cli::from_arg_matches(&matches)
 }
 
 fn main() {
-    let cli = Cli::from_arg_matches(&cli_command().get_matches()).unwrap_or_else(|e| e.exit());
+    let cli = parse(std::env::args_os().collect()).unwrap_or_else(|e| e.exit());
     if !talks_to_peers(&cli.command) {
         // Still single-threaded: argument parsing starts no thread.
         restore_sigpipe();

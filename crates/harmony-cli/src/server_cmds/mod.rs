@@ -260,58 +260,45 @@ pub struct SubmitArgs {
     /// Devices per HTTP batch.
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
-    /// Simulated devices, for experiments only: device i randomizes with the generator `harmony
-    /// simulate --seed S` gives device i, so the server's estimates equal the simulation's.
-    /// Without it every device randomizes with the OS CSPRNG, as a real device does.
+    /// Experiments on loopback only: device i randomizes as `harmony simulate --seed S`'s
+    /// device i (else with the OS CSPRNG, as a real device does).
     #[arg(long, requires = "seed")]
     pub simulate_devices: bool,
-    /// The seed of `--simulate-devices` (refused without it: a seed never drives real devices).
-    /// Simulated devices only submit to a loopback server (127.0.0.0/8, ::1, localhost): a
-    /// seeded generator never feeds a real collection.
+    /// The seed of `--simulate-devices` (and only with it).
     #[arg(long, requires = "simulate_devices")]
     pub seed: Option<u64>,
-    /// Heavy hitters: each device's item is the value of this column of `--data` (`*`: the
-    /// `attribute=value` items of the collection schema's attributes).
+    /// Heavy hitters: the column holding each device's item (`*`: its `attribute=value` items).
     #[arg(long, conflicts_with = "transactions")]
     pub column: Option<String>,
-    /// Training collections of enrolled devices: the CSV of `harmony collection token enroll`
-    /// (`device_id,key`); row i of `--data` posts as device i of the file.
+    /// Enrolled devices' keys (`harmony collection token enroll --out`): row i posts as key i.
     #[arg(long)]
     pub device_keys: Option<PathBuf>,
-    /// Heavy hitters: `--data` is a transactions file, one device's set of items per line.
+    /// Heavy hitters: `--data` holds one device's set of items per line.
     #[arg(long)]
     pub transactions: bool,
     /// Heavy hitters: the item separator of a transactions file (default ',').
     #[arg(long)]
     pub separator: Option<char>,
-    /// The devices' policy: the largest ε a collection may ask of one device (default 10,
-    /// `harmony_client::policy::DEFAULT_MAX_EPSILON`; overrides the policy file's); a
-    /// collection asking more is refused before any randomization.
-    #[arg(long)]
+    /// The largest ε a collection may ask of a device (default 10); more is refused.
+    #[arg(long, help_heading = "Device policy (checked before any randomization)")]
     pub max_epsilon: Option<f64>,
-    /// The devices' privacy budget across collections, `E/DAYS`: at most ε E in total over any
-    /// rolling window of DAYS days (overrides the policy file's). Each collection's ε is
-    /// charged, keyed by `--collection`, to `--budget-ledger`; a collection that would exceed
-    /// it, or was already submitted to, is refused before any randomization.
-    #[arg(long)]
+    /// At most ε E over any DAYS days across collections (`E/DAYS`), charged to --budget-ledger.
+    #[arg(long, help_heading = "Device policy (checked before any randomization)")]
     pub budget: Option<String>,
-    /// The devices' policy file (TOML: `max_epsilon`, `approximate`, `max_delta`, `tasks`,
-    /// `mechanisms`, `budget`; see docs/THREAT-MODEL.md); default: ε ≤ 10 per collection, pure
-    /// ε-LDP only (no Gaussian), every task and mechanism, no budget.
-    #[arg(long)]
+    /// A policy file (TOML; docs/THREAT-MODEL.md); default: ε ≤ 10, pure ε-LDP, no budget.
+    #[arg(long, help_heading = "Device policy (checked before any randomization)")]
     pub policy: Option<PathBuf>,
-    /// Where the devices' budget ledger is kept (JSON, with a `.lock` file beside it; used with
-    /// a budget). Beside it, `harmony-submitted.json` records every file submitted (by
-    /// collection and SHA-256): the same file to the same collection is refused without --force.
-    #[arg(long, default_value = "harmony-budget.json")]
+    /// The budget ledger; beside it, harmony-submitted.json records the files already sent.
+    #[arg(
+        long,
+        default_value = "harmony-budget.json",
+        help_heading = "Device policy (checked before any randomization)"
+    )]
     pub budget_ledger: PathBuf,
-    /// A row with a cell the collection's schema refuses: `error` (stop, naming row, column and
-    /// value) or `skip` (leave the row out; the count is printed). Default: `--schema`'s
-    /// `invalid`, else error. Only the columns the collection's task reads are checked.
+    /// A row with a cell the schema refuses: stop (error) or leave it out (default: --schema's).
     #[arg(long, value_parser = ["error", "skip"])]
     pub invalid: Option<String>,
-    /// The collection's schema file: its `invalid`, `missing_tokens` and `[units]` read --data
-    /// (it must declare the collection's attributes).
+    /// The collection's schema file, for its `invalid`, `missing_tokens` and `[units]`.
     #[arg(long)]
     pub schema: Option<PathBuf>,
     /// Send a file again to a collection it was already submitted to (its rows report twice).

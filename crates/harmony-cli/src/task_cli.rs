@@ -1,0 +1,234 @@
+//! The command line per task: `harmony simulate range --column age …`,
+//! `harmony collection create range …` (also `demo` and `load`).
+//!
+//! Each of these commands takes the options of every task (`--task X` and the union of their
+//! options, as before). Written with the task's name after the command instead, it reads only
+//! the options that task takes and refuses the others, and `harmony simulate range --help` shows
+//! just those, with the task's examples; the command's own help hides the task options and lists
+//! the tasks. [`TASKS`] says which options each task takes.
+
+use clap::parser::ValueSource;
+use std::ffi::OsString;
+
+/// The commands that take a task.
+const COMMANDS: &[&[&str]] = &[&["simulate"], &["collection", "create"], &["demo"], &["load"]];
+
+/// Each task: its name, what it estimates, the ids of the options it takes.
+pub const TASKS: &[(&str, &str, &[&str])] = &[
+    (
+        "means",
+        "per-attribute means and frequencies of whole records (the default)",
+        &["strategy", "numeric_mechanism", "categorical_mechanism", "k", "poison", "attack", "poison_target"],
+    ),
+    (
+        "frequency",
+        "the frequencies of one categorical column, with any oracle",
+        &["column", "categorical_mechanism", "poison", "attack", "poison_target"],
+    ),
+    ("range", "range queries [a, b), the CDF and quantiles of one numeric column", RANGE),
+    ("quantiles", "quantiles of one numeric column (range, scored on quantiles)", RANGE),
+    (
+        "heavy-hitters",
+        "the top items of a string column or of item sets",
+        &["column", "method", "top", "transactions", "separator", "items", "item_bits", "pad_length"],
+    ),
+    (
+        "marginals",
+        "k-way marginals of categorical and binned numeric attributes",
+        &["attributes", "method", "k", "calm_l", "users"],
+    ),
+    (
+        "linear-queries",
+        "a workload of linear queries (counts of predicates) over a few attributes",
+        &["attributes", "queries", "method", "delta", "synthetic_domain", "hull", "batch_size", "no_enrollment"],
+    ),
+    (
+        "train",
+        "a linear model (logistic, linear, SVM) by private gradient descent in rounds",
+        &[
+            "target",
+            "model",
+            "positive",
+            "threshold",
+            "mechanism",
+            "batch_size",
+            "rounds",
+            "users",
+            "schedule",
+            "kappa",
+            "gradient_scale",
+            "learning_rate",
+            "lambda",
+            "no_enrollment",
+        ],
+    ),
+];
+
+const RANGE: &[&str] = &["column", "bins", "branching", "method", "queries", "ranges", "quantiles"];
+
+/// Every id some task takes, and `task` itself.
+fn task_ids() -> impl Iterator<Item = &'static str> {
+    TASKS.iter().flat_map(|(_, _, ids)| ids.iter().copied()).chain(["task"])
+}
+
+fn options_of(task: &str) -> Option<&'static [&'static str]> {
+    TASKS.iter().find(|(n, _, _)| *n == task).map(|(_, _, ids)| *ids)
+}
+
+/// `argv` with a task name after one of [`COMMANDS`] turned into `--task NAME`, and the command
+/// path and task when it was so written.
+pub fn rewrite(argv: Vec<OsString>) -> (Vec<OsString>, Option<(Vec<String>, String)>) {
+    for path in COMMANDS {
+        let n = path.len();
+        let matches = argv.len() > n + 1 && argv[1..=n].iter().zip(path.iter()).all(|(a, p)| a == p);
+        let task = if matches { argv[n + 1].to_str().filter(|t| options_of(t).is_some()) } else { None };
+        if let Some(task) = task {
+            let task = task.to_string();
+            let mut out = argv[..=n].to_vec();
+            out.extend([OsString::from("--task"), OsString::from(&task)]);
+            out.extend(argv[n + 2..].iter().cloned());
+            return (out, Some((path.iter().map(|s| s.to_string()).collect(), task)));
+        }
+    }
+    (argv, None)
+}
+
+/// `cmd` with each task command's task options hidden from its help, and the tasks listed.
+pub fn attach(mut cmd: clap::Command) -> clap::Command {
+    for path in COMMANDS {
+        cmd = at(cmd, path, &|c| {
+            let c = c.mut_args(|a| if task_ids().any(|id| id == a.get_id()) { a.hide(true) } else { a });
+            let list: Vec<String> = TASKS.iter().map(|(n, what, _)| format!("  {n:<15} {what}")).collect();
+            let after = c.get_after_help().map(|s| format!("\n\n{s}")).unwrap_or_default();
+            let tasks =
+                format!("Tasks (`harmony {} TASK --help`: the task's options):\n{}", path.join(" "), list.join("\n"));
+            c.override_usage(format!("harmony {} [TASK] [OPTIONS]", path.join(" ")))
+                .after_help(format!("{tasks}{after}"))
+        });
+    }
+    cmd
+}
+
+fn at(cmd: clap::Command, path: &[&str], f: &dyn Fn(clap::Command) -> clap::Command) -> clap::Command {
+    match path {
+        [] => f(cmd),
+        [first, rest @ ..] => cmd.mut_subcommand(*first, |sub| at(sub, rest, f)),
+    }
+}
+
+/// Every command's `-h` and `--help` print its short help (one line per option): the long one
+/// was three times as long.
+pub fn short_help(cmd: clap::Command) -> clap::Command {
+    let help = clap::Arg::new("help").short('h').long("help").action(clap::ArgAction::HelpShort).help("Print help");
+    let cmd = cmd.disable_help_flag(true).arg(help);
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+    names.iter().fold(cmd, |c, n| c.mut_subcommand(n, short_help))
+}
+
+/// The help of `harmony PATH TASK`: the command's own options and the task's, its examples.
+pub fn task_help(root: &clap::Command, path: &[String], task: &str) -> String {
+    let mut c = root.clone();
+    for p in path {
+        c = c.find_subcommand(p).expect("a task command").clone();
+    }
+    let ids = options_of(task).unwrap_or(&[]);
+    let about = TASKS.iter().find(|(n, _, _)| *n == task).map_or("", |(_, what, _)| *what);
+    let own = |id: &str| !task_ids().any(|t| t == id) || ids.contains(&id);
+    let mut c = c
+        .mut_args(|a| {
+            let id = a.get_id().as_str().to_string();
+            match (own(&id) && id != "task", ids.contains(&id.as_str())) {
+                (false, _) => a.hide(true),
+                (true, true) => a.hide(false).help_heading("Options of the task"),
+                (true, false) => a,
+            }
+        })
+        .bin_name(format!("harmony {} {task}", path.join(" ")))
+        .about(format!("{}: {about}", path.join(" ")))
+        .long_about(None)
+        .override_usage(format!("harmony {} {task} [OPTIONS]", path.join(" ")));
+    let examples = crate::examples::task_examples(&path.join(" "), task);
+    c = c.after_help(examples.map(|e| format!("Examples:\n{e}")).unwrap_or_default());
+    c.render_help().to_string()
+}
+
+/// Errors on an option given on the command line that `task` does not take.
+pub fn check_given(matches: &clap::ArgMatches, cmd: &clap::Command, task: &str) -> Result<(), String> {
+    let ids = options_of(task).unwrap_or(&[]);
+    for id in task_ids().filter(|id| *id != "task" && !ids.contains(id)) {
+        if matches!(matches.try_get_raw(id), Ok(Some(_))) && matches.value_source(id) == Some(ValueSource::CommandLine)
+        {
+            let long = |id: &str| {
+                let long = cmd.get_arguments().find(|a| a.get_id() == id).and_then(|a| a.get_long());
+                format!("--{}", long.unwrap_or(id))
+            };
+            let takes: Vec<String> =
+                ids.iter().filter(|i| cmd.get_arguments().any(|a| a.get_id() == **i)).map(|i| long(i)).collect();
+            return Err(format!("{} is not an option of task {task}: it takes {}", long(id), takes.join(", ")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<OsString> {
+        s.split(' ').map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_task_after_its_command_reads_as_task() {
+        let (out, form) = rewrite(argv("harmony simulate range --column age"));
+        assert_eq!(out, argv("harmony simulate --task range --column age"));
+        assert_eq!(form, Some((vec!["simulate".to_string()], "range".to_string())));
+        let (out, form) = rewrite(argv("harmony collection create train --epsilon 1"));
+        assert_eq!(out, argv("harmony collection create --task train --epsilon 1"));
+        assert!(form.is_some());
+        for plain in ["harmony simulate --task range", "harmony simulate --runs 2", "harmony query --server x"] {
+            assert_eq!(rewrite(argv(plain)), (argv(plain), None));
+        }
+    }
+
+    #[test]
+    fn a_task_refuses_the_options_of_the_others() {
+        let parse = |s: &str| crate::parse(argv(s));
+        assert!(parse("harmony simulate range --column age --bins 8 --epsilon 1").is_ok());
+        let e = parse("harmony simulate range --column age --top 5").unwrap_err().to_string();
+        assert!(e.contains("--top is not an option of task range") && e.contains("--bins"), "{e}");
+        let e = parse("harmony collection create means --server s --epsilon 1 --column age").unwrap_err().to_string();
+        assert!(e.contains("--column is not an option of task means") && e.contains("--strategy"), "{e}");
+        // The flat form takes every task's options, as before.
+        assert!(parse("harmony simulate --task range --column age --top 5").is_ok());
+    }
+
+    #[test]
+    fn the_main_help_pages_fit_in_60_lines_with_two_examples() {
+        let root = crate::cli_command();
+        for path in [&["simulate"][..], &["collection", "create"], &["submit"], &["query"]] {
+            let mut c = root.clone();
+            for p in path {
+                c = c.find_subcommand(p).unwrap().clone();
+            }
+            let help = c.render_help().to_string();
+            let lines = help.lines().count();
+            assert!(lines <= 60, "harmony {} --help: {lines} lines\n{help}", path.join(" "));
+            assert!(help.matches("\n  harmony ").count() + help.matches("=$(harmony ").count() >= 2, "{help}");
+        }
+        let help = task_help(&root, &["simulate".into()], "range");
+        assert!(help.contains("--column") && help.contains("--bins") && !help.contains("--top"), "{help}");
+        assert!(help.contains("harmony simulate range --column age"), "{help}");
+    }
+
+    #[test]
+    fn every_task_of_simulate_and_collection_create_has_two_examples() {
+        for path in ["simulate", "collection create"] {
+            for (task, _, _) in TASKS {
+                let e = crate::examples::task_examples(path, task).unwrap_or_default();
+                let own = format!("harmony {path} {task} ");
+                assert!(e.matches(own.as_str()).count() >= 2, "harmony {path} {task}: {e}");
+            }
+        }
+    }
+}
