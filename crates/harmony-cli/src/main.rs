@@ -171,11 +171,11 @@ fn cli_command() -> clap::Command {
 fn parse(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
     let (argv, task_form) = task_cli::rewrite(argv);
     let mut cmd = cli_command();
-    if let Some((path, task)) = &task_form {
-        if argv.iter().any(|a| a == "--help" || a == "-h") {
-            print!("{}", task_cli::task_help(&cmd, path, task));
-            std::process::exit(0);
-        }
+    if let Some((path, task)) = &task_form
+        && argv.iter().any(|a| a == "--help" || a == "-h")
+    {
+        print!("{}", task_cli::task_help(&cmd, path, task));
+        std::process::exit(0);
     }
     let matches = cmd.try_get_matches_from_mut(argv)?;
     if let Some((path, task)) = &task_form {
