@@ -184,7 +184,7 @@ fn parse(argv: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
             m = m.subcommand_matches(p).expect("the task's command matched");
             c = c.find_subcommand(p).expect("the task's command");
         }
-        task_cli::check_given(m, c, task).map_err(|e| cmd.error(clap::error::ErrorKind::ArgumentConflict, e))?;
+        task_cli::check_given(m, c, task).map_err(|e| c.clone().error(clap::error::ErrorKind::ArgumentConflict, e))?;
     }
     Cli::from_arg_matches(&matches)
 }
