@@ -370,24 +370,14 @@ mod tests {
 
     #[test]
     fn every_example_parses() {
-        for (path, text) in EXAMPLES {
+        let pages = EXAMPLES.iter().map(|(p, t)| (p.to_string(), *t));
+        let tasks = TASK_EXAMPLES.iter().map(|(p, task, t)| (format!("{p} {task}"), *t));
+        for (page, text) in pages.chain(tasks) {
             for w in commands(text) {
                 let w: Vec<String> = w.into_iter().map(|s| if s.starts_with('$') { "abc".into() } else { s }).collect();
                 let argv = w.iter().map(std::ffi::OsString::from).collect();
                 crate::parse(argv)
-                    .unwrap_or_else(|e| panic!("an example of `harmony {path}` does not parse: {w:?}: {e}"));
-            }
-        }
-    }
-
-    #[test]
-    fn every_task_example_parses() {
-        for (path, task, text) in TASK_EXAMPLES {
-            for w in commands(text) {
-                let w: Vec<_> = w.into_iter().map(|s| if s.starts_with('$') { "abc".into() } else { s }).collect();
-                let argv = w.iter().map(std::ffi::OsString::from).collect();
-                crate::parse(argv)
-                    .unwrap_or_else(|e| panic!("an example of `harmony {path} {task}` does not parse: {w:?}: {e}"));
+                    .unwrap_or_else(|e| panic!("an example of `harmony {page}` does not parse: {w:?}: {e}"));
             }
         }
     }

@@ -7,6 +7,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ._checks import pandas
 from ._errors import HarmonyError, _error
 from ._tasks import EST_COLUMNS, IN_DOMAIN_COLUMNS, Estimates, _tables
 
@@ -268,16 +269,11 @@ def _long_table(points: Sequence[Mapping[str, Any]], as_frame: Optional[bool]) -
 def _frame(cols: Dict[str, List[Any]], as_frame: Optional[bool], meta: Dict[str, Any], times: Sequence[str] = ()) -> Any:
     """A DataFrame of ``cols`` when pandas is importable (or ``as_frame``), else the dict (with
     ``meta`` under ``"_meta"`` when not empty)."""
-    if as_frame is not False:
-        try:
-            import pandas as pd
-        except ImportError:
-            if as_frame:
-                raise
-        else:
-            frame = pd.DataFrame(cols)
-            for t in times:
-                frame[t] = pd.to_datetime(frame[t], utc=True)
-            frame.attrs.update(meta)
-            return frame
-    return {**cols, "_meta": meta} if meta else cols
+    pd = pandas(as_frame)
+    if pd is None:
+        return {**cols, "_meta": meta} if meta else cols
+    frame = pd.DataFrame(cols)
+    for t in times:
+        frame[t] = pd.to_datetime(frame[t], utc=True)
+    frame.attrs.update(meta)
+    return frame

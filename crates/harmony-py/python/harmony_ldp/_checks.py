@@ -95,20 +95,29 @@ def reports(values: Any, dtype: str, columns: int, layout: str) -> np.ndarray:
 COLUMNS = ("estimate", "std_error", "ci_low", "ci_high")
 
 
+def pandas(as_frame: Optional[bool]) -> Any:
+    """The pandas module when a table should be a DataFrame: ``as_frame`` True (pandas must
+    import), or None and pandas imports; else None (a dict of arrays)."""
+    if as_frame is False:
+        return None
+    try:
+        import pandas as pd
+    except ImportError:
+        if as_frame:
+            raise
+        return None
+    return pd
+
+
 def as_frame(block: np.ndarray, index: Union[int, List[str]], index_name: str, as_frame: Optional[bool], attrs: Dict[str, Any]):
     """Estimates from a (4, k) block (rows: ``COLUMNS``): a pandas DataFrame when ``as_frame``
     is True, or None and pandas imports (``attrs`` in its ``attrs``; the block is its one
     float64 block, not copied); else a dict of the four rows."""
-    if as_frame is not False:
-        try:
-            import pandas as pd
-        except ImportError:
-            if as_frame:
-                raise
-        else:
-            rows = pd.RangeIndex(index) if isinstance(index, int) else index  # int: categories 0..d-1
-            df = pd.DataFrame(block.T, columns=list(COLUMNS), index=rows, copy=False)
-            df.index.name = index_name
-            df.attrs.update(attrs)
-            return df
-    return dict(zip(COLUMNS, block))
+    pd = pandas(as_frame)
+    if pd is None:
+        return dict(zip(COLUMNS, block))
+    rows = pd.RangeIndex(index) if isinstance(index, int) else index  # int: categories 0..d-1
+    df = pd.DataFrame(block.T, columns=list(COLUMNS), index=rows, copy=False)
+    df.index.name = index_name
+    df.attrs.update(attrs)
+    return df

@@ -427,13 +427,8 @@ def simulate(
     columns, counts = schema.encode(frame)
     table = _native.simulate(schema._s, columns, eps, strategies, num, cat, str(k),
                              check.integer(runs, "runs", 1, 1 << 32), check.integer(seed, "seed"))
-    if as_frame is False:
-        return table
-    try:
-        import pandas as pd
-    except ImportError:
-        if as_frame:
-            raise
+    pd = check.pandas(as_frame)
+    if pd is None:
         return table
     df = pd.DataFrame(table)
     df.attrs.update(counts)

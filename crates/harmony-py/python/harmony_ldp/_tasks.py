@@ -153,15 +153,8 @@ class Estimates:
     def _convert(columns: Dict[str, List[Any]], as_frame: Optional[bool]) -> Any:
         floats = EST_COLUMNS + IN_DOMAIN_COLUMNS
         arrays = {k: (np.asarray(v, dtype=np.float64) if k in floats else v) for k, v in columns.items()}
-        if as_frame is False:
-            return arrays
-        try:
-            import pandas as pd
-        except ImportError:
-            if as_frame:
-                raise
-            return arrays
-        return pd.DataFrame(arrays)
+        pd = check.pandas(as_frame)
+        return arrays if pd is None else pd.DataFrame(arrays)
 
     @property
     def task(self) -> str:
