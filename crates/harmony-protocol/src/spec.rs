@@ -166,6 +166,11 @@ impl TaskKind {
     pub fn has_rounds(self) -> bool {
         matches!(self, TaskKind::Train)
     }
+    /// Whether each device holds a set of items (strings) rather than a record of the schema's
+    /// attributes.
+    pub fn takes_items(self) -> bool {
+        matches!(self, TaskKind::HeavyHitters)
+    }
 }
 
 impl std::fmt::Display for TaskKind {

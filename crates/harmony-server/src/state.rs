@@ -88,9 +88,9 @@ impl Collection {
     /// Builds a collection from its config (no reports yet).
     pub fn new(key: i64, config: CollectionConfig) -> Result<Self, String> {
         let task = harmony_tasks::build(&config).map_err(|e| e.to_string())?;
-        let train = match config.task.kind() {
-            harmony_protocol::TaskKind::Train => Some(Training::new(&config).map_err(|e| e.to_string())?),
-            _ => None,
+        let train = match config.task.kind().has_rounds() {
+            true => Some(Training::new(&config).map_err(|e| e.to_string())?),
+            false => None,
         };
         let agg = Mutex::new(task.aggregator());
         let adaptive = crate::queries::is_adaptive(&config);

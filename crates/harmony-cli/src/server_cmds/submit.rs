@@ -51,7 +51,7 @@ pub fn read_devices(
     items: Option<&crate::items::Source>,
     options: &harmony_data::EncodeOptions,
 ) -> Result<(Population, usize)> {
-    if config.task.kind() == harmony_protocol::TaskKind::HeavyHitters {
+    if config.task.kind().takes_items() {
         let source = items.ok_or_else(|| {
             anyhow!("collection {} is heavy-hitters: give --column COL ('*': every attribute as attribute=value) or --transactions", config.id)
         })?;
