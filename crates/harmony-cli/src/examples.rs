@@ -252,16 +252,10 @@ pub fn task_examples(path: &str, task: &str) -> Option<String> {
 /// Appends each command's examples to its help (`after_help`).
 pub fn attach(mut cmd: clap::Command) -> clap::Command {
     for (path, text) in EXAMPLES {
-        cmd = attach_one(cmd, &path.split(' ').collect::<Vec<_>>(), text);
+        let path: Vec<&str> = path.split(' ').collect();
+        cmd = crate::task_cli::at(cmd, &path, &|c| c.after_help(format!("Examples:\n{}", indent(text))));
     }
     cmd
-}
-
-fn attach_one(cmd: clap::Command, path: &[&str], text: &'static str) -> clap::Command {
-    match path {
-        [] => cmd.after_help(format!("Examples:\n{}", indent(text))),
-        [first, rest @ ..] => cmd.mut_subcommand(*first, |sub| attach_one(sub, rest, text)),
-    }
 }
 
 /// The examples indented by two, each command line broken with ` \\` before an option that

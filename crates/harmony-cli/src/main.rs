@@ -161,7 +161,8 @@ fn talks_to_peers(command: &Command) -> bool {
     )
 }
 
-/// The command line with each command's examples at the end of its help.
+/// The command line: each command's help short and ending with its examples, the task options
+/// of the task commands hidden from their help and the tasks listed (`task_cli`).
 fn cli_command() -> clap::Command {
     task_cli::short_help(task_cli::attach(examples::attach(Cli::command())))
 }

@@ -109,7 +109,8 @@ pub fn attach(mut cmd: clap::Command) -> clap::Command {
     cmd
 }
 
-fn at(cmd: clap::Command, path: &[&str], f: &dyn Fn(clap::Command) -> clap::Command) -> clap::Command {
+/// `cmd` with `f` applied to its subcommand at `path` (`["collection", "create"]`).
+pub fn at(cmd: clap::Command, path: &[&str], f: &dyn Fn(clap::Command) -> clap::Command) -> clap::Command {
     match path {
         [] => f(cmd),
         [first, rest @ ..] => cmd.mut_subcommand(*first, |sub| at(sub, rest, f)),
