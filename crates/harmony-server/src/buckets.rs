@@ -228,12 +228,15 @@ pub struct Buckets {
     pub period: Period,
     /// Bucket start (Unix seconds) → accumulator of the reports received in it.
     pub states: BTreeMap<i64, Box<dyn TaskAggregator>>,
+    /// On a store shared with other servers: how far their states are merged
+    /// ([`crate::replicas`]).
+    pub cursor: Option<crate::replicas::Cursor>,
 }
 
 impl Buckets {
     /// No buckets yet.
     pub fn new(period: Period) -> Self {
-        Buckets { period, states: BTreeMap::new() }
+        Buckets { period, states: BTreeMap::new(), cursor: None }
     }
 
     /// Folds `delta` (a batch's new reports) into bucket `b`.
@@ -278,6 +281,12 @@ pub fn load(store: &dyn Store, task: &dyn Task, key: i64) -> Result<Option<Loade
         }
     };
     let mut buckets = Buckets::new(period);
+    if store.shared() {
+        let (states, cursor) = crate::replicas::load_all(store, task, key)?;
+        (buckets.states, buckets.cursor) = (states, Some(cursor));
+        let live = buckets.window(task, &Window::ALL).map_err(|e| e.to_string())?;
+        return Ok(Some((buckets, live)));
+    }
     let mut bad = None;
     store
         .for_each_bucket_state(key, &mut |b, state| {

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod pg;
 pub mod queries;
+pub mod replicas;
 pub mod rounds;
 pub mod run;
 pub mod state;
@@ -90,11 +91,12 @@ async fn healthz() -> &'static str {
 }
 
 /// `GET /readyz`: ready to serve — the collections are loaded (the server answers only once
-/// they are) and the store answers; 503 naming the reason otherwise.
+/// they are), the store answers and, on a store shared with other servers, this one has merged
+/// their changes within [`replicas::STALE`]; 503 naming the reason otherwise.
 #[utoipa::path(get, path = "/readyz", operation_id = "getReady", tag = "server",
     responses(
-        (status = 200, description = "Ready: `{\"status\": \"ready\", \"collections\": N, \"quarantined\": M}`", content_type = "application/json", body = Object),
-        (status = 503, description = "Not ready: the store does not answer (the message says why)", body = harmony_protocol::ErrorBody)
+        (status = 200, description = "Ready: `{\"status\": \"ready\", \"collections\": N, \"quarantined\": M}`, with `\"behind_ms\"` (since the last merge of the other servers' changes) on a store shared with other servers", content_type = "application/json", body = Object),
+        (status = 503, description = "Not ready: the store does not answer, or a replica is behind (the message says why)", body = harmony_protocol::ErrorBody)
     ))]
 async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
     use axum::http::StatusCode;
@@ -106,7 +108,19 @@ async fn readyz(State(st): State<AppState>) -> Result<Response, ApiError> {
         })
     })
     .await?;
-    let body = serde_json::json!({"status": "ready", "collections": st.count(), "quarantined": st.quarantined_count()});
+    let mut body =
+        serde_json::json!({"status": "ready", "collections": st.count(), "quarantined": st.quarantined_count()});
+    if let Some(r) = &st.inner.replica {
+        let behind = r.behind_ms();
+        if r.behind() {
+            let msg = format!(
+                "this replica is behind: its last merge of the other servers' changes was {behind} ms ago (bound {} ms)",
+                replicas::STALE.as_millis()
+            );
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "replica", msg));
+        }
+        body["behind_ms"] = behind.into();
+    }
     Ok(axum::Json(body).into_response())
 }
 

@@ -20,8 +20,8 @@
 //! retries on its own while down, so `/readyz` turns 200 again without traffic.
 
 use crate::store::{
-    BucketDelta, Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken, blob_to_params,
-    params_to_blob, unix_now, utc_day,
+    BucketDelta, SharedState, Store, StoreError, StoreResult, StoredCollection, StoredReport, StoredToken,
+    blob_to_params, params_to_blob, unix_now, utc_day,
 };
 use crate::tls::PgTls;
 use std::collections::HashSet;
@@ -118,6 +118,11 @@ CREATE TABLE IF NOT EXISTS harmony_bucket_states (
     state BYTEA NOT NULL
 );
 CREATE INDEX IF NOT EXISTS harmony_bucket_states_collection ON harmony_bucket_states (collection, bucket);
+-- Replicas (crate::replicas): the server that wrote a state and the transaction that did, so
+-- each server merges the states the others committed since it last looked.
+ALTER TABLE harmony_bucket_states ADD COLUMN IF NOT EXISTS origin BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE harmony_bucket_states ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX IF NOT EXISTS harmony_bucket_states_xid ON harmony_bucket_states (collection, xid);
 CREATE TABLE IF NOT EXISTS harmony_tokens (
     token_id TEXT PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -286,6 +291,8 @@ pub struct PgStore {
     /// Whether the writer thread's connection is up (for `/readyz`).
     writer_up: std::sync::Arc<AtomicBool>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// This server's mark on the bucket states it writes (random per open, never 0).
+    origin: i64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -327,7 +334,7 @@ fn set_round(tx: &mut postgres::Transaction<'_>, key: i64, round: i64, params: &
 
 /// Commits a group of batches in one transaction; each batch in its own savepoint, rolled back
 /// alone when one of its ids is already stored with other bytes.
-fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
+fn commit_group(conn: &mut postgres::Client, group: &[Job], origin: i64) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
     let mut tx = conn.transaction()?;
     let stmt = tx.prepare(INSERT)?;
     let mut out = Vec::with_capacity(group.len());
@@ -348,8 +355,8 @@ fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<S
                 if let Some(d) = delta {
                     let bucket = d.bucket;
                     if let Some(state) = d.resolve(&flags)? {
-                        let sql = "INSERT INTO harmony_bucket_states (collection, bucket, state) VALUES ($1, $2, $3)";
-                        sp.execute(sql, &[&job.key, &bucket, &state])?;
+                        let sql = "INSERT INTO harmony_bucket_states (collection, bucket, state, origin) VALUES ($1, $2, $3, $4)";
+                        sp.execute(sql, &[&job.key, &bucket, &state, &origin])?;
                     }
                 }
                 sp.commit()?;
@@ -400,7 +407,7 @@ fn next_job(conn: &mut Conn, jobs: &Receiver<Job>, up: &AtomicBool) -> Option<Jo
     }
 }
 
-fn writer_loop(mut conn: Conn, jobs: Receiver<Job>, up: std::sync::Arc<AtomicBool>) {
+fn writer_loop(mut conn: Conn, jobs: Receiver<Job>, up: std::sync::Arc<AtomicBool>, origin: i64) {
     while let Some(first) = next_job(&mut conn, &jobs, &up) {
         let mut group = vec![first];
         let mut n = group[0].reports.len();
@@ -413,7 +420,7 @@ fn writer_loop(mut conn: Conn, jobs: Receiver<Job>, up: std::sync::Arc<AtomicBoo
                 Err(_) => break,
             }
         }
-        let result = conn.run(|c| commit_group(c, &group));
+        let result = conn.run(|c| commit_group(c, &group, origin));
         up.store(conn.connected(), Ordering::Relaxed);
         match result {
             Ok(results) => {
@@ -457,9 +464,10 @@ impl PgStore {
         let (tx, rx) = sync_channel::<Job>(1024);
         let up = std::sync::Arc::new(AtomicBool::new(true));
         let writer_up = up.clone();
+        let origin = (rand::Rng::next_u64(&mut harmony_core::sampling::secure_rng()) >> 1).max(1) as i64;
         let handle = std::thread::Builder::new()
             .name("harmony-pg-writer".into())
-            .spawn(move || writer_loop(write, rx, up))
+            .spawn(move || writer_loop(write, rx, up, origin))
             .map_err(|e| StoreError::Db(e.to_string()))?;
         Ok(PgStore {
             jobs: Mutex::new(Some(tx)),
@@ -467,6 +475,7 @@ impl PgStore {
             analytics: Mutex::new(analytics),
             writer_up,
             writer: Mutex::new(Some(handle)),
+            origin,
         })
     }
 
@@ -648,6 +657,38 @@ impl Store for PgStore {
                 f(row.get(0), row.get(1));
             }
             Ok(())
+        })
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn bucket_states_after(
+        &self,
+        key: i64,
+        since: Option<i64>,
+        f: &mut dyn FnMut(SharedState<'_>),
+    ) -> StoreResult<i64> {
+        use postgres::fallible_iterator::FallibleIterator;
+        self.analytics(|c| {
+            // One snapshot for the horizon and the rows: a state committed after it is either
+            // numbered at or above the horizon or seen here.
+            let mut tx = c.build_transaction().isolation_level(postgres::IsolationLevel::RepeatableRead).start()?;
+            let horizon: i64 =
+                tx.query_one("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint", &[])?.get(0);
+            let since = since.unwrap_or(0).to_string();
+            let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&key, &since];
+            let sql = "SELECT seq, xid::text::bigint, origin, bucket, state FROM harmony_bucket_states \
+                       WHERE collection = $1 AND xid >= $2::text::xid8";
+            let mut rows = tx.query_raw(sql, params)?;
+            while let Some(row) = rows.next()? {
+                let own = row.get::<_, i64>(2) == self.origin;
+                f(SharedState { seq: row.get(0), xid: row.get(1), own, bucket: row.get(3), state: row.get(4) });
+            }
+            drop(rows);
+            tx.commit()?;
+            Ok(horizon)
         })
     }
 

@@ -221,6 +221,8 @@ pub(crate) struct Inner {
     /// Seconds added to the system clock when a batch's bucket is chosen (0 but in tests and
     /// simulations of days: [`AppState::shift_clock`]).
     pub clock_shift: std::sync::atomic::AtomicI64,
+    /// On a store shared with other servers: the poll of their changes ([`crate::replicas`]).
+    pub replica: Option<crate::replicas::Status>,
 }
 
 /// Loads one stored collection and replays its reports (or its round) into the accumulator.
@@ -281,16 +283,45 @@ impl AppState {
                 }
             }
         }
-        Ok(AppState {
-            inner: Arc::new(Inner {
-                store,
-                tokens,
-                collections: RwLock::new(map),
-                quarantined: RwLock::new(quarantined),
-                metrics: Metrics::default(),
-                clock_shift: std::sync::atomic::AtomicI64::new(0),
-            }),
-        })
+        let replica = store.shared().then(crate::replicas::Status::now);
+        let inner = Arc::new(Inner {
+            store,
+            tokens,
+            collections: RwLock::new(map),
+            quarantined: RwLock::new(quarantined),
+            metrics: Metrics::default(),
+            clock_shift: std::sync::atomic::AtomicI64::new(0),
+            replica,
+        });
+        if inner.replica.is_some() {
+            crate::replicas::spawn(Arc::downgrade(&inner));
+        }
+        Ok(AppState { inner })
+    }
+
+    /// Whether collection `id` is served or quarantined here.
+    pub fn serves(&self, id: &str) -> bool {
+        self.inner.collections.read().unwrap_or_else(|p| p.into_inner()).contains_key(id)
+            || self.inner.quarantined.read().unwrap_or_else(|p| p.into_inner()).contains_key(id)
+    }
+
+    /// Serves a collection another server stored (a replica's poll, [`crate::replicas`]), or
+    /// quarantines it when it does not load.
+    pub fn adopt_stored(&self, stored: &StoredCollection) {
+        match load(self.inner.store.as_ref(), stored) {
+            Ok(col) => {
+                let mut map = self.inner.collections.write().unwrap_or_else(|p| p.into_inner());
+                if !map.contains_key(&stored.id) {
+                    tracing::info!(collection = %stored.id, "serving a collection another server created");
+                    map.insert(stored.id.clone(), Arc::new(col));
+                }
+            }
+            Err(reason) => {
+                tracing::error!(collection = %stored.id, %reason, "collection quarantined");
+                let mut q = self.inner.quarantined.write().unwrap_or_else(|p| p.into_inner());
+                q.insert(stored.id.clone(), Quarantined { reason });
+            }
+        }
     }
 
     /// A collection by id: 404 when unknown, 503 naming the reason when quarantined.

@@ -112,6 +112,20 @@ pub struct BucketDelta {
     pub redo: Redo,
 }
 
+/// One stored bucket state as a replica reads it ([`Store::bucket_states_after`]).
+pub struct SharedState<'a> {
+    /// Its row's sequence number.
+    pub seq: i64,
+    /// The number of the transaction that stored it.
+    pub xid: i64,
+    /// Whether this server stored it.
+    pub own: bool,
+    /// Its bucket's start (Unix seconds).
+    pub bucket: i64,
+    /// The saved accumulator state.
+    pub state: &'a [u8],
+}
+
 /// [`BucketDelta::redo`]: the state of a batch's new reports given their flags.
 pub type Redo = Box<dyn FnOnce(&[bool]) -> StoreResult<Vec<u8>> + Send>;
 
@@ -205,6 +219,23 @@ pub trait Store: Send + Sync + 'static {
     /// Calls `f` on every stored state of a collection's batches: (bucket start, state).
     fn for_each_bucket_state(&self, _key: i64, _f: &mut dyn FnMut(i64, &[u8])) -> StoreResult<()> {
         Err(StoreError::Unsupported("bucket states"))
+    }
+    /// Whether other servers may write to this store at the same time (replicas on one
+    /// PostgreSQL database): each then merges the others' bucket states ([`crate::replicas`]).
+    fn shared(&self) -> bool {
+        false
+    }
+    /// A shared store's visible bucket states of collection `key` whose transaction is numbered
+    /// `since` or later (every one when `None`), then the horizon: the oldest transaction number
+    /// still running when they were read, so every state committed later is numbered at least
+    /// that.
+    fn bucket_states_after(
+        &self,
+        _key: i64,
+        _since: Option<i64>,
+        _f: &mut dyn FnMut(SharedState<'_>),
+    ) -> StoreResult<i64> {
+        Err(StoreError::Unsupported("replicas"))
     }
     /// Stores the bucket states `(bucket start, state)` and the period of a collection stored
     /// before buckets were kept, in one transaction, unless its period is stored already

@@ -108,6 +108,21 @@ impl Tokens {
         }
     }
 
+    /// Takes the tokens another server sharing the store stored or revoked: adds the unknown
+    /// ones and marks revoked the ones stored revoked (a token is never un-revoked or dropped).
+    pub fn absorb(&self, stored: Vec<StoredToken>) {
+        for t in stored {
+            let Ok(h) = TokenHash::try_from(t.hash.as_slice()) else { continue };
+            let mut map = self.map_of(&t.token_id).write().unwrap_or_else(|p| p.into_inner());
+            match map.get_mut(&h) {
+                Some(known) => known.revoked |= t.revoked,
+                None => {
+                    map.insert(h, t);
+                }
+            }
+        }
+    }
+
     /// What the request's `Authorization: Bearer …` grants; 401 when missing or unknown.
     pub fn access(&self, headers: &HeaderMap) -> Result<Access, ApiError> {
         let Some(token) = bearer(headers) else {

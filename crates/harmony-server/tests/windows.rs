@@ -107,17 +107,35 @@ fn post(addr: SocketAddr, id: &str, version: u32, reports: &[ReportItem]) -> Jso
 /// Creates a collection of `spec` and feeds it on three days: per day two batches, the second
 /// day's retried whole and its last one partly (new and old ids).
 fn feed(state: &AppState, addr: SocketAddr, name: &str, spec: &Json, seed: u64) -> Fed {
+    feed_replicas(&[(state, addr)], name, spec, seed)
+}
+
+/// [`feed`] through several servers on one store: the collection is created on the first, and
+/// each batch goes to the next server in turn (a retry to another than the first try).
+fn feed_replicas(servers: &[(&AppState, SocketAddr)], name: &str, spec: &Json, seed: u64) -> Fed {
     let req = serde_json::json!({"schema": schema(), "epsilon": 2.0, "task": spec});
-    let (status, body) = common::raw(addr, "POST", "/v1/collections", req.to_string().as_bytes(), Some(TOKEN));
+    let (status, body) = common::raw(servers[0].1, "POST", "/v1/collections", req.to_string().as_bytes(), Some(TOKEN));
     assert_eq!(status, 201, "{name}: {body}");
     let created: harmony_protocol::Created = serde_json::from_str(&body).unwrap();
+    for (_, addr) in &servers[1..] {
+        wait_for(&format!("{name}: served by every replica"), || {
+            common::raw(*addr, "GET", &format!("/v1/collections/{}/config", created.id), b"", None).0 == 200
+        });
+    }
+    let mut turn = 0usize;
+    let mut next = || {
+        turn += 1;
+        servers[turn % servers.len()].1
+    };
     let task = DeviceTask::with_policy(created.config.clone(), Policy::default()).unwrap();
     let mut devices = SimulatedDevices::new(seed);
     let items: Vec<Vec<String>> = (0..4).map(|i| vec![format!("item{i}"), format!("x{i}")]).collect();
     let mut days = Vec::new();
     let v = created.config.config_version;
     for day in 0..3i64 {
-        state.shift_clock(DAY0 + day * DAY + DAY / 2 - harmony_server::store::unix_now());
+        for (state, _) in servers {
+            state.shift_clock(DAY0 + day * DAY + DAY / 2 - harmony_server::store::unix_now());
+        }
         let make = |devices: &mut SimulatedDevices, i: u64| {
             // Each day's data leans elsewhere, so windows differ.
             let age = ((i * 7 + day as u64 * 31) % 100) as f64 / 50.0 - 1.0;
@@ -129,21 +147,33 @@ fn feed(state: &AppState, addr: SocketAddr, name: &str, spec: &Json, seed: u64) 
         let base = day as u64 * 1_000;
         let first: Vec<ReportItem> = (0..40).map(|i| make(&mut devices, base + i)).collect();
         let second: Vec<ReportItem> = (40..70).map(|i| make(&mut devices, base + i)).collect();
-        assert_eq!(post(addr, &created.id, v, &first)["accepted"], 40);
+        assert_eq!(post(next(), &created.id, v, &first)["accepted"], 40);
         if day == 1 {
             // A retried batch: all duplicates, nothing stored twice.
-            assert_eq!(post(addr, &created.id, v, &first)["duplicates"], 40);
+            assert_eq!(post(next(), &created.id, v, &first)["duplicates"], 40);
             // Part retried: the old ids count once, the new ones are stored.
             let mixed: Vec<ReportItem> = first[30..].iter().cloned().chain(second.iter().cloned()).collect();
-            let ack = post(addr, &created.id, v, &mixed);
+            let ack = post(next(), &created.id, v, &mixed);
             assert_eq!((ack["accepted"].as_u64(), ack["duplicates"].as_u64()), (Some(30), Some(10)), "{name}");
         } else {
-            assert_eq!(post(addr, &created.id, v, &second)["accepted"], 30);
+            assert_eq!(post(next(), &created.id, v, &second)["accepted"], 30);
         }
         days.push(first.into_iter().chain(second).collect());
     }
-    state.shift_clock(0);
+    for (state, _) in servers {
+        state.shift_clock(0);
+    }
     Fed { id: created.id, config: created.config, days }
+}
+
+/// Polls `ok` every 20 ms for up to 10 s; panics naming `what` if it never holds.
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) -> std::time::Duration {
+    let t = std::time::Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{what}: not within 10 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    t.elapsed()
 }
 
 fn iso(day: i64) -> String {
@@ -290,4 +320,73 @@ fn week_collections_refuse_daily_series() {
     assert!(s == 400 && b.contains("\"to\""), "{s} {b}");
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Three replicas on one PostgreSQL database: collections created on one, batches and retries
+/// spread over all of them. Within the poll's staleness bound every replica answers every window
+/// and series point with a fresh aggregation of exactly its reports, as does a replica started
+/// afterwards; an analyst token minted on one works on the others and its revocation reaches
+/// them; `/readyz` says how far behind each is.
+#[test]
+fn replicas_answer_every_window_alike_over_postgres() {
+    let Ok(url) = std::env::var("HARMONY_TEST_POSTGRES") else {
+        eprintln!("HARMONY_TEST_POSTGRES not set: PostgreSQL test skipped");
+        return;
+    };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let db = format!("harmony_replicas_windows_{}", std::process::id());
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {db}")).unwrap();
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let db_url = format!("{base}/{db}");
+    let start = || {
+        let state = AppState::new(harmony_server::open_store(&db_url).unwrap(), TOKEN).unwrap();
+        let server = harmony_server::spawn_state(state.clone(), "127.0.0.1:0", 2, &Limits::default(), |r| r).unwrap();
+        (state, server)
+    };
+    let (a, b) = (start(), start());
+    let servers = [(&a.0, a.1.addr), (&b.0, b.1.addr)];
+    let fed: Vec<(&str, Fed)> = specs()
+        .iter()
+        .enumerate()
+        .map(|(i, (name, spec))| (*name, feed_replicas(&servers, name, spec, i as u64)))
+        .collect();
+    // Every replica converges on the same reports: the live count first, then every window.
+    let mut slowest = std::time::Duration::ZERO;
+    for (_, addr) in servers {
+        for (name, f) in &fed {
+            let path = format!("/v1/collections/{}/estimates", f.id);
+            let waited = wait_for(&format!("{name} on {addr}"), || get(addr, &path)["reports"] == 210);
+            slowest = slowest.max(waited);
+        }
+    }
+    eprintln!("replicas converged {} ms after the last batch", slowest.as_millis());
+    let c = start();
+    for (name, f) in &fed {
+        for addr in [a.1.addr, b.1.addr, c.1.addr] {
+            check(addr, &format!("{name} on replica {addr}"), f);
+        }
+    }
+    // Tokens: minted on one replica, honoured and then refused on another.
+    let id = &fed[0].1.id;
+    let (status, body) = common::raw(a.1.addr, "POST", &format!("/v1/collections/{id}/tokens"), b"{}", Some(TOKEN));
+    assert_eq!(status, 201, "{body}");
+    let minted: Json = serde_json::from_str(&body).unwrap();
+    let (token, token_id) = (minted["token"].as_str().unwrap(), minted["token_id"].as_str().unwrap());
+    let estimates = format!("/v1/collections/{id}/estimates");
+    wait_for("a token minted on another replica", || {
+        common::raw(b.1.addr, "GET", &estimates, b"", Some(token)).0 == 200
+    });
+    let (status, body) =
+        common::raw(a.1.addr, "DELETE", &format!("/v1/collections/{id}/tokens/{token_id}"), b"", Some(TOKEN));
+    assert!(status == 200 || status == 204, "{status}: {body}");
+    wait_for("a revocation made on another replica", || {
+        common::raw(c.1.addr, "GET", &estimates, b"", Some(token)).0 == 401
+    });
+    let ready = get(c.1.addr, "/readyz");
+    assert!(ready["behind_ms"].as_i64().is_some_and(|ms| ms < 2_000), "{ready}");
+    for (_, server) in [a, b, c] {
+        server.stop();
+    }
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
 }

@@ -3,6 +3,7 @@
 //! throughput and per-batch latency (p50/p99). Without `--server` it starts an embedded server
 //! (SQLite in a temporary directory) in the same process.
 
+use super::failover::Replicas;
 use super::quantile;
 use crate::data::{self, SchemaFile};
 use crate::simulate_tasks::{Task, TaskArgs};
@@ -29,7 +30,9 @@ pub struct LoadArgs {
     /// Concurrent connections.
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
-    /// An existing server (else an embedded one with SQLite in a temporary directory).
+    /// An existing server, or replicas on one database separated by commas (each batch goes to
+    /// the next in turn and, if that one does not answer, to the others); else an embedded
+    /// server with SQLite in a temporary directory.
     #[arg(long)]
     pub server: Option<String>,
     #[command(flatten)]
@@ -110,7 +113,7 @@ fn prepare(a: &mut LoadArgs, client: &Client) -> Result<Prepared> {
 }
 
 /// Posts every body over `concurrency` connections: (seconds, sorted latencies, accepted).
-fn send(client: &Client, p: &Prepared, concurrency: usize) -> Result<(f64, Vec<f64>, u64)> {
+fn send(servers: &Replicas, p: &Prepared, concurrency: usize) -> Result<(f64, Vec<f64>, u64)> {
     let next = AtomicUsize::new(0);
     let lat = Mutex::new(Vec::with_capacity(p.bodies.len()));
     let accepted = std::sync::atomic::AtomicU64::new(0);
@@ -123,7 +126,7 @@ fn send(client: &Client, p: &Prepared, concurrency: usize) -> Result<(f64, Vec<f
                     return Ok(());
                 }
                 let t = Instant::now();
-                let ack = client.submit_raw(&p.id, &p.bodies[b])?;
+                let ack = servers.call(b, |c| c.submit_raw(&p.id, &p.bodies[b]))?;
                 lat.lock().unwrap_or_else(|e| e.into_inner()).push(t.elapsed().as_secs_f64());
                 accepted.fetch_add(ack.accepted, Ordering::Relaxed);
             }
@@ -145,18 +148,49 @@ fn send(client: &Client, p: &Prepared, concurrency: usize) -> Result<(f64, Vec<f
 /// p99) in ms (p50/p99 NaN when n = 0). Each is the request until its last byte is received,
 /// the server's latency; the client's parse of the document is not in it (a 14 MB document
 /// takes longer to parse than to serve).
-fn time_estimates(client: &Client, id: &str, n: usize) -> Result<(f64, f64, f64)> {
+fn time_estimates(servers: &Replicas, id: &str, n: usize) -> Result<(f64, f64, f64)> {
     let t = Instant::now();
-    client.estimates_json(id, &Query::default())?;
+    servers.call(0, |c| c.estimates_json(id, &Query::default()))?;
     let first = 1e3 * t.elapsed().as_secs_f64();
     let mut lat = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        client.estimates_json(id, &Query::default())?;
+        servers.call(0, |c| c.estimates_json(id, &Query::default()))?;
         lat.push(t.elapsed().as_secs_f64());
     }
     lat.sort_by(f64::total_cmp);
     Ok((first, 1e3 * quantile(&lat, 0.5), 1e3 * quantile(&lat, 0.99)))
+}
+
+/// Waits (up to 10 s each) until every server that answers counts `reports` reports: replicas
+/// converge within their poll's staleness bound. Returns how many answered; an error when one
+/// counts otherwise after the wait, or when none answers.
+fn converge(servers: &Replicas, id: &str, reports: u64) -> Result<usize> {
+    let mut answered = 0;
+    for (url, c) in servers.each() {
+        let t = Instant::now();
+        loop {
+            match c.estimates(id, &Query::default()) {
+                Ok(est) if est.reports == reports => {
+                    answered += 1;
+                    break;
+                }
+                Ok(est) if t.elapsed().as_secs() >= 10 => {
+                    bail!("the server {url} counts {} reports, sent {reports}", est.reports)
+                }
+                Ok(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+                Err(e) if servers.len() > 1 => {
+                    eprintln!("{url} does not answer ({e}): not counted");
+                    break;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    if answered == 0 {
+        bail!("no server answered for its count of reports");
+    }
+    Ok(answered)
 }
 
 /// Runs `harmony load`.
@@ -173,18 +207,15 @@ pub fn run(mut a: LoadArgs) -> Result<()> {
         }
     };
     let url = a.server.clone().unwrap_or_else(|| embedded.as_ref().map(|s| s.url()).unwrap_or_default());
-    let client = a.ca.client(&url)?.with_token(&token);
+    let servers = Replicas::new(&url, |u| Ok(a.ca.client(u)?.with_token(&token)))?;
     let t_prep = Instant::now();
-    let p = prepare(&mut a, &client)?;
+    let p = prepare(&mut a, servers.first())?;
     let bytes: usize = p.bodies.iter().map(Vec::len).sum();
     let nb = p.bodies.len();
     eprintln!("prepared {nb} batches ({:.1} MB) in {:.1} s", bytes as f64 / 1e6, t_prep.elapsed().as_secs_f64());
-    let (secs, lat, accepted) = send(&client, &p, a.concurrency)?;
-    let (first, e50, e99) = time_estimates(&client, &p.id, a.estimate_queries)?;
-    let est = client.estimates(&p.id, &Query::default())?;
-    if est.reports != a.reports as u64 {
-        bail!("the server counts {} reports, sent {}", est.reports, a.reports);
-    }
+    let (secs, lat, accepted) = send(&servers, &p, a.concurrency)?;
+    let (first, e50, e99) = time_estimates(&servers, &p.id, a.estimate_queries)?;
+    let agreed = converge(&servers, &p.id, a.reports as u64)?;
     let rate = a.reports as f64 / secs;
     let (p50, p99) = (1e3 * quantile(&lat, 0.5), 1e3 * quantile(&lat, 0.99));
     let batch = a.batch.clamp(1, harmony_protocol::MAX_BATCH);
@@ -194,7 +225,8 @@ pub fn run(mut a: LoadArgs) -> Result<()> {
             serde_json::json!({"task": p.task, "report_bytes": p.report_bytes, "reports": a.reports, "batch": batch,
                 "concurrency": a.concurrency, "seconds": secs, "reports_per_second": rate, "batch_p50_ms": p50,
                 "batch_p99_ms": p99, "accepted": accepted, "estimate_queries": a.estimate_queries,
-                "estimate_first_ms": first, "estimate_p50_ms": e50, "estimate_p99_ms": e99})
+                "estimate_first_ms": first, "estimate_p50_ms": e50, "estimate_p99_ms": e99,
+                "servers": servers.len(), "servers_agreeing": agreed, "failovers": servers.failovers()})
         );
     } else {
         println!(
@@ -205,6 +237,14 @@ pub fn run(mut a: LoadArgs) -> Result<()> {
             "GET estimates at {} reports, {} queries: p50 {e50:.1} ms, p99 {e99:.1} ms",
             a.reports, a.estimate_queries
         );
+        if servers.len() > 1 {
+            println!(
+                "{agreed} of {} servers count every report; {} requests moved on to another server; {} reports acknowledged as already stored",
+                servers.len(),
+                servers.failovers(),
+                a.reports as u64 - accepted
+            );
+        }
     }
     drop(embedded);
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,6 +8,7 @@ pub mod archive;
 pub mod dashboard;
 pub mod demo;
 pub mod export;
+pub mod failover;
 pub mod guide;
 pub mod load;
 mod printable;
