@@ -84,11 +84,7 @@ pub type States = std::collections::BTreeMap<i64, Box<dyn TaskAggregator>>;
 
 /// The merge of every visible bucket state of a collection: (bucket start → accumulator), the
 /// cursor after them. What a replica loads at start and after a store failure.
-pub fn load_all(
-    store: &dyn Store,
-    task: &dyn harmony_tasks::Task,
-    key: i64,
-) -> Result<(States, Cursor), String> {
+pub fn load_all(store: &dyn Store, task: &dyn harmony_tasks::Task, key: i64) -> Result<(States, Cursor), String> {
     let (mut states, mut read, mut bad) = (std::collections::BTreeMap::new(), Vec::new(), None);
     let horizon = store
         .bucket_states_after(key, None, &mut |s: SharedState<'_>| {
