@@ -480,12 +480,36 @@ fn next_part_number(day_dir: &Path) -> Result<u32> {
 
 /// The part files under a collection directory: `day=*/part-*.parquet`, sorted by path.
 pub fn part_files(collection_dir: &Path) -> Result<Vec<PathBuf>> {
+    part_files_within(collection_dir, None, None)
+}
+
+/// The day (days since 1970-01-01) of a partition directory's name `day=YYYY-MM-DD`; `None` for
+/// `day=unknown` or another name.
+pub fn day_of_dir(name: &str) -> Option<i32> {
+    let date = name.strip_prefix("day=")?;
+    let mut parts = date.splitn(3, '-').map(|p| p.parse::<u32>().ok());
+    let (y, m, d) = (parts.next()??, parts.next()??, parts.next()??);
+    let days = crate::temporal::days_from_civil(i64::from(y), m, d);
+    (day_dir(Some(days as i32)) == name).then_some(days as i32)
+}
+
+/// [`part_files`] of the day partitions in `[from, to)` (days since 1970-01-01; an open side
+/// when `None`): a window of the export. With either bound, `day=unknown` (reports stored
+/// before days were kept) is outside every window.
+pub fn part_files_within(collection_dir: &Path, from: Option<i32>, to: Option<i32>) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    let bounded = from.is_some() || to.is_some();
     for day in std::fs::read_dir(collection_dir).map_err(io(collection_dir))? {
         let day = day.map_err(io(collection_dir))?.path();
-        let is_day = day.file_name().is_some_and(|n| n.to_string_lossy().starts_with("day="));
-        if !is_day || !day.is_dir() {
+        let name = day.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if !name.starts_with("day=") || !day.is_dir() {
             continue;
+        }
+        if bounded {
+            let Some(d) = day_of_dir(&name) else { continue };
+            if from.is_some_and(|f| d < f) || to.is_some_and(|t| d >= t) {
+                continue;
+            }
         }
         for f in std::fs::read_dir(&day).map_err(io(&day))? {
             let f = f.map_err(io(&day))?.path();
@@ -619,6 +643,16 @@ pub fn for_each_row(path: &Path, f: &mut dyn FnMut(ReportRow<'_>) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn day_partitions_name_their_day() {
+        for d in [0, 20_458, 20_489, -1] {
+            assert_eq!(day_of_dir(&day_dir(Some(d))), Some(d));
+        }
+        assert_eq!(day_of_dir("day=unknown"), None);
+        assert_eq!(day_of_dir("day=2026-02-30"), None);
+        assert_eq!(day_of_dir("day=2026-1-5"), None);
+    }
 
     #[test]
     fn civil_dates() {

@@ -88,9 +88,43 @@ pub async fn estimate_dir(ctx: &SessionContext, dir: &Path, query: &Query) -> Re
     if files.is_empty() {
         return Err(Error::Other(format!("{}: no day=*/part-*.parquet files", dir.display())));
     }
+    estimate_files(ctx, &spec, files, query).await
+}
+
+/// [`estimate_dir`] over the day partitions in `[from, to)` only (days since 1970-01-01; an
+/// open side when `None`): the window the server answers for `?from=&to=` on a daily
+/// collection. A window without a partition is the document of no reports.
+pub async fn estimate_window(
+    ctx: &SessionContext,
+    dir: &Path,
+    query: &Query,
+    (from, to): (Option<i32>, Option<i32>),
+) -> Result<(EstimateDocument, usize)> {
+    let spec = read_spec(dir)?;
+    let files: Vec<String> = harmony_data::reports::part_files_within(dir, from, to)?
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if files.is_empty() {
+        let config = harmony_protocol::CollectionConfig::from_json(&spec).map_err(Error::Other)?;
+        let task = harmony_tasks::build(&config).map_err(|e| Error::Other(e.to_string()))?;
+        let doc = harmony_tasks::document(task.as_ref(), task.aggregator().as_ref(), query)
+            .map_err(|e| Error::Other(format!("query: {e}")))?;
+        return Ok((doc, 0));
+    }
+    estimate_files(ctx, &spec, files, query).await
+}
+
+/// The estimate document of the Parquet reports `files` of the collection `spec`.
+async fn estimate_files(
+    ctx: &SessionContext,
+    spec: &str,
+    files: Vec<String>,
+    query: &Query,
+) -> Result<(EstimateDocument, usize)> {
     let n = files.len();
     let df = ctx.read_parquet(files, ParquetReadOptions::default()).await?;
-    let call = HarmonyUdaf::bound(Kind::Estimate, &spec, &query.to_query_string()).call(vec![col("body")]);
+    let call = HarmonyUdaf::bound(Kind::Estimate, spec, &query.to_query_string()).call(vec![col("body")]);
     let batches = df.aggregate(vec![], vec![call.alias("estimate")])?.collect().await?;
     let column = batches.first().filter(|b| b.num_rows() == 1).map(|b| b.column(0).clone());
     let column = column.ok_or_else(|| Error::Other("harmony_estimate returned no row".into()))?;
@@ -105,10 +139,24 @@ pub async fn estimate_dir(ctx: &SessionContext, dir: &Path, query: &Query) -> Re
 
 /// [`estimate_dir`] on a fresh session of `partitions` partitions, from synchronous code.
 pub fn estimate_dir_blocking(dir: &Path, query: &Query, partitions: usize) -> Result<(EstimateDocument, usize)> {
+    estimate_window_blocking(dir, query, partitions, (None, None))
+}
+
+/// [`estimate_window`] on a fresh session of `partitions` partitions, from synchronous code.
+pub fn estimate_window_blocking(
+    dir: &Path,
+    query: &Query,
+    partitions: usize,
+    days: (Option<i32>, Option<i32>),
+) -> Result<(EstimateDocument, usize)> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(partitions.max(1))
         .enable_all()
         .build()
         .map_err(|source| Error::Io { path: PathBuf::from("<tokio runtime>"), source })?;
-    rt.block_on(estimate_dir(&context(partitions), dir, query))
+    let ctx = context(partitions);
+    match days {
+        (None, None) => rt.block_on(estimate_dir(&ctx, dir, query)),
+        days => rt.block_on(estimate_window(&ctx, dir, query, days)),
+    }
 }

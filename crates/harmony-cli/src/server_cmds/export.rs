@@ -7,7 +7,7 @@ use crate::output::Format;
 use crate::render;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, ValueEnum};
-use harmony_data::reports::{ReportsWriter, for_each_row, part_files};
+use harmony_data::reports::{ReportsWriter, for_each_row, part_files_within};
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::estimates::EstimateDocument;
 use std::ops::ControlFlow;
@@ -79,6 +79,26 @@ pub struct AggregateArgs {
     /// `--engine datafusion`: partitions (threads) to aggregate on (default: the cores).
     #[arg(long)]
     pub partitions: Option<usize>,
+    /// Only the reports received from this UTC date on (YYYY-MM-DD; the day partitions): the
+    /// window `harmony query --from` answers.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Only the reports received before this UTC date (YYYY-MM-DD, excluded).
+    #[arg(long)]
+    pub to: Option<String>,
+}
+
+/// The days (since 1970-01-01) of `--from`/`--to`: whole UTC dates, as the export's partitions.
+fn window_days(a: &AggregateArgs) -> Result<(Option<i32>, Option<i32>)> {
+    let day = |flag: &str, raw: &Option<String>| -> Result<Option<i32>> {
+        let Some(raw) = raw else { return Ok(None) };
+        let t = harmony_server::buckets::parse_instant(flag, raw).map_err(|e| anyhow!("{}", e.message))?;
+        if t.rem_euclid(86_400) != 0 {
+            bail!("{flag} is {raw:?}: the export is partitioned by UTC day, expected a date YYYY-MM-DD");
+        }
+        Ok(Some(t.div_euclid(86_400) as i32))
+    };
+    Ok((day("--from", &a.from)?, day("--to", &a.to)?))
 }
 
 /// Refuses a training collection: its gradients are rounds, not reports.
@@ -170,14 +190,18 @@ fn collection_dir(reports: &Path, collection: Option<&str>) -> Result<PathBuf> {
 
 /// The estimate document of an exported collection: every part read batch by batch, every report
 /// validated and added as the server does.
-pub fn aggregate_local(dir: &Path, query: &harmony_protocol::estimates::Query) -> Result<(EstimateDocument, usize)> {
+pub fn aggregate_local(
+    dir: &Path,
+    query: &harmony_protocol::estimates::Query,
+    (from, to): (Option<i32>, Option<i32>),
+) -> Result<(EstimateDocument, usize)> {
     let spec = dir.join(SPEC_FILE);
     let text = std::fs::read_to_string(&spec).with_context(|| format!("{}", spec.display()))?;
     let config = CollectionConfig::from_json(&text).map_err(|e| anyhow!("{}: {e}", spec.display()))?;
     check_reports_task(&config, "aggregate")?;
     let task = harmony_tasks::build(&config).map_err(|e| anyhow!("{}: {e}", spec.display()))?;
     let mut agg = task.aggregator();
-    let files = part_files(dir)?;
+    let files = part_files_within(dir, from, to)?;
     for f in &files {
         for_each_row(f, &mut |r| {
             task.validate(r.body).map_err(|e| format!("invalid report: {e}"))?;
@@ -195,13 +219,15 @@ fn aggregate_datafusion(
     dir: &Path,
     query: &harmony_protocol::estimates::Query,
     partitions: Option<usize>,
+    days: (Option<i32>, Option<i32>),
 ) -> Result<(EstimateDocument, usize)> {
     let spec = dir.join(SPEC_FILE);
     let text = std::fs::read_to_string(&spec).with_context(|| format!("{}", spec.display()))?;
     let config = CollectionConfig::from_json(&text).map_err(|e| anyhow!("{}: {e}", spec.display()))?;
     check_reports_task(&config, "aggregate")?;
     let partitions = partitions.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    harmony_dist::estimate_dir_blocking(dir, query, partitions).map_err(|e| anyhow!("--engine datafusion: {e}"))
+    harmony_dist::estimate_window_blocking(dir, query, partitions, days)
+        .map_err(|e| anyhow!("--engine datafusion: {e}"))
 }
 
 #[cfg(not(feature = "datafusion"))]
@@ -209,6 +235,7 @@ fn aggregate_datafusion(
     _: &Path,
     _: &harmony_protocol::estimates::Query,
     _: Option<usize>,
+    _: (Option<i32>, Option<i32>),
 ) -> Result<(EstimateDocument, usize)> {
     bail!(
         "--engine datafusion: this harmony was built without DataFusion; build it with `cargo build --release -p harmony-cli --features datafusion` (docs/SCALE.md), or use --engine local"
@@ -219,10 +246,11 @@ fn aggregate_datafusion(
 pub fn aggregate(a: AggregateArgs) -> Result<()> {
     let dir = collection_dir(&a.reports, a.collection.as_deref())?;
     let query = crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref())?;
+    let days = window_days(&a)?;
     let t = Instant::now();
     let (doc, files) = match a.engine {
-        Engine::Local => aggregate_local(&dir, &query)?,
-        Engine::Datafusion => aggregate_datafusion(&dir, &query, a.partitions)?,
+        Engine::Local => aggregate_local(&dir, &query, days)?,
+        Engine::Datafusion => aggregate_datafusion(&dir, &query, a.partitions, days)?,
     };
     let secs = t.elapsed().as_secs_f64();
     eprintln!(
