@@ -248,13 +248,25 @@ impl<L: Ledger> Device<L> {
     /// The entry of `task`'s collection: the kept one, or `input` randomized, charged and
     /// recorded in one update of the ledger (under its lock).
     fn entry(&mut self, task: &DeviceTask, input: &Input<'_>, round: Option<u64>) -> Result<LedgerEntry> {
-        let id = &task.config.id;
+        let id = &self.ledger_key(task)?;
         self.kept_or_made(id, &mut |state, rng, clock| {
             let spend = charge(clock, task, state, id)?;
             let item = task.item(input, rng, &mut harmony_core::sampling::secure_rng())?;
             state.spends.extend(spend);
             Ok(LedgerEntry { item, acknowledged: false, round })
         })
+    }
+    /// The key of `task`'s report in the ledger and the budget: the collection id, or for a
+    /// recurring collection the id and the start of the current period (`ID@SECONDS`, zero-padded
+    /// so that keys sort by time), one report and one charge per period. A recurring collection
+    /// needs the device's clock.
+    pub fn ledger_key(&self, task: &DeviceTask) -> Result<String> {
+        let id = &task.config.id;
+        let Some(period) = task.config.recurring else { return Ok(id.clone()) };
+        let clock = self.clock.as_ref().ok_or_else(|| {
+            refuse("recurring", format!("{id} recurs every {}", period.name()), "a device with a clock")
+        })?;
+        Ok(format!("{id}@{:012}", period.start(clock.now() as i64)))
     }
     /// In one update of the ledger (under its lock): the kept entry of collection `id` (`Err`
     /// once acknowledged), or the entry `make` randomizes, recorded under `id` with whatever
@@ -313,7 +325,7 @@ impl<L: Ledger> Device<L> {
             return Err(refuse("budget", "a device without a clock", b));
         }
         let now = self.clock.as_ref().map_or(0, |c| c.now());
-        let id = &task.config.id;
+        let id = &self.ledger_key(task)?;
         let mut out = None;
         self.ledger.update(&mut |state| {
             if state.ledger.contains_key(id) {
@@ -330,14 +342,27 @@ impl<L: Ledger> Device<L> {
         })?;
         Ok(out.expect("the ledger ran the update"))
     }
-    /// Records that the server acknowledged the collection's entry.
+    /// Records that the server acknowledged the collection's entry: for a recurring collection,
+    /// its latest period's ([`Device::ledger_key`]).
     pub fn acknowledge(&mut self, collection: &str) -> Result<()> {
-        self.ledger.update(&mut |state| match state.ledger.get_mut(collection) {
-            Some(e) if !e.acknowledged => {
-                e.acknowledged = true;
-                Ok(true)
+        let prefix = format!("{collection}@");
+        self.ledger.update(&mut |state| {
+            let key = match state.ledger.contains_key(collection) {
+                true => Some(collection.to_string()),
+                false => state
+                    .ledger
+                    .range(prefix.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .last()
+                    .map(|(k, _)| k.clone()),
+            };
+            match key.and_then(|k| state.ledger.get_mut(&k)) {
+                Some(e) if !e.acknowledged => {
+                    e.acknowledged = true;
+                    Ok(true)
+                }
+                _ => Ok(false),
             }
-            _ => Ok(false),
         })
     }
     /// The gradient this device sends in a training round, randomized once at `model` and

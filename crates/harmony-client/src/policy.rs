@@ -21,6 +21,9 @@
 //!   ([`crate::budget`]) keyed by the collection id the device asked for (`None`: no budget,
 //!   the default). Written `"E/DAYS"` (`"2/1"`: ε 2 a day) or as a table
 //!   `{ epsilon = 2, days = 1 }` (with δ: `{ epsilon = 2, days = 1, delta = 1e-8 }`).
+//! * Recurring collections (the config's `recurring`: one report per hour, day or week) are
+//!   refused unless the policy sets a `budget`: each period's report is a new charge, keyed by
+//!   the collection and the period's start, so the budget's rolling window bounds their total.
 //! * `series_refresh`: for recurring series, the collections per permanent report
 //!   ([`crate::memo`]; `None`: one for the whole series, the default).
 //! * Values the config cannot encode (the browser and Python SDKs, which encode raw values
@@ -263,6 +266,12 @@ impl Policy {
         }
         self.check_delta(config)?;
         self.check_item_ids(config)?;
+        // A recurring collection spends ε every period: only a budget over a rolling window
+        // bounds what it takes in all.
+        if let (Some(p), None) = (config.recurring, &self.budget) {
+            let value = format!("a collection recurring every {}", p.name());
+            return Err(refuse("recurring", value, "a policy with a budget (one report per period is charged to it)"));
+        }
         let kind = config.task.kind();
         if let Some(tasks) = &self.tasks
             && !tasks.contains(&kind)

@@ -38,6 +38,10 @@ pub struct CollectionConfig {
     /// The training setup the server fixed at creation (`train` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train: Option<TrainPublished>,
+    /// A recurring collection: it asks each device for one report per period (the collection's
+    /// bucket period), each charged to the device's budget; absent: one report per device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recurring: Option<crate::Period>,
 }
 
 /// The published training setup: what the server fixed at creation besides the spec.
@@ -143,6 +147,7 @@ impl Legacy {
             epsilon: self.strategy.epsilon,
             task,
             train,
+            recurring: None,
         }
     }
 }

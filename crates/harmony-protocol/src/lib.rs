@@ -28,6 +28,7 @@ pub mod encoding;
 pub mod estimates;
 #[cfg(feature = "openapi")]
 mod openapi;
+pub mod period;
 pub mod spec;
 
 pub use bodies::{
@@ -37,4 +38,5 @@ pub use bodies::{
 pub use config::{CONFIG_VERSION, CollectionConfig, Created, TrainPublished};
 pub use encoding::{MAX_BATCH, MAX_REPORT_BYTES, MAX_REPORT_ID, from_hex_into, to_hex, valid_report_id};
 pub use estimates::{EstimateDocument, TaskEstimate};
+pub use period::Period;
 pub use spec::{CollectionLabel, CreateCollection, NewCollection, TaskKind, TaskSpec};

@@ -17,77 +17,15 @@ use harmony_tasks::{Task, TaskAggregator};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-/// Seconds in an hour, a day and a week.
+pub use harmony_protocol::Period;
+
+/// Seconds in an hour and a day.
 const HOUR: i64 = 3_600;
 const DAY: i64 = 86_400;
-const WEEK: i64 = 7 * DAY;
-/// 1970-01-01 was a Thursday: ISO weeks start on the Monday four days later.
-const MONDAY: i64 = 4 * DAY;
 
-/// The length of a collection's buckets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Period {
-    /// One UTC hour.
-    Hour,
-    /// One UTC day (the default).
-    Day,
-    /// One ISO week (Monday 00:00 UTC to the next Monday).
-    Week,
-}
-
-impl Period {
-    /// Every period, shortest first.
-    pub const ALL: [Period; 3] = [Period::Hour, Period::Day, Period::Week];
-
-    /// Its length in seconds (what the store keeps).
-    pub fn seconds(self) -> i64 {
-        match self {
-            Period::Hour => HOUR,
-            Period::Day => DAY,
-            Period::Week => WEEK,
-        }
-    }
-
-    /// The period of a stored length.
-    pub fn from_seconds(s: i64) -> Option<Period> {
-        Self::ALL.into_iter().find(|p| p.seconds() == s)
-    }
-
-    /// Its name in the API: `hour`, `day` or `week`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Period::Hour => "hour",
-            Period::Day => "day",
-            Period::Week => "week",
-        }
-    }
-
-    /// Parses a name; the error names `field`.
-    pub fn parse(field: &str, s: &str) -> Result<Period, ApiError> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| ApiError::bad(field, format!("{field} is {s:?}, expected hour, day or week")))
-    }
-
-    /// The start (Unix seconds) of the bucket holding instant `t`.
-    pub fn start(self, t: i64) -> i64 {
-        match self {
-            Period::Week => (t - MONDAY).div_euclid(WEEK) * WEEK + MONDAY,
-            p => t.div_euclid(p.seconds()) * p.seconds(),
-        }
-    }
-
-    /// Whether `t` is a bucket boundary.
-    pub fn aligned(self, t: i64) -> bool {
-        self.start(t) == t
-    }
-
-    /// Whether every bucket of `self` lies inside one bucket of `coarser` (an hour in a day, a day
-    /// in a week).
-    pub fn divides(self, coarser: Period) -> bool {
-        self <= coarser
-    }
+/// Parses a period's name; the error names `field`.
+pub fn parse_period(field: &str, s: &str) -> Result<Period, ApiError> {
+    Period::from_name(s).ok_or_else(|| ApiError::bad(field, format!("{field} is {s:?}, expected hour, day or week")))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).

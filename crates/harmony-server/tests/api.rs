@@ -260,6 +260,7 @@ fn client_bytes_hold_no_raw_value() {
         epsilon: 1.0,
         task: TaskSpec::Means(MeansSpec { strategy: StrategyKind::Split, ..Default::default() }),
         train: None,
+        recurring: None,
     };
     let raw = [123_456.0_f64, 1.0];
     let record = [Value::Unit(2.0 * raw[0] / 1_000_000.0 - 1.0), Value::Category(1)];

@@ -698,6 +698,7 @@ fn a_decay_collection_stored_before_schedules_is_unchanged() {
             sampled: k,
             step: None,
         }),
+        recurring: None,
     };
     assert_eq!(config, want, "the published config is the stored one");
     let published = serde_json::to_value(&config).unwrap();

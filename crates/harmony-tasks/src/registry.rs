@@ -42,6 +42,7 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
         epsilon: eps,
         task,
         train,
+        recurring: None,
     };
     build(&config)?;
     Ok(config)

@@ -28,7 +28,8 @@ const CACHED: usize = 8;
     security(("analyst" = [])),
     params(
         ("Idempotency-Key" = Option<String>, Header, description = "Optional, 1 to 64 of [A-Za-z0-9_-]: every retry of a create under one key names the same collection, so a create whose answer was lost is retried safely"),
-        ("period" = Option<String>, Query, description = "The bucket period of continuous collection: `hour`, `day` (the default) or `week` (ISO weeks, from Monday 00:00 UTC); windows and series are whole buckets")
+        ("period" = Option<String>, Query, description = "The bucket period of continuous collection: `hour`, `day` (the default) or `week` (ISO weeks, from Monday 00:00 UTC); windows and series are whole buckets"),
+        ("recurring" = Option<bool>, Query, description = "`true`: the collection recurs, asking each device for one report per period (the config's `recurring` names it; each period's report is charged to the device's budget, which must have one); default `false`: one report per device")
     ),
     request_body(content = harmony_protocol::NewCollection, content_type = "application/json"),
     responses(
@@ -50,7 +51,7 @@ const CACHED: usize = 8;
 pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> Result<Response, ApiError> {
     st.check_token(req.headers())?;
     let idempotency = idempotency_key(req.headers())?;
-    let period = create_period(req.uri().query().unwrap_or(""))?;
+    let (period, recurring) = create_period(req.uri().query().unwrap_or(""))?;
     let body = read_body(req).await?;
     let st2 = st.clone();
     let created = blocking(move || {
@@ -68,8 +69,14 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
                 to_hex(&b)
             }
         };
-        let config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
+        let mut config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
         let rounds = config.task.kind().has_rounds() || crate::queries::is_adaptive(&config);
+        if recurring && rounds {
+            let msg =
+                "a collection of rounds (\"train\", \"adaptive-rounds\") cannot recur: each device contributes once";
+            return Err(ApiError::bad("recurring", msg));
+        }
+        config.recurring = recurring.then_some(period);
         if rounds && !st2.inner.store.supports_training() {
             let msg = "rounds (\"train\", \"adaptive-rounds\") are not implemented by this store";
             return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "task", msg));
@@ -110,19 +117,30 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
     Ok((StatusCode::CREATED, axum::Json(created)).into_response())
 }
 
-/// The bucket period of a create: `?period=hour|day|week` (a day when absent).
-fn create_period(query: &str) -> Result<Period, ApiError> {
-    let mut period = Period::Day;
+/// The bucket period of a create, `?period=hour|day|week` (a day when absent), and whether the
+/// collection recurs (`?recurring=true`: one report per device and period).
+fn create_period(query: &str) -> Result<(Period, bool), ApiError> {
+    let (mut period, mut recurring) = (Period::Day, false);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("period", v)) => period = Period::parse("period", v)?,
+            Some(("period", v)) => period = crate::buckets::parse_period("period", v)?,
+            Some(("recurring", v)) => {
+                recurring = match v {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(ApiError::bad("recurring", format!("recurring is {v:?}, expected true or false"))),
+                }
+            }
             _ => {
                 let key = pair.split('=').next().unwrap_or(pair);
-                return Err(ApiError::bad(key, format!("unknown query parameter {key:?}, expected period")));
+                return Err(ApiError::bad(
+                    key,
+                    format!("unknown query parameter {key:?}, expected period or recurring"),
+                ));
             }
         }
     }
-    Ok(period)
+    Ok((period, recurring))
 }
 
 /// The optional `Idempotency-Key` header of a create: 1 to 64 of `[A-Za-z0-9_-]`.

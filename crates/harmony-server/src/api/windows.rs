@@ -168,7 +168,7 @@ pub async fn series(
         let (p, rest) = split_params(&raw, &["period", "from", "to"])?;
         let query = Query::parse(&rest).map_err(|(field, message)| ApiError::bad(field, message))?;
         let own = period_of(&c)?;
-        let period = p.get("period").map(|v| Period::parse("period", v)).transpose()?.unwrap_or(own);
+        let period = p.get("period").map(|v| crate::buckets::parse_period("period", v)).transpose()?.unwrap_or(own);
         let w = Window::parse(own, ("from", p.get("from").copied()), ("to", p.get("to").copied()))?;
         c.settle(st.inner.store.as_ref(), true)?;
         series_of(&c, period, &w, &query)
