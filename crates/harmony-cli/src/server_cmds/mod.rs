@@ -104,7 +104,7 @@ pub struct ServeArgs {
     pub db_ca_cert: Option<PathBuf>,
     /// Demos and tests: a report batch that carries the admin token may set its received day
     /// with a `Harmony-Received-At` header (`harmony submit --days`); off by default.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "archive")]
     pub accept_backdated: bool,
 }
 

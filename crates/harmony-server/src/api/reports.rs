@@ -82,6 +82,13 @@ fn received_at(st: &AppState, headers: &HeaderMap, accepted: bool) -> Result<Opt
             format!("{RECEIVED_AT} is honoured with the admin token only: {}", e.message),
         )
     })?;
+    if !st.inner.store.supports_buckets() {
+        let msg = format!(
+            "this server's store keeps no received instant per batch (e.g. `harmony serve --archive`): a batch with \
+             {RECEIVED_AT} would be dated now; expected a batch without it"
+        );
+        return Err(ApiError::bad(RECEIVED_AT, msg));
+    }
     let expected = "expected an ISO date YYYY-MM-DD, a UTC timestamp YYYY-MM-DDTHH:MM[:SS]Z or Unix seconds";
     let text =
         raw.to_str().map_err(|_| ApiError::bad(RECEIVED_AT, format!("{RECEIVED_AT} is not text: {expected}")))?;
