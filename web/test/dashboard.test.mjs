@@ -26,6 +26,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { fmt } from '../dashboard/js/format.js';
+import { estimatesOf, holm } from '../dashboard/js/changes.js';
 import { harmonyBin, startHarmony } from './harmony.mjs';
 import { apiRequest, CHROMIUM_ARGS } from './loopback.mjs';
 
@@ -468,6 +469,20 @@ function shiftedCsv(n, lo, hi, seed) {
 // One instant for every date of the trend test, so that it holds across a UTC midnight.
 const NOW = Date.now();
 const isoDay = (msAgo) => new Date(NOW - msAgo).toISOString().slice(0, 10);
+
+test('the trend\'s rule and paths are the server\'s: Holm–Bonferroni as compare.rs, estimates named as /compare names them', () => {
+  // compare.rs' own cases.
+  assert.deepEqual(holm([0.04, 0.01, 0.02]), [true, true, true]);
+  assert.deepEqual(holm([0.01, 0.03, 0.04]), [true, false, false]);
+  assert.deepEqual(holm([0.02, 0.5]), [true, false]);
+  assert.deepEqual(holm([]), []);
+  const doc = { collection: 'c', reports: 3, epsilon: 1, frequency: { categories: [
+    { label: 'red', frequency: { estimate: 0.2, std_error: 0.03, ci95: [0, 1] } },
+    { label: 'blue', frequency: { estimate: 0.5, std_error: null } }] },
+  attributes: [{ kind: 'numeric', name: 'age', estimate: 40, std_error: 1, unit: { estimate: 0.1, std_error: 0.02 } }] };
+  assert.deepEqual(estimatesOf(doc).map((e) => [e.path, e.label]),
+    [['frequency.categories[red].frequency', 'frequency › red › frequency'], ['attributes[0]', 'mean of age']]);
+});
 
 test('trend: 14 days of simulated devices show their CI band and exactly the planted change flagged', async () => {
   const DAY_MS = 86400000;
