@@ -108,7 +108,7 @@ function panelNodes() {
 /** The trend panel of collection `id`: {node, update(reports)} (update: a live refresh saw `reports`). */
 export function trendPanel(id) {
   const n = panelNodes();
-  const state = { data: null, reports: -1, at: 0, busy: false, off: false };
+  const state = { data: null, reports: -1, at: 0, busy: false, again: false, off: false };
   async function draw() {
     const { data } = state;
     const paths = new Map();
@@ -126,7 +126,9 @@ export function trendPanel(id) {
     Object.assign(n.section.dataset, { points: String(rows.length), flagged: flagged.map((f) => f.dataset.date).join(' '), estimate: path });
   }
   async function fetchAndDraw() {
-    if (state.busy || state.off) return;
+    if (state.off) return;
+    // A window asked while another loads is asked when that one is drawn.
+    if (state.busy) { state.again = true; return; }
     state.busy = true;
     n.error.textContent = '';
     try {
@@ -146,8 +148,8 @@ export function trendPanel(id) {
       n.section.dataset.state = 'error';
       n.error.textContent = e.status ? `${e.status} ${e.field}: ${e.serverMessage}` : e.message;
     } finally {
-      state.busy = false;
-      state.at = Date.now();
+      Object.assign(state, { busy: false, at: Date.now() });
+      if (state.again) { state.again = false; fetchAndDraw(); }
     }
   }
   n.form.addEventListener('submit', (e) => { e.preventDefault(); fetchAndDraw(); });
