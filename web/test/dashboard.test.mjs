@@ -8,6 +8,9 @@
 //   - every task's view: every chart has its table (and a drawn chart);
 //   - the training view: a holdout CSV (setInputFiles) scored in the page, round by round, equals
 //     `harmony query --data --target`'s score of the same model at the printed precision;
+//   - the trend: 14 days of simulated devices (`harmony submit --days`, the server started with
+//     --accept-backdated) with a shift planted on day 8: the chart has its 14 points and CI band,
+//     and exactly day 8 is flagged; a training collection shows no trend panel;
 //   - the first view (the collection list) ≤ 1 s with 10^6 reports stored (`harmony load` fills a
 //     collection in a few seconds; HARMONY_DASHBOARD_SKIP_BIG=1 skips it).
 // Screenshots of every view: target/screenshots/. HARMONY_BIN names the harmony binary (else
@@ -23,6 +26,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { fmt } from '../dashboard/js/format.js';
+import { estimatesOf, holm } from '../dashboard/js/changes.js';
 import { harmonyBin, startHarmony } from './harmony.mjs';
 import { apiRequest, CHROMIUM_ARGS } from './loopback.mjs';
 
@@ -71,7 +75,7 @@ async function playground(id, n) {
 before(async () => {
   fs.mkdirSync(shots, { recursive: true });
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'harmony-dashboard-'));
-  const h = startHarmony(tmp, { HARMONY_ADMIN_TOKEN: TOKEN });
+  const h = startHarmony(tmp, { HARMONY_ADMIN_TOKEN: TOKEN }, ['--accept-backdated']);
   harmony = h.child;
   base = await h.url;
   browser = await chromium.launchPersistentContext(path.join(tmp, 'chromium'), {
@@ -451,6 +455,102 @@ test('an analyst token lists its own collection only; creating shows the server\
   await shot('create-403-analyst');
   await signIn();
   await page.waitForSelector('#collections');
+});
+
+/** `n` rows of `x` uniform in [lo, hi] and `c` (p or q, even odds), CSV, from a small deterministic generator. */
+function shiftedCsv(n, lo, hi, seed) {
+  let s = seed >>> 0;
+  const next = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const rows = ['x,c'];
+  for (let i = 0; i < n; i++) rows.push(`${(lo + (hi - lo) * next()).toFixed(4)},${next() < 0.5 ? 'p' : 'q'}`);
+  return `${rows.join('\n')}\n`;
+}
+
+// One instant for every date of the trend test, so that it holds across a UTC midnight.
+const NOW = Date.now();
+const isoDay = (msAgo) => new Date(NOW - msAgo).toISOString().slice(0, 10);
+
+test('the trend\'s rule and paths are the server\'s: Holm–Bonferroni as compare.rs, estimates named as /compare names them', () => {
+  // compare.rs' own cases.
+  assert.deepEqual(holm([0.04, 0.01, 0.02]), [true, true, true]);
+  assert.deepEqual(holm([0.01, 0.03, 0.04]), [true, false, false]);
+  assert.deepEqual(holm([0.02, 0.5]), [true, false]);
+  assert.deepEqual(holm([]), []);
+  const doc = { collection: 'c', reports: 3, epsilon: 1, frequency: { categories: [
+    { label: 'red', frequency: { estimate: 0.2, std_error: 0.03, ci95: [0, 1] } },
+    { label: 'blue', frequency: { estimate: 0.5, std_error: null } }] },
+  attributes: [{ kind: 'numeric', name: 'age', estimate: 40, std_error: 1, unit: { estimate: 0.1, std_error: 0.02 } }] };
+  assert.deepEqual(estimatesOf(doc).map((e) => [e.path, e.label]),
+    [['frequency.categories[red].frequency', 'frequency › red › frequency'], ['attributes[0]', 'mean of age']]);
+});
+
+test('trend: 14 days of simulated devices show their CI band and exactly the planted change flagged', async () => {
+  const DAY_MS = 86400000;
+  await signIn();
+  await page.waitForSelector('#collections');
+  const created = await api('POST', '/v1/collections?period=day', { name: 'Trend (14 days, shift on day 8)', epsilon: 4,
+    schema: [{ name: 'x', kind: 'numeric', min: 0, max: 1 }, { name: 'c', kind: 'categorical', categories: ['p', 'q'] }],
+    task: { kind: 'means' } });
+  assert.equal(created.status, 201, JSON.stringify(created.json));
+  const id = created.json.id;
+  // Days 1–7 (ending 7 days ago) from one file, days 8–14 (ending today) from one whose x is 0.35 higher.
+  const [before, after] = [path.join(tmp, 'days-1-7.csv'), path.join(tmp, 'days-8-14.csv')];
+  fs.writeFileSync(before, shiftedCsv(7 * 400, 0.2, 0.4, 21));
+  fs.writeFileSync(after, shiftedCsv(7 * 400, 0.55, 0.75, 22));
+  const submit = (file, seed, extra) => run(harmonyBin(), ['submit', '--server', base, '--token', TOKEN, '--collection', id,
+    '--data', file, '--days', '7', '--simulate-devices', '--seed', String(seed), ...extra], { timeout: 120000 });
+  const out = await submit(before, 1, ['--until', isoDay(7 * DAY_MS)]);
+  assert.match(out.stderr, /submitted 2800 devices over 7 periods .*2800 stored/);
+  assert.match(out.stderr, new RegExp(`${isoDay(13 * DAY_MS)}: 400 devices, 400 stored`));
+  await submit(after, 2, ['--until', isoDay(0)]);
+  const planted = isoDay(6 * DAY_MS);
+  const series = (await api('GET', `/v1/collections/${id}/series?period=day`)).json;
+  assert.deepEqual(series.points.map((p) => [p.from.slice(0, 10), p.document.reports]),
+    Array.from({ length: 14 }, (_, k) => [isoDay((13 - k) * DAY_MS), 400]));
+  // The planted change, as the server's change test sees it: ≥ 6 SEs.
+  const q = `a_from=${isoDay(7 * DAY_MS)}&a_to=${planted}&b_from=${planted}&b_to=${isoDay(5 * DAY_MS)}`;
+  const shift = (await api('GET', `/v1/collections/${id}/compare?${q}`)).json.differences.find((d) => d.path === 'attributes[0]');
+  assert.ok(shift.z >= 6, `planted shift z = ${shift.z}`);
+
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(id)}`);
+  await page.waitForFunction(() => document.getElementById('trend')?.dataset.state === 'shown'
+    && document.querySelector('#trend .vis svg'), null, { timeout: 30000 });
+  const trend = await page.$eval('#trend', (t) => ({ ...t.dataset, hidden: t.hidden,
+    band: t.querySelectorAll('.vis svg .mark-area.role-mark path').length, rules: t.querySelectorAll('.vis svg .mark-rule.role-mark line').length,
+    rows: t.querySelectorAll('table.numbers tbody tr').length, from: t.querySelector('#trend-from').value,
+    to: t.querySelector('#trend-to').value, error: t.querySelector('#trend-error').textContent }));
+  assert.equal(trend.hidden, false);
+  assert.equal(trend.error, '');
+  assert.equal(trend.estimate, 'attributes[0]');
+  assert.equal(trend.points, '14');
+  assert.equal(trend.rows, 14);
+  assert.ok(trend.band >= 1, 'no CI band drawn');
+  assert.deepEqual([trend.from, trend.to], [isoDay(13 * DAY_MS), isoDay(-DAY_MS)]);
+  const changes = await page.$$eval('#changes li', (ls) => ls.map((l) => ({ date: l.dataset.date, text: l.textContent })));
+  assert.deepEqual(changes.map((c) => c.date), [planted], JSON.stringify(changes));
+  assert.equal(trend.flagged, planted);
+  assert.equal(trend.rules, 1, 'the flagged change is marked on the chart');
+  assert.match(changes[0].text, new RegExp(`^${planted}: \\+0\\.\\d{4} ± 0\\.\\d{4} \\(z ${shift.z.toFixed(2)}, p `));
+  console.log(`trend: 14 points, CI band drawn, flagged ${JSON.stringify(changes.map((c) => c.text))} (planted shift z ${shift.z.toFixed(2)})`);
+  await shot('collection-trend');
+  await page.locator('#trend').screenshot({ path: path.join(shots, 'trend-panel.png') });
+  // The window picker: days 8–14 only, so no change left to flag; then another estimate.
+  await page.fill('#trend-from', planted);
+  await page.getByRole('button', { name: 'Show window' }).click();
+  await page.waitForFunction(() => document.getElementById('trend').dataset.points === '7');
+  assert.equal(await page.locator('#changes li').count(), 0);
+  await page.selectOption('#trend-estimate', 'attributes[1].categories[p]');
+  await page.waitForFunction(() => document.getElementById('trend').dataset.estimate === 'attributes[1].categories[p]');
+  assert.match(await page.textContent('#fig-trend h3'), /^c › p per day$/);
+
+  // A training collection (rounds: no time buckets) shows no trend panel and no error.
+  const train = await api('POST', '/v1/collections', { schema: SCHEMA, epsilon: 4,
+    task: { kind: 'train', task: 'logistic', target: 'sex', batch_size: 50, rounds: 10 } });
+  assert.equal(train.status, 201, JSON.stringify(train.json));
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(train.json.id)}`);
+  await page.waitForFunction(() => document.getElementById('trend')?.dataset.state === 'off', null, { timeout: 30000 });
+  assert.equal(await page.isHidden('#trend'), true);
+  assert.equal(await page.locator('.error:not(:empty)').count(), 0);
 });
 
 test('first view ≤ 1 s with 10^6 reports stored (harmony load; HARMONY_DASHBOARD_SKIP_BIG=1 skips)', { skip: !!process.env.HARMONY_DASHBOARD_SKIP_BIG }, async () => {

@@ -18,11 +18,11 @@ export function harmonyBin() {
 
 /**
  * `harmony serve` on SQLite in `dir`, on a free loopback port, with `env` added to the
- * environment (its token): `{child, url}`, `url` resolving to the base URL from its "listening"
+ * environment (its token) and `args` to its options: `{child, url}`, `url` resolving to the base URL from its "listening"
  * line (rejected if it exits or has not started in 30 s).
  */
-export function startHarmony(dir, env) {
-  const child = spawn(harmonyBin(), ['serve', '--db', `sqlite://${dir}/h.db`, '--listen', '127.0.0.1:0'],
+export function startHarmony(dir, env, args = []) {
+  const child = spawn(harmonyBin(), ['serve', '--db', `sqlite://${dir}/h.db`, '--listen', '127.0.0.1:0', ...args],
     { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   const url = new Promise((resolve, reject) => {
     let err = '';

@@ -369,14 +369,24 @@ impl Client {
     }
     /// Submits a batch of encoded reports (retried with backoff; idempotent by report id).
     pub fn submit(&self, config: &CollectionConfig, reports: Vec<ReportItem>) -> Result<BatchAck> {
-        let batch = ReportBatch { collection: config.id.clone(), config_version: config.config_version, reports };
-        let body = serde_json::to_vec(&batch).expect("JSON of a batch");
-        self.submit_raw(&config.id, &body)
+        self.submit_at(config, reports, None)
     }
     /// Submits an already serialized body (for tests and load generators).
     pub fn submit_raw(&self, collection: &str, body: &[u8]) -> Result<BatchAck> {
+        self.submit_raw_at(collection, body, None)
+    }
+    /// [`Client::submit`] received at instant `at` (an ISO date, a UTC timestamp or Unix
+    /// seconds) instead of now: the `Harmony-Received-At` header, which only a server started
+    /// with `--accept-backdated` honours, and only with the admin token (demos and tests).
+    pub fn submit_at(&self, config: &CollectionConfig, reports: Vec<ReportItem>, at: Option<&str>) -> Result<BatchAck> {
+        let batch = ReportBatch { collection: config.id.clone(), config_version: config.config_version, reports };
+        let body = serde_json::to_vec(&batch).expect("JSON of a batch");
+        self.submit_raw_at(&config.id, &body, at)
+    }
+    /// [`Client::submit_raw`] received at `at` ([`Client::submit_at`]).
+    pub fn submit_raw_at(&self, collection: &str, body: &[u8], at: Option<&str>) -> Result<BatchAck> {
         let path = format!("/v1/collections/{collection}/reports");
-        let bytes = self.request("POST", &path, Some(body))?;
+        let bytes = self.request_with("POST", &path, Some(body), at.map(|t| ("Harmony-Received-At", t)))?;
         self.parse(&path, &bytes)
     }
     /// The current model round of a training collection.

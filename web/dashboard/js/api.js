@@ -53,3 +53,14 @@ export function estimates(id, query = {}) {
 
 /** Stored reports per UTC day received: [{day: 'YYYY-MM-DD' | null, reports}]. */
 export const days = (id) => call('GET', `/v1/collections/${encodeURIComponent(id)}/days`);
+
+/**
+ * A continuous-collection read: `endpoint` is `series` or `compare`, `params` its window
+ * parameters (`from`, `to`, `a_from`, …; empty ones left out). ISO instants are sent as they are
+ * (the server reads `:` or `%3A`).
+ */
+export function windowed(id, endpoint, params = {}) {
+  const s = Object.entries(params).filter(([, v]) => v)
+    .map(([k, v]) => `${k}=${/^[0-9A-Za-z:.-]*$/.test(v) ? v : encodeURIComponent(v)}`).join('&');
+  return call('GET', `/v1/collections/${encodeURIComponent(id)}/${endpoint}${s ? `?${s}` : ''}`);
+}

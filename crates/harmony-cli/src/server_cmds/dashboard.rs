@@ -29,6 +29,8 @@ const ASSETS: &[(&str, &[u8])] = &[
     ("js/download.js", web!("dashboard/js/download.js")),
     ("js/playground.js", web!("dashboard/js/playground.js")),
     ("js/records.js", web!("dashboard/js/records.js")),
+    ("js/trend.js", web!("dashboard/js/trend.js")),
+    ("js/changes.js", web!("dashboard/js/changes.js")),
     ("js/charts/index.js", web!("dashboard/js/charts/index.js")),
     ("js/charts/means.js", web!("dashboard/js/charts/means.js")),
     ("js/charts/frequency.js", web!("dashboard/js/charts/frequency.js")),

@@ -103,6 +103,10 @@ pub struct ServeArgs {
     /// the system's (else `HARMONY_DB_CA_CERT`; the URL's `sslrootcert=PATH` also works).
     #[arg(long, env = "HARMONY_DB_CA_CERT")]
     pub db_ca_cert: Option<PathBuf>,
+    /// Demos and tests: a report batch that carries the admin token may set its received day
+    /// with a `Harmony-Received-At` header (`harmony submit --days`); off by default.
+    #[arg(long, conflicts_with = "archive")]
+    pub accept_backdated: bool,
 }
 
 impl ServeArgs {
@@ -242,7 +246,7 @@ pub struct CreateArgs {
 }
 
 /// `harmony submit`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Default)]
 pub struct SubmitArgs {
     /// Server URL.
     #[arg(long)]
@@ -305,6 +309,17 @@ pub struct SubmitArgs {
     /// Send a file again to a collection it was already submitted to (its rows report twice).
     #[arg(long)]
     pub force: bool,
+    /// Demos, tests (`serve --accept-backdated`, admin --token): the devices over N periods to now.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000), conflicts_with = "received_at")]
+    pub days: Option<u32>,
+    /// --days: the last period is the one holding DATE.
+    #[arg(long, value_name = "DATE", requires = "days")]
+    pub until: Option<String>,
+    /// As --days: all received at WHEN (a date, a UTC timestamp, Unix seconds).
+    #[arg(long, value_name = "WHEN")]
+    pub received_at: Option<String>,
+    #[command(flatten)]
+    pub token: Token,
 }
 
 /// `harmony query`.
@@ -393,9 +408,18 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             eprintln!("user guide: {}", url.replace("/dashboard/", "/docs/"));
         }
     }
-    let routes = move |r| match guide {
-        Some(dir) => guide::routes(dashboard::routes(r), dir),
-        None => dashboard::routes(r),
+    if args.accept_backdated {
+        eprintln!(
+            "note: --accept-backdated: batches with the admin token may set their received day (demos and tests)"
+        );
+    }
+    let backdated = args.accept_backdated;
+    let routes = move |r| {
+        let r = match guide {
+            Some(dir) => guide::routes(dashboard::routes(r), dir),
+            None => dashboard::routes(r),
+        };
+        if backdated { harmony_server::api::reports::accept_backdated(r) } else { r }
     };
     harmony_server::serve_state_forever_extended(state, &args.listen, &limits, tls, routes).map_err(|e| anyhow!(e))
 }
@@ -465,8 +489,12 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         );
     }
     let policy = policy_of(a.policy.as_deref(), a.max_epsilon, a.budget.as_deref())?;
-    let client = a.ca.client(&a.server)?;
+    let mut client = a.ca.client(&a.server)?;
+    if a.days.is_some() || a.received_at.is_some() {
+        client = client.with_token(&a.token.required()?);
+    }
     let config = client.config(&a.collection)?;
+    let dating = submit::dating(&client, &config, a.days, a.until.as_deref(), a.received_at.as_deref())?;
     // The policy's checks of the config and of the mechanisms its task runs, before any charge.
     harmony_client::DeviceTask::with_policy(config.clone(), policy.clone())?;
     if config.task.enrollment() && a.device_keys.is_none() {
@@ -511,7 +539,13 @@ pub fn submit(a: SubmitArgs) -> Result<()> {
         (None, false) => None,
     };
     let (population, skipped) = read_submission(&a, &config, items.as_ref())?;
-    let result = send_devices(&a, &client, &config, &population, seed, &policy, skipped);
+    let result = match &dating {
+        Some(d) => {
+            let sending = submit::Sending { concurrency: a.concurrency, batch: a.batch, seed, policy: &policy };
+            submit::submit_dated(&client, &config, &population, &sending, &d.parts(population.len()))
+        }
+        None => send_devices(&a, &client, &config, &population, seed, &policy, skipped),
+    };
     if let (Ok(()), Some((path, sha))) = (&result, record) {
         let entry = sent::Sent {
             collection: a.collection.clone(),

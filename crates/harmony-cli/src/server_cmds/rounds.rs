@@ -661,6 +661,7 @@ mod tests {
             invalid: None,
             schema: None,
             force: false,
+            ..Default::default()
         }
     }
 

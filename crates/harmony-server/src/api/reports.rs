@@ -6,13 +6,20 @@
 //! bytes is a 409 and nothing of its batch is stored. Parsing, validation, the commit and the accumulator
 //! update run on one blocking thread that finishes even if the client goes away: the live
 //! accumulator is always exactly the committed reports.
+//!
+//! A server started with `harmony serve --accept-backdated` ([`accept_backdated`]) also takes a
+//! batch's received instant from its `Harmony-Received-At` header when the request carries the
+//! admin token: demos and tests of continuous collection fill past days that way. Without the
+//! flag the header is a 400, and without the admin token a 401 or 403: a device never moves its
+//! reports to another day.
 
 use super::{Body, blocking, body_bytes};
 use crate::error::{ApiError, parse_json};
 use crate::state::{AppState, Collection};
 use crate::store::StoreError;
+use axum::Extension;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use harmony_protocol::{BatchAck, MAX_BATCH, MAX_REPORT_BYTES, from_hex_into, valid_report_id};
 use serde::Deserialize;
@@ -42,27 +49,101 @@ struct ItemIn<'a> {
     report: Cow<'a, str>,
 }
 
+/// The header that dates a batch on a server that accepts backdated batches.
+pub const RECEIVED_AT: &str = "Harmony-Received-At";
+
+/// Marks a router whose report batches may carry [`RECEIVED_AT`] ([`accept_backdated`]).
+#[derive(Debug, Clone, Copy)]
+pub struct AcceptBackdated;
+
+/// `router` honouring [`RECEIVED_AT`] on report batches that carry the admin token (`harmony
+/// serve --accept-backdated`: demos and tests of continuous collection). Apply it after every
+/// route is added: a layer covers the routes present when it is applied.
+pub fn accept_backdated(router: axum::Router<AppState>) -> axum::Router<AppState> {
+    router.layer(Extension(AcceptBackdated))
+}
+
+/// The instant (Unix seconds) a batch's [`RECEIVED_AT`] header names, `None` without the header:
+/// a 400 when the server does not accept backdated batches or the value is not an instant up to
+/// now, a 401 or 403 without the admin token.
+fn received_at(st: &AppState, headers: &HeaderMap, accepted: bool) -> Result<Option<i64>, ApiError> {
+    let Some(raw) = headers.get(RECEIVED_AT) else { return Ok(None) };
+    if !accepted {
+        let msg = format!(
+            "this server does not accept backdated batches: {RECEIVED_AT} is honoured only by a server started with \
+             --accept-backdated (demos and tests), with the admin token; expected a batch without it"
+        );
+        return Err(ApiError::bad(RECEIVED_AT, msg));
+    }
+    st.check_token(headers).map_err(|e| {
+        ApiError::new(
+            e.status,
+            RECEIVED_AT,
+            format!("{RECEIVED_AT} is honoured with the admin token only: {}", e.message),
+        )
+    })?;
+    if !st.inner.store.supports_buckets() {
+        let msg = format!(
+            "this server's store keeps no received instant per batch (e.g. `harmony serve --archive`): a batch with \
+             {RECEIVED_AT} would be dated now; expected a batch without it"
+        );
+        return Err(ApiError::bad(RECEIVED_AT, msg));
+    }
+    let expected = "expected an ISO date YYYY-MM-DD, a UTC timestamp YYYY-MM-DDTHH:MM[:SS]Z or Unix seconds";
+    let text =
+        raw.to_str().map_err(|_| ApiError::bad(RECEIVED_AT, format!("{RECEIVED_AT} is not text: {expected}")))?;
+    let t = match text.parse::<i64>() {
+        Ok(secs) => secs,
+        Err(_) => crate::buckets::parse_instant(RECEIVED_AT, text.trim())?,
+    };
+    let now = st.now();
+    if !(0..=now).contains(&t) {
+        let msg = format!(
+            "{RECEIVED_AT} is {text:?} ({}), expected an instant from 1970-01-01 up to now ({})",
+            crate::buckets::iso(t),
+            crate::buckets::iso(now)
+        );
+        return Err(ApiError::bad(RECEIVED_AT, msg));
+    }
+    Ok(Some(t))
+}
+
 /// `POST /v1/collections/{id}/reports`.
 #[utoipa::path(post, path = "/v1/collections/{id}/reports", operation_id = "postReports", tag = "reports",
-    params(("id" = String, Path, description = "The collection id")),
+    params(
+        ("id" = String, Path, description = "The collection id"),
+        ("Harmony-Received-At" = Option<String>, Header, description = "Demos and tests only: the batch's received instant (an ISO date, a UTC timestamp or Unix seconds, up to now) instead of the server's clock: its bucket and stored received day. Honoured by a server started with `--accept-backdated` and with the admin token only (else 400, 401 or 403)")
+    ),
     request_body(content = harmony_protocol::ReportBatch, content_type = "application/json"),
     responses(
         (status = 200, description = "Stored durably (retried ids count as duplicates)", body = harmony_protocol::BatchAck),
-        (status = 400, description = "A bad envelope or report (the field names it); nothing stored", body = harmony_protocol::ErrorBody),
+        (status = 400, description = "A bad envelope or report (the field names it), or a `Harmony-Received-At` the server does not accept; nothing stored", body = harmony_protocol::ErrorBody),
+        (status = 401, description = "`Harmony-Received-At` without the admin token", body = harmony_protocol::ErrorBody),
+        (status = 403, description = "`Harmony-Received-At` with another token than the admin token", body = harmony_protocol::ErrorBody),
         (status = 404, description = "No such collection", body = harmony_protocol::ErrorBody),
         (status = 409, description = "A report id already stored with other bytes (the field names it; nothing of the batch stored), or the collection trains a model: post gradients", body = harmony_protocol::ErrorBody),
         (status = 413, description = "Body over the size limit, or more than 10,000 reports", body = harmony_protocol::ErrorBody),
         (status = 415, description = "Content-Type is not application/json", body = harmony_protocol::ErrorBody),
         (status = 503, description = "Storage unavailable or the collection quarantined: retry", body = harmony_protocol::ErrorBody)
     ))]
-pub async fn post(State(st): State<AppState>, Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
+pub async fn post(
+    State(st): State<AppState>,
+    Path(id): Path<String>,
+    backdated: Option<Extension<AcceptBackdated>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let t0 = Instant::now();
-    let result = match (body_bytes(body), st.collection(&id)) {
-        (Ok(body), Ok(c)) => {
+    let at = received_at(&st, &headers, backdated.is_some());
+    let result = match (at, body_bytes(body), st.collection(&id)) {
+        (Ok(at), Ok(body), Ok(c)) => {
+            if let Some(t) = at {
+                tracing::info!(collection = %id, received_at = %crate::buckets::iso(t), "a backdated batch (admin token)");
+            }
             let st2 = st.clone();
-            blocking(move || ingest(&st2, &c, &body)).await
+            blocking(move || ingest(&st2, &c, &body, at)).await
         }
-        (Err(e), _) | (_, Err(e)) => Err(e),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
     };
     let m = &st.inner.metrics;
     match &result {
@@ -129,8 +210,8 @@ fn decode_batch(c: &Collection, batch: &BatchIn) -> Result<Vec<(String, Vec<u8>)
     Ok(rows)
 }
 
-/// Parses, validates, commits and aggregates one batch (blocking).
-fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8]) -> Result<BatchAck, ApiError> {
+/// Parses, validates, commits and aggregates one batch (blocking), received `at` (else now).
+fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8], at: Option<i64>) -> Result<BatchAck, ApiError> {
     if c.train.is_some() {
         let id = &c.config.id;
         let msg = format!("collection {id:?} trains a model: post gradients to /v1/collections/{id}/gradients");
@@ -145,7 +226,7 @@ fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8]) -> Result<
     check_envelope(c, &batch)?;
     let rows = decode_batch(c, &batch)?;
     let bodies: std::sync::Arc<Vec<Vec<u8>>> = std::sync::Arc::new(rows.iter().map(|(_, b)| b.clone()).collect());
-    let now = st.now();
+    let now = at.unwrap_or_else(|| st.now());
     let bucket = c.buckets().map(|b| b.period.start(now));
     // The state of the batch's reports, stored with them ([`crate::buckets`]).
     let (delta, stored) = match bucket {

@@ -1,7 +1,8 @@
 // One collection: its name and a summary of every estimate first (summary.js: one table with the
 // in-domain values, CIs and warnings, small multiples, or the empty / too-small state), then the
 // report count over time (sampled every REFRESH_MS while live), the task's estimates drawn as an
-// analyst reads them (each chart with its table), range queries, and the document as JSON / CSV.
+// analyst reads them (each chart with its table), range queries, the trend per period of a
+// collection with time buckets (trend.js), and the document as JSON / CSV.
 import { el } from '../format.js';
 import { estimates, days, config, listCollections } from '../api.js';
 import { renderSummary } from '../summary.js';
@@ -10,6 +11,7 @@ import { figuresOf } from '../charts/index.js';
 import { encodeHoldout } from '../charts/train.js';
 import { figure as countFigure, dayFigure } from '../charts/count.js';
 import { toCsv, setDownload } from '../download.js';
+import { trendPanel } from '../trend.js';
 
 export const REFRESH_MS = 3000;
 /** The per-day counts (a GROUP BY over the stored reports) are asked again at most this often. */
@@ -63,12 +65,13 @@ export function render(main, { id, onError }) {
   const head = el('h2', { id: 'collection-h', text: `Collection ${id}` });
   const description = el('p', { id: 'collection-description', class: 'note', hidden: true });
   const summary = el('section', { id: 'summary', 'aria-labelledby': 'summary-h' });
+  const trend = trendPanel(id);
   main.replaceChildren(el('section', { id: 'collection', 'aria-labelledby': 'collection-h' },
     el('p', {}, el('a', { href: '#/', text: '← All collections' })), head, description,
     el('p', { id: 'meta' }), summary, count, el('p', { id: 'updated', class: 'note' }),
     el('p', { class: 'controls' }, live, el('label', { for: 'live', text: ` Live refresh (every ${REFRESH_MS / 1000} s)` }), ' ',
       jsonLink, ' ', csvLink, ' ', el('a', { href: `playground.html?collection=${encodeURIComponent(id)}`, text: 'Device playground' })),
-    rangeForm, holdoutForm, el('h2', { text: 'Estimates' }), figs, el('h2', { text: 'Reports over time' }), countBox));
+    rangeForm, holdoutForm, el('h2', { text: 'Estimates' }), figs, trend.node, el('h2', { text: 'Reports over time' }), countBox));
   // The name and description given at create (text only), when the list has them.
   listCollections().then((list) => {
     const c = list.find((x) => x.id === id);
@@ -112,6 +115,7 @@ export function render(main, { id, onError }) {
     if (count.textContent !== text) count.textContent = text;
     document.getElementById('updated').textContent = `updated ${new Date().toISOString().slice(11, 19)} UTC`;
     count.dataset.reports = String(doc.reports);
+    trend.update(doc.reports);
     document.getElementById('meta').textContent = `task ${doc.task} · ε ${doc.epsilon}`;
     rangeForm.hidden = doc.task !== 'range';
     holdoutForm.hidden = doc.task !== 'train';
