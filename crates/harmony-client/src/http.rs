@@ -326,29 +326,44 @@ impl Client {
 
     /// Creates a collection (analyst token required); returns its id and config.
     pub fn create_collection(&self, req: &CreateCollection) -> Result<Created> {
-        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), None)
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), "")
     }
 
     /// [`Client::create_collection`] with the collection's optional name and description.
     pub fn create_named(&self, req: &harmony_protocol::NewCollection) -> Result<Created> {
-        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), None)
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), "")
     }
 
     /// [`Client::create_named`] with the bucket period of continuous collection (`hour`, `day`
     /// or `week`; the server's default, a day, when `None`): `POST /v1/collections?period=`.
     pub fn create_with_period(&self, req: &harmony_protocol::NewCollection, period: Option<&str>) -> Result<Created> {
-        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), period)
+        self.create_recurring(req, period, false)
     }
 
-    fn create_body(&self, body: Vec<u8>, period: Option<&str>) -> Result<Created> {
+    /// [`Client::create_with_period`] of a collection that asks each device for one report per
+    /// period when `recurring` (`?recurring=true`; the config's `recurring` names the period).
+    pub fn create_recurring(
+        &self,
+        req: &harmony_protocol::NewCollection,
+        period: Option<&str>,
+        recurring: bool,
+    ) -> Result<Created> {
+        let mut params: Vec<String> = period.map(|p| format!("period={p}")).into_iter().collect();
+        if recurring {
+            params.push("recurring=true".into());
+        }
+        self.create_body(serde_json::to_vec(req).expect("JSON of a request"), &params.join("&"))
+    }
+
+    fn create_body(&self, body: Vec<u8>, query: &str) -> Result<Created> {
         // One key for every attempt: a retry after a lost answer gets the collection the first
         // attempt stored, never a second one.
         let mut key = [0u8; 16];
         harmony_core::sampling::secure_rng().fill_bytes(&mut key);
         let key = harmony_protocol::to_hex(&key);
-        let path = match period {
-            Some(p) => format!("/v1/collections?period={p}"),
-            None => "/v1/collections".to_string(),
+        let path = match query {
+            "" => "/v1/collections".to_string(),
+            q => format!("/v1/collections?{q}"),
         };
         let bytes = self.request_with("POST", &path, Some(&body), Some(("idempotency-key", &key)))?;
         self.parse(&path, &bytes)

@@ -390,3 +390,34 @@ fn replicas_answer_every_window_alike_over_postgres() {
     }
     admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).unwrap();
 }
+
+/// A recurring create (`?recurring=true`) publishes its period in the config devices fetch; rounds
+/// cannot recur, and the flag takes true or false only.
+#[test]
+fn recurring_collections_publish_their_period() {
+    let dir = std::env::temp_dir().join(format!("harmony-windows-recurring-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Arc::new(harmony_server::SqliteStore::open(&dir.join("db.sqlite")).unwrap());
+    let state = AppState::new(store, TOKEN).unwrap();
+    let server = harmony_server::spawn_state(state, "127.0.0.1:0", 2, &Limits::default(), |r| r).unwrap();
+    let create = |query: &str, spec: Json| {
+        let req = serde_json::json!({"schema": schema(), "epsilon": 1.0, "task": spec});
+        common::raw(server.addr, "POST", &format!("/v1/collections{query}"), req.to_string().as_bytes(), Some(TOKEN))
+    };
+    let (status, body) = create("?period=week&recurring=true", serde_json::json!({"kind": "means"}));
+    assert_eq!(status, 201, "{body}");
+    let created: Json = serde_json::from_str(&body).unwrap();
+    assert_eq!(created["config"]["recurring"], "week");
+    let config = get(server.addr, &format!("/v1/collections/{}/config", created["id"].as_str().unwrap()));
+    assert_eq!(config["recurring"], "week");
+    let (status, body) = create("", serde_json::json!({"kind": "means"}));
+    assert_eq!(status, 201, "{body}");
+    assert!(serde_json::from_str::<Json>(&body).unwrap()["config"].get("recurring").is_none(), "{body}");
+    let (status, body) = create("?recurring=yes", serde_json::json!({"kind": "means"}));
+    assert!(status == 400 && body.contains("recurring") && body.contains("true or false"), "{status} {body}");
+    let adaptive = serde_json::json!({"kind": "linear-queries", "attributes": ["age"], "bins": {"age": 4}, "workload": {"queries": [{"name": "young", "range": [0, 2]}]}, "mechanism": "adaptive-rounds", "batch_size": 10});
+    let (status, body) = create("?recurring=true", adaptive);
+    assert!(status == 400 && body.contains("cannot recur"), "{status} {body}");
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}

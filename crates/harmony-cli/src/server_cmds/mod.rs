@@ -237,6 +237,10 @@ pub struct CreateArgs {
     /// window `harmony query --from/--to/--series/--compare` can ask for (docs/CONTINUOUS.md).
     #[arg(long, value_parser = ["hour", "day", "week"])]
     pub period: Option<String>,
+    /// Ask each device for one report per period (`--period`, default day), each charged to the
+    /// device's budget: devices whose policy has no budget refuse it (docs/CONTINUOUS.md).
+    #[arg(long)]
+    pub recurring: bool,
     /// The record strategy and mechanisms (`--task means`, `--task frequency`).
     #[command(flatten)]
     pub means: MeansArgs,
@@ -457,7 +461,7 @@ pub fn create(a: &CreateArgs) -> Result<Created> {
     let req = CreateCollection { schema, epsilon: a.epsilon, task };
     let req = harmony_protocol::NewCollection::new(req, a.name.clone(), a.description.clone());
     let client = a.ca.client(&a.server)?.with_token(&a.token.required()?);
-    client.create_with_period(&req, a.period.as_deref()).map_err(rounds::option_error)
+    client.create_recurring(&req, a.period.as_deref(), a.recurring).map_err(rounds::option_error)
 }
 
 /// Whether a server URL's host is loopback (`localhost`, 127.0.0.0/8, `::1`).

@@ -271,7 +271,7 @@ pub fn dating(
     until: Option<&str>,
     received_at: Option<&str>,
 ) -> Result<Option<Dating>> {
-    use harmony_server::buckets::{Period, parse_instant};
+    use harmony_server::buckets::parse_instant;
     let flag = if days.is_some() { "--days" } else { "--received-at" };
     if days.is_none() && received_at.is_none() {
         return Ok(None);
@@ -284,7 +284,8 @@ pub fn dating(
         .window_json(&config.id, "series", &[("from", PROBE)], &harmony_protocol::estimates::Query::default())
         .with_context(|| format!("--days: the period of collection {}", config.id))?;
     let name = serde_json::from_slice::<serde_json::Value>(&body)?["period"].as_str().unwrap_or_default().to_string();
-    let period = Period::parse("period", &name).map_err(|e| anyhow!("--days: the server's {}", e.message))?;
+    let period = harmony_server::buckets::parse_period("period", &name)
+        .map_err(|e| anyhow!("--days: the server's {}", e.message))?;
     let end = match until {
         Some(u) => parse_instant("--until", u).map_err(|e| anyhow!("{}", e.message))?,
         None => harmony_server::store::unix_now(),
