@@ -66,6 +66,40 @@ pub const TASKS: &[(&str, &str, &[&str])] = &[
 
 const RANGE: &[&str] = &["column", "bins", "branching", "method", "queries", "ranges", "quantiles"];
 
+/// The command options a task does not take: model rounds keep no time buckets and cannot recur.
+const NOT_TAKEN: &[(&str, &[&str])] = &[("train", &["period", "recurring"])];
+
+/// A task's own wording of an option several tasks share (the shared help names every task).
+const HELP: &[(&str, &str, &str)] = &[
+    ("train", "target", "The target column (the other attributes are features)"),
+    ("train", "model", "logistic, linear or svm"),
+    ("train", "positive", "A categorical target's positive label (default: the 2nd)"),
+    ("train", "threshold", "A numeric target: positive above this public value"),
+    ("train", "mechanism", "The gradient randomizer: hm (default) or pm"),
+    ("train", "batch_size", "Devices per round g (default: from --users)"),
+    ("train", "rounds", "Rounds T (needed by --schedule noise without --users)"),
+    ("train", "users", "Expected devices N: T = ⌊N/g⌋ rounds"),
+    ("train", "schedule", "noise (default: a constant step) or decay (γ₀/√t)"),
+    ("train", "kappa", "κ of the noise step (default 2)"),
+    ("train", "gradient_scale", "Scale c ≥ 1 before clipping (default 2, decay 1)"),
+    ("train", "learning_rate", "γ₀ of --schedule decay"),
+    ("train", "lambda", "L2 regularisation λ (default 1e-4)"),
+    ("train", "no_enrollment", "Open the rounds to any device id (default: enrolled)"),
+    ("linear-queries", "method", "gaussian, hr, adaptive; adaptive-rounds (collections)"),
+    ("linear-queries", "queries", "The workload: identity, prefix or a CSV/JSON file"),
+    ("linear-queries", "attributes", "The attributes (default: categorical and binned)"),
+    ("linear-queries", "delta", "δ of --method gaussian, in (0, 1) (default 1e-6)"),
+    ("linear-queries", "synthetic_domain", "With --synthetic N: the domain size J (default 1000)"),
+    ("linear-queries", "hull", "Gaussian projection: symmetric (default) or simplex"),
+    ("linear-queries", "batch_size", "adaptive-rounds: the devices answering each query"),
+    ("linear-queries", "no_enrollment", "adaptive-rounds: open to any device id"),
+];
+
+/// Whether `task` does not take the command option `id` ([`NOT_TAKEN`]).
+fn not_taken(task: &str, id: &str) -> bool {
+    NOT_TAKEN.iter().any(|(t, ids)| *t == task && ids.contains(&id))
+}
+
 /// Every id some task takes, and `task` itself.
 fn task_ids() -> impl Iterator<Item = &'static str> {
     TASKS.iter().flat_map(|(_, _, ids)| ids.iter().copied()).chain(["task"])
@@ -134,13 +168,20 @@ pub fn task_help(root: &clap::Command, path: &[String], task: &str) -> String {
     }
     let ids = options_of(task).unwrap_or(&[]);
     let about = TASKS.iter().find(|(n, _, _)| *n == task).map_or("", |(_, what, _)| *what);
-    let own = |id: &str| !task_ids().any(|t| t == id) || ids.contains(&id);
+    let own = |id: &str| (!task_ids().any(|t| t == id) && !not_taken(task, id)) || ids.contains(&id);
     let mut c = c
         .mut_args(|a| {
             let id = a.get_id().as_str().to_string();
+            let help = HELP.iter().find(|(t, i, _)| *t == task && *i == id).map(|(_, _, h)| *h);
             match (own(&id) && id != "task", ids.contains(&id.as_str())) {
                 (false, _) => a.hide(true),
-                (true, true) => a.hide(false).help_heading("Options of the task"),
+                (true, true) => {
+                    let a = a.hide(false).help_heading("Options of the task");
+                    match help {
+                        Some(h) => a.help(h).long_help(None),
+                        None => a,
+                    }
+                }
                 (true, false) => a,
             }
         })
@@ -156,7 +197,8 @@ pub fn task_help(root: &clap::Command, path: &[String], task: &str) -> String {
 /// Errors on an option given on the command line that `task` does not take.
 pub fn check_given(matches: &clap::ArgMatches, cmd: &clap::Command, task: &str) -> Result<(), String> {
     let ids = options_of(task).unwrap_or(&[]);
-    for id in task_ids().filter(|id| *id != "task" && !ids.contains(id)) {
+    let refused = NOT_TAKEN.iter().filter(|(t, _)| *t == task).flat_map(|(_, n)| n.iter().copied());
+    for id in task_ids().filter(|id| *id != "task" && !ids.contains(id)).chain(refused) {
         if matches!(matches.try_get_raw(id), Ok(Some(_))) && matches.value_source(id) == Some(ValueSource::CommandLine)
         {
             let long = |id: &str| {
@@ -217,6 +259,15 @@ mod tests {
             assert!(lines <= 60, "harmony {} --help: {lines} lines\n{help}", path.join(" "));
             assert!(help.matches("\n  harmony ").count() + help.matches("=$(harmony ").count() >= 2, "{help}");
         }
+        for (task, _, _) in TASKS {
+            for path in [vec!["simulate".to_string()], vec!["collection".into(), "create".into()]] {
+                let help = task_help(&root, &path, task);
+                let lines = help.lines().count();
+                assert!(lines <= 60, "harmony {} {task} --help: {lines} lines\n{help}", path.join(" "));
+            }
+        }
+        let help = task_help(&root, &["collection".into(), "create".into()], "train");
+        assert!(!help.contains("--period") && !help.contains("--recurring"), "{help}");
         let help = task_help(&root, &["simulate".into()], "range");
         assert!(help.contains("--column") && help.contains("--bins") && !help.contains("--top"), "{help}");
         assert!(help.contains("harmony simulate range --column age"), "{help}");
