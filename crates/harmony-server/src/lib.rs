@@ -35,6 +35,7 @@ pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod pg;
+mod pg_copy;
 pub mod queries;
 pub mod rounds;
 pub mod run;

@@ -40,7 +40,7 @@ impl From<postgres::Error> for StoreError {
     }
 }
 
-fn describe(e: &postgres::Error) -> String {
+pub(crate) fn describe(e: &postgres::Error) -> String {
     match (e.as_db_error(), std::error::Error::source(e)) {
         (Some(d), _) => format!("{}: {} ({})", d.severity(), d.message(), d.code().code()),
         (None, Some(cause)) => format!("{e}: {cause}"),
@@ -326,18 +326,24 @@ fn set_round(tx: &mut postgres::Transaction<'_>, key: i64, round: i64, params: &
 }
 
 /// Commits a group of batches in one transaction; each batch in its own savepoint, rolled back
-/// alone when one of its ids is already stored with other bytes.
+/// alone when one of its ids is already stored with other bytes. A batch is copied in bulk
+/// ([`crate::pg_copy`]); only a batch with an id already stored takes the per-row insert.
 fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
     let mut tx = conn.transaction()?;
     let stmt = tx.prepare(INSERT)?;
+    let copy = tx.prepare(crate::pg_copy::COPY)?;
+    let mut data = Vec::new();
     let mut out = Vec::with_capacity(group.len());
     for job in group {
         let mut sp = tx.transaction()?;
-        let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
-        let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
-        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies, &job.day])?;
-        let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
-        let flags: Vec<bool> = job.reports.iter().map(|(r, _)| new.contains(r)).collect();
+        crate::pg_copy::encode(&mut data, job.key, job.day, &job.reports)?;
+        let flags = if crate::pg_copy::copy_batch(&mut sp, &copy, &data)? {
+            vec![true; job.reports.len()]
+        } else {
+            sp.rollback()?;
+            sp = tx.transaction()?;
+            insert_rows(&mut sp, &stmt, job)?
+        };
         match conflict(&mut sp, job, &flags)? {
             Some(c) => {
                 sp.rollback()?;
@@ -359,6 +365,15 @@ fn commit_group(conn: &mut postgres::Client, group: &[Job]) -> StoreResult<Vec<S
     }
     tx.commit()?;
     Ok(out)
+}
+
+/// Inserts a batch's reports row by row, skipping ids already stored: whether each was new.
+fn insert_rows(sp: &mut postgres::Transaction<'_>, stmt: &postgres::Statement, job: &Job) -> StoreResult<Vec<bool>> {
+    let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
+    let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
+    let rows = sp.query(stmt, &[&job.key, &ids, &bodies, &job.day])?;
+    let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+    Ok(job.reports.iter().map(|(r, _)| new.contains(r)).collect())
 }
 
 /// The first repeated id of a batch whose stored bytes differ.
@@ -817,3 +832,7 @@ impl Store for PgStore {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "pg_copy_tests.rs"]
+mod copy_tests;
