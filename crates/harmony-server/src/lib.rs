@@ -39,6 +39,7 @@ mod pg_copy;
 pub mod queries;
 pub mod rounds;
 pub mod run;
+mod sqlite_wal;
 pub mod state;
 pub mod store;
 pub mod tls;
