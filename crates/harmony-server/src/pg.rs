@@ -1,7 +1,9 @@
 //! PostgreSQL storage (selected by a `postgres://` URL, for scale-out): the same [`Store`]
 //! contract as SQLite. One writer connection group-commits queued batches in one transaction
-//! (one `INSERT … SELECT FROM UNNEST … ON CONFLICT DO NOTHING RETURNING` per batch); reads use a
-//! second connection. Commits are durable with PostgreSQL's default `synchronous_commit = on`.
+//! (each batch a binary `COPY` in its own savepoint (`pg_copy.rs`); a batch with an id
+//! already stored one `INSERT … SELECT FROM UNNEST … ON CONFLICT DO NOTHING RETURNING`); reads
+//! use a second connection. Commits are durable with PostgreSQL's default
+//! `synchronous_commit = on`.
 //!
 //! Model rounds: one transaction per gradient on the read connection. It locks the collection's
 //! row (`SELECT … FOR UPDATE`, so gradients of one collection are serialized across servers
