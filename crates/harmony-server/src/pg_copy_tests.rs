@@ -6,8 +6,9 @@ use super::*;
 use crate::pg_copy::{COPY, copy_batch, encode};
 
 /// A connection whose tables live in the fresh schema `schema` (dropped first if left over), the
-/// tables created by [`PgStore::open`], and the key of a new collection; `None` without a server.
-fn fresh(schema: &str) -> Option<(postgres::Client, i64)> {
+/// tables created by [`PgStore::open`], the key of a new collection and the URL of the schema;
+/// `None` without a server.
+fn fresh(schema: &str) -> Option<(postgres::Client, i64, String)> {
     let Ok(url) = std::env::var("HARMONY_TEST_POSTGRES") else {
         eprintln!("HARMONY_TEST_POSTGRES not set: PostgreSQL test skipped");
         return None;
@@ -17,7 +18,7 @@ fn fresh(schema: &str) -> Option<(postgres::Client, i64)> {
     let sep = if url.contains('?') { '&' } else { '?' };
     let url = format!("{url}{sep}options=-csearch_path%3D{schema}");
     let key = PgStore::open(&url).unwrap().create_collection("c", "{}").unwrap();
-    Some((postgres::Client::connect(&url, postgres::NoTls).unwrap(), key))
+    Some((postgres::Client::connect(&url, postgres::NoTls).unwrap(), key, url))
 }
 
 fn rows(ids: &[(&str, u8)]) -> Vec<(String, Vec<u8>)> {
@@ -43,7 +44,7 @@ fn states(c: &mut postgres::Client, key: i64) -> Vec<Vec<u8>> {
 
 #[test]
 fn copy_refuses_a_batch_with_a_stored_id_and_writes_none_of_it() {
-    let Some((mut c, key)) = fresh("harmony_copy_refuses") else { return };
+    let Some((mut c, key, _)) = fresh("harmony_copy_refuses") else { return };
     let mut tx = c.transaction().unwrap();
     let stmt = tx.prepare(COPY).unwrap();
     let mut data = Vec::new();
@@ -64,7 +65,7 @@ fn copy_refuses_a_batch_with_a_stored_id_and_writes_none_of_it() {
 
 #[test]
 fn a_group_commits_each_batch_alone_when_ids_repeat() {
-    let Some((mut c, key)) = fresh("harmony_copy_group") else { return };
+    let Some((mut c, key, _)) = fresh("harmony_copy_group") else { return };
     let first = [job(key, rows(&[("a1", 1), ("a2", 2)])), job(key, rows(&[("b1", 3)]))];
     let out = commit_group(&mut c, &first).unwrap();
     assert_eq!(out.into_iter().map(Result::unwrap).collect::<Vec<_>>(), vec![vec![true, true], vec![true]]);
@@ -87,4 +88,36 @@ fn a_group_commits_each_batch_alone_when_ids_repeat() {
     // Each stored batch's state, of its new reports only; none for the refused batch.
     let all = b"all".to_vec();
     assert_eq!(states(&mut c, key), vec![all.clone(), all.clone(), vec![0, 1], all, vec![0, 1]]);
+}
+
+/// Eight clients resend the same 20 batches, each in its own order, so that copies of one batch
+/// race in both writers: every report is stored once and acknowledged as new exactly once. A
+/// group that PostgreSQL aborted (two writers' groups crossing) wrote nothing and is retried, as
+/// a client retries an error.
+#[test]
+fn resends_racing_in_two_writers_store_each_report_once() {
+    let Some((mut c, key, url)) = fresh("harmony_copy_race") else { return };
+    let store = PgStore::open(&url).unwrap();
+    let batch =
+        |b: usize| -> Vec<(String, Vec<u8>)> { (0..100).map(|i| (format!("r{b}-{i}"), vec![b as u8])).collect() };
+    let new = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (store, new) = (&store, &new);
+            s.spawn(move || {
+                for k in 0..20 {
+                    let b = (k * 7 + t * 3) % 20;
+                    let flags = (0..20)
+                        .find_map(|_| match store.insert_reports(key, batch(b)) {
+                            Err(StoreError::Db(_)) => None,
+                            r => Some(r.unwrap()),
+                        })
+                        .expect("a batch stored within 20 attempts");
+                    new.fetch_add(flags.iter().filter(|f| **f).count(), std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    assert_eq!(new.into_inner(), 2000, "each report acknowledged as new once");
+    assert_eq!(stored(&mut c, key).len(), 2000);
 }
