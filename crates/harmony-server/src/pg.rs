@@ -1,7 +1,9 @@
 //! PostgreSQL storage (selected by a `postgres://` URL, for scale-out): the same [`Store`]
-//! contract as SQLite. One writer connection group-commits queued batches in one transaction
-//! (one `INSERT … SELECT FROM UNNEST … ON CONFLICT DO NOTHING RETURNING` per batch); reads use a
-//! second connection. Commits are durable with PostgreSQL's default `synchronous_commit = on`.
+//! contract as SQLite. Each of two writer connections group-commits the batches queued while it
+//! waits in one transaction (each batch a binary `COPY` in its own savepoint (`pg_copy.rs`); a batch with an id
+//! already stored one `INSERT … SELECT FROM UNNEST … ON CONFLICT DO NOTHING RETURNING`); reads
+//! use a second connection. Commits are durable with PostgreSQL's default
+//! `synchronous_commit = on`.
 //!
 //! Model rounds: one transaction per gradient on the read connection. It locks the collection's
 //! row (`SELECT … FOR UPDATE`, so gradients of one collection are serialized across servers
@@ -27,9 +29,9 @@ use crate::tls::PgTls;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 impl From<postgres::Error> for StoreError {
@@ -40,7 +42,7 @@ impl From<postgres::Error> for StoreError {
     }
 }
 
-fn describe(e: &postgres::Error) -> String {
+pub(crate) fn describe(e: &postgres::Error) -> String {
     match (e.as_db_error(), std::error::Error::source(e)) {
         (Some(d), _) => format!("{}: {} ({})", d.severity(), d.message(), d.code().code()),
         (None, Some(cause)) => format!("{e}: {cause}"),
@@ -288,9 +290,9 @@ pub struct PgStore {
     /// Scans and counts over a collection's reports (days, replay, export): a slow one never
     /// queues readiness, tokens or gradient commits behind it.
     analytics: Mutex<Conn>,
-    /// Whether the writer thread's connection is up (for `/readyz`).
-    writer_up: std::sync::Arc<AtomicBool>,
-    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Whether each writer thread's connection is up (for `/readyz`).
+    writers_up: Vec<Arc<AtomicBool>>,
+    writers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// This server's mark on the bucket states it writes (random per open, never 0).
     origin: i64,
 }
@@ -333,18 +335,24 @@ fn set_round(tx: &mut postgres::Transaction<'_>, key: i64, round: i64, params: &
 }
 
 /// Commits a group of batches in one transaction; each batch in its own savepoint, rolled back
-/// alone when one of its ids is already stored with other bytes.
+/// alone when one of its ids is already stored with other bytes. A batch is copied in bulk
+/// ([`crate::pg_copy`]); only a batch with an id already stored takes the per-row insert.
 fn commit_group(conn: &mut postgres::Client, group: &[Job], origin: i64) -> StoreResult<Vec<StoreResult<Vec<bool>>>> {
     let mut tx = conn.transaction()?;
     let stmt = tx.prepare(INSERT)?;
+    let copy = tx.prepare(crate::pg_copy::COPY)?;
+    let mut data = Vec::new();
     let mut out = Vec::with_capacity(group.len());
     for job in group {
         let mut sp = tx.transaction()?;
-        let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
-        let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
-        let rows = sp.query(&stmt, &[&job.key, &ids, &bodies, &job.day])?;
-        let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
-        let flags: Vec<bool> = job.reports.iter().map(|(r, _)| new.contains(r)).collect();
+        crate::pg_copy::encode(&mut data, job.key, job.day, &job.reports)?;
+        let flags = if crate::pg_copy::copy_batch(&mut sp, &copy, &data)? {
+            vec![true; job.reports.len()]
+        } else {
+            sp.rollback()?;
+            sp = tx.transaction()?;
+            insert_rows(&mut sp, &stmt, job)?
+        };
         match conflict(&mut sp, job, &flags)? {
             Some(c) => {
                 sp.rollback()?;
@@ -368,6 +376,15 @@ fn commit_group(conn: &mut postgres::Client, group: &[Job], origin: i64) -> Stor
     Ok(out)
 }
 
+/// Inserts a batch's reports row by row, skipping ids already stored: whether each was new.
+fn insert_rows(sp: &mut postgres::Transaction<'_>, stmt: &postgres::Statement, job: &Job) -> StoreResult<Vec<bool>> {
+    let ids: Vec<&str> = job.reports.iter().map(|(r, _)| r.as_str()).collect();
+    let bodies: Vec<&[u8]> = job.reports.iter().map(|(_, b)| b.as_slice()).collect();
+    let rows = sp.query(stmt, &[&job.key, &ids, &bodies, &job.day])?;
+    let new: HashSet<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+    Ok(job.reports.iter().map(|(r, _)| new.contains(r)).collect())
+}
+
 /// The first repeated id of a batch whose stored bytes differ.
 fn conflict(tx: &mut postgres::Transaction<'_>, job: &Job, flags: &[bool]) -> StoreResult<Option<StoreError>> {
     let repeated: Vec<&str> =
@@ -389,37 +406,58 @@ fn conflict(tx: &mut postgres::Transaction<'_>, job: &Job, flags: &[bool]) -> St
     Ok(None)
 }
 
-/// Takes the first job; while the connection is down, reconnects every backoff interval even
-/// without jobs. `None` when the store is dropped.
-fn next_job(conn: &mut Conn, jobs: &Receiver<Job>, up: &AtomicBool) -> Option<Job> {
+/// Writer connections, each group-committing the batches queued while it waits: one
+/// connection's backend copies while another's commit waits for its WAL flush, and the copies of
+/// two groups use both of PostgreSQL's cores. Two batches with a common id in two writers wait on
+/// each other's rows (the second is then a duplicate or a conflict, as in one writer).
+const WRITERS: usize = 2;
+
+/// Most reports one group commit takes from the queue.
+const GROUP_LIMIT: usize = 200_000;
+
+/// The first job and those queued behind it, up to [`GROUP_LIMIT`] reports.
+fn gather(jobs: &Receiver<Job>, first: Job) -> Vec<Job> {
+    let mut n = first.reports.len();
+    let mut group = vec![first];
+    while n < GROUP_LIMIT {
+        match jobs.try_recv() {
+            Ok(j) => {
+                n += j.reports.len();
+                group.push(j);
+            }
+            Err(_) => break,
+        }
+    }
+    group
+}
+
+/// Takes the next group of jobs, holding the queue while it waits for the first. While the
+/// connection is down it reconnects every backoff interval even without jobs, and takes jobs
+/// (to refuse them at once) only when no other writer is waiting for them. `None` when the
+/// store is dropped.
+fn next_group(conn: &mut Conn, jobs: &Mutex<Receiver<Job>>, up: &AtomicBool) -> Option<Vec<Job>> {
     loop {
         if conn.connected() {
-            return jobs.recv().ok();
+            let queue = jobs.lock().ok()?;
+            let first = queue.recv().ok()?;
+            return Some(gather(&queue, first));
         }
-        match jobs.recv_timeout(conn.wait()) {
-            Ok(j) => return Some(j),
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = conn.get();
-                up.store(conn.connected(), Ordering::Relaxed);
-            }
-            Err(RecvTimeoutError::Disconnected) => return None,
+        match jobs.try_lock() {
+            Ok(queue) => match queue.recv_timeout(conn.wait()) {
+                Ok(first) => return Some(gather(&queue, first)),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return None,
+            },
+            Err(TryLockError::WouldBlock) => std::thread::sleep(conn.wait()),
+            Err(TryLockError::Poisoned(_)) => return None,
         }
+        let _ = conn.get();
+        up.store(conn.connected(), Ordering::Relaxed);
     }
 }
 
-fn writer_loop(mut conn: Conn, jobs: Receiver<Job>, up: std::sync::Arc<AtomicBool>, origin: i64) {
-    while let Some(first) = next_job(&mut conn, &jobs, &up) {
-        let mut group = vec![first];
-        let mut n = group[0].reports.len();
-        while n < 200_000 {
-            match jobs.try_recv() {
-                Ok(j) => {
-                    n += j.reports.len();
-                    group.push(j);
-                }
-                Err(_) => break,
-            }
-        }
+fn writer_loop(mut conn: Conn, jobs: Arc<Mutex<Receiver<Job>>>, up: Arc<AtomicBool>, origin: i64) {
+    while let Some(group) = next_group(&mut conn, &jobs, &up) {
         let result = conn.run(|c| commit_group(c, &group, origin));
         up.store(conn.connected(), Ordering::Relaxed);
         match result {
@@ -459,22 +497,31 @@ impl PgStore {
         }
         let mut write = Conn::open(&config, &tls)?;
         write.run(|c| Ok(c.batch_execute(SCHEMA)?))?;
+        let mut writes = vec![write];
+        for _ in 1..WRITERS {
+            writes.push(Conn::open(&config, &tls)?);
+        }
         let read = Conn::open(&config, &tls)?;
         let analytics = Conn::open(&config, &tls)?;
         let (tx, rx) = sync_channel::<Job>(1024);
-        let up = std::sync::Arc::new(AtomicBool::new(true));
-        let writer_up = up.clone();
+        let rx = Arc::new(Mutex::new(rx));
         let origin = (rand::Rng::next_u64(&mut harmony_core::sampling::secure_rng()) >> 1).max(1) as i64;
-        let handle = std::thread::Builder::new()
-            .name("harmony-pg-writer".into())
-            .spawn(move || writer_loop(write, rx, up, origin))
-            .map_err(|e| StoreError::Db(e.to_string()))?;
+        let (mut writers_up, mut writers) = (Vec::new(), Vec::new());
+        for (i, write) in writes.into_iter().enumerate() {
+            let (up, jobs) = (Arc::new(AtomicBool::new(true)), rx.clone());
+            writers_up.push(up.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("harmony-pg-writer-{i}"))
+                .spawn(move || writer_loop(write, jobs, up, origin))
+                .map_err(|e| StoreError::Db(e.to_string()))?;
+            writers.push(handle);
+        }
         Ok(PgStore {
             jobs: Mutex::new(Some(tx)),
             read: Mutex::new(read),
             analytics: Mutex::new(analytics),
-            writer_up,
-            writer: Mutex::new(Some(handle)),
+            writers_up,
+            writers: Mutex::new(writers),
             origin,
         })
     }
@@ -513,10 +560,10 @@ impl Drop for PgStore {
         if let Ok(mut j) = self.jobs.lock() {
             j.take();
         }
-        if let Ok(mut w) = self.writer.lock()
-            && let Some(h) = w.take()
-        {
-            let _ = h.join();
+        if let Ok(mut w) = self.writers.lock() {
+            for h in w.drain(..) {
+                let _ = h.join();
+            }
         }
         for conn in [&self.read, &self.analytics] {
             if let Ok(mut r) = conn.lock() {
@@ -746,8 +793,8 @@ impl Store for PgStore {
     /// the writer's connection is up.
     fn ping(&self) -> StoreResult<()> {
         self.read(|c| Ok(c.is_valid(Duration::from_secs(2))?))?;
-        if !self.writer_up.load(Ordering::Relaxed) {
-            return Err(StoreError::Unavailable("the writer's PostgreSQL connection is down; reconnecting".into()));
+        if !self.writers_up.iter().all(|up| up.load(Ordering::Relaxed)) {
+            return Err(StoreError::Unavailable("a writer's PostgreSQL connection is down; reconnecting".into()));
         }
         Ok(())
     }
@@ -858,3 +905,7 @@ impl Store for PgStore {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "pg_copy_tests.rs"]
+mod copy_tests;

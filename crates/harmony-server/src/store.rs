@@ -326,7 +326,8 @@ struct Job {
     key: i64,
     /// The UTC day the batch was received ([`utc_day_now`]).
     day: i32,
-    reports: Vec<(String, Vec<u8>)>,
+    /// Shared with the caller, which frees them on its own thread after the commit.
+    reports: std::sync::Arc<Vec<(String, Vec<u8>)>>,
     /// The state of its new reports, stored with them.
     delta: Mutex<Option<BucketDelta>>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
@@ -465,7 +466,7 @@ const BODY_ONLY: &str = "'', NULL, body";
 /// Most reports one group commit takes from the queue before committing.
 const GROUP_LIMIT: usize = 200_000;
 
-fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>) {
+fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>, checkpoints: crate::sqlite_wal::Checkpointer) {
     while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
         let mut n = group[0].reports.len();
@@ -480,8 +481,11 @@ fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>) {
         }
         match commit_group(&mut conn, &group) {
             Ok(results) => {
-                for (job, r) in group.into_iter().zip(results) {
-                    let _ = job.reply.send(r);
+                checkpoints.poke();
+                for (Job { reports, reply, .. }, r) in group.into_iter().zip(results) {
+                    // Its last holder is now the caller: the rows are not freed on this thread.
+                    drop(reports);
+                    let _ = reply.send(r);
                 }
             }
             Err(e) => {
@@ -560,12 +564,14 @@ impl SqliteStore {
         let write = open(path)?;
         write.execute_batch(SCHEMA)?;
         migrate(&write)?;
+        write.pragma_update(None, "wal_autocheckpoint", crate::sqlite_wal::WAL_LIMIT_PAGES)?;
+        let checkpoints = crate::sqlite_wal::Checkpointer::start(open(path)?, path)?;
         let read = open(path)?;
         let analytics = open(path)?;
         let (tx, rx) = sync_channel::<Job>(1024);
         let handle = std::thread::Builder::new()
             .name("harmony-sqlite-writer".into())
-            .spawn(move || writer_loop(write, rx))
+            .spawn(move || writer_loop(write, rx, checkpoints))
             .map_err(|e| StoreError::Db(e.to_string()))?;
         Ok(SqliteStore {
             jobs: Mutex::new(Some(tx)),
@@ -701,9 +707,12 @@ impl Store for SqliteStore {
         delta: Option<BucketDelta>,
     ) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
-        let job = Job { key, day: utc_day(received), reports, delta: Mutex::new(delta), reply };
+        let reports = std::sync::Arc::new(reports);
+        let job = Job { key, day: utc_day(received), reports: reports.clone(), delta: Mutex::new(delta), reply };
         self.sender()?.send(job).map_err(|_| StoreError::Closed)?;
-        rx.recv().map_err(|_| StoreError::Closed)?
+        let result = rx.recv().map_err(|_| StoreError::Closed)?;
+        drop(reports);
+        result
     }
 
     fn supports_buckets(&self) -> bool {
