@@ -6,7 +6,7 @@ use crate::ledger::{Ledger, LedgerEntry, LedgerState, SeriesEntry};
 use crate::policy::{Policy, refuse};
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
-use harmony_protocol::{CollectionConfig, ModelState, ReportItem, TaskKind, to_hex};
+use harmony_protocol::{CollectionConfig, ModelState, ReportItem, to_hex};
 use harmony_tasks::Input;
 
 /// The task a [`DeviceTask`] holds: natively the whole [`harmony_tasks::Task`] (servers and tests
@@ -175,13 +175,15 @@ impl DeviceTask {
                 .iter()
                 .fold(false, |acc, &j| acc | matches!(record[j], Value::Unit(t) if t.is_nan() | (t.abs() > 1.0)))
     }
-    fn expect(&self, kind: TaskKind, rounds: bool) -> Result<()> {
+    /// Refuses a call for model rounds (`rounds`) on another task, or a report on a task of
+    /// model rounds.
+    fn expect_rounds(&self, rounds: bool) -> Result<()> {
         let task = self.config.task.kind();
         if task.has_rounds() != rounds {
             return Err(ClientError::WrongTask {
                 id: self.config.id.clone(),
                 task: task.name().into(),
-                expected: if rounds { kind.name().into() } else { "a task without rounds".into() },
+                expected: if rounds { "a task of model rounds (train)" } else { "a task without rounds" }.into(),
             });
         }
         Ok(())
@@ -242,7 +244,7 @@ impl<L: Ledger> Device<L> {
     /// a collection charged with no report kept is refused (rule `ledger`), never randomized
     /// again.
     pub fn prepare(&mut self, task: &DeviceTask, input: &Input<'_>) -> Result<LedgerEntry> {
-        task.expect(TaskKind::Train, false)?;
+        task.expect_rounds(false)?;
         self.entry(task, input, None)
     }
     /// The entry of `task`'s collection: the kept one, or `input` randomized, charged and
@@ -368,7 +370,7 @@ impl<L: Ledger> Device<L> {
     /// The gradient this device sends in a training round, randomized once at `model` and
     /// recorded before it is sent (as [`Device::prepare`]).
     pub fn prepare_gradient(&mut self, task: &DeviceTask, record: &[Value], model: &ModelState) -> Result<LedgerEntry> {
-        task.expect(TaskKind::Train, true)?;
+        task.expect_rounds(true)?;
         self.entry(task, &Input::Gradient { record, model }, Some(model.round))
     }
 

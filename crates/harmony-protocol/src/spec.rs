@@ -200,6 +200,18 @@ pub enum TaskSpec {
 }
 
 impl TaskSpec {
+    /// The columns its devices read: one attribute's for frequency and range, the domain's for
+    /// linear queries and for marginals that name it; `None` (every attribute) otherwise.
+    pub fn read_columns(&self) -> Option<Vec<String>> {
+        match self {
+            TaskSpec::Frequency(f) => Some(vec![f.attribute.clone()]),
+            TaskSpec::Range(r) => Some(vec![r.attribute.clone()]),
+            TaskSpec::LinearQueries(l) => Some(l.attributes.clone()),
+            TaskSpec::Marginals(m) => m.attributes.clone(),
+            _ => None,
+        }
+    }
+
     /// Which task this is.
     pub fn kind(&self) -> TaskKind {
         match self {

@@ -67,14 +67,7 @@ pub fn read_devices(
 /// The columns a collection's devices read: one attribute's for frequency and range, the
 /// domain's for linear queries and marginals that name it; `None` (every attribute) otherwise.
 pub fn read_columns(config: &CollectionConfig) -> Option<Vec<String>> {
-    use harmony_protocol::TaskSpec;
-    match &config.task {
-        TaskSpec::Frequency(f) => Some(vec![f.attribute.clone()]),
-        TaskSpec::Range(r) => Some(vec![r.attribute.clone()]),
-        TaskSpec::LinearQueries(l) => Some(l.attributes.clone()),
-        TaskSpec::Marginals(m) => m.attributes.clone(),
-        _ => None,
-    }
+    config.task.read_columns()
 }
 
 /// How to read a file for a collection: only the columns its task reads, with `invalid` for a
