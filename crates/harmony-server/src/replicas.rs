@@ -164,8 +164,7 @@ fn poll(st: &AppState) -> Result<(), String> {
     let mut failed = Ok(());
     for c in st.all() {
         if let Err(e) = pull(store.as_ref(), &c) {
-            tracing::warn!(collection = %c.config.id, error = %e, "replica: merging the other servers' states failed");
-            failed = Err(e);
+            failed = Err(format!("collection {}: {e}", c.config.id));
         }
     }
     failed
@@ -174,6 +173,8 @@ fn poll(st: &AppState) -> Result<(), String> {
 /// Polls the store every [`INTERVAL`] while the state lives.
 pub(crate) fn spawn(inner: Weak<Inner>) {
     let spawned = std::thread::Builder::new().name("harmony-replica".into()).spawn(move || {
+        // Logged when polls start failing and when they succeed again, not at every poll.
+        let mut failing = false;
         loop {
             std::thread::sleep(INTERVAL);
             let Some(inner) = inner.upgrade() else { return };
@@ -183,8 +184,15 @@ pub(crate) fn spawn(inner: Weak<Inner>) {
                     if let Some(s) = &st.inner.replica {
                         s.last_ok.store(unix_ms(), Ordering::Relaxed);
                     }
+                    if std::mem::take(&mut failing) {
+                        tracing::info!("replica: polls of the store succeed again");
+                    }
                 }
-                Err(e) => tracing::warn!(error = %e, "replica: a poll of the store failed"),
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "replica: a poll of the store failed (retried every 200 ms)");
+                }
+                Err(_) => {}
             }
         }
     });
