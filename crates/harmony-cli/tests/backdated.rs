@@ -4,22 +4,13 @@
 //! header, and the error names it.
 
 mod common;
-use common::{BIN, Server, adult_rows, fails, free_port, harmony, root, serve_sqlite, wait_for_port};
-use std::process::{Command, Stdio};
+use common::{BIN, Server, adult_rows, fails, harmony, root, serve_sqlite, serve_with};
+use std::process::Command;
 
 /// `harmony serve --accept-backdated` (admin token `tok`) on SQLite in `dir`.
 fn serve_backdated(dir: &std::path::Path) -> Server {
-    let port = free_port();
     let db = format!("sqlite://{}", dir.join("backdated.sqlite").display());
-    let child = Command::new(BIN)
-        .args(["serve", "--db", &db, "--listen", &format!("127.0.0.1:{port}"), "--admin-token", "tok"])
-        .args(["--log-level", "warn", "--accept-backdated"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for_port(port);
-    Server { child, url: format!("http://127.0.0.1:{port}") }
+    serve_with(&db, &["--accept-backdated"])
 }
 
 /// A daily frequency collection of `server`: its id.

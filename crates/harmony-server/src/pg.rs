@@ -412,23 +412,9 @@ fn conflict(tx: &mut postgres::Transaction<'_>, job: &Job, flags: &[bool]) -> St
 /// each other's rows (the second is then a duplicate or a conflict, as in one writer).
 const WRITERS: usize = 2;
 
-/// Most reports one group commit takes from the queue.
-const GROUP_LIMIT: usize = 200_000;
-
-/// The first job and those queued behind it, up to [`GROUP_LIMIT`] reports.
+/// The first job and those queued behind it, up to [`crate::store::GROUP_LIMIT`] reports.
 fn gather(jobs: &Receiver<Job>, first: Job) -> Vec<Job> {
-    let mut n = first.reports.len();
-    let mut group = vec![first];
-    while n < GROUP_LIMIT {
-        match jobs.try_recv() {
-            Ok(j) => {
-                n += j.reports.len();
-                group.push(j);
-            }
-            Err(_) => break,
-        }
-    }
-    group
+    crate::store::gather(jobs, first, |j| j.reports.len())
 }
 
 /// Takes the next group of jobs, holding the queue while it waits for the first. While the

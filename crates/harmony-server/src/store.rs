@@ -464,21 +464,28 @@ const ALL_COLUMNS: &str = "report_id, day, body";
 const BODY_ONLY: &str = "'', NULL, body";
 
 /// Most reports one group commit takes from the queue before committing.
-const GROUP_LIMIT: usize = 200_000;
+pub(crate) const GROUP_LIMIT: usize = 200_000;
+
+/// A writer's group commit: the first job and those queued behind it, up to [`GROUP_LIMIT`]
+/// reports (`len` counts a job's reports). Both stores' writers take their groups this way.
+pub(crate) fn gather<J>(jobs: &Receiver<J>, first: J, len: impl Fn(&J) -> usize) -> Vec<J> {
+    let mut n = len(&first);
+    let mut group = vec![first];
+    while n < GROUP_LIMIT {
+        match jobs.try_recv() {
+            Ok(j) => {
+                n += len(&j);
+                group.push(j);
+            }
+            Err(_) => break,
+        }
+    }
+    group
+}
 
 fn writer_loop(mut conn: rusqlite::Connection, jobs: Receiver<Job>, checkpoints: crate::sqlite_wal::Checkpointer) {
     while let Ok(first) = jobs.recv() {
-        let mut group = vec![first];
-        let mut n = group[0].reports.len();
-        while n < GROUP_LIMIT {
-            match jobs.try_recv() {
-                Ok(j) => {
-                    n += j.reports.len();
-                    group.push(j);
-                }
-                Err(_) => break,
-            }
-        }
+        let group = gather(&jobs, first, |j| j.reports.len());
         match commit_group(&mut conn, &group) {
             Ok(results) => {
                 checkpoints.poke();

@@ -75,10 +75,16 @@ impl Drop for Server {
 
 /// Starts `harmony serve --db DB` (a store URL) on a free loopback port.
 pub fn serve(db: &str) -> Server {
+    serve_with(db, &[])
+}
+
+/// [`serve`] with more options.
+pub fn serve_with(db: &str, extra: &[&str]) -> Server {
     let port = free_port();
     let child = Command::new(BIN)
         .args(["serve", "--db", db, "--listen", &format!("127.0.0.1:{port}"), "--analyst-token", "tok"])
         .args(["--log-level", "warn"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
