@@ -36,30 +36,6 @@ pub fn report_id(rng: &mut dyn Rng) -> String {
     to_hex(&b)
 }
 
-/// Builds the task of a config and names the mechanisms it runs where the config may leave
-/// them to the task (`means`: the strategy and the record mechanism's numeric and categorical
-/// mechanisms; `frequency`: the oracle). Other tasks' mechanism and method fields are required
-/// and are what runs ([`Policy::check`] checks them).
-fn build_named(config: &CollectionConfig) -> Result<(Box<TaskObject>, Vec<&'static str>)> {
-    use harmony_core::frequency::FrequencyOracle;
-    use harmony_protocol::spec::TaskSpec;
-    use harmony_tasks::{frequency::FrequencyTask, means::MeansTask};
-    Ok(match &config.task {
-        TaskSpec::Means(spec) => {
-            let task = MeansTask::new(config.clone())?;
-            let (numeric, categorical) = task.mechanism().mechanism_names();
-            let names = [spec.strategy.name(), numeric, categorical].into_iter().filter(|n| *n != "none").collect();
-            (Box::new(task), names)
-        }
-        TaskSpec::Frequency(_) => {
-            let task = FrequencyTask::new(config.clone())?;
-            let names = vec![task.oracle().name()];
-            (Box::new(task), names)
-        }
-        _ => (build_task(config)?, Vec::new()),
-    })
-}
-
 /// A collection as a device sees it: the published config, checked against the device's
 /// [`Policy`], and the task built from it (the same task object the server and `harmony
 /// simulate` build).
@@ -93,8 +69,8 @@ impl DeviceTask {
     /// what runs.
     pub fn with_policy(config: CollectionConfig, policy: Policy) -> Result<Self> {
         policy.check(&config)?;
-        let (task, built) = build_named(&config)?;
-        policy.check_built(built)?;
+        let task = build_task(&config)?;
+        policy.check_built(task.built_mechanisms())?;
         let attributes = config.schema.as_ref().map_or(&[][..], |s| s.attributes());
         let numeric = attributes
             .iter()
@@ -102,7 +78,7 @@ impl DeviceTask {
             .filter(|(_, a)| matches!(a, harmony_core::schema::Attribute::Numeric { .. }))
             .map(|(j, _)| j)
             .collect();
-        let checks_range = matches!(config.task, harmony_protocol::spec::TaskSpec::Means(_));
+        let checks_range = task.refuses_out_of_range();
         Ok(DeviceTask { width: attributes.len(), numeric, checks_range, config, task, policy })
     }
     /// The policy the config was checked against.

@@ -49,7 +49,6 @@
 use crate::policy::refuse;
 use crate::{DeviceTask, Input, Result};
 use harmony_core::schema::Value;
-use harmony_protocol::spec::TaskSpec;
 
 /// The key of a frequency collection's series: the series and the randomizer's fingerprint
 /// (task spec, schema, ε: what makes two collections' reports interchangeable). Never the
@@ -57,11 +56,11 @@ use harmony_protocol::spec::TaskSpec;
 /// category.
 pub(crate) fn series_key(task: &DeviceTask, series: &str, input: &Input<'_>) -> Result<String> {
     let c = task.config();
-    let TaskSpec::Frequency(spec) = &c.task else {
+    let Some(attribute) = task.task().memo_attribute() else {
         return Err(refuse("memoization", c.task.kind().name(), "frequency"));
     };
     let schema = c.schema()?;
-    let j = schema.attributes().iter().position(|a| a.name() == spec.attribute).unwrap_or(usize::MAX);
+    let j = schema.attributes().iter().position(|a| a.name() == attribute).unwrap_or(usize::MAX);
     let value = match input {
         Input::Record(r) => r.get(j).copied(),
         _ => None,

@@ -49,7 +49,6 @@
 
 use crate::{ClientError, Result};
 use harmony_core::schema::Value;
-use harmony_protocol::spec::TaskSpec;
 use harmony_protocol::{CollectionConfig, TaskKind};
 use serde::{Deserialize, Serialize};
 
@@ -309,12 +308,10 @@ impl Policy {
     /// codes 0 … 2^B − 2 are ids (2^B − 1 pads), so every id ≤ `max_item_id` needs
     /// `max_item_id < 2^B − 1`.
     fn check_item_ids(&self, config: &CollectionConfig) -> Result<()> {
-        use harmony_protocol::spec::ItemEncoding;
-        let (Some(max), TaskSpec::HeavyHitters(h)) = (self.max_item_id, &config.task) else { return Ok(()) };
-        if h.items != ItemEncoding::Id {
+        let (Some(max), Some(bits)) = (self.max_item_id, harmony_tasks::id_code_bits(&config.task)) else {
             return Ok(());
-        }
-        let bits = h.bits.unwrap_or(harmony_tasks::heavy::DEFAULT_BITS).min(64);
+        };
+        let bits = bits.min(64);
         let padding = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
         if max >= padding {
             let value = format!("ids up to {max} in codes of {bits} bits (ids < {padding})");
@@ -373,6 +370,7 @@ pub fn mechanisms_of(config: &CollectionConfig) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use harmony_protocol::spec::TaskSpec;
 
     /// The fields of a config's task spec that name a mechanism, a strategy or a method.
     const FIELDS: [&str; 5] = ["strategy", "numeric_mechanism", "categorical_mechanism", "mechanism", "method"];

@@ -446,7 +446,7 @@ const MAX_ITEMS_PER_DEVICE: usize = 10_000;
 pub fn simulate_items(py: Python<'_>, request: &str, items: Vec<Vec<String>>, seed: u64) -> PyResult<String> {
     let req: CreateCollection = parse_request(request)?;
     let kind = req.task.kind();
-    if kind != harmony_protocol::TaskKind::HeavyHitters {
+    if !kind.takes_items() {
         return Err(param_error(
             "spec.task.kind",
             kind.name(),

@@ -5,10 +5,8 @@
 //! Every refusal is a 400 naming the field, the value and the limit.
 
 use crate::error::ApiError;
-use harmony_core::kinds::OracleKind;
 use harmony_core::schema::{Attribute, Schema};
 use harmony_protocol::CreateCollection;
-use harmony_protocol::spec::TaskSpec;
 use serde_json::Value;
 
 /// Most attributes in a schema (sample-k's choice of k is quadratic in them: 1,000 take ~0.1 s).
@@ -25,12 +23,6 @@ pub const MAX_LABEL_BYTES: usize = 256;
 /// Largest |min|, |max| of a numeric attribute: below 2^53 every bound and their difference are
 /// exact doubles, so [min, max] ↔ [-1, 1] stays finite and estimates are numbers, not null.
 pub const MAX_BOUND: f64 = 1e15;
-/// Largest domain (the cross-product of the attributes) of a `linear-queries` collection.
-pub const MAX_DOMAIN: u64 = 1 << 20;
-/// Most memory of Bassily–Smith's projection matrices over a collection (bits: 32 MiB, one
-/// attribute of [`MAX_CATEGORIES`] labels).
-pub const MAX_ORACLE_BITS: u64 = 1 << 28;
-
 /// The fields an attribute of each kind has.
 const NUMERIC_FIELDS: [&str; 5] = ["kind", "name", "min", "max", "missing"];
 const CATEGORICAL_FIELDS: [&str; 4] = ["kind", "name", "categories", "missing"];
@@ -157,59 +149,13 @@ pub fn check_schema(schema: &Schema) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Checks the costs that depend on the task, before anything is built: a linear-queries
-/// domain, the memory of Bassily–Smith's matrices (the only oracle whose memory grows as d·m;
-/// never a default, so only when the request names it).
-pub fn check_task(schema: &Schema, task: &TaskSpec) -> Result<(), ApiError> {
-    let card = |name: &str, bins: Option<&usize>| -> u64 {
-        match (schema.position(name).map(|p| &schema.attributes()[p]), bins) {
-            (Some(Attribute::Categorical { categories, .. }), _) => categories.len() as u64,
-            (_, Some(&k)) => k as u64,
-            _ => 1,
-        }
-    };
-    let bassily = |attrs: &mut dyn Iterator<Item = &Attribute>| -> Result<(), ApiError> {
-        let bits: u64 = attrs
-            .map(|a| match a {
-                Attribute::Categorical { categories, .. } => {
-                    let d = categories.len();
-                    d as u64 * harmony_core::frequency::BassilySmith::default_rows(d) as u64
-                }
-                Attribute::Numeric { .. } => 0,
-            })
-            .sum();
-        if bits > MAX_ORACLE_BITS {
-            let value = format!("bassily-smith matrices of {} MiB", bits >> 23);
-            return Err(too_big("task.categorical_mechanism", value, format!("{} MiB", MAX_ORACLE_BITS >> 23)));
-        }
-        Ok(())
-    };
-    match task {
-        TaskSpec::LinearQueries(s) => {
-            let size = s.attributes.iter().try_fold(1u64, |acc, n| acc.checked_mul(card(n, s.bins.get(n))));
-            match size {
-                Some(j) if j <= MAX_DOMAIN => Ok(()),
-                Some(j) => Err(too_big("task.attributes", format!("a domain of {j} cells"), MAX_DOMAIN)),
-                None => Err(too_big("task.attributes", "a domain over 2^64 cells", MAX_DOMAIN)),
-            }
-        }
-        TaskSpec::Means(s) if s.categorical_mechanism == Some(OracleKind::BassilySmith) => {
-            bassily(&mut schema.attributes().iter())
-        }
-        TaskSpec::Frequency(s) if s.mechanism == Some(OracleKind::BassilySmith) => {
-            bassily(&mut schema.attributes().iter().filter(|a| a.name() == s.attribute))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Everything above, for a create request (`raw` is its JSON).
 pub fn check_request(raw: &Value, req: &CreateCollection) -> Result<(), ApiError> {
     check_raw(raw)?;
     check_text(raw, "")?;
     if let Some(schema) = &req.schema {
         check_schema(schema)?;
-        check_task(schema, &req.task)?;
+        harmony_tasks::cost::check_cost(schema, &req.task).map_err(|o| too_big(o.field, o.value, o.limit))?;
     }
     Ok(())
 }

@@ -82,6 +82,24 @@ pub trait Task: Send + Sync {
     fn simulate(&self, inputs: &[Input<'_>], seed: u64, first: u64) -> Result<Box<dyn TaskAggregator>> {
         crate::simulate::sequential(self, inputs, seed, first)
     }
+    /// The names of the mechanisms this task runs where its spec leaves them to the task or a
+    /// strategy overrides them (`means`: the strategy and the record mechanism's numeric and
+    /// categorical mechanisms; `frequency`: the oracle). A device policy's allowlist checks them
+    /// beside the spec's own names. Empty (the default): the spec names what runs.
+    fn built_mechanisms(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// Whether the randomizer refuses, before any draw, every record whose numeric values a
+    /// device's clamp to [-1, 1] would change (`means`): a device then randomizes a record as it
+    /// is and clamps only a refused one. Otherwise (the default) a device clamps first.
+    fn refuses_out_of_range(&self) -> bool {
+        false
+    }
+    /// The attribute a device may memoize one report per value of (a long-lived series of one
+    /// categorical value: `frequency`'s attribute); `None` (the default) refuses memoization.
+    fn memo_attribute(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Reports stored as columns of their decoded fields instead of bytes: an exported part's typed
@@ -170,6 +188,12 @@ pub trait DeviceSide: Send + Sync {
     fn config(&self) -> &CollectionConfig;
     /// [`Task::randomize`].
     fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()>;
+    /// [`Task::built_mechanisms`].
+    fn built_mechanisms(&self) -> Vec<&'static str>;
+    /// [`Task::refuses_out_of_range`].
+    fn refuses_out_of_range(&self) -> bool;
+    /// [`Task::memo_attribute`].
+    fn memo_attribute(&self) -> Option<&str>;
 }
 
 impl<T: Task> DeviceSide for T {
@@ -178,6 +202,15 @@ impl<T: Task> DeviceSide for T {
     }
     fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()> {
         Task::randomize(self, input, rng, out)
+    }
+    fn built_mechanisms(&self) -> Vec<&'static str> {
+        Task::built_mechanisms(self)
+    }
+    fn refuses_out_of_range(&self) -> bool {
+        Task::refuses_out_of_range(self)
+    }
+    fn memo_attribute(&self) -> Option<&str> {
+        Task::memo_attribute(self)
     }
 }
 

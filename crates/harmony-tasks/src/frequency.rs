@@ -173,6 +173,14 @@ impl Task for FrequencyTask {
     fn add_checked_times(&self, agg: &mut dyn TaskAggregator, report: &[u8], times: u64) -> Result<()> {
         Typed::<AnyAggregator>::add_times_checked(agg, report, times, |r| self.checked(r))
     }
+    /// The oracle that runs (the spec may leave it to the task).
+    fn built_mechanisms(&self) -> Vec<&'static str> {
+        vec![self.oracle.name()]
+    }
+    /// The attribute: a device may keep one report per category of it.
+    fn memo_attribute(&self) -> Option<&str> {
+        Some(&self.name)
+    }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
         let agg = Typed::<AnyAggregator>::of(agg)?;
         let fe = agg.estimate();

@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod cost;
 pub mod domain;
 pub mod erased;
 pub mod frequency;
@@ -45,4 +46,4 @@ pub mod train;
 pub use erased::{DeviceSide, ReportColumns, Task, TaskAggregator, Typed, document};
 pub use harmony_protocol::estimates::Query;
 pub use input::Input;
-pub use registry::{build, build_device, resolve};
+pub use registry::{build, build_device, id_code_bits, resolve};

@@ -199,6 +199,20 @@ impl Task for MeansTask {
         let records = inputs.iter().map(|i| i.record("means")).collect::<Result<Vec<_>>>()?;
         Ok(Box::new(Typed::wire(simulate(self, &records, seed, first)?)))
     }
+    /// The strategy and the record mechanism's numeric and categorical mechanisms (those a
+    /// strategy fixes, e.g. harmony's, included), each that runs.
+    fn built_mechanisms(&self) -> Vec<&'static str> {
+        let strategy = match &self.config.task {
+            TaskSpec::Means(spec) => spec.strategy.name(),
+            _ => "none",
+        };
+        let (numeric, categorical) = self.mech.mechanism_names();
+        [strategy, numeric, categorical].into_iter().filter(|n| *n != "none").collect()
+    }
+    /// The record mechanism refuses a numeric value NaN or outside [-1, 1] before any draw.
+    fn refuses_out_of_range(&self) -> bool {
+        true
+    }
 }
 
 /// Simulated devices of a means collection, fast: the record mechanism's own loop

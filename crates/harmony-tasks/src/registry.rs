@@ -77,6 +77,17 @@ pub fn build_device(config: &CollectionConfig) -> Result<Box<dyn crate::erased::
     })
 }
 
+/// The code length in bits of a task whose devices send integer item ids (heavy hitters with
+/// `items = "id"`: codes 0 … 2^bits − 2 are ids, 2^bits − 1 pads); `None` for every other task.
+pub fn id_code_bits(task: &TaskSpec) -> Option<u32> {
+    match task {
+        TaskSpec::HeavyHitters(h) if h.items == harmony_protocol::spec::ItemEncoding::Id => {
+            Some(h.bits.unwrap_or(heavy::DEFAULT_BITS))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use harmony_core::wire::{ReportKind, WireKind, WireReport};

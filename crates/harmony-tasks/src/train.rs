@@ -270,6 +270,10 @@ impl TrainTask {
     pub fn features(&self) -> &[String] {
         self.setup.fm.names()
     }
+    /// The estimate document's result of a model state: its features and the state.
+    pub fn document(&self, state: ModelState) -> TaskEstimate {
+        TaskEstimate::Train(TrainEstimate { features: self.features().to_vec(), state })
+    }
     /// Gradients counted up to a round state: the full rounds before it and this round's.
     pub fn received_total(&self, state: &ModelState) -> u64 {
         (state.round - 1) * state.batch_size + state.received
@@ -380,10 +384,7 @@ impl Task for TrainTask {
             .as_any()
             .downcast_ref::<Rounds>()
             .ok_or_else(|| Error::Incompatible("an accumulator of another task, expected train rounds".into()))?;
-        Ok(TaskEstimate::Train(TrainEstimate {
-            features: self.setup.fm.names().to_vec(),
-            state: self.model_state(&rounds.round),
-        }))
+        Ok(self.document(self.model_state(&rounds.round)))
     }
 }
 

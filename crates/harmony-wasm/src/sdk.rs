@@ -7,7 +7,6 @@ use harmony_client::policy::fallback;
 use harmony_client::{ClientError, Device, DeviceTask, Input, Ledger, LedgerEntry, MemoryLedger, Policy, Result};
 use harmony_core::schema::{Attribute, Role, Value};
 use harmony_protocol::CollectionConfig;
-use harmony_protocol::spec::TaskSpec;
 use rand::Rng;
 use rand::rngs::ChaCha20Rng;
 use std::cell::Cell;
@@ -98,7 +97,7 @@ fn bad_input(name: &str, value: &serde_json::Value, expected: &str) -> ClientErr
 /// value drawn from `rng` (`harmony_client::policy::fallback`): once a config is accepted,
 /// whether the device reports never depends on its data.
 pub fn encode_input(config: &CollectionConfig, raw: &serde_json::Value, rng: &mut dyn Rng) -> Result<OwnedInput> {
-    if let TaskSpec::HeavyHitters(_) = config.task {
+    if config.task.kind().takes_items() {
         let items = match raw {
             serde_json::Value::String(s) => vec![s.clone()],
             serde_json::Value::Array(a) => a
@@ -249,6 +248,7 @@ mod tests {
     use harmony_core::schema::Schema;
     use harmony_protocol::CreateCollection;
     use harmony_protocol::spec::FrequencySpec;
+    use harmony_protocol::spec::TaskSpec;
 
     /// A server's label list that silences every device with another label, and a missing
     /// policy left at `error`: once the config is accepted, each such value is encoded as a

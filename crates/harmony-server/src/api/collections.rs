@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate, TrainEstimate};
+use harmony_protocol::estimates::{EstimateDocument, Query};
 use harmony_protocol::{Created, NewCollection, to_hex};
 use rand::Rng;
 use std::sync::Arc;
@@ -277,7 +277,7 @@ pub fn civil_day(days: i32) -> String {
 fn train_document(c: &Collection, t: &crate::rounds::Training) -> EstimateDocument {
     let state = t.model();
     let reports = t.task.received_total(&state);
-    let result = TaskEstimate::Train(TrainEstimate { features: t.task.features().to_vec(), state });
+    let result = t.task.document(state);
     EstimateDocument { collection: c.config.id.clone(), reports, epsilon: c.config.epsilon, result }
 }
 
