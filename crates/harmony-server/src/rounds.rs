@@ -8,9 +8,8 @@
 use crate::error::ApiError;
 use crate::store::{Store, StoreError};
 use axum::http::StatusCode;
-use harmony_learn::remote::GradientReport;
 use harmony_protocol::{CollectionConfig, GradientAck, GradientPost, ModelState};
-use harmony_tasks::train::{Round, TrainTask};
+use harmony_tasks::train::{GradientReport, Round, TrainTask};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 

@@ -12,7 +12,9 @@ use harmony_core::state::{StateReader, StateWriter};
 use harmony_core::wire;
 use harmony_learn::features::{Encoding, FeatureMap, TargetSpec, Threshold};
 use harmony_learn::loss::Loss;
-use harmony_learn::remote::{GradientReport, RemoteMechanism, RoundRule, RoundSchedule, device_gradient, tail_average};
+/// A device's randomized gradient: what a round takes (the server reaches learning through here).
+pub use harmony_learn::remote::GradientReport;
+use harmony_learn::remote::{RemoteMechanism, RoundRule, RoundSchedule, device_gradient, tail_average};
 use harmony_learn::trainer::{GRADIENT_SCALE, NOISE_KAPPA};
 use harmony_protocol::estimates::{Query, TaskEstimate, TrainEstimate};
 use harmony_protocol::spec::{Model, Schedule, TaskSpec, TrainSpec};

@@ -40,7 +40,7 @@ pub async fn model(State(st): State<AppState>, Path(id): Path<String>) -> Result
 }
 
 /// Checks a gradient post's id and report and decodes it.
-fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_learn::remote::GradientReport, Vec<u8>), ApiError> {
+fn decode(c: &Collection, post: &GradientPost) -> Result<(harmony_tasks::train::GradientReport, Vec<u8>), ApiError> {
     if !valid_report_id(&post.device_id) {
         let msg = format!("device id of {} bytes, expected 1 to 64 characters [A-Za-z0-9_-]", post.device_id.len());
         return Err(ApiError::bad("device_id", msg));
