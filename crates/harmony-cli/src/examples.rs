@@ -176,77 +176,19 @@ harmony shuffle --flush --upstream http://127.0.0.1:8080 --buffer relay/ --min-b
     ),
 ];
 
-/// (command path, task, examples) of the per-task help pages (`harmony simulate range --help`).
-pub const TASK_EXAMPLES: &[(&str, &str, &str)] = &[
-    ("simulate", "means", "# Every attribute's mean or frequencies, sample-k with HM, at two budgets:
-harmony simulate means --strategy sample-k --numeric-mechanism hm --epsilon 1,2 --runs 2
-# The split strategy with OUE for every categorical attribute:
-harmony simulate means --strategy split --categorical-mechanism oue --epsilon 2 --runs 2"),
-    ("simulate", "frequency", "# The frequencies of education with every oracle the planner would pick from:
-harmony simulate frequency --column education --epsilon 1 --runs 2
-# With OLH only, and 5% fake devices pushing the rarest label:
-harmony simulate frequency --column education --categorical-mechanism olh --poison 0.05 --epsilon 2 --runs 2"),
-    ("simulate", "range", "# Ranges and quantiles of age, every method:
-harmony simulate range --column age --epsilon 1 --runs 2
-# The hierarchical method over 32 bins, with the ranges of a report:
-harmony simulate range --column age --method hh --bins 32 --ranges 18:30,30:65 --epsilon 1 --runs 2"),
-    ("simulate", "quantiles", "# The median and deciles of hours per week:
-harmony simulate quantiles --column hours_per_week --quantiles 0.1,0.5,0.9 --epsilon 1 --runs 2
-# With the Haar method only:
-harmony simulate quantiles --column age --method haar --epsilon 2 --runs 2"),
-    ("simulate", "heavy-hitters", "# The 5 most frequent occupations:
-harmony simulate heavy-hitters --column occupation --top 5 --epsilon 4 --runs 2
-# Every row as the set of its attribute=value items, TreeHist:
-harmony simulate heavy-hitters --column '*' --method treehist --top 10 --epsilon 4 --runs 1"),
-    ("simulate", "marginals", "# 2-way marginals of three attributes, every method:
-harmony simulate marginals --attributes sex,race,income --k 2 --epsilon 1 --runs 2
-# CALM only, planned for 100,000 devices:
-harmony simulate marginals --attributes sex,race,income,workclass --method calm --users 100000 --epsilon 1 --runs 2"),
-    ("simulate", "linear-queries", "# A workload of counts over sex and race:
-harmony simulate linear-queries --queries examples/queries/adult_sex_race.json --epsilon 1 --runs 2
-# Every count of sex × race (the identity workload), Gaussian mechanism with δ = 1e-6:
-harmony simulate linear-queries --attributes sex,race --queries identity --method gaussian --delta 1e-6 --epsilon 1 --runs 2"),
-    ("simulate", "train", "# Logistic regression of income in rounds of 2,000 devices:
-harmony simulate train --target income --model logistic --batch-size 2000 --users 48842 --epsilon 4 --runs 1
-# Linear regression of hours per week with PM gradients:
-harmony simulate train --target hours_per_week --model linear --mechanism pm --batch-size 2000 --users 48842 --epsilon 4 --runs 1"),
-    ("collection create", "means", "# Every attribute, the harmony strategy (the default), ε = 2:
-harmony collection create means --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 2
-# Sample-k with HM, named:
-harmony collection create means --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 2 --strategy sample-k --numeric-mechanism hm --name 'Adult, sample-k'"),
-    ("collection create", "frequency", "# The frequencies of race (the oracle with the least variance for its labels):
-harmony collection create frequency --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column race
-# With OUE:
-harmony collection create frequency --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column race --categorical-mechanism oue"),
-    ("collection create", "range", "# Ranges and quantiles of age:
-harmony collection create range --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age
-# The Haar method over 32 bins:
-harmony collection create range --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --method haar --bins 32"),
-    ("collection create", "quantiles", "# Quantiles of hours per week (a range collection):
-harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column hours_per_week
-# Over 16 bins:
-harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --bins 16"),
-    ("collection create", "heavy-hitters", "# The top 10 items devices hold (strings; no schema needed):
-harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon 4 --top 10
-# TreeHist over 16-bit item codes:
-harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon 4 --method treehist --item-bits 16 --top 5"),
-    ("collection create", "marginals", "# 2-way marginals of sex, race and income:
-harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --k 2
-# CALM, planned for 100,000 devices:
-harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --method calm --users 100000"),
-    ("collection create", "linear-queries", "# A workload of counts over sex and race:
-harmony collection create linear-queries --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --queries examples/queries/adult_sex_race.json
-# Adaptive rounds of 500 enrolled devices, the first query from a file:
-harmony collection create linear-queries --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --queries examples/queries/adult_women.json --method adaptive-rounds --batch-size 500"),
-    ("collection create", "train", "# Logistic regression of income, rounds of 1,000 enrolled devices:
-harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model logistic --batch-size 1000 --users 10000
-# An SVM with the decaying step size:
-harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model svm --batch-size 1000 --users 10000 --schedule decay --learning-rate 0.3"),
-];
-
 /// The examples of `harmony PATH TASK --help`, indented as in a help page.
 pub fn task_examples(path: &str, task: &str) -> Option<String> {
-    TASK_EXAMPLES.iter().find(|(p, t, _)| *p == path && *t == task).map(|(_, _, e)| indent(e))
+    task_examples_raw(path, task).map(indent)
+}
+
+/// A task's examples of `harmony PATH TASK` ([`crate::simulate_tasks::CliTask`]), as written.
+fn task_examples_raw(path: &str, task: &str) -> Option<&'static str> {
+    let cli = crate::simulate_tasks::by_name(task)?;
+    match path {
+        "simulate" => Some(cli.simulate_examples),
+        "collection create" => Some(cli.create_examples),
+        _ => None,
+    }
 }
 
 /// Appends each command's examples to its help (`after_help`).
@@ -365,7 +307,10 @@ mod tests {
     #[test]
     fn every_example_parses() {
         let pages = EXAMPLES.iter().map(|(p, t)| (p.to_string(), *t));
-        let tasks = TASK_EXAMPLES.iter().map(|(p, task, t)| (format!("{p} {task}"), *t));
+        let tasks = crate::simulate_tasks::ALL.iter().flat_map(|c| {
+            ["simulate", "collection create"]
+                .map(|p| (format!("{p} {}", c.task.name()), task_examples_raw(p, c.task.name()).unwrap_or("")))
+        });
         for (page, text) in pages.chain(tasks) {
             for w in commands(text) {
                 let w: Vec<String> = w.into_iter().map(|s| if s.starts_with('$') { "abc".into() } else { s }).collect();

@@ -372,11 +372,13 @@ pub fn run(args: SimulateArgs) -> Result<()> {
     if args.poison.poison.is_some() {
         return crate::simulate_tasks::poison::run(&args);
     }
-    if args.task.task != crate::simulate_tasks::Task::Means {
-        return crate::simulate_tasks::run(&args);
-    }
+    crate::simulate_tasks::run(&args)
+}
+
+/// Runs `harmony simulate means`: every strategy at every ε, scored against the truth.
+pub fn run_means(args: &SimulateArgs) -> Result<()> {
     let t_parse = Instant::now();
-    let (data_name, file, enc) = means_data(&args)?;
+    let (data_name, file, enc) = means_data(args)?;
     let schema = file.schema()?;
     let parse_seconds = t_parse.elapsed().as_secs_f64();
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);

@@ -2,7 +2,7 @@
 //! create --task X` both build, so a served collection runs exactly what a simulation ran.
 
 use crate::data::SchemaFile;
-use crate::simulate_tasks::{Task, TaskArgs};
+use crate::simulate_tasks::{CliTask, SpecArgs, Task, TaskArgs};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use harmony_core::kinds::{OracleKind, RecordNumeric};
@@ -92,85 +92,21 @@ pub fn frequency(t: &TaskArgs, m: &MeansArgs) -> Result<FrequencySpec> {
 }
 
 /// The one spec `harmony collection create` sends (one strategy / method), with the schema the
-/// task reads.
-pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> Result<(Option<Schema>, TaskSpec)> {
-    let schema = Some(file.schema()?);
-    if t.task != Task::Train {
-        let mut unused = t.train.clone();
-        if t.task == Task::Marginals {
-            unused.users = None; // CALM's expected devices
-        }
-        if t.task == Task::LinearQueries {
-            unused.batch_size = None; // adaptive-rounds' devices per query
-            unused.no_enrollment = false; // adaptive-rounds' open rounds
-        }
-        unused.check_unused()?;
-    }
-    let spec = match t.task {
-        Task::Means => {
-            let kinds = match &m.strategy {
-                None => vec![StrategyKind::Harmony],
-                Some(_) => strategies(m, file)?,
-            };
-            let [kind] = kinds[..] else {
-                bail!("--strategy has {} values, expected one for a collection", kinds.len())
-            };
-            TaskSpec::Means(means(m, file, kind)?)
-        }
-        Task::Frequency => TaskSpec::Frequency(frequency(t, m)?),
-        Task::HeavyHitters => {
-            let [spec] = &heavy(t)?[..] else { bail!("--method has several values, expected one for a collection") };
-            TaskSpec::HeavyHitters(spec.1.clone())
-        }
-        Task::Marginals => {
-            let names = t.method.clone().unwrap_or(vec!["calm".into()]);
-            let [name] = &names[..] else {
-                bail!("--method has {} values, expected one for a collection", names.len())
-            };
-            TaskSpec::Marginals(marginals(t, m, file, name)?)
-        }
-        Task::Train => {
-            let s = schema.as_ref().expect("a schema file");
-            TaskSpec::Train(crate::server_cmds::rounds::train_spec(s, epsilon, &t.train)?)
-        }
-        Task::Range | Task::Quantiles => {
-            let methods = if t.method.is_some() { range_methods(t)? } else { vec![RangeMethod::Hh] };
-            TaskSpec::Range(range(t, file, one(methods, "--method")?)?)
-        }
-        Task::LinearQueries => {
-            let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
-            // `--batch-size` as given: the task refuses it with any mechanism but adaptive-rounds
-            // and asks for it with adaptive-rounds (both named `--batch-size` by option_error).
-            let (batch_size, enrollment) = (t.train.batch_size, t.train.no_enrollment.then_some(false));
-            let spec = linear(t, file, one(mechanisms, "--method")?)?;
-            TaskSpec::LinearQueries(LinearQueriesSpec { batch_size, enrollment, ..spec })
-        }
-    };
+/// task reads (`file`; only heavy-hitters takes none): the task's own [`CliTask::spec`].
+pub fn single(
+    t: &TaskArgs,
+    m: &MeansArgs,
+    file: Option<&SchemaFile>,
+    epsilon: f64,
+) -> Result<(Option<Schema>, TaskSpec)> {
+    let schema = file.map(SchemaFile::schema).transpose()?;
+    let cli = crate::simulate_tasks::cli(t.task);
+    t.train.check_unused_except(cli.options)?;
+    let spec = (cli.spec)(&SpecArgs { task: t, means: m, file, epsilon })?;
     if t.ranges.is_some() || t.quantiles.is_some() {
         bail!("--ranges and --quantiles are asked at query time: pass them to `harmony query`");
     }
     Ok((schema, spec))
-}
-
-/// The spec of a collection created without `--schema`: heavy hitters only (the other tasks
-/// read the schema's attributes).
-pub fn single_without_schema(t: &TaskArgs) -> Result<TaskSpec> {
-    if t.task != Task::HeavyHitters {
-        bail!(
-            "--schema is missing: --task {} reads the collection's attributes from a schema file (only heavy-hitters needs none)",
-            t.task.name()
-        );
-    }
-    let [spec] = &heavy(t)?[..] else { bail!("--method has several values, expected one for a collection") };
-    Ok(TaskSpec::HeavyHitters(spec.1.clone()))
-}
-
-/// The one value a collection takes of a list option.
-fn one<T: Copy>(values: Vec<T>, option: &str) -> Result<T> {
-    match values[..] {
-        [v] => Ok(v),
-        _ => bail!("{option} has {} values, expected one for a collection", values.len()),
-    }
 }
 
 /// `--method` of `range`/`quantiles`: hh, haar, flat (comma-separated; simulate's default all
@@ -436,6 +372,36 @@ pub fn with_mechanism(t: &TaskArgs, spec: &LinearQueriesSpec, mechanism: LinearM
     })
 }
 
+/// The `means` task on the command line (its simulation is `simulate::run_means`).
+pub const MEANS: CliTask = CliTask {
+    task: Task::Means,
+    about: "per-attribute means and frequencies of whole records (the default)",
+    options: &["strategy", "numeric_mechanism", "categorical_mechanism", "k", "poison", "attack", "poison_target"],
+    help: &[],
+    not_taken: &[],
+    simulate_examples: "# Every attribute's mean or frequencies, sample-k with HM, at two budgets:
+harmony simulate means --strategy sample-k --numeric-mechanism hm --epsilon 1,2 --runs 2
+# The split strategy with OUE for every categorical attribute:
+harmony simulate means --strategy split --categorical-mechanism oue --epsilon 2 --runs 2",
+    create_examples: "# Every attribute, the harmony strategy (the default), ε = 2:
+harmony collection create means --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 2
+# Sample-k with HM, named:
+harmony collection create means --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 2 --strategy sample-k --numeric-mechanism hm --name 'Adult, sample-k'",
+    spec: means_spec,
+    simulate: crate::simulate::run_means,
+};
+
+/// A means collection's spec: one strategy (`--strategy`, default harmony) and its mechanisms.
+fn means_spec(a: &SpecArgs<'_>) -> Result<TaskSpec> {
+    let file = a.file()?;
+    let kinds = match &a.means.strategy {
+        None => vec![StrategyKind::Harmony],
+        Some(_) => strategies(a.means, file)?,
+    };
+    let [kind] = kinds[..] else { bail!("--strategy has {} values, expected one for a collection", kinds.len()) };
+    Ok(TaskSpec::Means(means(a.means, file, kind)?))
+}
+
 #[cfg(test)]
 mod range_linear_tests {
     use super::*;
@@ -453,7 +419,7 @@ mod range_linear_tests {
     fn single_of(args: &[&str]) -> Result<TaskSpec> {
         let w = Wrap::try_parse_from(std::iter::once("create").chain(args.iter().copied()))?;
         let file = SchemaFile::load(&crate::data::bundled("examples/adult.toml"))?;
-        Ok(single(&w.t, &w.m, &file, 1.0)?.1)
+        Ok(single(&w.t, &w.m, Some(&file), 1.0)?.1)
     }
 
     #[test]

@@ -5,108 +5,27 @@
 //! options, as before). Written with the task's name after the command instead, it reads only
 //! the options that task takes and refuses the others, and `harmony simulate range --help` shows
 //! just those, with the task's examples; the command's own help hides the task options and lists
-//! the tasks. [`TASKS`] says which options each task takes.
+//! the tasks. Each task's [`CliTask`](crate::simulate_tasks::CliTask) says which options it takes.
 
+use crate::simulate_tasks::{ALL, by_name};
 use clap::parser::ValueSource;
 use std::ffi::OsString;
 
 /// The commands that take a task.
 const COMMANDS: &[&[&str]] = &[&["simulate"], &["collection", "create"], &["demo"], &["load"]];
 
-/// Each task: its name, what it estimates, the ids of the options it takes.
-pub const TASKS: &[(&str, &str, &[&str])] = &[
-    (
-        "means",
-        "per-attribute means and frequencies of whole records (the default)",
-        &["strategy", "numeric_mechanism", "categorical_mechanism", "k", "poison", "attack", "poison_target"],
-    ),
-    (
-        "frequency",
-        "the frequencies of one categorical column, with any oracle",
-        &["column", "categorical_mechanism", "poison", "attack", "poison_target"],
-    ),
-    ("range", "range queries [a, b), the CDF and quantiles of one numeric column", RANGE),
-    ("quantiles", "quantiles of one numeric column (range, scored on quantiles)", RANGE),
-    (
-        "heavy-hitters",
-        "the top items of a string column or of item sets",
-        &["column", "method", "top", "transactions", "separator", "items", "item_bits", "pad_length"],
-    ),
-    (
-        "marginals",
-        "k-way marginals of categorical and binned numeric attributes",
-        &["attributes", "method", "k", "calm_l", "users"],
-    ),
-    (
-        "linear-queries",
-        "a workload of linear queries (counts of predicates) over a few attributes",
-        &["attributes", "queries", "method", "delta", "synthetic_domain", "hull", "batch_size", "no_enrollment"],
-    ),
-    (
-        "train",
-        "a linear model (logistic, linear, SVM) by private gradient descent in rounds",
-        &[
-            "target",
-            "model",
-            "positive",
-            "threshold",
-            "mechanism",
-            "batch_size",
-            "rounds",
-            "users",
-            "schedule",
-            "kappa",
-            "gradient_scale",
-            "learning_rate",
-            "lambda",
-            "no_enrollment",
-        ],
-    ),
-];
-
-const RANGE: &[&str] = &["column", "bins", "branching", "method", "queries", "ranges", "quantiles"];
-
-/// The command options a task does not take: model rounds keep no time buckets and cannot recur.
-const NOT_TAKEN: &[(&str, &[&str])] = &[("train", &["period", "recurring"])];
-
-/// A task's own wording of an option several tasks share (the shared help names every task).
-const HELP: &[(&str, &str, &str)] = &[
-    ("train", "target", "The target column (the other attributes are features)"),
-    ("train", "model", "logistic, linear or svm"),
-    ("train", "positive", "A categorical target's positive label (default: the 2nd)"),
-    ("train", "threshold", "A numeric target: positive above this public value"),
-    ("train", "mechanism", "The gradient randomizer: hm (default) or pm"),
-    ("train", "batch_size", "Devices per round g (default: from --users)"),
-    ("train", "rounds", "Rounds T (needed by --schedule noise without --users)"),
-    ("train", "users", "Expected devices N: T = ⌊N/g⌋ rounds"),
-    ("train", "schedule", "noise (default: a constant step) or decay (γ₀/√t)"),
-    ("train", "kappa", "κ of the noise step (default 2)"),
-    ("train", "gradient_scale", "Scale c ≥ 1 before clipping (default 2, decay 1)"),
-    ("train", "learning_rate", "γ₀ of --schedule decay"),
-    ("train", "lambda", "L2 regularisation λ (default 1e-4)"),
-    ("train", "no_enrollment", "Open the rounds to any device id (default: enrolled)"),
-    ("linear-queries", "method", "gaussian, hr, adaptive; adaptive-rounds (collections)"),
-    ("linear-queries", "queries", "The workload: identity, prefix or a CSV/JSON file"),
-    ("linear-queries", "attributes", "The attributes (default: categorical and binned)"),
-    ("linear-queries", "delta", "δ of --method gaussian, in (0, 1) (default 1e-6)"),
-    ("linear-queries", "synthetic_domain", "With --synthetic N: the domain size J (default 1000)"),
-    ("linear-queries", "hull", "Gaussian projection: symmetric (default) or simplex"),
-    ("linear-queries", "batch_size", "adaptive-rounds: the devices answering each query"),
-    ("linear-queries", "no_enrollment", "adaptive-rounds: open to any device id"),
-];
-
-/// Whether `task` does not take the command option `id` ([`NOT_TAKEN`]).
+/// Whether `task` does not take the command option `id` ([`CliTask::not_taken`](crate::simulate_tasks::CliTask::not_taken)).
 fn not_taken(task: &str, id: &str) -> bool {
-    NOT_TAKEN.iter().any(|(t, ids)| *t == task && ids.contains(&id))
+    by_name(task).is_some_and(|c| c.not_taken.contains(&id))
 }
 
 /// Every id some task takes, and `task` itself.
 fn task_ids() -> impl Iterator<Item = &'static str> {
-    TASKS.iter().flat_map(|(_, _, ids)| ids.iter().copied()).chain(["task"])
+    ALL.iter().flat_map(|c| c.options.iter().copied()).chain(["task"])
 }
 
 fn options_of(task: &str) -> Option<&'static [&'static str]> {
-    TASKS.iter().find(|(n, _, _)| *n == task).map(|(_, _, ids)| *ids)
+    by_name(task).map(|c| c.options)
 }
 
 /// `argv` with a task name after one of [`COMMANDS`] turned into `--task NAME`, and the command
@@ -132,7 +51,7 @@ pub fn attach(mut cmd: clap::Command) -> clap::Command {
     for path in COMMANDS {
         cmd = at(cmd, path, &|c| {
             let c = c.mut_args(|a| if task_ids().any(|id| id == a.get_id()) { a.hide(true) } else { a });
-            let list: Vec<String> = TASKS.iter().map(|(n, what, _)| format!("  {n:<15} {what}")).collect();
+            let list: Vec<String> = ALL.iter().map(|c| format!("  {:<15} {}", c.task.name(), c.about)).collect();
             let after = c.get_after_help().map(|s| format!("\n\n{s}")).unwrap_or_default();
             let tasks =
                 format!("Tasks (`harmony {} TASK --help`: the task's options):\n{}", path.join(" "), list.join("\n"));
@@ -167,12 +86,13 @@ pub fn task_help(root: &clap::Command, path: &[String], task: &str) -> String {
         c = c.find_subcommand(p).expect("a task command").clone();
     }
     let ids = options_of(task).unwrap_or(&[]);
-    let about = TASKS.iter().find(|(n, _, _)| *n == task).map_or("", |(_, what, _)| *what);
+    let about = by_name(task).map_or("", |c| c.about);
+    let own_help = by_name(task).map_or(&[][..], |c| c.help);
     let own = |id: &str| (!task_ids().any(|t| t == id) && !not_taken(task, id)) || ids.contains(&id);
     let mut c = c
         .mut_args(|a| {
             let id = a.get_id().as_str().to_string();
-            let help = HELP.iter().find(|(t, i, _)| *t == task && *i == id).map(|(_, _, h)| *h);
+            let help = own_help.iter().find(|(i, _)| *i == id).map(|(_, h)| *h);
             match (own(&id) && id != "task", ids.contains(&id.as_str())) {
                 (false, _) => a.hide(true),
                 (true, true) => {
@@ -197,7 +117,7 @@ pub fn task_help(root: &clap::Command, path: &[String], task: &str) -> String {
 /// Errors on an option given on the command line that `task` does not take.
 pub fn check_given(matches: &clap::ArgMatches, cmd: &clap::Command, task: &str) -> Result<(), String> {
     let ids = options_of(task).unwrap_or(&[]);
-    let refused = NOT_TAKEN.iter().filter(|(t, _)| *t == task).flat_map(|(_, n)| n.iter().copied());
+    let refused = by_name(task).map_or(&[][..], |c| c.not_taken).iter().copied();
     for id in task_ids().filter(|id| *id != "task" && !ids.contains(id)).chain(refused) {
         if matches!(matches.try_get_raw(id), Ok(Some(_))) && matches.value_source(id) == Some(ValueSource::CommandLine)
         {
@@ -259,7 +179,7 @@ mod tests {
             assert!(lines <= 60, "harmony {} --help: {lines} lines\n{help}", path.join(" "));
             assert!(help.matches("\n  harmony ").count() + help.matches("=$(harmony ").count() >= 2, "{help}");
         }
-        for (task, _, _) in TASKS {
+        for task in ALL.iter().map(|c| c.task.name()) {
             for path in [vec!["simulate".to_string()], vec!["collection".into(), "create".into()]] {
                 let help = task_help(&root, &path, task);
                 let lines = help.lines().count();
@@ -276,7 +196,7 @@ mod tests {
     #[test]
     fn every_task_of_simulate_and_collection_create_has_two_examples() {
         for path in ["simulate", "collection create"] {
-            for (task, _, _) in TASKS {
+            for task in ALL.iter().map(|c| c.task.name()) {
                 let e = crate::examples::task_examples(path, task).unwrap_or_default();
                 let own = format!("harmony {path} {task} ");
                 assert!(e.matches(own.as_str()).count() >= 2, "harmony {path} {task}: {e}");

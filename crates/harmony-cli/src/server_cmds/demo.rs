@@ -80,7 +80,7 @@ pub fn run(mut a: DemoArgs) -> Result<()> {
     eprintln!("server on {} (SQLite {})", server.url(), db.display());
     let client = Client::new(&server.url()).with_token(&token);
     let file = SchemaFile::load(&data::bundled("examples/adult.toml"))?;
-    let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
+    let (schema, task) = crate::specs::single(&a.task, &a.means, Some(&file), a.epsilon)?;
     let created = client.create_collection(&CreateCollection { schema, epsilon: a.epsilon, task })?;
     let config = created.config;
     eprintln!("collection {} (task {} at ε = {})", created.id, config.task.kind(), a.epsilon);

@@ -80,7 +80,7 @@ fn prepare(a: &mut LoadArgs, client: &Client) -> Result<Prepared> {
         a.means.strategy = Some(vec!["sample-k".into()]);
     }
     let file = SchemaFile::load(&data::bundled("examples/adult.toml"))?;
-    let (schema, task) = crate::specs::single(&a.task, &a.means, &file, a.epsilon)?;
+    let (schema, task) = crate::specs::single(&a.task, &a.means, Some(&file), a.epsilon)?;
     let created = client.create_collection(&CreateCollection { schema, epsilon: a.epsilon, task })?;
     let config = &created.config;
     // Heavy hitters: each device's item is its value of `--column`.

@@ -451,10 +451,8 @@ pub fn collection(cmd: CollectionCommand) -> Result<()> {
 
 /// Creates the collection `a` describes (the spec `harmony simulate` builds from the same options).
 pub fn create(a: &CreateArgs) -> Result<Created> {
-    let (schema, task) = match &a.schema {
-        Some(path) => crate::specs::single(&a.task, &a.means, &SchemaFile::load(path)?, a.epsilon)?,
-        None => (None, crate::specs::single_without_schema(&a.task)?),
-    };
+    let file = a.schema.as_deref().map(SchemaFile::load).transpose()?;
+    let (schema, task) = crate::specs::single(&a.task, &a.means, file.as_ref(), a.epsilon)?;
     if let Some(w) = submit::epsilon_warning(a.epsilon) {
         eprintln!("warning: {w}");
     }

@@ -100,9 +100,12 @@ impl TrainOptions {
         .filter_map(|(n, g)| g.then_some(n))
         .collect()
     }
-    /// An error when a training option is given to `--task means`.
-    pub fn check_unused(&self) -> Result<()> {
-        match self.given().as_slice() {
+    /// An error when a training option is given to a task that does not take it (`taken`: the
+    /// option ids the task takes, `batch_size`, …).
+    pub fn check_unused_except(&self, taken: &[&str]) -> Result<()> {
+        let id = |n: &str| n.trim_start_matches("--").replace('-', "_");
+        let given: Vec<&str> = self.given().into_iter().filter(|n| !taken.contains(&id(n).as_str())).collect();
+        match given.as_slice() {
             [] => Ok(()),
             given => bail!("invalid option: {} {} for --task train", given.join(", "), plural(given.len())),
         }

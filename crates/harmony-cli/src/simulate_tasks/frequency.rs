@@ -101,3 +101,27 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     };
     experiment::emit(&a, args.runs, args.seed, args.format, args.plot.as_deref())
 }
+
+/// The `frequency` task on the command line.
+pub const CLI: super::CliTask = super::CliTask {
+    task: super::Task::Frequency,
+    about: "the frequencies of one categorical column, with any oracle",
+    options: &["column", "categorical_mechanism", "poison", "attack", "poison_target"],
+    help: &[],
+    not_taken: &[],
+    simulate_examples: "# The frequencies of education with every oracle the planner would pick from:
+harmony simulate frequency --column education --epsilon 1 --runs 2
+# With OLH only, and 5% fake devices pushing the rarest label:
+harmony simulate frequency --column education --categorical-mechanism olh --poison 0.05 --epsilon 2 --runs 2",
+    create_examples: "# The frequencies of race (the oracle with the least variance for its labels):
+harmony collection create frequency --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column race
+# With OUE:
+harmony collection create frequency --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column race --categorical-mechanism oue",
+    spec,
+    simulate: run,
+};
+
+fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
+    a.file()?;
+    Ok(TaskSpec::Frequency(crate::specs::frequency(a.task, a.means)?))
+}

@@ -163,6 +163,32 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     experiment::emit(&a, args.runs, args.seed, args.format, args.plot.as_deref())
 }
 
+/// The `heavy-hitters` task on the command line (the one task whose collections need no schema).
+pub const CLI: super::CliTask = super::CliTask {
+    task: super::Task::HeavyHitters,
+    about: "the top items of a string column or of item sets",
+    options: &["column", "method", "top", "transactions", "separator", "items", "item_bits", "pad_length"],
+    help: &[],
+    not_taken: &[],
+    simulate_examples: "# The 5 most frequent occupations:
+harmony simulate heavy-hitters --column occupation --top 5 --epsilon 4 --runs 2
+# Every row as the set of its attribute=value items, TreeHist:
+harmony simulate heavy-hitters --column '*' --method treehist --top 10 --epsilon 4 --runs 1",
+    create_examples: "# The top 10 items devices hold (strings; no schema needed):
+harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon 4 --top 10
+# TreeHist over 16-bit item codes:
+harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon 4 --method treehist --item-bits 16 --top 5",
+    spec,
+    simulate: run,
+};
+
+fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
+    let [spec] = &crate::specs::heavy(a.task)?[..] else {
+        bail!("--method has several values, expected one for a collection")
+    };
+    Ok(TaskSpec::HeavyHitters(spec.1.clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -215,6 +215,48 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     experiment::emit(&a, args.runs, args.seed, args.format, args.plot.as_deref())
 }
 
+/// The `linear-queries` task on the command line.
+pub const CLI: super::CliTask = super::CliTask {
+    task: super::Task::LinearQueries,
+    about: "a workload of linear queries (counts of predicates) over a few attributes",
+    options: &["attributes", "queries", "method", "delta", "synthetic_domain", "hull", "batch_size", "no_enrollment"],
+    help: &[
+        ("method", "gaussian, hr, adaptive; adaptive-rounds (collections)"),
+        ("queries", "The workload: identity, prefix or a CSV/JSON file"),
+        ("attributes", "The attributes (default: categorical and binned)"),
+        ("delta", "δ of --method gaussian, in (0, 1) (default 1e-6)"),
+        ("synthetic_domain", "With --synthetic N: the domain size J (default 1000)"),
+        ("hull", "Gaussian projection: symmetric (default) or simplex"),
+        ("batch_size", "adaptive-rounds: the devices answering each query"),
+        ("no_enrollment", "adaptive-rounds: open to any device id"),
+    ],
+    not_taken: &[],
+    simulate_examples: "# A workload of counts over sex and race:
+harmony simulate linear-queries --queries examples/queries/adult_sex_race.json --epsilon 1 --runs 2
+# Every count of sex × race (the identity workload), Gaussian mechanism with δ = 1e-6:
+harmony simulate linear-queries --attributes sex,race --queries identity --method gaussian --delta 1e-6 --epsilon 1 --runs 2",
+    create_examples: "# A workload of counts over sex and race:
+harmony collection create linear-queries --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --queries examples/queries/adult_sex_race.json
+# Adaptive rounds of 500 enrolled devices, the first query from a file:
+harmony collection create linear-queries --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --queries examples/queries/adult_women.json --method adaptive-rounds --batch-size 500",
+    spec,
+    simulate: run,
+};
+
+/// One mechanism (`--method`, default hr); `--batch-size` as given: the task refuses it with any
+/// mechanism but adaptive-rounds and asks for it with adaptive-rounds (both named `--batch-size`
+/// by `option_error`).
+fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
+    let t = a.task;
+    let mechanisms = if t.method.is_some() { crate::specs::linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
+    let [mechanism] = mechanisms[..] else {
+        bail!("--method has {} values, expected one for a collection", mechanisms.len())
+    };
+    let (batch_size, enrollment) = (t.train.batch_size, t.train.no_enrollment.then_some(false));
+    let spec = crate::specs::linear(t, a.file()?, mechanism)?;
+    Ok(TaskSpec::LinearQueries(LinearQueriesSpec { batch_size, enrollment, ..spec }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@
 use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::render::Truth;
 use crate::simulate::SimulateArgs;
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use harmony_core::schema::{Schema, Value};
 use harmony_protocol::estimates::{EstimateDocument, MarginalResult, TaskEstimate};
 use harmony_protocol::spec::{MarginalsSpec, TaskSpec};
@@ -138,6 +138,32 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         truth: Mutex::new(Vec::new()),
     };
     experiment::emit(&a, args.runs, args.seed, args.format, args.plot.as_deref())
+}
+
+/// The `marginals` task on the command line.
+pub const CLI: super::CliTask = super::CliTask {
+    task: super::Task::Marginals,
+    about: "k-way marginals of categorical and binned numeric attributes",
+    options: &["attributes", "method", "k", "calm_l", "users"],
+    help: &[],
+    not_taken: &[],
+    simulate_examples: "# 2-way marginals of three attributes, every method:
+harmony simulate marginals --attributes sex,race,income --k 2 --epsilon 1 --runs 2
+# CALM only, planned for 100,000 devices:
+harmony simulate marginals --attributes sex,race,income,workclass --method calm --users 100000 --epsilon 1 --runs 2",
+    create_examples: "# 2-way marginals of sex, race and income:
+harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --k 2
+# CALM, planned for 100,000 devices:
+harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --method calm --users 100000",
+    spec,
+    simulate: run,
+};
+
+/// One method (`--method`, default calm).
+fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
+    let names = a.task.method.clone().unwrap_or(vec!["calm".into()]);
+    let [name] = &names[..] else { bail!("--method has {} values, expected one for a collection", names.len()) };
+    Ok(TaskSpec::Marginals(crate::specs::marginals(a.task, a.means, a.file()?, name)?))
 }
 
 #[cfg(test)]

@@ -8,9 +8,12 @@
 //! - `frequency`: [`frequency`], `train`: [`train`] (through harmony-tasks, as a server runs them);
 //! - `--poison` (frequency, means): [`poison`] (harmony_tasks::poison).
 
+use crate::data::SchemaFile;
 use crate::simulate::SimulateArgs;
-use anyhow::Result;
+use crate::specs::MeansArgs;
+use anyhow::{Result, anyhow};
 use clap::{Args, ValueEnum};
+use harmony_protocol::spec::TaskSpec;
 use std::path::PathBuf;
 
 mod frequency;
@@ -147,15 +150,90 @@ pub struct TaskArgs {
     pub train: crate::server_cmds::rounds::TrainOptions,
 }
 
-/// Runs a non-default task. `args.task.task` is never `Task::Means` here.
+/// What the command line knows of one task: the options it takes, its own wording of shared
+/// ones, its examples, the spec `collection create` sends (and `demo`, `load`) and what
+/// `simulate` runs. Each task's module holds its own (`range::CLI`, …); [`ALL`] lists them, and
+/// the help pages, the option checks, the examples and the dispatch all read them from there.
+pub struct CliTask {
+    /// The task.
+    pub task: Task,
+    /// What it estimates, one line (the task list of each command's help).
+    pub about: &'static str,
+    /// The ids of the [`TaskArgs`] options it takes (the others are refused).
+    pub options: &'static [&'static str],
+    /// Its own wording of options several tasks share: (id, help).
+    pub help: &'static [(&'static str, &'static str)],
+    /// The command options it refuses (model rounds keep no buckets: `period`, `recurring`).
+    pub not_taken: &'static [&'static str],
+    /// Two examples of `harmony simulate TASK`, each a `#` comment line and a command.
+    pub simulate_examples: &'static str,
+    /// Two examples of `harmony collection create TASK`.
+    pub create_examples: &'static str,
+    /// The one spec of a collection (its schema file, when one is given).
+    pub spec: fn(&SpecArgs<'_>) -> Result<TaskSpec>,
+    /// `harmony simulate TASK`.
+    pub simulate: fn(&SimulateArgs) -> Result<()>,
+}
+
+/// What a task's spec is built from: its options, the record strategy's, the schema file and ε.
+pub struct SpecArgs<'a> {
+    /// The task's options.
+    pub task: &'a TaskArgs,
+    /// The record strategy's options (`means`, and `frequency`'s oracle).
+    pub means: &'a MeansArgs,
+    /// `--schema`, if given.
+    pub file: Option<&'a SchemaFile>,
+    /// ε.
+    pub epsilon: f64,
+}
+
+impl SpecArgs<'_> {
+    /// The schema file, or an error naming the task that reads one.
+    pub fn file(&self) -> Result<&SchemaFile> {
+        self.file.ok_or_else(|| {
+            anyhow!(
+                "--schema is missing: --task {} reads the collection's attributes from a schema file (only heavy-hitters needs none)",
+                self.task.task.name()
+            )
+        })
+    }
+}
+
+/// Every task of the command line, in the order the help lists them.
+pub const ALL: &[&CliTask] = &[
+    &crate::specs::MEANS,
+    &frequency::CLI,
+    &range::CLI,
+    &range::QUANTILES,
+    &heavy::CLI,
+    &marginals::CLI,
+    &linear::CLI,
+    &train::CLI,
+];
+
+/// The command line's description of `task`.
+pub fn cli(task: Task) -> &'static CliTask {
+    ALL.iter().find(|c| c.task == task).expect("every task is in ALL")
+}
+
+/// The task named `name` (`heavy-hitters`, …).
+pub fn by_name(name: &str) -> Option<&'static CliTask> {
+    ALL.iter().copied().find(|c| c.task.name() == name)
+}
+
+/// Runs `harmony simulate` for a task other than `means` (which `simulate::run` runs itself).
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    match args.task.task {
-        Task::Means => unreachable!("simulate::run handles --task means"),
-        Task::Frequency => frequency::run(args),
-        Task::Train => train::run(args),
-        Task::Range | Task::Quantiles => range::run(args),
-        Task::HeavyHitters => heavy::run(args),
-        Task::Marginals => marginals::run(args),
-        Task::LinearQueries => linear::run(args),
+    (cli(args.task.task).simulate)(args)
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn every_task_is_listed_once() {
+        for t in Task::value_variants() {
+            assert_eq!(ALL.iter().filter(|c| c.task == *t).count(), 1, "{}", t.name());
+        }
     }
 }

@@ -22,7 +22,7 @@ use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::Schema;
 use harmony_protocol::CreateCollection;
 use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
-use harmony_protocol::spec::{RangeSpec, TaskSpec};
+use harmony_protocol::spec::{RangeMethod, RangeSpec, TaskSpec};
 use harmony_tasks::range::RangeTask;
 use harmony_tasks::{Task, TaskAggregator};
 
@@ -174,6 +174,55 @@ fn analysis(args: &SimulateArgs) -> Result<Range> {
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let a = analysis(args)?;
     experiment::emit(&a, args.runs, args.seed, args.format, args.plot.as_deref())
+}
+
+/// The options of `range` and `quantiles`.
+pub const RANGE_OPTIONS: &[&str] = &["column", "bins", "branching", "method", "queries", "ranges", "quantiles"];
+
+/// The `range` task on the command line.
+pub const CLI: super::CliTask = super::CliTask {
+    task: super::Task::Range,
+    about: "range queries [a, b), the CDF and quantiles of one numeric column",
+    options: super::range::RANGE_OPTIONS,
+    help: &[],
+    not_taken: &[],
+    simulate_examples: "# Ranges and quantiles of age, every method:
+harmony simulate range --column age --epsilon 1 --runs 2
+# The hierarchical method over 32 bins, with the ranges of a report:
+harmony simulate range --column age --method hh --bins 32 --ranges 18:30,30:65 --epsilon 1 --runs 2",
+    create_examples: "# Ranges and quantiles of age:
+harmony collection create range --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age
+# The Haar method over 32 bins:
+harmony collection create range --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --method haar --bins 32",
+    spec,
+    simulate: run,
+};
+
+/// `quantiles`: a range collection, simulated and scored on its quantiles.
+pub const QUANTILES: super::CliTask = super::CliTask {
+    task: super::Task::Quantiles,
+    about: "quantiles of one numeric column (range, scored on quantiles)",
+    options: super::range::RANGE_OPTIONS,
+    help: &[],
+    not_taken: &[],
+    simulate_examples: "# The median and deciles of hours per week:
+harmony simulate quantiles --column hours_per_week --quantiles 0.1,0.5,0.9 --epsilon 1 --runs 2
+# With the Haar method only:
+harmony simulate quantiles --column age --method haar --epsilon 2 --runs 2",
+    create_examples: "# Quantiles of hours per week (a range collection):
+harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column hours_per_week
+# Over 16 bins:
+harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --bins 16",
+    spec,
+    simulate: run,
+};
+
+/// One method (`--method`, default hh) over `--column`.
+fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
+    let file = a.file()?;
+    let methods = if a.task.method.is_some() { crate::specs::range_methods(a.task)? } else { vec![RangeMethod::Hh] };
+    let [method] = methods[..] else { bail!("--method has {} values, expected one for a collection", methods.len()) };
+    Ok(TaskSpec::Range(crate::specs::range(a.task, file, method)?))
 }
 
 #[cfg(test)]

@@ -73,3 +73,42 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// The `train` task on the command line (model rounds keep no time buckets and cannot recur).
+pub const CLI: super::CliTask = super::CliTask {
+    task: super::Task::Train,
+    about: "a linear model (logistic, linear, SVM) by private gradient descent in rounds",
+    options: &["target", "model", "positive", "threshold", "mechanism", "batch_size", "rounds", "users", "schedule", "kappa", "gradient_scale", "learning_rate", "lambda", "no_enrollment"],
+    help: &[
+        ("target", "The target column (the other attributes are features)"),
+        ("model", "logistic, linear or svm"),
+        ("positive", "A categorical target's positive label (default: the 2nd)"),
+        ("threshold", "A numeric target: positive above this public value"),
+        ("mechanism", "The gradient randomizer: hm (default) or pm"),
+        ("batch_size", "Devices per round g (default: from --users)"),
+        ("rounds", "Rounds T (needed by --schedule noise without --users)"),
+        ("users", "Expected devices N: T = ⌊N/g⌋ rounds"),
+        ("schedule", "noise (default: a constant step) or decay (γ₀/√t)"),
+        ("kappa", "κ of the noise step (default 2)"),
+        ("gradient_scale", "Scale c ≥ 1 before clipping (default 2, decay 1)"),
+        ("learning_rate", "γ₀ of --schedule decay"),
+        ("lambda", "L2 regularisation λ (default 1e-4)"),
+        ("no_enrollment", "Open the rounds to any device id (default: enrolled)"),
+    ],
+    not_taken: &["period", "recurring"],
+    simulate_examples: "# Logistic regression of income in rounds of 2,000 devices:
+harmony simulate train --target income --model logistic --batch-size 2000 --users 48842 --epsilon 4 --runs 1
+# Linear regression of hours per week with PM gradients:
+harmony simulate train --target hours_per_week --model linear --mechanism pm --batch-size 2000 --users 48842 --epsilon 4 --runs 1",
+    create_examples: "# Logistic regression of income, rounds of 1,000 enrolled devices:
+harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model logistic --batch-size 1000 --users 10000
+# An SVM with the decaying step size:
+harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model svm --batch-size 1000 --users 10000 --schedule decay --learning-rate 0.3",
+    spec,
+    simulate: run,
+};
+
+fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
+    let schema = a.file()?.schema()?;
+    Ok(TaskSpec::Train(crate::server_cmds::rounds::train_spec(&schema, a.epsilon, &a.task.train)?))
+}
