@@ -48,33 +48,32 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
     Ok(config)
 }
 
+/// The task of `config`, boxed as the caller's return type asks (`dyn Task` or `dyn
+/// DeviceSide`): the one list of every task's constructor.
+macro_rules! construct {
+    ($config:expr) => {{
+        let c = $config.clone();
+        match $config.task.kind() {
+            TaskKind::Means => Box::new(means::MeansTask::new(c)?),
+            TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
+            TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
+            TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
+            TaskKind::Range => Box::new(range::RangeTask::new(c)?),
+            TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
+            TaskKind::Train => Box::new(train::TrainTask::new(c)?),
+        }
+    }};
+}
+
 /// The task a config describes (on the server and on every device alike).
 pub fn build(config: &CollectionConfig) -> Result<Box<dyn Task>> {
-    let c = config.clone();
-    Ok(match config.task.kind() {
-        TaskKind::Means => Box::new(means::MeansTask::new(c)?),
-        TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
-        TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
-        TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
-        TaskKind::Range => Box::new(range::RangeTask::new(c)?),
-        TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
-        TaskKind::Train => Box::new(train::TrainTask::new(c)?),
-    })
+    Ok(construct!(config))
 }
 
 /// The device's side of the task a config describes: the same object as [`build`]'s, seen only
 /// as a [`DeviceSide`](crate::erased::DeviceSide) (the browser SDK: no server code linked).
 pub fn build_device(config: &CollectionConfig) -> Result<Box<dyn crate::erased::DeviceSide>> {
-    let c = config.clone();
-    Ok(match config.task.kind() {
-        TaskKind::Means => Box::new(means::MeansTask::new(c)?),
-        TaskKind::Frequency => Box::new(frequency::FrequencyTask::new(c)?),
-        TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
-        TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
-        TaskKind::Range => Box::new(range::RangeTask::new(c)?),
-        TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
-        TaskKind::Train => Box::new(train::TrainTask::new(c)?),
-    })
+    Ok(construct!(config))
 }
 
 /// The code length in bits of a task whose devices send integer item ids (heavy hitters with
