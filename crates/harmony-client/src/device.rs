@@ -495,7 +495,13 @@ impl<L: Ledger> Device<L> {
 pub struct SimulatedDevices {
     seed: u64,
     ids: ChaCha20Rng,
+    /// [`SimulatedDevices::reproducible`]: device i's report id comes from stream i of this seed.
+    id_seed: Option<u64>,
 }
+
+/// The stream of a seed that [`SimulatedDevices::reproducible`] draws report ids from (apart from
+/// the devices' randomization streams).
+const REPORT_ID_STREAM: u64 = u64::from_le_bytes(*b"reportid");
 
 impl std::fmt::Debug for SimulatedDevices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -506,12 +512,29 @@ impl std::fmt::Debug for SimulatedDevices {
 impl SimulatedDevices {
     /// Simulated devices of a run seeded `seed`.
     pub fn new(seed: u64) -> Self {
-        SimulatedDevices { seed, ids: harmony_core::sampling::secure_rng() }
+        SimulatedDevices { seed, ids: harmony_core::sampling::secure_rng(), id_seed: None }
+    }
+    /// Simulated devices of a run seeded `seed` whose report ids are reproducible too: device
+    /// i's id is drawn from its own stream of the seed, so a repeated run sends the same ids and
+    /// a server acknowledges its reports as already stored instead of storing them twice
+    /// (`harmony submit --simulate-devices --seed`). Another population under the same seed
+    /// reuses the ids, and its different reports are refused (409): give it another seed.
+    pub fn reproducible(seed: u64) -> Self {
+        let id_seed = harmony_core::sampling::stream_seed(seed, REPORT_ID_STREAM);
+        SimulatedDevices { id_seed: Some(id_seed), ..SimulatedDevices::new(seed) }
     }
     /// Device `device`'s batch item for `input`.
     pub fn item(&mut self, task: &DeviceTask, device: u64, input: &Input<'_>) -> Result<ReportItem> {
         let mut rng = harmony_tasks::simulate::device_rng(self.seed, device);
-        task.item(input, &mut rng, &mut self.ids).map_err(|e| match e {
+        let mut own;
+        let ids: &mut dyn Rng = match self.id_seed {
+            Some(s) => {
+                own = harmony_tasks::simulate::device_rng(s, device);
+                &mut own
+            }
+            None => &mut self.ids,
+        };
+        task.item(input, &mut rng, ids).map_err(|e| match e {
             ClientError::Core(e) => ClientError::Core(harmony_tasks::simulate::at_device(e, device)),
             other => other,
         })

@@ -270,7 +270,8 @@ pub struct SubmitArgs {
     #[arg(long, default_value_t = 1000)]
     pub batch: usize,
     /// Experiments on loopback only: device i randomizes as `harmony simulate --seed S`'s
-    /// device i (else with the OS CSPRNG, as a real device does).
+    /// device i and sends the same report id each run (a repeat is stored once); else the OS
+    /// CSPRNG, as a real device does.
     #[arg(long, requires = "seed")]
     pub simulate_devices: bool,
     /// The seed of `--simulate-devices` (and only with it).

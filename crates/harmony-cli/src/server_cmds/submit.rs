@@ -115,7 +115,7 @@ fn items(
     let mut out = Vec::with_capacity(rows.len());
     match seed {
         Some(s) => {
-            let mut sim = SimulatedDevices::new(s);
+            let mut sim = SimulatedDevices::reproducible(s);
             for i in rows {
                 out.push(sim.item(task, i as u64, &inputs[i])?);
             }
