@@ -39,6 +39,8 @@ fn task(method: HeavyMethod, top: usize, bits: u32, pad: usize, levels: Option<V
         items: ItemEncoding::Hash,
         pad_length: Some(pad),
         levels,
+        rows: None,
+        columns: None,
         candidates,
     };
     let req = CreateCollection { schema: None, epsilon: 4.0, task: TaskSpec::HeavyHitters(spec) };
@@ -132,6 +134,8 @@ fn config_round_trips_and_resolve_is_idempotent() {
         items: ItemEncoding::Id,
         pad_length: None,
         levels: None,
+        rows: None,
+        columns: None,
         candidates: vec!["17".into(), "4".into()],
     };
     let req = CreateCollection { schema: None, epsilon: 2.0, task: TaskSpec::HeavyHitters(spec) };
@@ -226,6 +230,8 @@ fn errors_name_the_field() {
         items: ItemEncoding::Hash,
         pad_length: None,
         levels: None,
+        rows: None,
+        columns: None,
         candidates: vec![],
     };
     let bad = [
