@@ -14,10 +14,12 @@
 //!
 //! # Server state
 //! Level j keeps S_j\[r\]\[l\] = Σ b over its reports with row r and coefficient l (as i64) and its
-//! report count: `8 + L·(16 + 8·k·m)` bytes saved for L levels ([`SketchProtocol::state_bytes`]),
-//! 2,097,224 bytes at the defaults (B = 32: four levels; k = 64, m = 1024), whatever the number
-//! of reports. Adding a report is one increment; merging two states adds the arrays (exact:
-//! integer sums), so a window's state is the sum of its buckets' states.
+//! report count: at most `24 + 8·L·(1 + k·m)` bytes saved for L levels
+//! ([`SketchProtocol::state_bytes`]), 2,097,208 bytes at the defaults (B = 32: four levels;
+//! k = 64, m = 1024), whatever the number of reports; a state of few reports saves only its
+//! nonzero sums (16 bytes each, [`SketchAggregator`]), so a small ingest batch stays small.
+//! Adding a report is one increment; merging two states adds the arrays (exact: integer sums),
+//! so a window's state is the sum of its buckets' states.
 //!
 //! # Estimates
 //! Per level, one fast Walsh–Hadamard transform per row, T\[r\] = S\[r\]·H, then for each
@@ -54,9 +56,11 @@
 use super::device::LevelProtocol;
 use super::pem::HeavyHitters;
 use super::tree::{LevelOracle, PrefixTree, item_std_error};
+use harmony_core::frequency::fwht::fwht;
 use harmony_core::frequency::fwht::hadamard_positive;
-use harmony_core::frequency::{FrequencyOracle, Hcms, HcmsAggregator, HcmsReport};
-use harmony_core::state::{SaveState, StateReader, StateWriter, merge_all, save_all};
+use harmony_core::frequency::{FrequencyOracle, Hcms, HcmsReport};
+use harmony_core::sampling::splitmix64;
+use harmony_core::state::{SaveState, StateReader, StateWriter};
 use harmony_core::wire::{WireKind, WireReport};
 use harmony_core::{Aggregator, Error, FrequencyEstimate, Result};
 use rand::Rng;
@@ -119,9 +123,11 @@ impl SketchProtocol {
     pub fn columns(&self) -> usize {
         self.hcms.m()
     }
-    /// The bytes of a saved state: 8 + L·(16 + 8·k·m), whatever the number of reports.
+    /// The most bytes a saved state takes, whatever the number of reports: 24 + 8·L·(1 + k·m)
+    /// for L levels (the dense encoding; a state of few reports takes 24 + 8·L + 16 per nonzero
+    /// sum, at most one per report: [`SketchAggregator`]'s sparse encoding).
     pub fn state_bytes(&self) -> usize {
-        8 + self.tree.levels().len() * (16 + 8 * self.rows() * self.columns())
+        24 + 8 * self.tree.levels().len() * (1 + self.rows() * self.columns())
     }
     /// Randomizes one code (< 2^B; not checked here — see [`Self::randomize`]).
     #[inline]
@@ -164,8 +170,9 @@ impl SketchProtocol {
     }
     /// An empty aggregator.
     pub fn aggregator(&self) -> SketchAggregator {
-        let levels = vec![self.hcms.aggregator(); self.tree.levels().len()];
-        SketchAggregator { protocol: self.clone(), levels }
+        let levels = self.tree.levels().len();
+        let sums = vec![0; levels * self.rows() * self.columns()];
+        SketchAggregator { protocol: self.clone(), counts: vec![0; levels], sums }
     }
 }
 
@@ -182,23 +189,63 @@ impl LevelProtocol for SketchProtocol {
     }
 }
 
-/// Server state: one HCMS aggregator (k × m signed sums and a count) per level. Mergeable
-/// exactly; `estimate` runs the level search.
+/// Server state: per level, its report count and its k × m signed sums S\[r\]\[l\] (row-major,
+/// levels one after the other). Merging adds them (exact); `estimate` runs the level search.
+///
+/// Saved as the level count, the L report counts, then either every sum (dense, tag 0:
+/// 8·L·k·m bytes) or the nonzero ones as (index, value) pairs (sparse, tag 1: 16 bytes each),
+/// whichever is smaller, so that a batch of a few reports saves a few hundred bytes and a day's
+/// bucket at most [`SketchProtocol::state_bytes`].
 #[derive(Debug, Clone)]
 pub struct SketchAggregator {
     protocol: SketchProtocol,
-    levels: Vec<HcmsAggregator>,
+    counts: Vec<u64>,
+    sums: Vec<i64>,
 }
 
 impl SketchAggregator {
+    /// The sums of `level` (k rows of m), or an error naming the level.
+    fn level(&self, level: usize) -> Result<&[i64]> {
+        let cells = self.protocol.rows() * self.protocol.columns();
+        self.sums
+            .get(level * cells..(level + 1) * cells)
+            .ok_or_else(|| Error::param("level", level, format!("a level in [0, {})", self.counts.len())))
+    }
+    /// The transformed sketch of `level`: T\[r\] = S\[r\]·H, one fast Walsh–Hadamard transform per
+    /// row (rayon over rows).
+    fn transformed(&self, level: usize) -> Result<Vec<i64>> {
+        let mut t = self.level(level)?.to_vec();
+        let m = self.protocol.columns();
+        #[cfg(feature = "parallel")]
+        {
+            use rayon::prelude::*;
+            t.par_chunks_mut(m).with_min_len(ROWS_PER_TASK).for_each(fwht);
+        }
+        #[cfg(not(feature = "parallel"))]
+        t.chunks_mut(m).for_each(fwht);
+        Ok(t)
+    }
+    /// The estimates from Σ_r T\[r\]\[h_r(v)\] per candidate, with the family-averaged standard
+    /// errors (harmony-core's HCMS estimator; module docs).
+    fn estimate_from_sums(&self, level: usize, sums: &[i64]) -> FrequencyEstimate {
+        let (n, hcms) = (self.counts[level], &self.protocol.hcms);
+        if n == 0 {
+            return FrequencyEstimate::empty(sums.len());
+        }
+        let (nf, c, m) = (n as f64, hcms.epsilon().c(), hcms.m() as f64);
+        let scale = m / (m - 1.0);
+        let frequencies: Vec<f64> = sums.iter().map(|&s| scale * (c * s as f64 / nf - 1.0 / m)).collect();
+        let std_errors =
+            frequencies.iter().map(|&f| (hcms.family_variance(f.clamp(0.0, 1.0)).max(0.0) / nf).sqrt()).collect();
+        FrequencyEstimate { n, frequencies, std_errors }
+    }
     /// Unbiased estimates (over the hash family), with standard errors, of the given prefixes of
     /// level `level`: one transform per row, then k look-ups per prefix.
     pub fn estimate_candidates(&self, level: usize, prefixes: &[u64]) -> Result<FrequencyEstimate> {
-        let agg = self
-            .levels
-            .get(level)
-            .ok_or_else(|| Error::param("level", level, format!("a level in [0, {})", self.levels.len())))?;
-        Ok(agg.estimate_items(prefixes))
+        let t = self.transformed(level)?;
+        let (k, m, hcms) = (self.protocol.rows(), self.protocol.columns(), &self.protocol.hcms);
+        let sums: Vec<i64> = prefixes.iter().map(|&v| (0..k).map(|r| t[r * m + hcms.bucket(r, v)]).sum()).collect();
+        Ok(self.estimate_from_sums(level, &sums))
     }
 }
 
@@ -211,17 +258,19 @@ impl Aggregator for SketchAggregator {
     }
     #[inline]
     fn add_unchecked(&mut self, r: &SketchReport) {
-        self.levels[r.level as usize].add_unchecked(&r.hcms);
+        let (k, m) = (self.protocol.rows(), self.protocol.columns());
+        let level = r.level as usize;
+        self.counts[level] += 1;
+        self.sums[(level * k + r.hcms.j as usize) * m + r.hcms.l as usize] += if r.hcms.bit { 1 } else { -1 };
     }
     fn merge(&mut self, other: &Self) -> Result<()> {
         harmony_core::aggregate::check_compatible("heavy-hitter sketch", &self.protocol, &other.protocol)?;
-        for (dst, src) in self.levels.iter_mut().zip(&other.levels) {
-            dst.merge(src)?;
-        }
+        self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
         Ok(())
     }
     fn count(&self) -> u64 {
-        self.levels.iter().map(Aggregator::count).sum()
+        self.counts.iter().sum()
     }
     /// The level search for one item per device. Errors: a level without reports.
     fn estimate(&self) -> Result<HeavyHitters> {
@@ -234,11 +283,15 @@ impl LevelOracle for SketchAggregator {
         &self.protocol.tree
     }
     fn level_reports(&self, level: usize) -> u64 {
-        self.levels.get(level).map_or(0, Aggregator::count)
+        self.counts.get(level).copied().unwrap_or(0)
     }
+    /// The fast path of the level search: [`block_sums`] over the transformed sketch (the same
+    /// numbers as [`SketchAggregator::estimate_candidates`]).
     fn estimate_level_blocks(&self, level: usize, starts: &[u64], len: usize) -> Result<FrequencyEstimate> {
-        let prefixes: Vec<u64> = starts.iter().flat_map(|&s| (0..len as u64).map(move |t| s.wrapping_add(t))).collect();
-        self.estimate_candidates(level, &prefixes)
+        let t = self.transformed(level)?;
+        let hcms = &self.protocol.hcms;
+        let sums = block_sums(&t, hcms.m(), &hash_params(hcms.seed(), hcms.k()), starts, len)?;
+        Ok(self.estimate_from_sums(level, &sums))
     }
     /// √(V(0)/n).
     fn null_se(&self, n: u64) -> f64 {
@@ -250,12 +303,84 @@ impl LevelOracle for SketchAggregator {
     }
 }
 
+/// The parameters (a_t, b_t) of the public hash family of `seed` (harmony-core's
+/// `sketch_hash`, a wire contract: words 4t..4t+3 of the SplitMix64 stream seeded with `seed`),
+/// h_t(x) = top log₂m bits of ((a_t·x + b_t) mod 2^128) >> 64. The test
+/// `block_walk_matches_the_hash_family` pins them to [`Hcms::bucket`].
+fn hash_params(seed: u64, rows: usize) -> Vec<(u128, u128)> {
+    const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+    let w = |j: u64| splitmix64(seed.wrapping_add(j.wrapping_mul(GOLDEN))) as u128;
+    (0..rows as u64).map(|t| ((w(4 * t) << 64) | w(4 * t + 1), (w(4 * t + 2) << 64) | w(4 * t + 3))).collect()
+}
+
+/// Rows per rayon task in [`block_sums`].
+const ROWS_PER_TASK: usize = 8;
+
+/// Σ_r T\[r\]\[h_r(v)\] for the candidates v = starts\[b\] + t, t < len (in that order), `t` the
+/// transformed sketch (k rows of m, m a power of two). Row by row (its m sums stay in the L1
+/// cache), each block walked upwards: a_r·(x + 1) + b_r = (a_r·x + b_r) + a_r mod 2^128, so a
+/// candidate costs a 128-bit add, a shift and a load per row. Candidates are prefixes below
+/// 2^ℓ (ℓ ≤ 64), so a block never wraps past 2^64. Rayon over groups of rows.
+fn block_sums(t: &[i64], m: usize, params: &[(u128, u128)], starts: &[u64], len: usize) -> Result<Vec<i64>> {
+    let shift = 64 - m.trailing_zeros();
+    let rows: Vec<usize> = (0..params.len()).collect();
+    crate::par::sum_chunks(&rows, ROWS_PER_TASK, starts.len() * len, |rows| {
+        let mut sums = vec![0i64; starts.len() * len];
+        for &r in rows {
+            let (a, b) = params[r];
+            let row = &t[r * m..(r + 1) * m];
+            for (&s, out) in starts.iter().zip(sums.chunks_exact_mut(len)) {
+                let mut y = a.wrapping_mul(s as u128).wrapping_add(b);
+                for o in out.iter_mut() {
+                    *o += row[(((y >> 64) as u64) >> shift) as usize];
+                    y = y.wrapping_add(a);
+                }
+            }
+        }
+        Ok::<_, Error>(sums)
+    })
+}
+
+/// Saved-state encodings of the sums.
+const DENSE: u64 = 0;
+const SPARSE: u64 = 1;
+
 impl SaveState for SketchAggregator {
     fn save_state(&self, w: &mut StateWriter<'_>) {
-        save_all(w, &self.levels);
+        w.u64s(&self.counts);
+        let nonzero = self.sums.iter().filter(|&&s| s != 0).count();
+        if 2 * nonzero < self.sums.len() {
+            w.u64(SPARSE);
+            w.len(nonzero);
+            for (i, &s) in self.sums.iter().enumerate().filter(|&(_, &s)| s != 0) {
+                w.u64(i as u64);
+                w.u64(s as u64);
+            }
+        } else {
+            w.u64(DENSE);
+            w.i64s(&self.sums);
+        }
     }
     fn merge_state(&mut self, r: &mut StateReader<'_>) -> Result<()> {
-        merge_all(r, "sketch levels", &mut self.levels)
+        r.add_u64s("sketch level counts", &mut self.counts)?;
+        match r.u64("sketch encoding")? {
+            DENSE => r.add_i64s("sketch sums", &mut self.sums),
+            SPARSE => {
+                let cells = self.sums.len();
+                for _ in 0..r.len_any("sketch cells", 16)? {
+                    let i = r.u64("sketch cell")?;
+                    let cell = usize::try_from(i).ok().and_then(|i| self.sums.get_mut(i)).ok_or_else(|| {
+                        Error::input("sketch cell", i, format!("an index below {cells} (a state of another shape)"))
+                    })?;
+                    let v = r.u64("sketch sum")? as i64;
+                    *cell = cell
+                        .checked_add(v)
+                        .ok_or_else(|| Error::input("sketch sum", v, "a sum that does not overflow"))?;
+                }
+                Ok(())
+            }
+            other => Err(Error::input("sketch encoding", other, "0 (dense) or 1 (sparse)")),
+        }
     }
 }
 

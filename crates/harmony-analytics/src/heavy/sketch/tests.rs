@@ -248,38 +248,54 @@ fn sketch_finds_the_top_items() {
     assert_eq!(hh.levels.iter().map(|l| l.users).sum::<u64>(), n as u64);
 }
 
-/// The state has a fixed size (8 + L·(16 + 8km) bytes, whatever the number of reports), and
-/// merging the states of two halves — in memory or through saved bytes — gives the whole's state
-/// byte for byte and its estimates exactly.
+/// The saved state is at most 24 + 8·L·(1 + km) bytes whatever the number of reports (dense),
+/// and 24 + 8·L + 16 bytes per nonzero sum for few reports (sparse); merging the states of two
+/// halves — in memory or through saved bytes, either encoding — gives the whole's state byte for
+/// byte and its estimates exactly.
 #[test]
-fn merged_halves_equal_the_whole_in_a_fixed_size_state() {
+fn merged_halves_equal_the_whole_in_a_bounded_state() {
     let (codes, _) = population(30_000, 24);
+    for (p, split) in [
+        (SketchProtocol::pem(2.0, 24, 5).unwrap(), 12_345),
+        (SketchProtocol::new(2.0, PrefixTree::pem(24, 5).unwrap(), 4, 16).unwrap(), 5),
+    ] {
+        let whole = collect(&p, &codes, 3);
+        let mut rng = fast_rng(3);
+        let (mut a, mut b) = (p.aggregator(), p.aggregator());
+        for (i, &c) in codes.iter().enumerate() {
+            let r = p.randomize(c, &mut rng).unwrap();
+            if i < split { a.add(&r) } else { b.add(&r) }.unwrap();
+        }
+        let nonzero = |x: &SketchAggregator| x.sums.iter().filter(|&&s| s != 0).count();
+        assert!(saved(&whole).len() <= p.state_bytes());
+        for x in [&a, &b, &whole] {
+            let sparse = 24 + 8 * 3 + 16 * nonzero(x);
+            assert_eq!(saved(x).len(), sparse.min(p.state_bytes()));
+        }
+        let mut bytes = p.aggregator();
+        for part in [&a, &b] {
+            let buf = saved(part);
+            let mut r = StateReader::new(&buf);
+            bytes.merge_state(&mut r).unwrap();
+            r.finish().unwrap();
+        }
+        a.merge(&b).unwrap();
+        assert_eq!(saved(&a), saved(&whole));
+        assert_eq!(saved(&bytes), saved(&whole));
+        assert_eq!(a.estimate().unwrap(), whole.estimate().unwrap());
+        assert_eq!(bytes.count(), 30_000);
+        let buf = saved(&a);
+        assert!(p.aggregator().merge_state(&mut StateReader::new(&buf[..buf.len() - 8])).is_err());
+    }
     let p = SketchProtocol::pem(2.0, 24, 5).unwrap();
-    let whole = collect(&p, &codes, 3);
-    let mut rng = fast_rng(3);
-    let (mut a, mut b) = (p.aggregator(), p.aggregator());
-    for (i, &c) in codes.iter().enumerate() {
-        let r = p.randomize(c, &mut rng).unwrap();
-        if i < 12_345 { a.add(&r) } else { b.add(&r) }.unwrap();
-    }
-    assert_eq!(saved(&a).len(), p.state_bytes());
-    assert_eq!(saved(&whole).len(), p.state_bytes());
-    assert_eq!(p.state_bytes(), 8 + 3 * (16 + 8 * 64 * 1024));
-    let mut bytes = p.aggregator();
-    for part in [&a, &b] {
-        let buf = saved(part);
-        let mut r = StateReader::new(&buf);
-        bytes.merge_state(&mut r).unwrap();
-        r.finish().unwrap();
-    }
-    a.merge(&b).unwrap();
-    assert_eq!(saved(&a), saved(&whole));
-    assert_eq!(saved(&bytes), saved(&whole));
-    assert_eq!(a.estimate().unwrap(), whole.estimate().unwrap());
-    assert_eq!(bytes.count(), 30_000);
-    let mut short = p.aggregator();
-    let buf = saved(&a);
-    assert!(short.merge_state(&mut StateReader::new(&buf[..buf.len() - 8])).is_err());
+    assert_eq!(p.state_bytes(), 24 + 8 * 3 * (1 + 64 * 1024));
+    let mut bad = p.aggregator();
+    bad.sums[0] = 1;
+    let mut buf = saved(&bad);
+    let at = buf.len() - 16; // the one cell's index
+    buf[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let e = p.aggregator().merge_state(&mut StateReader::new(&buf)).unwrap_err().to_string();
+    assert!(e.contains("sketch cell"), "{e}");
 }
 
 #[test]
@@ -298,4 +314,34 @@ fn bad_parameters_and_reports_name_the_field() {
     let mut agg = p.aggregator();
     agg.add(&p.randomize(7, &mut fast_rng(1)).unwrap()).unwrap();
     assert!(agg.estimate().unwrap_err().to_string().contains("at least one report"));
+}
+
+/// The block walk of the level search reads the same buckets as the hash family and gives the
+/// same estimates as `estimate_candidates` (bit for bit), for blocks low, across 2³² and near
+/// 2⁶⁴ (64-bit prefixes at the last level).
+#[test]
+fn block_walk_matches_the_hash_family() {
+    let p = SketchProtocol::new(1.5, PrefixTree::pem(64, 3).unwrap(), 8, 32).unwrap();
+    let last = p.tree().levels().len() - 1;
+    let params = hash_params(SEED, p.rows());
+    for (t, &(a, b)) in params.iter().enumerate() {
+        for x in [0u64, 1, 77, u64::MAX] {
+            let word = (a.wrapping_mul(x as u128).wrapping_add(b) >> 64) as u64;
+            assert_eq!((word >> (64 - 5)) as usize, p.hcms().bucket(t, x), "row {t}, x {x}");
+        }
+    }
+    let mut agg = p.aggregator();
+    let mut rng = fast_rng(8);
+    for i in 0..5_000u64 {
+        let hcms = p.hcms().randomize_item(i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 4096, &mut rng);
+        agg.add(&SketchReport { level: last as u16, hcms }).unwrap();
+    }
+    let starts = [0u64, 64, 1000, (1 << 32) - 5, (1 << 63) + 7, u64::MAX - 40];
+    for len in [1usize, 3, 8, 19] {
+        let keys: Vec<u64> = starts.iter().flat_map(|&s| (0..len as u64).map(move |t| s + t)).collect();
+        let got = agg.estimate_level_blocks(last, &starts, len).unwrap();
+        let want = agg.estimate_candidates(last, &keys).unwrap();
+        assert_eq!(got, want, "len {len}");
+        assert!(got.frequencies.iter().any(|&f| f > 0.0));
+    }
 }
