@@ -212,17 +212,13 @@ impl SketchAggregator {
             .ok_or_else(|| Error::param("level", level, format!("a level in [0, {})", self.counts.len())))
     }
     /// The transformed sketch of `level`: T\[r\] = S\[r\]·H, one fast Walsh–Hadamard transform per
-    /// row (rayon over rows).
+    /// row. Serial, as the whole estimate: it takes about a millisecond, and on a loaded machine
+    /// a parallel section waits for its slowest worker's time slice (rayon here made a 30-point
+    /// series 400 ms at the 99th percentile beside a build; serial, the figure in
+    /// docs/CONTINUOUS.md).
     fn transformed(&self, level: usize) -> Result<Vec<i64>> {
         let mut t = self.level(level)?.to_vec();
-        let m = self.protocol.columns();
-        #[cfg(feature = "parallel")]
-        {
-            use rayon::prelude::*;
-            t.par_chunks_mut(m).with_min_len(ROWS_PER_TASK).for_each(fwht);
-        }
-        #[cfg(not(feature = "parallel"))]
-        t.chunks_mut(m).for_each(fwht);
+        t.chunks_exact_mut(self.protocol.columns()).for_each(fwht);
         Ok(t)
     }
     /// The estimates from Σ_r T\[r\]\[h_r(v)\] per candidate, with the family-averaged standard
@@ -290,7 +286,7 @@ impl LevelOracle for SketchAggregator {
     fn estimate_level_blocks(&self, level: usize, starts: &[u64], len: usize) -> Result<FrequencyEstimate> {
         let t = self.transformed(level)?;
         let hcms = &self.protocol.hcms;
-        let sums = block_sums(&t, hcms.m(), &hash_params(hcms.seed(), hcms.k()), starts, len)?;
+        let sums = block_sums(&t, hcms.m(), &hash_params(hcms.seed(), hcms.k()), starts, len);
         Ok(self.estimate_from_sums(level, &sums))
     }
     /// √(V(0)/n).
@@ -313,32 +309,24 @@ fn hash_params(seed: u64, rows: usize) -> Vec<(u128, u128)> {
     (0..rows as u64).map(|t| ((w(4 * t) << 64) | w(4 * t + 1), (w(4 * t + 2) << 64) | w(4 * t + 3))).collect()
 }
 
-/// Rows per rayon task in [`block_sums`].
-const ROWS_PER_TASK: usize = 8;
-
 /// Σ_r T\[r\]\[h_r(v)\] for the candidates v = starts\[b\] + t, t < len (in that order), `t` the
 /// transformed sketch (k rows of m, m a power of two). Row by row (its m sums stay in the L1
 /// cache), each block walked upwards: a_r·(x + 1) + b_r = (a_r·x + b_r) + a_r mod 2^128, so a
 /// candidate costs a 128-bit add, a shift and a load per row. Candidates are prefixes below
-/// 2^ℓ (ℓ ≤ 64), so a block never wraps past 2^64. Rayon over groups of rows.
-fn block_sums(t: &[i64], m: usize, params: &[(u128, u128)], starts: &[u64], len: usize) -> Result<Vec<i64>> {
+/// 2^ℓ (ℓ ≤ 64), so a block never wraps past 2^64.
+fn block_sums(t: &[i64], m: usize, params: &[(u128, u128)], starts: &[u64], len: usize) -> Vec<i64> {
     let shift = 64 - m.trailing_zeros();
-    let rows: Vec<usize> = (0..params.len()).collect();
-    crate::par::sum_chunks(&rows, ROWS_PER_TASK, starts.len() * len, |rows| {
-        let mut sums = vec![0i64; starts.len() * len];
-        for &r in rows {
-            let (a, b) = params[r];
-            let row = &t[r * m..(r + 1) * m];
-            for (&s, out) in starts.iter().zip(sums.chunks_exact_mut(len)) {
-                let mut y = a.wrapping_mul(s as u128).wrapping_add(b);
-                for o in out.iter_mut() {
-                    *o += row[(((y >> 64) as u64) >> shift) as usize];
-                    y = y.wrapping_add(a);
-                }
+    let mut sums = vec![0i64; starts.len() * len];
+    for (row, &(a, b)) in t.chunks_exact(m).zip(params) {
+        for (&s, out) in starts.iter().zip(sums.chunks_exact_mut(len)) {
+            let mut y = a.wrapping_mul(s as u128).wrapping_add(b);
+            for o in out.iter_mut() {
+                *o += row[(((y >> 64) as u64) >> shift) as usize];
+                y = y.wrapping_add(a);
             }
         }
-        Ok::<_, Error>(sums)
-    })
+    }
+    sums
 }
 
 /// Saved-state encodings of the sums.
