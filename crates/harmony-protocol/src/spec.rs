@@ -419,7 +419,7 @@ pub struct HeavyHittersSpec {
     /// The prefix length of each level (default: the method's schedule for `bits` and `top`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels: Option<Vec<u32>>,
-    /// `sketch` only: hash rows k of each level's sketch (default 64).
+    /// `sketch` only: hash rows k of each level's sketch (default 32).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rows: Option<usize>,
     /// `sketch` only: Hadamard coefficients m of each level's sketch, a power of two (default

@@ -1,7 +1,7 @@
 //! `heavy-hitters`: each device holds a set of strings (one item, or several) and reports one
-//! prefix of one item's B-bit code by OLH (harmony-analytics' PEM or TreeHist,
-//! [`harmony_analytics::heavy`]); the server walks the prefix tree level by level and returns
-//! the top items with their frequencies.
+//! prefix of one item's B-bit code, by OLH (harmony-analytics' PEM or TreeHist) or to a Hadamard
+//! count-mean sketch (`sketch`) ([`harmony_analytics::heavy`]); the server walks the prefix tree
+//! level by level and returns the top items with their frequencies.
 //!
 //! A device hashes its items to codes (or parses them as integer ids), keeps the distinct
 //! codes, pads the set to `pad_length` slots, samples one and draws its level uniformly
@@ -10,14 +10,19 @@
 //! devices, so the closed-form variances hold with the realized n_j).
 //!
 //! # Cost
-//! The server keeps every report (16 bytes each: level j's candidates depend on level j − 1's
-//! estimates), so adding is a push and the estimate runs the whole search: at B = 32, top 20,
-//! PEM's default four levels, about 4,900 hash tests per report: 8.8 s at 10^6 reports of
-//! Adult items (TreeHist: 0.45 s), release with `parallel` on this 2-core machine shared with
-//! other builds (`cargo bench -p harmony-tasks --features parallel --bench heavy_marginals`,
-//! median of 3). A server should cache the estimate and rerun it when reports have arrived.
-//! Validating and adding a report: 85–195 ns (fastest–median, same bench); a report is 11–14
-//! bytes (14 typically: the 64-bit OLH seed as a varint).
+//! PEM and TreeHist keep every report (16 bytes each: level j's candidates depend on level
+//! j − 1's estimates, and OLH tests each report against each candidate), so adding is a push and
+//! the estimate runs the whole search: at B = 32, top 20, PEM's default four levels, about 4,900
+//! hash tests per report: 8.8 s at 10^6 reports of Adult items (TreeHist: 0.45 s), release with
+//! `parallel` on this 2-core machine shared with other builds (`cargo bench -p harmony-tasks
+//! --features parallel --bench heavy_marginals`, median of 3). A server caches their estimate and
+//! reruns it when reports have arrived. Validating and adding a report: 85–195 ns
+//! (fastest–median, same bench); a report is 11–14 bytes (14 typically: the 64-bit OLH seed as a
+//! varint). The sketch keeps `rows` × `columns` signed sums per level whatever the reports (at
+//! most 1,048,632 saved bytes at the defaults and B = 32; an ingest batch saves only its nonzero
+//! sums), merges by adding them, and estimates in about a millisecond (a transform per row, k
+//! look-ups per candidate): windows and series of any length answer from bucket states
+//! (docs/CONTINUOUS.md, "Scale"). Its report is 6–7 bytes at the defaults.
 
 use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::Input;

@@ -388,7 +388,8 @@ impl LevelOracle for HeavyHitterAggregator {
     fn null_se(&self, n: u64) -> f64 {
         (self.protocol.olh.pure_params().aggregate_variance(0.0) / n as f64).sqrt()
     }
-    /// The module docs' formula: L·√([Var*_OLH + f(1 − p − q)/(p − q) + f(1 − 1/L) + (f/L − f²)(n − n_j)/(n − 1)]/n_j)
+    /// The module docs' formula,
+    /// L·√([Var*_OLH + f(1 − p − q)/(p − q) + f(1 − 1/L) + (f/L − f²)(n − n_j)/(n − 1)]/n_j)
     /// ([`super::tree::item_std_error`] with OLH's per-report variance).
     fn item_std_error(&self, f: f64, n_j: u64, n: u64, pad: usize) -> f64 {
         let olh = self.protocol.olh.pure_params();

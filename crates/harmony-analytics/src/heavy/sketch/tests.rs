@@ -230,7 +230,7 @@ fn estimates_are_unbiased_with_the_closed_form_variance_over_runs() {
 /// The sketch finds the top 5 of a Zipf population at ε = 4 (n = 400k, 24-bit codes: the top
 /// four hold 10% to 2.6%, at least 9 standard errors above an absent item), each estimate within
 /// 4.42 standard errors of its share. (One signed bit per report: the variance tends to 1/n_j,
-/// not 0, as ε grows, so at ε = 4 it is about 15 times OLH's.)
+/// not 0, as ε grows, so at ε = 4 it is about 14 times OLH's.)
 #[test]
 fn sketch_finds_the_top_items() {
     let n = 400_000;
@@ -288,7 +288,7 @@ fn merged_halves_equal_the_whole_in_a_bounded_state() {
         assert!(p.aggregator().merge_state(&mut StateReader::new(&buf[..buf.len() - 8])).is_err());
     }
     let p = SketchProtocol::pem(2.0, 24, 5).unwrap();
-    assert_eq!(p.state_bytes(), 24 + 8 * 3 * (1 + 64 * 1024));
+    assert_eq!(p.state_bytes(), 24 + 8 * 3 * (1 + DEFAULT_ROWS * DEFAULT_COLUMNS));
     let mut bad = p.aggregator();
     bad.sums[0] = 1;
     let mut buf = saved(&bad);
