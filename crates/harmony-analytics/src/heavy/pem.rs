@@ -45,7 +45,7 @@
 //! chunks); with the default schedule at B = 32, k = 20: about n·(4096 + 3·5,120)/4 ≈ 4,900·n.
 
 use super::tree::{LevelOracle, PrefixTree};
-use super::{HeavyHitter, MAX_BITS, all_ones};
+use super::{HeavyHitter, MAX_BITS};
 #[cfg(feature = "parallel")]
 use harmony_core::fast_rng::FastRng;
 use harmony_core::frequency::Olh;
@@ -276,7 +276,7 @@ impl PrefixProtocol {
     where
         F: Fn(usize, &mut FastRng) -> u64 + Sync,
     {
-        let max = all_ones(self.bits());
+        let max = super::all_ones(self.bits());
         let parts: Vec<Result<HeavyHitterAggregator>> = (0..n.div_ceil(SIM_CHUNK))
             .into_par_iter()
             .map(|c| {
