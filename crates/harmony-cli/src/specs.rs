@@ -198,7 +198,7 @@ pub fn linear_mechanisms(t: &TaskArgs) -> Result<Vec<LinearMechanism>> {
         .collect()
 }
 
-/// The heavy-hitters specs, one per `--method` (pem, treehist; default pem), with their labels.
+/// The heavy-hitters specs, one per `--method` (pem, treehist, sketch; default pem), with their labels.
 pub fn heavy(t: &TaskArgs) -> Result<Vec<(String, HeavyHittersSpec)>> {
     let items = match t.items.as_deref().unwrap_or("hash") {
         "hash" => ItemEncoding::Hash,
@@ -215,7 +215,8 @@ pub fn heavy(t: &TaskArgs) -> Result<Vec<(String, HeavyHittersSpec)>> {
             let method = match m.as_str() {
                 "pem" => HeavyMethod::Pem,
                 "treehist" => HeavyMethod::Treehist,
-                _ => bail!("--method \"{m}\" is not a heavy-hitters method, expected pem or treehist"),
+                "sketch" => HeavyMethod::Sketch,
+                _ => bail!("--method \"{m}\" is not a heavy-hitters method, expected pem, treehist or sketch"),
             };
             let spec = HeavyHittersSpec {
                 method,
@@ -224,6 +225,8 @@ pub fn heavy(t: &TaskArgs) -> Result<Vec<(String, HeavyHittersSpec)>> {
                 items,
                 pad_length: t.pad_length,
                 levels: None,
+                rows: None,
+                columns: None,
                 candidates: Vec::new(),
             };
             Ok((m.clone(), spec))

@@ -118,14 +118,18 @@ const CASES: &[Case] = &[
     Case { name: "means sample-k", task: &["--strategy", "sample-k"], epsilon: "4", exact: true, submit: &[] },
 ];
 
-/// Heavy hitters (PEM, TreeHist) over one column, and 2-way marginals (CALM with its joint fit,
+/// Heavy hitters (PEM, TreeHist, the sketch) over one column, and 2-way marginals (CALM with its joint fit,
 /// direct, Fourier) over some attributes, planned for `users` devices.
 fn task_cases(attributes: &'static [&'static str], column: &'static str, users: &'static str) -> Vec<Case> {
     let leak = |v: Vec<&'static str>| -> &'static [&'static str] { Vec::leak(v) };
     let mut out = Vec::new();
-    for method in ["pem", "treehist"] {
+    for method in ["pem", "treehist", "sketch"] {
         out.push(Case {
-            name: if method == "pem" { "heavy-hitters pem" } else { "heavy-hitters treehist" },
+            name: match method {
+                "pem" => "heavy-hitters pem",
+                "treehist" => "heavy-hitters treehist",
+                _ => "heavy-hitters sketch",
+            },
             task: leak(vec!["--task", "heavy-hitters", "--column", column, "--top", "5", "--method", method]),
             epsilon: "2",
             exact: true,

@@ -381,7 +381,7 @@ pub struct QuantileResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HeavyHittersEstimate {
-    /// `pem` or `treehist`.
+    /// `pem`, `treehist` or `sketch`.
     pub method: String,
     /// Code length B.
     pub bits: u32,

@@ -367,6 +367,9 @@ pub enum HeavyMethod {
     Pem,
     /// TreeHist: one bit per level, threshold pruning.
     Treehist,
+    /// PEM's levels and pruning over a Hadamard count-mean sketch per level: a server state of
+    /// fixed size (`rows` × `columns` signed sums per level) whatever the number of reports.
+    Sketch,
 }
 
 impl HeavyMethod {
@@ -375,6 +378,7 @@ impl HeavyMethod {
         match self {
             HeavyMethod::Pem => "pem",
             HeavyMethod::Treehist => "treehist",
+            HeavyMethod::Sketch => "sketch",
         }
     }
 }
@@ -397,7 +401,7 @@ pub enum ItemEncoding {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HeavyHittersSpec {
-    /// `pem` (default) or `treehist`.
+    /// `pem` (default), `treehist` or `sketch`.
     #[serde(default)]
     pub method: HeavyMethod,
     /// How many heavy hitters to find (default 20).
@@ -415,6 +419,13 @@ pub struct HeavyHittersSpec {
     /// The prefix length of each level (default: the method's schedule for `bits` and `top`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub levels: Option<Vec<u32>>,
+    /// `sketch` only: hash rows k of each level's sketch (default 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<usize>,
+    /// `sketch` only: Hadamard coefficients m of each level's sketch, a power of two (default
+    /// 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<usize>,
     /// Public candidate names, to label the codes found (never sent to devices' reports).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<String>,

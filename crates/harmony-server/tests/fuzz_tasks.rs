@@ -67,7 +67,7 @@ fn requests() -> Vec<(String, CreateCollection)> {
         }
         out.push((format!("marginals {method}"), req(serde_json::from_value(spec).unwrap())));
     }
-    for method in ["pem", "treehist"] {
+    for method in ["pem", "treehist", "sketch"] {
         let spec = serde_json::json!({"kind": "heavy-hitters", "method": method, "top": 3, "pad_length": 2});
         out.push((format!("heavy-hitters {method}"), req(serde_json::from_value(spec).unwrap())));
     }

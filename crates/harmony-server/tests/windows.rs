@@ -40,6 +40,10 @@ fn specs() -> Vec<(&'static str, Json)> {
         ),
         ("marginals", serde_json::json!({"kind": "marginals", "method": "direct", "bins": {"age": 4}, "ways": [2]})),
         ("heavy-hitters", serde_json::json!({"kind": "heavy-hitters", "method": "pem", "top": 3, "pad_length": 2})),
+        (
+            "heavy-hitters sketch",
+            serde_json::json!({"kind": "heavy-hitters", "method": "sketch", "top": 3, "pad_length": 2}),
+        ),
     ]
 }
 
@@ -140,8 +144,11 @@ fn feed_replicas(servers: &[(&AppState, SocketAddr)], name: &str, spec: &Json, s
             // Each day's data leans elsewhere, so windows differ.
             let age = ((i * 7 + day as u64 * 31) % 100) as f64 / 50.0 - 1.0;
             let rec = [Value::Unit(age), Value::Category(((i + day as u64) % 3) as u32 % (1 + day as u32))];
-            let input =
-                if name == "heavy-hitters" { Input::Items(&items[(i % 4) as usize]) } else { Input::Record(&rec) };
+            let input = if name.starts_with("heavy-hitters") {
+                Input::Items(&items[(i % 4) as usize])
+            } else {
+                Input::Record(&rec)
+            };
             devices.item(&task, i, &input).unwrap()
         };
         let base = day as u64 * 1_000;
@@ -204,7 +211,7 @@ fn check(addr: SocketAddr, name: &str, f: &Fed) {
         format!("/v1/collections/{}/compare?a_from={}&a_to={}&b_from={}&b_to={}", f.id, iso(0), iso(1), iso(2), iso(3));
     let got = get(addr, &path);
     let want = harmony_server::compare::differences(&fresh(&f.config, &of(0..1)), &fresh(&f.config, &of(2..3)));
-    assert!(!want.is_empty() || name == "heavy-hitters", "{name}: nothing to compare");
+    assert!(!want.is_empty() || name.starts_with("heavy-hitters"), "{name}: nothing to compare");
     assert_close(&format!("{name} {path}"), &got["differences"], &serde_json::to_value(&want).unwrap());
     assert_eq!((got["a"]["reports"].as_u64(), got["b"]["reports"].as_u64()), (Some(70), Some(70)), "{name}");
     // 2026-01-05 is a Monday: one week holds the three days.

@@ -87,6 +87,8 @@ fn task(name: &str) -> Box<dyn Task> {
             items: ItemEncoding::Hash,
             pad_length: None,
             levels: None,
+            rows: None,
+            columns: None,
             candidates: vec![],
         })
     };

@@ -1,7 +1,7 @@
 //! `heavy-hitters`: each device holds a set of strings (one item, or several) and reports one
-//! prefix of one item's B-bit code by OLH (harmony-analytics' PEM or TreeHist,
-//! [`harmony_analytics::heavy`]); the server walks the prefix tree level by level and returns
-//! the top items with their frequencies.
+//! prefix of one item's B-bit code, by OLH (harmony-analytics' PEM or TreeHist) or to a Hadamard
+//! count-mean sketch (`sketch`) ([`harmony_analytics::heavy`]); the server walks the prefix tree
+//! level by level and returns the top items with their frequencies.
 //!
 //! A device hashes its items to codes (or parses them as integer ids), keeps the distinct
 //! codes, pads the set to `pad_length` slots, samples one and draws its level uniformly
@@ -10,20 +10,27 @@
 //! devices, so the closed-form variances hold with the realized n_j).
 //!
 //! # Cost
-//! The server keeps every report (16 bytes each: level j's candidates depend on level j − 1's
-//! estimates), so adding is a push and the estimate runs the whole search: at B = 32, top 20,
-//! PEM's default four levels, about 4,900 hash tests per report: 8.8 s at 10^6 reports of
-//! Adult items (TreeHist: 0.45 s), release with `parallel` on this 2-core machine shared with
-//! other builds (`cargo bench -p harmony-tasks --features parallel --bench heavy_marginals`,
-//! median of 3). A server should cache the estimate and rerun it when reports have arrived.
-//! Validating and adding a report: 85–195 ns (fastest–median, same bench); a report is 11–14
-//! bytes (14 typically: the 64-bit OLH seed as a varint).
+//! PEM and TreeHist keep every report (16 bytes each: level j's candidates depend on level
+//! j − 1's estimates, and OLH tests each report against each candidate), so adding is a push and
+//! the estimate runs the whole search: at B = 32, top 20, PEM's default four levels, about 4,900
+//! hash tests per report: 8.8 s at 10^6 reports of Adult items (TreeHist: 0.45 s), release with
+//! `parallel` on this 2-core machine shared with other builds (`cargo bench -p harmony-tasks
+//! --features parallel --bench heavy_marginals`, median of 3). A server caches their estimate and
+//! reruns it when reports have arrived. Validating and adding a report: 85–195 ns
+//! (fastest–median, same bench); a report is 11–14 bytes (14 typically: the 64-bit OLH seed as a
+//! varint). The sketch keeps `rows` × `columns` signed sums per level whatever the reports (at
+//! most 1,048,632 saved bytes at the defaults and B = 32; an ingest batch saves only its nonzero
+//! sums), merges by adding them, and estimates in about a millisecond (a transform per row, k
+//! look-ups per candidate): windows and series of any length answer from bucket states
+//! (docs/CONTINUOUS.md, "Scale"). Its report is 6–7 bytes at the defaults.
 
 use crate::erased::{Task, TaskAggregator, Typed, encode_to};
 use crate::input::Input;
+use harmony_analytics::heavy::sketch::{DEFAULT_COLUMNS, DEFAULT_ROWS};
 use harmony_analytics::heavy::treehist::treehist;
 use harmony_analytics::heavy::{
-    HeavyHitterAggregator, HeavyHitterReport, HeavyHitters, ItemCodec, ItemsRandomizer, PrefixProtocol,
+    HeavyHitterAggregator, HeavyHitterReport, HeavyHitters, ItemCodec, ItemsRandomizer, LevelOracle, PrefixProtocol,
+    SketchAggregator, SketchProtocol, SketchReport,
 };
 use harmony_core::error::{Error, Result};
 use harmony_core::randomizer::Randomizer;
@@ -60,10 +67,10 @@ fn codec(spec: &HeavyHittersSpec, bits: u32) -> Result<ItemCodec> {
 }
 
 /// The protocol of a spec: the method's default schedule and pruning, or its pruning on the
-/// spec's levels.
+/// spec's levels (`sketch`: PEM's).
 fn protocol(spec: &HeavyHittersSpec, epsilon: f64, bits: u32, top: usize) -> Result<PrefixProtocol> {
     let default = match spec.method {
-        HeavyMethod::Pem => PrefixProtocol::pem(epsilon, bits, top),
+        HeavyMethod::Pem | HeavyMethod::Sketch => PrefixProtocol::pem(epsilon, bits, top),
         HeavyMethod::Treehist => treehist(epsilon, bits, top),
     }
     .map_err(|e| match &e {
@@ -78,8 +85,29 @@ fn protocol(spec: &HeavyHittersSpec, epsilon: f64, bits: u32, top: usize) -> Res
     }
 }
 
-/// Writes out `top`, `bits`, `pad_length` and the levels (and checks every field: errors name
-/// `task.<field>`, the value and what was expected).
+/// The sketch of a `sketch` spec on `protocol`'s tree: `rows` × `columns` per level.
+fn sketch(spec: &HeavyHittersSpec, epsilon: f64, protocol: &PrefixProtocol) -> Result<SketchProtocol> {
+    let (rows, columns) = (spec.rows.unwrap_or(DEFAULT_ROWS), spec.columns.unwrap_or(DEFAULT_COLUMNS));
+    SketchProtocol::new(epsilon, protocol.tree().clone(), rows, columns).map_err(|e| match &e {
+        Error::InvalidParameter { name: "k", .. } => field("task.rows", rows)(e),
+        Error::InvalidParameter { name: "m", .. } => field("task.columns", columns)(e),
+        _ => e,
+    })
+}
+
+/// The devices' randomizer of a resolved spec.
+fn device(spec: &HeavyHittersSpec, epsilon: f64) -> Result<Device> {
+    let (bits, top, pad) =
+        (spec.bits.unwrap_or(DEFAULT_BITS), spec.top.unwrap_or(DEFAULT_TOP), spec.pad_length.unwrap_or(1));
+    let protocol = protocol(spec, epsilon, bits, top)?;
+    Ok(match spec.method {
+        HeavyMethod::Sketch => Device::Sketch(ItemsRandomizer::new(sketch(spec, epsilon, &protocol)?, pad)?),
+        HeavyMethod::Pem | HeavyMethod::Treehist => Device::Prefix(ItemsRandomizer::new(protocol, pad)?),
+    })
+}
+
+/// Writes out `top`, `bits`, `pad_length`, the levels and (`sketch`) `rows` and `columns`, and
+/// checks every field: errors name `task.<field>`, the value and what was expected.
 pub fn resolve(spec: &HeavyHittersSpec, epsilon: f64) -> Result<HeavyHittersSpec> {
     let top = spec.top.unwrap_or(DEFAULT_TOP);
     if top == 0 {
@@ -98,13 +126,37 @@ pub fn resolve(spec: &HeavyHittersSpec, epsilon: f64) -> Result<HeavyHittersSpec
     for c in &spec.candidates {
         codec.encode(c).map_err(|e| Error::param("task.candidates", c, e.to_string()))?;
     }
+    let (rows, columns) = if spec.method == HeavyMethod::Sketch {
+        let sketch = sketch(spec, epsilon, &protocol)?;
+        (Some(sketch.rows()), Some(sketch.columns()))
+    } else {
+        for (name, v) in [("task.rows", spec.rows), ("task.columns", spec.columns)] {
+            if let Some(v) = v {
+                let expected =
+                    format!("no value with method {} (rows and columns are the sketch's)", spec.method.name());
+                return Err(Error::param(name, v, expected));
+            }
+        }
+        (None, None)
+    };
     Ok(HeavyHittersSpec {
         top: Some(top),
         bits: Some(bits),
         pad_length: Some(pad),
         levels: Some(protocol.levels().to_vec()),
+        rows,
+        columns,
         ..spec.clone()
     })
+}
+
+/// The devices' randomizer of each method.
+#[derive(Debug)]
+enum Device {
+    /// PEM and TreeHist: OLH per level.
+    Prefix(ItemsRandomizer<PrefixProtocol>),
+    /// A Hadamard count-mean sketch per level.
+    Sketch(ItemsRandomizer<SketchProtocol>),
 }
 
 /// The `heavy-hitters` task.
@@ -113,7 +165,7 @@ pub struct HeavyHittersTask {
     config: CollectionConfig,
     spec: HeavyHittersSpec,
     codec: ItemCodec,
-    device: ItemsRandomizer,
+    device: Device,
     names: HashMap<u64, Vec<String>>,
 }
 
@@ -124,9 +176,8 @@ impl HeavyHittersTask {
             return Err(Error::param("task", config.task.kind().name(), "heavy-hitters"));
         };
         let spec = resolve(spec, config.epsilon)?;
-        let (bits, top) = (spec.bits.unwrap_or(DEFAULT_BITS), spec.top.unwrap_or(DEFAULT_TOP));
-        let codec = codec(&spec, bits)?;
-        let device = ItemsRandomizer::new(protocol(&spec, config.epsilon, bits, top)?, spec.pad_length.unwrap_or(1))?;
+        let codec = codec(&spec, spec.bits.unwrap_or(DEFAULT_BITS))?;
+        let device = device(&spec, config.epsilon)?;
         let mut names: HashMap<u64, Vec<String>> = HashMap::new();
         for c in &spec.candidates {
             let list = names.entry(codec.encode(c)?).or_default();
@@ -140,9 +191,12 @@ impl HeavyHittersTask {
     pub fn spec(&self) -> &HeavyHittersSpec {
         &self.spec
     }
-    /// The devices' randomizer.
-    pub fn device(&self) -> &ItemsRandomizer {
-        &self.device
+    /// The padding length L.
+    fn pad_length(&self) -> usize {
+        match &self.device {
+            Device::Prefix(d) => d.pad_length(),
+            Device::Sketch(d) => d.pad_length(),
+        }
     }
     /// A device's distinct item codes, in increasing order (the randomizer's input).
     pub fn codes(&self, items: &[String]) -> Result<Vec<u64>> {
@@ -152,8 +206,8 @@ impl HeavyHittersTask {
         Ok(codes)
     }
     /// The estimate document of an accumulator.
-    pub fn document(&self, agg: &HeavyHitterAggregator) -> Result<HeavyHittersEstimate> {
-        let pad = self.device.pad_length();
+    pub fn document<A: LevelOracle>(&self, agg: &A) -> Result<HeavyHittersEstimate> {
+        let pad = self.pad_length();
         let counts = agg.level_counts();
         let found = if counts.contains(&0) { None } else { Some(agg.estimate_sets(pad)?) };
         let levels = match &found {
@@ -166,9 +220,8 @@ impl HeavyHittersTask {
                     kept: l.kept,
                 })
                 .collect(),
-            None => self
-                .device
-                .protocol()
+            None => agg
+                .tree()
                 .levels()
                 .iter()
                 .zip(&counts)
@@ -201,22 +254,39 @@ impl Task for HeavyHittersTask {
     }
     fn randomize(&self, input: &Input<'_>, rng: &mut dyn Rng, out: &mut Vec<u8>) -> Result<()> {
         let codes = self.codes(input.items("heavy-hitters")?)?;
-        encode_to(&self.device.randomize(&codes, rng)?, out);
+        match &self.device {
+            Device::Prefix(d) => encode_to(&d.randomize(&codes, rng)?, out),
+            Device::Sketch(d) => encode_to(&d.randomize(&codes, rng)?, out),
+        }
         Ok(())
     }
     fn validate(&self, report: &[u8]) -> Result<()> {
-        self.device.validate(&wire::decode::<HeavyHitterReport>(report)?)
+        match &self.device {
+            Device::Prefix(d) => d.validate(&wire::decode::<HeavyHitterReport>(report)?),
+            Device::Sketch(d) => d.validate(&wire::decode::<SketchReport>(report)?),
+        }
     }
     fn aggregator(&self) -> Box<dyn TaskAggregator> {
-        Box::new(Typed::wire(self.device.protocol().aggregator()))
+        match &self.device {
+            Device::Prefix(d) => Box::new(Typed::wire(d.protocol().aggregator())),
+            Device::Sketch(d) => Box::new(Typed::wire(d.protocol().aggregator())),
+        }
     }
     fn estimate(&self, agg: &dyn TaskAggregator, _query: &Query) -> Result<TaskEstimate> {
-        Ok(TaskEstimate::HeavyHitters(self.document(Typed::<HeavyHitterAggregator>::of(agg)?)?))
+        let doc = match &self.device {
+            Device::Prefix(_) => self.document(Typed::<HeavyHitterAggregator>::of(agg)?)?,
+            Device::Sketch(_) => self.document(Typed::<SketchAggregator>::of(agg)?)?,
+        };
+        Ok(TaskEstimate::HeavyHitters(doc))
     }
-    /// The level search costs seconds at 10^6 reports (PEM 8.8 s, TreeHist 0.45 s): a server
-    /// serves its last document and recomputes it in the background at most every 10 s.
+    /// PEM's and TreeHist's level search costs seconds at 10^6 reports (PEM 8.8 s, TreeHist
+    /// 0.45 s): a server serves its last document and recomputes it in the background at most
+    /// every 10 s. The sketch's costs milliseconds whatever the reports: always current.
     fn refresh_seconds(&self) -> f64 {
-        REFRESH_SECONDS
+        match self.device {
+            Device::Prefix(_) => REFRESH_SECONDS,
+            Device::Sketch(_) => 0.0,
+        }
     }
 }
 

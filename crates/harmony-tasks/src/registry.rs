@@ -109,6 +109,7 @@ mod tests {
         let heavy = kinds.len();
         kinds.extend([
             harmony_analytics::heavy::HeavyHitterReport::KIND,
+            harmony_analytics::heavy::SketchReport::KIND,
             harmony_analytics::marginals::groups::GroupReport::KIND,
             harmony_analytics::marginals::fourier::FourierReport::KIND,
         ]);

@@ -25,26 +25,53 @@
 
 use super::pem::{HeavyHitterReport, PrefixProtocol};
 use super::sets::SetSampler;
+use super::tree::PrefixTree;
 use harmony_core::randomizer::Randomizer;
 use harmony_core::{Error, Result};
 use rand::Rng;
 
+/// A heavy-hitters protocol as a device sees it: the prefix tree, and how one code becomes a
+/// report (its level drawn from the device's RNG, the prefix reported to that level's oracle).
+pub trait LevelProtocol: Send + Sync {
+    /// What a device sends.
+    type Report;
+    /// The public prefix tree.
+    fn tree(&self) -> &PrefixTree;
+    /// Randomizes one code (< 2^B; not checked here).
+    fn randomize_code(&self, code: u64, rng: &mut dyn Rng) -> Self::Report;
+    /// Checks a report against the public constants; the error names the field.
+    fn check_report(&self, report: &Self::Report) -> Result<()>;
+}
+
+impl LevelProtocol for PrefixProtocol {
+    type Report = HeavyHitterReport;
+    fn tree(&self) -> &PrefixTree {
+        PrefixProtocol::tree(self)
+    }
+    fn randomize_code(&self, code: u64, rng: &mut dyn Rng) -> HeavyHitterReport {
+        self.randomize_unchecked(code, rng)
+    }
+    fn check_report(&self, report: &HeavyHitterReport) -> Result<()> {
+        self.validate_report(report)
+    }
+}
+
 /// A device's heavy-hitter randomizer: its input is its set of item codes (distinct, in
 /// increasing order, each below the padding code 2^B − 1).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ItemsRandomizer {
-    protocol: PrefixProtocol,
+pub struct ItemsRandomizer<P = PrefixProtocol> {
+    protocol: P,
     sampler: SetSampler,
 }
 
-impl ItemsRandomizer {
+impl<P: LevelProtocol> ItemsRandomizer<P> {
     /// Sets padded to `pad_length` ≥ 1 slots with the protocol's padding code.
-    pub fn new(protocol: PrefixProtocol, pad_length: usize) -> Result<Self> {
-        let sampler = SetSampler::new(pad_length, super::all_ones(protocol.bits()))?;
+    pub fn new(protocol: P, pad_length: usize) -> Result<Self> {
+        let sampler = SetSampler::new(pad_length, super::all_ones(protocol.tree().bits()))?;
         Ok(ItemsRandomizer { protocol, sampler })
     }
     /// The prefix protocol.
-    pub fn protocol(&self) -> &PrefixProtocol {
+    pub fn protocol(&self) -> &P {
         &self.protocol
     }
     /// The padding length L (estimates of the fraction of devices are L times the fraction of
@@ -54,18 +81,19 @@ impl ItemsRandomizer {
     }
 }
 
-impl Randomizer for ItemsRandomizer {
+impl<P: LevelProtocol> Randomizer for ItemsRandomizer<P> {
     type Input = [u64];
-    type Report = HeavyHitterReport;
+    type Report = P::Report;
 
     /// Errors: a code at or above the padding code 2^B − 1, codes not strictly increasing.
-    fn randomize(&self, codes: &[u64], rng: &mut dyn Rng) -> Result<HeavyHitterReport> {
-        let padding = super::all_ones(self.protocol.bits());
+    fn randomize(&self, codes: &[u64], rng: &mut dyn Rng) -> Result<P::Report> {
+        let bits = self.protocol.tree().bits();
+        let padding = super::all_ones(bits);
         if let Some(i) = codes.iter().position(|&c| c >= padding) {
             return Err(Error::input(
                 format!("item {i}"),
                 codes[i],
-                format!("a {}-bit code below the padding code {padding}", self.protocol.bits()),
+                format!("a {bits}-bit code below the padding code {padding}"),
             ));
         }
         if let Some(i) = codes.windows(2).position(|w| w[0] >= w[1]) {
@@ -76,11 +104,11 @@ impl Randomizer for ItemsRandomizer {
             ));
         }
         let code = self.sampler.sample(codes, rng);
-        Ok(self.protocol.randomize_unchecked(code, rng))
+        Ok(self.protocol.randomize_code(code, rng))
     }
 
-    fn validate(&self, report: &HeavyHitterReport) -> Result<()> {
-        self.protocol.validate_report(report)
+    fn validate(&self, report: &P::Report) -> Result<()> {
+        self.protocol.check_report(report)
     }
 }
 

@@ -24,15 +24,22 @@
 //! (the survivors of level j − 1 extended by ℓ_j − ℓ_{j−1} bits), keeps the best and extends
 //! them. [`device`]: the device's randomizer over a set of items. [`treehist`]: the binary
 //! prefix tree (one bit per level) with threshold pruning (Bassily, Nissim, Stemmer, Thakurta).
+//! [`sketch`]: PEM's levels and pruning over a Hadamard count-mean sketch per level (Apple's
+//! HCMS), whose server state is a fixed k × m array per level whatever the number of reports.
+//! [`tree`]: the prefix tree and the level search the three share.
 
 pub mod device;
 pub mod pem;
 pub mod sets;
+pub mod sketch;
+pub mod tree;
 pub mod treehist;
 
-pub use device::ItemsRandomizer;
+pub use device::{ItemsRandomizer, LevelProtocol};
 pub use pem::{HeavyHitterAggregator, HeavyHitterReport, HeavyHitters, LevelSummary, PrefixProtocol, Pruning};
 pub use sets::SetSampler;
+pub use sketch::{SketchAggregator, SketchProtocol, SketchReport};
+pub use tree::{LevelOracle, PrefixTree};
 
 use harmony_core::sampling::splitmix64;
 use harmony_core::{Error, Result};

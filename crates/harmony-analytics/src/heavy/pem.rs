@@ -38,18 +38,18 @@
 //! share f of reports carrying v is F/L (F the share of devices holding v, when their sets have
 //! at most L items); the per-report variance gains f(1 − 1/L) (which item is sampled) and the
 //! sampling term becomes (f/L − f²)(n − n_j)/(n − 1). The heavy hitters' standard errors
-//! ([`HeavyHitterAggregator::item_std_error`]) are of L·f̂ with these terms, f̂ plugged in.
+//! ([`LevelOracle::item_std_error`]) are of L·f̂ with these terms, f̂ plugged in.
 //!
 //! # Cost
 //! Server: Σ_j n_j·|candidates_j| hash tests (the OLH candidate kernel, rayon over report
 //! chunks); with the default schedule at B = 32, k = 20: about n·(4096 + 3·5,120)/4 ≈ 4,900·n.
 
-use super::{HeavyHitter, MAX_BITS, all_ones};
+use super::tree::{LevelOracle, PrefixTree};
+use super::{HeavyHitter, MAX_BITS};
 #[cfg(feature = "parallel")]
 use harmony_core::fast_rng::FastRng;
 use harmony_core::frequency::Olh;
 use harmony_core::frequency::olh::{HashParams, OlhReport};
-use harmony_core::sampling::uniform_below;
 #[cfg(feature = "parallel")]
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::wire::{WireKind, WireReport};
@@ -136,11 +136,7 @@ pub enum Pruning {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PrefixProtocol {
     olh: Olh,
-    bits: u32,
-    levels: Vec<u32>,
-    k: usize,
-    pruning: Pruning,
-    exclude_padding: bool,
+    tree: PrefixTree,
 }
 
 /// One user's report: the level drawn and the OLH report of its prefix of that length.
@@ -208,113 +204,59 @@ impl PrefixProtocol {
     /// PEM with the default schedule (first level min(B, 12) bits, then steps of at most 7 bits)
     /// and `2k` survivors per intermediate level.
     pub fn pem(epsilon: f64, bits: u32, k: usize) -> Result<Self> {
-        let width = k.checked_mul(2).ok_or_else(|| Error::param("k", k, "a small positive integer"))?;
-        Self::new(epsilon, bits, schedule(bits, 12, 7)?, k, Pruning::TopK { width })
+        let olh = Olh::new(epsilon, 2)?;
+        Ok(PrefixProtocol { olh, tree: PrefixTree::pem(bits, k)? })
     }
     /// A protocol with an explicit schedule (strictly increasing prefix lengths ending at
-    /// `bits`) and pruning. Errors name the bad parameter: ε, bits, an empty or non-increasing
-    /// schedule, k = 0 or k ≥ 2^B − 1 (more items than the codes can hold), a level with more
-    /// than 2^22 candidates.
+    /// `bits`) and pruning. Errors name the bad parameter: ε, then those of [`PrefixTree::new`].
     pub fn new(epsilon: f64, bits: u32, levels: Vec<u32>, k: usize, pruning: Pruning) -> Result<Self> {
         let olh = Olh::new(epsilon, 2)?;
-        if !(1..=MAX_BITS).contains(&bits) {
-            return Err(Error::param("item bits", bits, format!("an integer in [1, {MAX_BITS}]")));
-        }
-        if levels.is_empty()
-            || levels.last() != Some(&bits)
-            || levels[0] == 0
-            || levels.windows(2).any(|w| w[0] >= w[1])
-        {
-            return Err(Error::param(
-                "levels",
-                levels,
-                format!("strictly increasing prefix lengths >= 1 ending at {bits}"),
-            ));
-        }
-        if levels.len() > u16::MAX as usize {
-            return Err(Error::param("levels", levels.len(), "at most 65535 levels"));
-        }
-        let domain = all_ones(bits); // codes below it (the all-ones code is the padding item)
-        if k == 0 || (k as u64) > domain {
-            return Err(Error::param("k", k, format!("an integer in [1, {domain}] (2^{bits} − 1 item codes)")));
-        }
-        let survivors = match pruning {
-            Pruning::TopK { width } => {
-                if width < k {
-                    return Err(Error::param("width", width, format!("an integer >= k = {k}")));
-                }
-                width + 1
-            }
-            Pruning::Threshold { z, min, max } => {
-                if !(z.is_finite() && z >= 0.0) {
-                    return Err(Error::param("z", z, "a finite number >= 0"));
-                }
-                if min < k || max < min {
-                    return Err(Error::param("min/max survivors", (min, max), format!("k = {k} <= min <= max")));
-                }
-                max + 1
-            }
-        };
-        if levels[0] > 22 {
-            return Err(Error::param("first prefix bits", levels[0], "at most 22 (2^22 candidates)"));
-        }
-        for w in levels.windows(2) {
-            let d = w[1] - w[0];
-            if d > 22 || survivors.saturating_mul(1usize << d) > MAX_CANDIDATES {
-                return Err(Error::param(
-                    "bits per level",
-                    d,
-                    format!("at most log2({MAX_CANDIDATES}/{survivors} survivors) (2^22 candidates per level)"),
-                ));
-            }
-        }
-        Ok(PrefixProtocol { olh, bits, levels, k, pruning, exclude_padding: true })
+        Ok(PrefixProtocol { olh, tree: PrefixTree::new(bits, levels, k, pruning)? })
     }
     /// Whether the padding code 2^B − 1 may be reported as a heavy hitter (default: no).
     pub fn with_padding_excluded(mut self, exclude: bool) -> Self {
-        self.exclude_padding = exclude;
+        self.tree = self.tree.with_padding_excluded(exclude);
         self
     }
     /// The underlying OLH.
     pub fn olh(&self) -> &Olh {
         &self.olh
     }
+    /// The prefix tree (schedule, k, pruning).
+    pub fn tree(&self) -> &PrefixTree {
+        &self.tree
+    }
     /// The prefix lengths, one per level.
     pub fn levels(&self) -> &[u32] {
-        &self.levels
+        self.tree.levels()
     }
     /// The code length B.
     pub fn bits(&self) -> u32 {
-        self.bits
+        self.tree.bits()
     }
     /// The number of heavy hitters reported.
     pub fn k(&self) -> usize {
-        self.k
+        self.tree.k()
     }
     /// The pruning rule.
     pub fn pruning(&self) -> Pruning {
-        self.pruning
+        self.tree.pruning()
     }
     /// Randomizes one code (must be < 2^B; not checked here — see [`Self::randomize`]).
     #[inline]
     pub fn randomize_unchecked<R: Rng + ?Sized>(&self, code: u64, rng: &mut R) -> HeavyHitterReport {
-        let level = uniform_below(rng, self.levels.len() as u64) as usize;
-        let prefix = code >> (self.bits - self.levels[level]);
-        HeavyHitterReport { level: level as u16, olh: self.olh.randomize_item(prefix, rng) }
+        let (level, prefix) = self.tree.draw(code, rng);
+        HeavyHitterReport { level, olh: self.olh.randomize_item(prefix, rng) }
     }
     /// Randomizes one code. Errors: code ≥ 2^B.
     pub fn randomize<R: Rng + ?Sized>(&self, code: u64, rng: &mut R) -> Result<HeavyHitterReport> {
-        if code > all_ones(self.bits) {
-            return Err(Error::input("code", code, format!("a {}-bit code", self.bits)));
-        }
+        self.tree.check_code(code)?;
         Ok(self.randomize_unchecked(code, rng))
     }
     /// Checks a report against the public constants: a level of the schedule and a hash value
     /// below g. The error names the field.
     pub fn validate_report(&self, r: &HeavyHitterReport) -> Result<()> {
-        if r.level as usize >= self.levels.len() {
-            return Err(Error::report("level", r.level, format!("a level in [0, {})", self.levels.len())));
-        }
+        self.tree.check_level(r.level)?;
         let g = self.olh.g();
         if r.olh.y >= g {
             return Err(Error::report("y", r.olh.y, format!("a hash value in [0, {g})")));
@@ -323,7 +265,7 @@ impl PrefixProtocol {
     }
     /// An empty aggregator.
     pub fn aggregator(&self) -> HeavyHitterAggregator {
-        HeavyHitterAggregator { protocol: self.clone(), reports: vec![Vec::new(); self.levels.len()] }
+        HeavyHitterAggregator { protocol: self.clone(), reports: vec![Vec::new(); self.levels().len()] }
     }
     /// Simulation helper (feature `parallel`): users 0..n, user i holding `code_of(i, rng)` (a code < 2^B, or the
     /// sampled item of its set), randomized in parallel chunks, each with its own fast RNG
@@ -334,7 +276,7 @@ impl PrefixProtocol {
     where
         F: Fn(usize, &mut FastRng) -> u64 + Sync,
     {
-        let max = all_ones(self.bits);
+        let max = super::all_ones(self.bits());
         let parts: Vec<Result<HeavyHitterAggregator>> = (0..n.div_ceil(SIM_CHUNK))
             .into_par_iter()
             .map(|c| {
@@ -343,7 +285,11 @@ impl PrefixProtocol {
                 for i in c * SIM_CHUNK..((c + 1) * SIM_CHUNK).min(n) {
                     let code = code_of(i, &mut rng);
                     if code > max {
-                        return Err(Error::input(format!("user {i}: code"), code, format!("a {}-bit code", self.bits)));
+                        return Err(Error::input(
+                            format!("user {i}: code"),
+                            code,
+                            format!("a {}-bit code", self.bits()),
+                        ));
                     }
                     let r = self.randomize_unchecked(code, &mut rng);
                     agg.reports[r.level as usize].push(r.olh);
@@ -371,10 +317,6 @@ pub struct HeavyHitterAggregator {
 }
 
 impl HeavyHitterAggregator {
-    /// Reports received at each level.
-    pub fn level_counts(&self) -> Vec<u64> {
-        self.reports.iter().map(|r| r.len() as u64).collect()
-    }
     /// Unbiased estimates (with standard errors) of the frequencies of the given prefixes of
     /// level `level` (each < 2^ℓ_level), from that level's reports. Rayon over report chunks.
     pub fn estimate_candidates(&self, level: usize, prefixes: &[u64]) -> Result<FrequencyEstimate> {
@@ -403,10 +345,6 @@ impl HeavyHitterAggregator {
         })?;
         Ok(olh.pure_params().estimate_from_counts(reports.len() as u64, counts.into_iter().map(|c| c as f64)))
     }
-    /// The standard error of a zero frequency at a level with `n` users: √(Var*/n).
-    fn null_se(&self, n: u64) -> f64 {
-        (self.protocol.olh.pure_params().aggregate_variance(0.0) / n as f64).sqrt()
-    }
 }
 
 impl Aggregator for HeavyHitterAggregator {
@@ -429,84 +367,33 @@ impl Aggregator for HeavyHitterAggregator {
     fn count(&self) -> u64 {
         self.level_counts().iter().sum()
     }
-    /// The level-by-level search for one item per device ([`Self::estimate_sets`] with L = 1).
+    /// The level-by-level search for one item per device ([`LevelOracle::estimate_sets`] with L = 1).
     /// Errors: a level without reports.
     fn estimate(&self) -> Result<HeavyHitters> {
         self.estimate_sets(1)
     }
 }
 
-impl HeavyHitterAggregator {
-    /// The standard error of L·f̂ for a last-level candidate estimated at f̂ (a share of reports,
-    /// clamped to [0, 1]) from n_j of the n reports, the devices' sets padded to L (see the
-    /// module docs): L·√([Var*_OLH + f(1 − p − q)/(p − q) + f(1 − 1/L) + (f/L − f²)(n − n_j)/(n − 1)]/n_j).
-    pub fn item_std_error(&self, f: f64, n_j: u64, n: u64, pad: usize) -> f64 {
-        let (f, l, nj, n) = (f.clamp(0.0, 1.0), pad as f64, n_j as f64, n as f64);
-        let fpc = if n > 1.0 { (n - nj) / (n - 1.0) } else { 0.0 };
-        let noise = self.protocol.olh.pure_params().aggregate_variance(f) + f * (1.0 - 1.0 / l);
-        l * ((noise + (f / l - f * f).max(0.0) * fpc) / nj).sqrt()
+impl LevelOracle for HeavyHitterAggregator {
+    fn tree(&self) -> &PrefixTree {
+        &self.protocol.tree
     }
-
-    /// The level-by-level search, the devices' sets padded to `pad` = L slots: the heavy
-    /// hitters' estimates are L times the share of last-level reports carrying them, with
-    /// [`Self::item_std_error`]. Errors: a level without reports.
-    pub fn estimate_sets(&self, pad: usize) -> Result<HeavyHitters> {
-        let p = &self.protocol;
-        let padding = all_ones(p.bits);
-        let mut levels = Vec::with_capacity(p.levels.len());
-        let mut candidates: Vec<u64> = (0..1u64 << p.levels[0]).collect();
-        let (mut starts, mut block) = (vec![0u64], 1usize << p.levels[0]);
-        let mut last = Vec::new();
-        for (j, &len) in p.levels.iter().enumerate() {
-            let n = self.reports[j].len() as u64;
-            if n == 0 {
-                return Err(Error::input(
-                    format!("level {j} ({len}-bit prefixes)"),
-                    0,
-                    "at least one report (more users than levels)",
-                ));
-            }
-            let est = self.estimate_blocks(j, &starts, block)?;
-            let mut order: Vec<usize> = (0..candidates.len()).collect();
-            order.sort_unstable_by(|&a, &b| est.frequencies[b].total_cmp(&est.frequencies[a]));
-            let is_last = j + 1 == p.levels.len();
-            let keep: Vec<usize> = if is_last {
-                let pad_prefix = padding;
-                order.into_iter().filter(|&i| !(p.exclude_padding && candidates[i] == pad_prefix)).take(p.k).collect()
-            } else {
-                // One extra survivor so that the padding item's prefix cannot crowd out a real one.
-                match p.pruning {
-                    Pruning::TopK { width } => order.into_iter().take(width + 1).collect(),
-                    Pruning::Threshold { z, min, max } => {
-                        let t = z * self.null_se(n);
-                        order
-                            .into_iter()
-                            .enumerate()
-                            .take_while(|&(r, i)| r <= min || (r <= max && est.frequencies[i] >= t))
-                            .map(|(_, i)| i)
-                            .collect()
-                    }
-                }
-            };
-            levels.push(LevelSummary { prefix_bits: len, users: n, candidates: candidates.len(), kept: keep.len() });
-            if is_last {
-                let total = self.count();
-                last = keep
-                    .iter()
-                    .map(|&i| HeavyHitter {
-                        code: candidates[i],
-                        estimate: pad as f64 * est.frequencies[i],
-                        std_error: self.item_std_error(est.frequencies[i], n, total, pad),
-                    })
-                    .collect();
-            } else {
-                let shift = p.levels[j + 1] - len;
-                starts = keep.iter().map(|&i| candidates[i] << shift).collect();
-                block = 1 << shift;
-                candidates = starts.iter().flat_map(|&s| s..s + block as u64).collect();
-            }
-        }
-        Ok(HeavyHitters { items: last, levels })
+    fn level_reports(&self, level: usize) -> u64 {
+        self.reports.get(level).map_or(0, |r| r.len() as u64)
+    }
+    fn estimate_level_blocks(&self, level: usize, starts: &[u64], len: usize) -> Result<FrequencyEstimate> {
+        self.estimate_blocks(level, starts, len)
+    }
+    /// √(Var*/n).
+    fn null_se(&self, n: u64) -> f64 {
+        (self.protocol.olh.pure_params().aggregate_variance(0.0) / n as f64).sqrt()
+    }
+    /// The module docs' formula,
+    /// L·√([Var*_OLH + f(1 − p − q)/(p − q) + f(1 − 1/L) + (f/L − f²)(n − n_j)/(n − 1)]/n_j)
+    /// ([`super::tree::item_std_error`] with OLH's per-report variance).
+    fn item_std_error(&self, f: f64, n_j: u64, n: u64, pad: usize) -> f64 {
+        let olh = self.protocol.olh.pure_params();
+        super::tree::item_std_error(|f| olh.aggregate_variance(f), f, n_j, n, pad)
     }
 }
 
@@ -539,12 +426,12 @@ impl harmony_core::state::SaveState for HeavyHitterAggregator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A Zipf-like population over 24-bit codes: item r (r = 0..200) held by a share ∝ 1/(r+1)
     /// of 60% of users, the rest unique-ish noise.
-    fn population(n: usize, bits: u32) -> (Vec<u64>, Vec<(u64, f64)>) {
+    pub(crate) fn population(n: usize, bits: u32) -> (Vec<u64>, Vec<(u64, f64)>) {
         let top: Vec<u64> = (0..200u64).map(|r| harmony_core::sampling::splitmix64(r + 1) >> (64 - bits)).collect();
         let h: f64 = (1..=200).map(|r| 1.0 / r as f64).sum();
         let mut codes = Vec::with_capacity(n);

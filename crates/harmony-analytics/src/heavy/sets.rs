@@ -9,7 +9,7 @@
 //! Bernoulli(q* + π_i(p* − q*)) with π_i = 1[v ∈ S_i]/L, whose variance exceeds the pure
 //! oracle's linear interpolation by (p* − q*)²π_i(1 − π_i): the sampled item adds π_i(1 − π_i)
 //! to the per-report variance, f(1 − 1/L) on average (see
-//! [`super::pem::HeavyHitterAggregator::item_std_error`], which also adds the finite-population
+//! [`super::tree::LevelOracle::item_std_error`], which also adds the finite-population
 //! term of a level's subsample).
 //!
 //! Sets larger than L are truncated by the sampling (an item of such a set is reported w.p.

@@ -233,7 +233,7 @@ mod tests {
         let e = err(&["--data", csv.to_str().unwrap(), "--column", "b"]);
         assert!(e.contains("is empty"), "{e}");
         let e = err(&["--column", "sex", "--top", "1", "--method", "sfp"]);
-        assert!(e.contains("sfp") && e.contains("pem or treehist"), "{e}");
+        assert!(e.contains("sfp") && e.contains("pem, treehist or sketch"), "{e}");
         let ids = tmp("ids.txt", "1,2\nx\n");
         let e = err(&["--transactions", ids.to_str().unwrap(), "--items", "id", "--top", "1"]);
         assert!(e.contains("item id") && e.contains("\"x\""), "{e}");

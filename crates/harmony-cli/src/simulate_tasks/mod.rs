@@ -83,7 +83,7 @@ pub struct TaskArgs {
     /// minimizing the closed-form variance).
     #[arg(long)]
     pub branching: Option<usize>,
-    /// range: hh|haar|flat (comma-separated; default all); heavy-hitters: pem|treehist;
+    /// range: hh|haar|flat (comma-separated; default all); heavy-hitters: pem|treehist|sketch;
     /// marginals: calm|direct|fourier|… (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     pub method: Option<Vec<String>>,
