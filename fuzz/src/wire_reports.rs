@@ -69,6 +69,13 @@ pub fn requests() -> Vec<(String, Value)> {
     for method in ["hh", "haar", "flat"] {
         add(format!("range {method}"), json!({"kind": "range", "attribute": "age", "bins": 16, "method": method}), 1.0);
     }
+    for levels in [1, 3] {
+        add(
+            format!("range2d levels {levels}"),
+            json!({"kind": "range2d", "x": "age", "y": "score", "levels": levels}),
+            1.0,
+        );
+    }
     for mechanism in ["hr", "gaussian"] {
         let spec = json!({"kind": "linear-queries", "attributes": ["color", "age"], "bins": {"age": 4},
             "workload": "prefix", "mechanism": mechanism});
@@ -253,7 +260,11 @@ pub fn run(data: &[u8]) -> bool {
         agg.merge(copy.as_ref()).unwrap_or_else(|e| panic!("{}: merge: {e}", entry.label));
         assert_eq!(agg.count(), 2 * n, "{}", entry.label);
     }
-    let query = Query { ranges: vec![[10.0, 50.0], [-1e9, 1e9]], quantiles: None };
+    let query = Query {
+        ranges: vec![[10.0, 50.0], [-1e9, 1e9]],
+        quantiles: None,
+        rects: vec![[10.0, 50.0, -0.5, 0.5], [-1e9, 1e9, -1e9, 1e9]],
+    };
     if let Ok(est) = task.estimate(agg.as_ref(), &query) {
         let doc = serde_json::to_value(&est).expect("an estimate serializes");
         assert_finite(&entry.label, &doc);

@@ -194,6 +194,10 @@ harmony simulate range --column age --method hh --bins 32 --ranges 18:30,30:65 -
 harmony simulate quantiles --column hours_per_week --quantiles 0.1,0.5,0.9 --epsilon 1 --runs 2
 # With the Haar method only:
 harmony simulate quantiles --column age --method haar --epsilon 2 --runs 2"),
+    ("simulate", "range2d", "# A heatmap of age × hours per week over a 32 × 32 grid, with two rectangles:
+harmony simulate range2d --attributes age,hours_per_week --rects 25:45:35:45,17:91:60:100 --epsilon 1 --runs 2
+# A 16 × 16 grid at two budgets, scored on 200 random rectangles:
+harmony simulate range2d --attributes age,hours_per_week --levels 4 --queries 200 --epsilon 1,4 --runs 2"),
     ("simulate", "heavy-hitters", "# The 5 most frequent occupations:
 harmony simulate heavy-hitters --column occupation --top 5 --epsilon 4 --runs 2
 # Every row as the set of its attribute=value items, TreeHist:
@@ -226,6 +230,10 @@ harmony collection create range --server http://127.0.0.1:8080 --schema examples
 harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column hours_per_week
 # Over 16 bins:
 harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --bins 16"),
+    ("collection create", "range2d", "# A heatmap of age × hours per week (32 × 32 cells):
+harmony collection create range2d --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes age,hours_per_week
+# A coarser 16 × 16 grid:
+harmony collection create range2d --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes age,hours_per_week --levels 4"),
     ("collection create", "heavy-hitters", "# The top 10 items devices hold (strings; no schema needed):
 harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon 4 --top 10
 # TreeHist over 16-bit item codes:

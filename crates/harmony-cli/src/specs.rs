@@ -11,7 +11,7 @@ use harmony_core::strategy::{KChoice, StrategyKind};
 use harmony_protocol::estimates::Query;
 use harmony_protocol::spec::{
     FrequencySpec, HeavyHittersSpec, HeavyMethod, Hull, ItemEncoding, LinearMechanism, LinearQueriesSpec,
-    MarginalsMethod, MarginalsPost, MarginalsSpec, MeansSpec, RangeMethod, RangeSpec, TaskSpec,
+    MarginalsMethod, MarginalsPost, MarginalsSpec, MeansSpec, Range2dSpec, RangeMethod, RangeSpec, TaskSpec,
 };
 use std::path::Path;
 
@@ -137,6 +137,7 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             let methods = if t.method.is_some() { range_methods(t)? } else { vec![RangeMethod::Hh] };
             TaskSpec::Range(range(t, file, one(methods, "--method")?)?)
         }
+        Task::Range2d => TaskSpec::Range2d(range2d(t)?),
         Task::LinearQueries => {
             let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
             // `--batch-size` as given: the task refuses it with any mechanism but adaptive-rounds
@@ -146,8 +147,8 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             TaskSpec::LinearQueries(LinearQueriesSpec { batch_size, enrollment, ..spec })
         }
     };
-    if t.ranges.is_some() || t.quantiles.is_some() {
-        bail!("--ranges and --quantiles are asked at query time: pass them to `harmony query`");
+    if t.ranges.is_some() || t.quantiles.is_some() || t.rects.is_some() {
+        bail!("--ranges, --quantiles and --rects are asked at query time: pass them to `harmony query`");
     }
     Ok((schema, spec))
 }
@@ -244,6 +245,21 @@ pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Resu
         parts.push(format!("quantiles={}", q.join(",")));
     }
     Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
+}
+
+/// The `range2d` spec: `--attributes X,Y` (two numeric attributes) and `--levels`.
+pub fn range2d(t: &TaskArgs) -> Result<Range2dSpec> {
+    let names = t.attributes.clone().unwrap_or_default();
+    let [x, y] = &names[..] else {
+        bail!("--attributes has {} values, expected the two numeric columns X,Y of --task range2d", names.len())
+    };
+    Ok(Range2dSpec { x: x.clone(), y: y.clone(), levels: t.levels })
+}
+
+/// The query of `--rects` (`X1:X2:Y1:Y2` in the attributes' units), as `harmony query` takes it.
+pub fn rects_query(rects: Option<&[String]>) -> Result<Query> {
+    let text = rects.map(|r| format!("rects={}", r.join(","))).unwrap_or_default();
+    Query::parse(&text).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
 }
 
 /// `--method` of `linear-queries`: gaussian, hr, adaptive, adaptive-rounds (comma-separated;

@@ -28,6 +28,11 @@ pub const TASKS: &[(&str, &str, &[&str])] = &[
     ("range", "range queries [a, b), the CDF and quantiles of one numeric column", RANGE),
     ("quantiles", "quantiles of one numeric column (range, scored on quantiles)", RANGE),
     (
+        "range2d",
+        "rectangles and a heatmap over two numeric columns (a quadtree)",
+        &["attributes", "levels", "queries", "rects"],
+    ),
+    (
         "heavy-hitters",
         "the top items of a string column or of item sets",
         &["column", "method", "top", "transactions", "separator", "items", "item_bits", "pad_length"],
@@ -85,6 +90,8 @@ const HELP: &[(&str, &str, &str)] = &[
     ("train", "learning_rate", "γ₀ of --schedule decay"),
     ("train", "lambda", "L2 regularisation λ (default 1e-4)"),
     ("train", "no_enrollment", "Open the rounds to any device id (default: enrolled)"),
+    ("range2d", "attributes", "The two numeric columns X,Y"),
+    ("range2d", "queries", "Random rectangles scored per run (default 1000)"),
     ("linear-queries", "method", "gaussian, hr, adaptive; adaptive-rounds (collections)"),
     ("linear-queries", "queries", "The workload: identity, prefix or a CSV/JSON file"),
     ("linear-queries", "attributes", "The attributes (default: categorical and binned)"),

@@ -36,6 +36,7 @@ pub mod marginals;
 pub mod means;
 pub mod poison;
 pub mod range;
+pub mod range2d;
 pub mod registry;
 pub mod simulate;
 pub mod state;
