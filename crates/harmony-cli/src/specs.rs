@@ -233,9 +233,9 @@ fn integer_bins(attr: &harmony_core::schema::Declared) -> Option<usize> {
     }
 }
 
-/// The query of `--ranges` (`LO:HI` in the attribute's units) and `--quantiles`, as `harmony
-/// query` takes them.
-pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Result<Query> {
+/// The query of `--ranges` (`LO:HI` in the attribute's units), `--quantiles` and `--rects`
+/// (`X1:X2:Y1:Y2`), as `harmony query` takes them.
+pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>, rects: Option<&[String]>) -> Result<Query> {
     let mut parts = Vec::new();
     if let Some(r) = ranges {
         parts.push(format!("ranges={}", r.join(",")));
@@ -243,6 +243,9 @@ pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Resu
     if let Some(q) = quantiles {
         let q: Vec<String> = q.iter().map(|x| x.to_string()).collect();
         parts.push(format!("quantiles={}", q.join(",")));
+    }
+    if let Some(r) = rects {
+        parts.push(format!("rects={}", r.join(",")));
     }
     Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
 }
@@ -254,12 +257,6 @@ pub fn range2d(t: &TaskArgs) -> Result<Range2dSpec> {
         bail!("--attributes has {} values, expected the two numeric columns X,Y of --task range2d", names.len())
     };
     Ok(Range2dSpec { x: x.clone(), y: y.clone(), levels: t.levels })
-}
-
-/// The query of `--rects` (`X1:X2:Y1:Y2` in the attributes' units), as `harmony query` takes it.
-pub fn rects_query(rects: Option<&[String]>) -> Result<Query> {
-    let text = rects.map(|r| format!("rects={}", r.join(","))).unwrap_or_default();
-    Query::parse(&text).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
 }
 
 /// `--method` of `linear-queries`: gaussian, hr, adaptive, adaptive-rounds (comma-separated;

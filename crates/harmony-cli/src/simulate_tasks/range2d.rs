@@ -110,7 +110,7 @@ fn rects_scored(args: &SimulateArgs) -> Result<usize> {
 
 /// The analysis `harmony simulate range2d` runs.
 fn analysis(args: &SimulateArgs) -> Result<Range2d> {
-    let query = crate::specs::rects_query(args.task.rects.as_deref())?;
+    let query = crate::specs::range_query(None, None, args.task.rects.as_deref())?;
     let n_rects = rects_scored(args)?;
     let (data_name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
     let spec = crate::specs::range2d(&args.task)?;
