@@ -96,15 +96,15 @@ fn census() -> (Schema, Vec<Vec<Value>>) {
     (schema, rows)
 }
 
-/// Heavy tier: over R = 200 seeded collections of Census-Income at ε = 1, each rectangle's
+/// Heavy tier: over R = 1,500 seeded collections of Census-Income at ε = 1, each rectangle's
 /// consistent answer is unbiased (z within 4.42) and its served standard error is calibrated:
 /// mean squared error / mean(SE²) in [0.85, 1.15]. Rectangles: one cell, a small block, half
 /// the grid, the top edge of each axis (bins holding each attribute's maximum), a large middle.
 #[test]
-#[ignore = "heavy: 200 collections of 299,285 devices; run in release with --run-ignored"]
+#[ignore = "heavy: 1,500 collections of 299,285 devices; run in release with --run-ignored"]
 fn heavy_range2d_rectangles_are_unbiased_and_calibrated_on_census() {
     let (schema, rows) = census();
-    let runs = 200u64;
+    let runs = 1500u64;
     let config = harmony_tasks::resolve(&request(schema, "age", "weeks_worked_in_year", Some(5), 1.0), "c").unwrap();
     let task = Range2dTask::new(config.clone()).unwrap();
     let dyn_task = harmony_tasks::build(&config).unwrap();

@@ -44,10 +44,15 @@ function marginalRows(doc) {
   });
 }
 
+function rectRows(doc) {
+  return doc.rects.map((r) => row(`${doc.x} × ${doc.y}`, `share in [${r.rect[0]}, ${r.rect[1]}) × [${r.rect[2]}, ${r.rect[3]})`, r, 'share'));
+}
+
 const ROWS = {
   means: meansRows,
   frequency: (doc) => doc.categories.map((c) => row(doc.attribute, c.label, c, 'share')),
   range: rangeRows,
+  range2d: rectRows,
   'heavy-hitters': (doc) => doc.items.map((it) => row('heavy hitters', it.item ?? `(code ${it.code})`, it, 'share')),
   marginals: marginalRows,
   'linear-queries': (doc) => doc.queries.map((q) => row(q.name, 'answer', q, 'interval')),
