@@ -799,6 +799,7 @@ mod tests {
                     target: None,
                     ranges: None,
                     quantiles: None,
+                    rects: None,
                     column: None,
                     window: Default::default(),
                 };
@@ -940,6 +941,7 @@ mod tests {
             target: Some("label".into()),
             ranges: None,
             quantiles: None,
+            rects: None,
             column: None,
             window: Default::default(),
         };
