@@ -11,7 +11,7 @@ use harmony_core::strategy::{KChoice, StrategyKind};
 use harmony_protocol::estimates::Query;
 use harmony_protocol::spec::{
     FrequencySpec, HeavyHittersSpec, HeavyMethod, Hull, ItemEncoding, LinearMechanism, LinearQueriesSpec,
-    MarginalsMethod, MarginalsPost, MarginalsSpec, MeansSpec, Range2dSpec, RangeMethod, RangeSpec, TaskSpec,
+    MarginalsMethod, MarginalsPost, MarginalsSpec, MeansSpec, RangeMethod, RangeSpec, TaskSpec,
 };
 use std::path::Path;
 
@@ -137,7 +137,7 @@ pub fn single(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, epsilon: f64) -> R
             let methods = if t.method.is_some() { range_methods(t)? } else { vec![RangeMethod::Hh] };
             TaskSpec::Range(range(t, file, one(methods, "--method")?)?)
         }
-        Task::Range2d => TaskSpec::Range2d(range2d(t)?),
+        Task::Range2d => range2d(t)?,
         Task::LinearQueries => {
             let mechanisms = if t.method.is_some() { linear_mechanisms(t)? } else { vec![LinearMechanism::Hr] };
             // `--batch-size` as given: the task refuses it with any mechanism but adaptive-rounds
@@ -251,12 +251,12 @@ pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>, rects: 
 }
 
 /// The `range2d` spec: `--attributes X,Y` (two numeric attributes) and `--levels`.
-pub fn range2d(t: &TaskArgs) -> Result<Range2dSpec> {
+pub fn range2d(t: &TaskArgs) -> Result<TaskSpec> {
     let names = t.attributes.clone().unwrap_or_default();
     let [x, y] = &names[..] else {
         bail!("--attributes has {} values, expected the two numeric columns X,Y of --task range2d", names.len())
     };
-    Ok(Range2dSpec { x: x.clone(), y: y.clone(), levels: t.levels })
+    Ok(harmony_tasks::range2d::task_spec(x, y, t.levels))
 }
 
 /// `--method` of `linear-queries`: gaussian, hr, adaptive, adaptive-rounds (comma-separated;

@@ -42,6 +42,12 @@ fn levels_of(spec: &Range2dSpec) -> Result<usize> {
     Ok(l)
 }
 
+/// The spec of `x` × `y` at `levels` (default [`DEFAULT_LEVELS`] when resolved): what the CLI
+/// sends.
+pub fn task_spec(x: &str, y: &str, levels: Option<usize>) -> TaskSpec {
+    TaskSpec::Range2d(Range2dSpec { x: x.to_string(), y: y.to_string(), levels })
+}
+
 /// Checks a spec against the schema and ε and writes out `levels`.
 pub fn resolve(spec: &Range2dSpec, schema: &Schema, epsilon: f64) -> Result<Range2dSpec> {
     numeric_field(schema, "task.x", &spec.x)?;
@@ -86,6 +92,14 @@ impl Range2dTask {
         let axes = [axis("task.x", &spec.x)?, axis("task.y", &spec.y)?];
         let grid = Grid2d::new(config.epsilon, levels_of(spec)?)?;
         Ok(Range2dTask { config, axes, grid })
+    }
+    /// The x attribute's name.
+    pub fn x(&self) -> &str {
+        &self.axes[0].name
+    }
+    /// The y attribute's name.
+    pub fn y(&self) -> &str {
+        &self.axes[1].name
     }
     /// Bins per axis, `2^L`.
     pub fn side(&self) -> usize {

@@ -19,7 +19,7 @@ use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::Schema;
 use harmony_protocol::CreateCollection;
 use harmony_protocol::estimates::{EstimateDocument, Query};
-use harmony_protocol::spec::{Range2dSpec, TaskSpec};
+use harmony_protocol::spec::TaskSpec;
 use harmony_tasks::range2d::{Range2dTask, true_rect};
 use harmony_tasks::{Task, TaskAggregator, Typed};
 
@@ -30,7 +30,7 @@ struct Range2d {
     title: String,
     schema: Schema,
     population: Population,
-    spec: Range2dSpec,
+    spec: TaskSpec,
     epsilons: Vec<f64>,
     query: Query,
     levels: usize,
@@ -50,7 +50,7 @@ impl Analysis for Range2d {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        Ok(Setting::grid([("hh".to_string(), TaskSpec::Range2d(self.spec.clone()))], &self.epsilons))
+        Ok(Setting::grid([("hh".to_string(), self.spec.clone())], &self.epsilons))
     }
     fn inputs(&self) -> Vec<harmony_tasks::Input<'_>> {
         self.population.inputs()
@@ -117,9 +117,9 @@ fn analysis(args: &SimulateArgs) -> Result<Range2d> {
     let schema = file.schema()?;
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let population = Population::records(&schema, enc.values);
-    let req = CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: TaskSpec::Range2d(spec) };
+    let req = CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: spec };
     let config = harmony_tasks::resolve(&req, "simulation").context("--attributes/--levels")?;
-    let TaskSpec::Range2d(spec) = config.task.clone() else { bail!("a range2d config") };
+    let spec = config.task.clone();
     let task = Range2dTask::new(config)?;
     let Truth::Grid { cells } = task.truth(&population.inputs())? else { bail!("a grid truth") };
     let side = task.side();
@@ -137,7 +137,9 @@ fn analysis(args: &SimulateArgs) -> Result<Range2d> {
         .collect();
     let title = format!(
         "harmony simulate range2d: {data_name} — n = {} devices, {} × {} in {side} × {side} cells, {n_rects} random rectangles",
-        enc.n, spec.x, spec.y
+        enc.n,
+        task.x(),
+        task.y()
     );
     Ok(Range2d { title, schema, population, spec, epsilons, query, levels, cells, morton_cells, rects })
 }
