@@ -105,6 +105,11 @@ pub fn requests() -> Vec<(String, Value)> {
         let task = json!({"kind": "means", "strategy": "split", "numeric_mechanism": n});
         out.push((format!("means one-numeric {n}"), json!({"schema": [schema()[0]], "epsilon": 1.0, "task": task})));
     }
+    // Appended last: the committed seeds' selectors of the entries above stay as they were.
+    for levels in [1, 3] {
+        let task = json!({"kind": "range2d", "x": "age", "y": "score", "levels": levels});
+        out.push((format!("range2d levels {levels}"), json!({"schema": schema(), "epsilon": 1.0, "task": task})));
+    }
     out
 }
 
@@ -253,7 +258,11 @@ pub fn run(data: &[u8]) -> bool {
         agg.merge(copy.as_ref()).unwrap_or_else(|e| panic!("{}: merge: {e}", entry.label));
         assert_eq!(agg.count(), 2 * n, "{}", entry.label);
     }
-    let query = Query { ranges: vec![[10.0, 50.0], [-1e9, 1e9]], quantiles: None };
+    let query = Query {
+        ranges: vec![[10.0, 50.0], [-1e9, 1e9]],
+        quantiles: None,
+        rects: vec![[10.0, 50.0, -0.5, 0.5], [-1e9, 1e9, -1e9, 1e9]],
+    };
     if let Ok(est) = task.estimate(agg.as_ref(), &query) {
         let doc = serde_json::to_value(&est).expect("an estimate serializes");
         assert_finite(&entry.label, &doc);

@@ -6,6 +6,7 @@
 //     shown equal `harmony query --format json`'s at the printed precision (format.js' DIGITS);
 //   - keyboard: tab to the collection list and open a collection with Enter (visible focus);
 //   - every task's view: every chart has its table (and a drawn chart);
+//   - range2d: the heatmap draws, and a rectangle asked in the form shows the server's estimate ± SE;
 //   - the training view: a holdout CSV (setInputFiles) scored in the page, round by round, equals
 //     `harmony query --data --target`'s score of the same model at the printed precision;
 //   - the trend: 14 days of simulated devices (`harmony submit --days`, the server started with
@@ -265,6 +266,40 @@ test('every task\'s view: every chart has its table', async () => {
   await page.goto(`${base}/dashboard/#/`);
   await page.waitForSelector('#collections');
   await shot('collections');
+});
+
+test('range2d: the heatmap draws and a rectangle query shows the server\'s estimate ± SE', async () => {
+  await signIn();
+  await page.waitForSelector('#collections');
+  const schema = [...SCHEMA, { name: 'hours', kind: 'numeric', min: 1, max: 99 }];
+  const created = await api('POST', '/v1/collections', { schema, epsilon: 4, task: { kind: 'range2d', x: 'age', y: 'hours', levels: 3 } });
+  assert.equal(created.status, 201, JSON.stringify(created.json));
+  const id = created.json.id;
+  assert.equal(await playground(id, 300), 300);
+  await page.goto(`${base}/dashboard/#/c/${encodeURIComponent(id)}`);
+  await page.waitForSelector('#range-query:not([hidden])');
+  assert.equal(await page.isHidden('#ranges'), true, 'range2d asks rectangles, not ranges');
+  // [17, 53.5) × [1, 50): x bins [0, 4), y bins [0, 4) of the 8 × 8 grid.
+  const rect = '17:53.5:1:50';
+  await page.getByLabel('Rectangles (x1:x2:y1:y2, comma-separated)').fill(rect);
+  await page.getByRole('button', { name: 'Ask' }).click();
+  await page.waitForSelector('table[data-figure="rects"] tbody tr');
+  await page.waitForFunction(() => document.querySelectorAll('#estimates figure .vis svg').length === document.querySelectorAll('#estimates figure .vis').length);
+  const heat = await page.$eval('figure[data-figure="heatmap"]', (f) => ({ chart: !!f.querySelector('.vis svg'),
+    marks: f.querySelectorAll('.vis svg .mark-rect path').length, rows: f.querySelectorAll('table.numbers tbody tr').length }));
+  assert.ok(heat.chart && heat.rows === 64, `heatmap: ${JSON.stringify(heat)}`);
+  // 64 cells and the rectangle's outline.
+  assert.ok(heat.marks >= 65, `heatmap marks: ${heat.marks}`);
+  const { stdout } = await run(harmonyBin(), ['query', '--server', base, '--token', TOKEN, '--collection', id, '--format', 'json', '--rects', rect], { timeout: 60000 });
+  const doc = JSON.parse(stdout);
+  const r = doc.rects[0];
+  assert.deepEqual(r.bins, [0, 4, 0, 4]);
+  const got = await page.$$eval('table[data-figure="rects"] tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  // rectangle, estimate (in-domain), SE, CI low, CI high, raw.
+  assert.deepEqual(got[0].slice(1, 3), [fmt(r.in_domain ? r.in_domain.estimate : r.estimate), fmt(r.std_error)]);
+  assert.equal(got[0][5], fmt(r.estimate));
+  console.log(`range2d: rectangle ${rect} = ${got[0][1]} ± ${got[0][2]} (the server's ${r.estimate} ± ${r.std_error})`);
+  await shot('collection-range2d');
 });
 
 test('/ lands on the dashboard', async () => {

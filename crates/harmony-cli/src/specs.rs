@@ -103,8 +103,8 @@ pub fn single(
     let cli = crate::simulate_tasks::cli(t.task);
     t.train.check_unused_except(cli.options)?;
     let spec = (cli.spec)(&SpecArgs { task: t, means: m, file, epsilon })?;
-    if t.ranges.is_some() || t.quantiles.is_some() {
-        bail!("--ranges and --quantiles are asked at query time: pass them to `harmony query`");
+    if t.ranges.is_some() || t.quantiles.is_some() || t.rects.is_some() {
+        bail!("--ranges, --quantiles and --rects are asked at query time: pass them to `harmony query`");
     }
     Ok((schema, spec))
 }
@@ -168,9 +168,9 @@ fn integer_bins(attr: &harmony_core::schema::Declared) -> Option<usize> {
     }
 }
 
-/// The query of `--ranges` (`LO:HI` in the attribute's units) and `--quantiles`, as `harmony
-/// query` takes them.
-pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Result<Query> {
+/// The query of `--ranges` (`LO:HI` in the attribute's units), `--quantiles` and `--rects`
+/// (`X1:X2:Y1:Y2`), as `harmony query` takes them.
+pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>, rects: Option<&[String]>) -> Result<Query> {
     let mut parts = Vec::new();
     if let Some(r) = ranges {
         parts.push(format!("ranges={}", r.join(",")));
@@ -179,7 +179,19 @@ pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>) -> Resu
         let q: Vec<String> = q.iter().map(|x| x.to_string()).collect();
         parts.push(format!("quantiles={}", q.join(",")));
     }
+    if let Some(r) = rects {
+        parts.push(format!("rects={}", r.join(",")));
+    }
     Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
+}
+
+/// The `range2d` spec: `--attributes X,Y` (two numeric attributes) and `--levels`.
+pub fn range2d(t: &TaskArgs) -> Result<TaskSpec> {
+    let names = t.attributes.clone().unwrap_or_default();
+    let [x, y] = &names[..] else {
+        bail!("--attributes has {} values, expected the two numeric columns X,Y of --task range2d", names.len())
+    };
+    Ok(harmony_tasks::range2d::task_spec(x, y, t.levels))
 }
 
 /// `--method` of `linear-queries`: gaussian, hr, adaptive, adaptive-rounds (comma-separated;

@@ -293,6 +293,13 @@ const RANGE_LINEAR: &[Case] = &[
         submit: &[],
     },
     Case {
+        name: "range2d",
+        task: &["--task", "range2d", "--attributes", "age,hours_per_week", "--levels", "4"],
+        epsilon: "1",
+        exact: true,
+        submit: &[],
+    },
+    Case {
         name: "linear-queries hr",
         task: &["--task", "linear-queries", "--method", "hr"],
         epsilon: "1",
@@ -318,13 +325,20 @@ const RANGE_LINEAR: &[Case] = &[
 
 /// What `range` cases ask at query time.
 const ASK: &[&str] = &["--ranges", "20:30,40:65", "--quantiles", "0.25,0.5,0.75"];
+/// What `range2d` cases ask at query time.
+const ASK_2D: &[&str] = &["--rects", "25:45:35:45,17:91:60:100"];
 
 fn range_and_linear(data: &Path, schema: &Path, name: &str, seed: u64) {
     let census = name.starts_with("census");
     let (_scratch, dbs) = stores(name);
     for db in dbs {
-        for c in RANGE_LINEAR.iter().filter(|c| !census || census_case_on(c, &db)) {
-            let ask = if c.name.starts_with("range") { ASK } else { &[] };
+        // range2d reads hours_per_week, an Adult column.
+        for c in RANGE_LINEAR.iter().filter(|c| !census || (c.name != "range2d" && census_case_on(c, &db))) {
+            let ask = match c.name {
+                "range2d" => ASK_2D,
+                n if n.starts_with("range") => ASK,
+                _ => &[],
+            };
             check_asking(c, ask, data, schema, &db, seed);
         }
     }

@@ -181,6 +181,8 @@ pub enum TaskEstimate {
     Frequency(FrequencyEstimate),
     /// CDF, ranges and quantiles.
     Range(RangeEstimate),
+    /// Rectangles and a heatmap over two attributes.
+    Range2d(Range2dEstimate),
     /// Heavy hitters.
     HeavyHitters(HeavyHittersEstimate),
     /// Marginals.
@@ -199,6 +201,7 @@ impl TaskEstimate {
             TaskEstimate::Means(m) => (m.in_domain_note.as_ref(), &m.warnings),
             TaskEstimate::Frequency(f) => (f.in_domain_note.as_ref(), &f.warnings),
             TaskEstimate::Range(r) => (r.in_domain_note.as_ref(), &r.warnings),
+            TaskEstimate::Range2d(r) => (r.in_domain_note.as_ref(), &r.warnings),
             TaskEstimate::HeavyHitters(h) => (h.in_domain_note.as_ref(), &h.warnings),
             TaskEstimate::Marginals(m) => (m.in_domain_note.as_ref(), &m.warnings),
             TaskEstimate::LinearQueries(l) => (l.in_domain_note.as_ref(), &l.warnings),
@@ -331,6 +334,54 @@ pub struct RangeEstimate {
     /// The estimates too imprecise to read, with the reports that would make them useful.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<PrecisionWarning>,
+}
+
+/// `range2d`: the finest grid as a heatmap and the rectangles asked, in the attributes' units
+/// and in bins.
+///
+/// Every answer is the consistent quadtree estimate (Hay et al.'s constrained inference over the
+/// levels: unbiased, its weights being public constants) with its exact standard error: the
+/// answer is one linear combination of the raw node estimates, whose variance is closed-form at
+/// the estimated cell fractions (plugged in) and the realized level sizes `level_reports`. Until
+/// every level has a report every number is `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Range2dEstimate {
+    /// The x attribute.
+    pub x: String,
+    /// The y attribute.
+    pub y: String,
+    /// Bins per axis (`2^levels`).
+    pub bins: usize,
+    /// The x attribute's [min, max]: x bin i covers [min + i·w, min + (i+1)·w), w = (max − min)/bins.
+    pub x_bounds: [f64; 2],
+    /// The y attribute's [min, max], binned likewise.
+    pub y_bounds: [f64; 2],
+    /// Reports per quadtree level (level 1: 2 × 2 cells, …, the last: bins × bins).
+    pub level_reports: Vec<u64>,
+    /// The share of devices in each finest cell: `heatmap[j][i]` is x bin i, y bin j.
+    pub heatmap: Vec<Vec<Est>>,
+    /// The rectangles asked.
+    pub rects: Vec<RectResult>,
+    /// How the in-domain values were obtained, when any differs from the raw estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_domain_note: Option<String>,
+    /// The estimates too imprecise to read, with the reports that would make them useful.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<PrecisionWarning>,
+}
+
+/// One rectangle's share of the devices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RectResult {
+    /// The rectangle asked, in the attributes' units: [x_lo, x_hi) × [y_lo, y_hi).
+    pub rect: [f64; 4],
+    /// The bins it was rounded to, [x_a, x_b) × [y_a, y_b) (each end to the nearest bin edge).
+    pub bins: [usize; 4],
+    /// The share of devices in it.
+    #[serde(flatten)]
+    pub share: Est,
 }
 
 /// One point of the CDF.
@@ -586,6 +637,9 @@ pub struct Query {
     /// `range`: quantile levels in (0, 1) (default 0.1, 0.5, 0.9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantiles: Option<Vec<f64>>,
+    /// `range2d`: rectangles [x_lo, x_hi) × [y_lo, y_hi) in the attributes' units.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rects: Vec<[f64; 4]>,
 }
 
 impl Query {
@@ -617,10 +671,21 @@ impl Query {
                     }
                     q.quantiles = Some(levels);
                 }
+                "rects" => {
+                    for r in value.split(',').filter(|r| !r.is_empty()) {
+                        let v: Vec<f64> = r.split(':').filter_map(|x| x.parse::<f64>().ok()).collect();
+                        match v[..] {
+                            [x1, x2, y1, y2] if v.iter().all(|x| x.is_finite()) && x1 <= x2 && y1 <= y2 => {
+                                q.rects.push([x1, x2, y1, y2])
+                            }
+                            _ => return Err(bad("X1:X2:Y1:Y2 rectangles of finite numbers (X1 <= X2, Y1 <= Y2)")),
+                        }
+                    }
+                }
                 _ => {
                     return Err((
                         key.to_string(),
-                        format!("unknown query parameter {key:?}, expected ranges or quantiles"),
+                        format!("unknown query parameter {key:?}, expected ranges, quantiles or rects"),
                     ));
                 }
             }
@@ -637,6 +702,10 @@ impl Query {
         if let Some(q) = &self.quantiles {
             let q: Vec<String> = q.iter().map(|x| x.to_string()).collect();
             parts.push(format!("quantiles={}", q.join(",")));
+        }
+        if !self.rects.is_empty() {
+            let r: Vec<String> = self.rects.iter().map(|[a, b, c, d]| format!("{a}:{b}:{c}:{d}")).collect();
+            parts.push(format!("rects={}", r.join(",")));
         }
         parts.join("&")
     }
@@ -655,5 +724,10 @@ mod query_tests {
         assert_eq!(Query::parse("ranges=3:1").unwrap_err().0, "ranges");
         assert_eq!(Query::parse("quantiles=1.5").unwrap_err().0, "quantiles");
         assert_eq!(Query::parse("top=3").unwrap_err().0, "top");
+        let r = Query::parse("rects=20:30:0:40.5,1:2:3:4").unwrap();
+        assert_eq!(r.rects, vec![[20.0, 30.0, 0.0, 40.5], [1.0, 2.0, 3.0, 4.0]]);
+        assert_eq!(Query::parse(&r.to_query_string()).unwrap(), r);
+        assert_eq!(Query::parse("rects=1:2:3").unwrap_err().0, "rects");
+        assert_eq!(Query::parse("rects=2:1:3:4").unwrap_err().0, "rects");
     }
 }

@@ -24,6 +24,7 @@ fn variants() -> Vec<RefOr<Schema>> {
         tagged("kind", "means", MeansSpec::schema()),
         tagged("kind", "frequency", FrequencySpec::schema()),
         tagged("kind", "range", RangeSpec::schema()),
+        tagged("kind", "range2d", Range2dSpec::schema()),
         tagged("kind", "heavy-hitters", HeavyHittersSpec::schema()),
         tagged("kind", "marginals", MarginalsSpec::schema()),
         tagged("kind", "linear-queries", LinearQueriesSpec::schema()),
@@ -50,6 +51,7 @@ impl ToSchema for TaskSpec {
         <MeansSpec as ToSchema>::schemas(schemas);
         <FrequencySpec as ToSchema>::schemas(schemas);
         <RangeSpec as ToSchema>::schemas(schemas);
+        <Range2dSpec as ToSchema>::schemas(schemas);
         <HeavyHittersSpec as ToSchema>::schemas(schemas);
         <MarginalsSpec as ToSchema>::schemas(schemas);
         <LinearQueriesSpec as ToSchema>::schemas(schemas);

@@ -129,6 +129,8 @@ pub enum TaskKind {
     Frequency,
     /// Range queries, the CDF and quantiles of one numeric attribute.
     Range,
+    /// Rectangles and a heatmap over two numeric attributes.
+    Range2d,
     /// The most frequent items of sets of strings.
     HeavyHitters,
     /// k-way marginals over categorical (and binned numeric) attributes.
@@ -145,6 +147,7 @@ impl TaskKind {
         TaskKind::Means,
         TaskKind::Frequency,
         TaskKind::Range,
+        TaskKind::Range2d,
         TaskKind::HeavyHitters,
         TaskKind::Marginals,
         TaskKind::LinearQueries,
@@ -156,6 +159,7 @@ impl TaskKind {
             TaskKind::Means => "means",
             TaskKind::Frequency => "frequency",
             TaskKind::Range => "range",
+            TaskKind::Range2d => "range2d",
             TaskKind::HeavyHitters => "heavy-hitters",
             TaskKind::Marginals => "marginals",
             TaskKind::LinearQueries => "linear-queries",
@@ -189,6 +193,8 @@ pub enum TaskSpec {
     Frequency(FrequencySpec),
     /// Ranges, CDF and quantiles of one numeric attribute.
     Range(RangeSpec),
+    /// Rectangles and a heatmap over two numeric attributes.
+    Range2d(Range2dSpec),
     /// Heavy hitters.
     HeavyHitters(HeavyHittersSpec),
     /// k-way marginals.
@@ -206,6 +212,7 @@ impl TaskSpec {
         match self {
             TaskSpec::Frequency(f) => Some(vec![f.attribute.clone()]),
             TaskSpec::Range(r) => Some(vec![r.attribute.clone()]),
+            TaskSpec::Range2d(r) => Some(vec![r.x.clone(), r.y.clone()]),
             TaskSpec::LinearQueries(l) => Some(l.attributes.clone()),
             TaskSpec::Marginals(m) => m.attributes.clone(),
             _ => None,
@@ -218,6 +225,7 @@ impl TaskSpec {
             TaskSpec::Means(_) => TaskKind::Means,
             TaskSpec::Frequency(_) => TaskKind::Frequency,
             TaskSpec::Range(_) => TaskKind::Range,
+            TaskSpec::Range2d(_) => TaskKind::Range2d,
             TaskSpec::HeavyHitters(_) => TaskKind::HeavyHitters,
             TaskSpec::Marginals(_) => TaskKind::Marginals,
             TaskSpec::LinearQueries(_) => TaskKind::LinearQueries,
@@ -237,6 +245,7 @@ impl TaskSpec {
             ],
             TaskSpec::Frequency(s) => [s.mechanism.map(|m| m.name()), None, None],
             TaskSpec::Range(s) => [Some(s.method.name()), None, None],
+            TaskSpec::Range2d(_) => [Some(RangeMethod::Hh.name()), None, None],
             TaskSpec::HeavyHitters(s) => [Some(s.method.name()), None, None],
             TaskSpec::Marginals(s) => [Some(s.method.name()), None, None],
             TaskSpec::LinearQueries(s) => [Some(s.mechanism.name()), None, None],
@@ -355,6 +364,23 @@ pub struct RangeSpec {
     /// variance over all ranges); refused with `haar` and `flat`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branching: Option<usize>,
+}
+
+/// `range2d`: two numeric attributes, each cut into `2^levels` equal-width bins over its
+/// [min, max]; a quadtree of grids (level ℓ: `2^ℓ × 2^ℓ` cells) collected as hierarchical
+/// histograms (`hh`, branching 4) over the finest cells in Morton order. Rectangles are asked at
+/// query time; the estimate holds the finest grid as a heatmap.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Range2dSpec {
+    /// The numeric attribute on the x axis.
+    pub x: String,
+    /// The numeric attribute on the y axis.
+    pub y: String,
+    /// L: bins per axis `2^L` and quadtree levels (default 5, a 32 × 32 grid; 1 to 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<usize>,
 }
 
 /// How `heavy-hitters` walks the prefix tree.

@@ -227,7 +227,7 @@ fn real_documents_of_every_task_validate() {
         let built = harmony_tasks::build(&config).unwrap();
         let mut agg = built.aggregator();
         let mut rng = harmony_core::sampling::fast_rng(7);
-        let query = harmony_protocol::estimates::Query { ranges: vec![[10.0, 40.0]], quantiles: None };
+        let query = harmony_protocol::estimates::Query { ranges: vec![[10.0, 40.0]], quantiles: None, rects: vec![] };
         for n in [0usize, 200] {
             for (i, r) in records.iter().enumerate().take(n).skip(agg.count() as usize) {
                 let mut out = Vec::new();

@@ -24,6 +24,7 @@ fn schema() -> Schema {
     Schema::new(vec![
         Attribute::Numeric { name: "age".into(), min: 0.0, max: 100.0 },
         Attribute::Categorical { name: "color".into(), categories: vec!["red".into(), "green".into(), "blue".into()] },
+        Attribute::Numeric { name: "score".into(), min: -1.0, max: 1.0 },
     ])
     .unwrap()
 }
@@ -34,6 +35,7 @@ fn specs() -> Vec<(&'static str, Json)> {
         ("means", serde_json::json!({"kind": "means"})),
         ("frequency", serde_json::json!({"kind": "frequency", "attribute": "color"})),
         ("range", serde_json::json!({"kind": "range", "attribute": "age", "bins": 8})),
+        ("range2d", serde_json::json!({"kind": "range2d", "x": "age", "y": "score", "levels": 2})),
         (
             "linear-queries",
             serde_json::json!({"kind": "linear-queries", "attributes": ["color", "age"], "bins": {"age": 4}, "workload": "prefix"}),
@@ -143,7 +145,9 @@ fn feed_replicas(servers: &[(&AppState, SocketAddr)], name: &str, spec: &Json, s
         let make = |devices: &mut SimulatedDevices, i: u64| {
             // Each day's data leans elsewhere, so windows differ.
             let age = ((i * 7 + day as u64 * 31) % 100) as f64 / 50.0 - 1.0;
-            let rec = [Value::Unit(age), Value::Category(((i + day as u64) % 3) as u32 % (1 + day as u32))];
+            let score = ((i * 13 + day as u64 * 5) % 40) as f64 / 20.0 - 1.0;
+            let color = Value::Category(((i + day as u64) % 3) as u32 % (1 + day as u32));
+            let rec = [Value::Unit(age), color, Value::Unit(score)];
             let input = if name.starts_with("heavy-hitters") {
                 Input::Items(&items[(i % 4) as usize])
             } else {

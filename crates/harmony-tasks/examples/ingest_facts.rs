@@ -73,7 +73,7 @@ fn main() {
     ];
     let rows = records(BIG);
     let inputs: Vec<Input> = rows.iter().map(|r| Input::Record(r)).collect();
-    let query = Query { ranges: vec![[10.0, 20.0], [25.0, 75.0], [0.0, 50.0]], quantiles: None };
+    let query = Query { ranges: vec![[10.0, 20.0], [25.0, 75.0], [0.0, 50.0]], quantiles: None, rects: vec![] };
     let mut measured = Vec::new();
     for (name, spec) in cases {
         let req = CreateCollection { schema: Some(schema()), epsilon: 1.0, task: spec };

@@ -28,7 +28,7 @@ use harmony_core::postprocess::project_simplex;
 use harmony_core::schema::{Attribute, Schema};
 use harmony_protocol::estimates::{
     AttributeResult, CategoryResult, Est, FrequencyEstimate, HeavyHittersEstimate, InDomain, LinearEstimate,
-    MarginalsEstimate, MeansEstimate, PrecisionWarning, RangeEstimate,
+    MarginalsEstimate, MeansEstimate, PrecisionWarning, Range2dEstimate, RangeEstimate,
 };
 
 /// Sets `e`'s in-domain value to `value` (already in [lo, hi]) with the raw interval clamped to
@@ -166,6 +166,19 @@ pub fn range(doc: &mut RangeEstimate, reports: u64) {
     ]);
     let se = max_se(doc.cdf.iter().map(|p| &p.value).chain(doc.ranges.iter().map(|r| &r.share)));
     doc.warnings.extend(PrecisionWarning::check(&doc.attribute, se, 1.0, reports));
+}
+
+/// `range2d`: cells' and rectangles' shares clamped to [0, 1]; warns on the largest standard
+/// error of a cell or a rectangle.
+pub fn range2d(doc: &mut Range2dEstimate, reports: u64) {
+    let mut clamped = false;
+    for e in doc.heatmap.iter_mut().flatten().chain(doc.rects.iter_mut().map(|r| &mut r.share)) {
+        clamped |= clamp(e, 0.0, 1.0);
+    }
+    doc.in_domain_note = note(&[(clamped, "cells' and rectangles' shares clamped to [0, 1]")]);
+    let se = max_se(doc.heatmap.iter().flatten().chain(doc.rects.iter().map(|r| &r.share)));
+    let subject = format!("{} × {}", doc.x, doc.y);
+    doc.warnings.extend(PrecisionWarning::check(&subject, se, 1.0, reports));
 }
 
 /// The heavy-hitters task: each share clamped to [0, 1].

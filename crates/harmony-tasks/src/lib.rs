@@ -37,6 +37,7 @@ pub mod marginals;
 pub mod means;
 pub mod poison;
 pub mod range;
+pub mod range2d;
 pub mod registry;
 pub mod simulate;
 pub mod state;

@@ -55,15 +55,17 @@ pub const DEFAULT_QUANTILES: [f64; 3] = [0.1, 0.5, 0.9];
 
 /// The attribute's index and [min, max], or an error naming `task.attribute`.
 fn numeric(schema: &Schema, name: &str) -> Result<(usize, [f64; 2])> {
-    let j = schema
-        .position(name)
-        .ok_or_else(|| Error::param("task.attribute", name, "the name of one of the schema's attributes"))?;
+    numeric_field(schema, "task.attribute", name)
+}
+
+/// A binnable numeric attribute's index and [min, max], or an error naming `field`.
+pub(crate) fn numeric_field(schema: &Schema, field: &'static str, name: &str) -> Result<(usize, [f64; 2])> {
+    let j =
+        schema.position(name).ok_or_else(|| Error::param(field, name, "the name of one of the schema's attributes"))?;
     match &schema.attributes()[j] {
-        Attribute::Numeric { min, max, .. } => {
-            crate::input::binnable(schema, j, "task.attribute").map(|_| (j, [*min, *max]))
-        }
+        Attribute::Numeric { min, max, .. } => crate::input::binnable(schema, j, field).map(|_| (j, [*min, *max])),
         Attribute::Categorical { .. } => {
-            Err(Error::param("task.attribute", name, "a numeric attribute (ranges and quantiles need an ordered one)"))
+            Err(Error::param(field, name, "a numeric attribute (ranges and quantiles need an ordered one)"))
         }
     }
 }

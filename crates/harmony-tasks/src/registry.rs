@@ -2,7 +2,7 @@
 //! → its [`Task`] ([`build`]), for every task.
 
 use crate::erased::Task;
-use crate::{frequency, heavy, linear, marginals, means, range, train};
+use crate::{frequency, heavy, linear, marginals, means, range, range2d, train};
 use harmony_core::error::{Error, Result};
 use harmony_core::params::Epsilon;
 use harmony_core::schema::Schema;
@@ -27,6 +27,7 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
         TaskSpec::HeavyHitters(s) => TaskSpec::HeavyHitters(heavy::resolve(s, eps)?),
         TaskSpec::Marginals(s) => TaskSpec::Marginals(marginals::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Range(s) => TaskSpec::Range(range::resolve(s, schema_for(&req.schema, kind)?, eps)?),
+        TaskSpec::Range2d(s) => TaskSpec::Range2d(range2d::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::LinearQueries(s) => TaskSpec::LinearQueries(linear::resolve(s, schema_for(&req.schema, kind)?, eps)?),
         TaskSpec::Train(s) => {
             let (spec, published) = train::resolve(s, schema_for(&req.schema, kind)?, eps)?;
@@ -59,6 +60,7 @@ macro_rules! construct {
             TaskKind::HeavyHitters => Box::new(heavy::HeavyHittersTask::new(c)?),
             TaskKind::Marginals => Box::new(marginals::MarginalsTask::new(c)?),
             TaskKind::Range => Box::new(range::RangeTask::new(c)?),
+            TaskKind::Range2d => Box::new(range2d::Range2dTask::new(c)?),
             TaskKind::LinearQueries => Box::new(linear::LinearTask::new(c)?),
             TaskKind::Train => Box::new(train::TrainTask::new(c)?),
         }

@@ -12,7 +12,7 @@ use harmony_core::{Error, Result};
 use harmony_protocol::estimates::TrainEstimate;
 use harmony_protocol::estimates::{
     AttributeResult, CategoryResult, Est, EstimateDocument, HeavyHittersEstimate, LinearEstimate, MarginalResult,
-    MarginalsEstimate, RangeEstimate, TaskEstimate,
+    MarginalsEstimate, Range2dEstimate, RangeEstimate, TaskEstimate,
 };
 use harmony_protocol::{CollectionConfig, TaskSpec};
 use std::fmt::Write as _;
@@ -40,6 +40,11 @@ pub enum Truth {
     Range {
         /// One per bin.
         bins: Vec<f64>,
+    },
+    /// `range2d`: the true share of devices in each finest cell.
+    Grid {
+        /// Cell (x bin i, y bin j) at `j · bins + i`.
+        cells: Vec<f64>,
     },
     /// `linear-queries`: the true answers A·p.
     Linear {
@@ -138,6 +143,7 @@ pub fn truth_of_rows(
             let task = RangeTask::new(config.clone())?;
             Some(Truth::Range { bins: range_bins(&task, inputs)? })
         }
+        (TaskSpec::Range2d(_), _) => Some(crate::range2d::Range2dTask::new(config.clone())?.truth(inputs)?),
         (TaskSpec::LinearQueries(_), _) => {
             let task = LinearTask::new(config.clone())?;
             let p = linear_distribution(&task, inputs)?;
@@ -275,6 +281,7 @@ pub fn table(doc: &EstimateDocument, truth: Option<&Truth>) -> String {
             rows.write(out);
         }
         (TaskEstimate::Range(r), t) => write_range(out, &head, r, t),
+        (TaskEstimate::Range2d(r), t) => write_range2d(out, &head, r, t),
         (TaskEstimate::LinearQueries(l), t) => write_linear(out, &head, l, t),
         (TaskEstimate::HeavyHitters(h), t) => write_heavy(out, &head, h, t),
         (TaskEstimate::Marginals(m), t) => write_marginals(out, &head, m, t),
@@ -344,6 +351,30 @@ fn write_range(out: &mut String, head: &str, r: &RangeEstimate, truth: Option<&T
         let bin = q.bin.map_or("-".to_string(), |b| b.to_string());
         wln!(out, "{:<34} {:>24} {:>28} {t:>12}", format!("q = {} (bin {bin})", q.q), span(q.value), span(q.interval));
     }
+}
+
+/// A `range2d` document: the rectangles asked, then the 12 cells of largest estimated share (the
+/// whole heatmap is in JSON).
+fn write_range2d(out: &mut String, head: &str, r: &Range2dEstimate, truth: Option<&Truth>) {
+    let ([x0, x1], [y0, y1]) = (r.x_bounds, r.y_bounds);
+    wln!(out, "{head}, rectangles of {} × {} ({} bins per axis over [{x0}, {x1}] × [{y0}, {y1}])", r.x, r.y, r.bins);
+    wln!(out, "reports per level: {:?}", r.level_reports);
+    let cells = match truth {
+        Some(Truth::Grid { cells }) if cells.len() == r.bins * r.bins => Some(cells.as_slice()),
+        _ => None,
+    };
+    let mut rows = Rows::default();
+    for x in &r.rects {
+        let [a, b, c, d] = x.rect;
+        let t = cells.map(|cells| crate::range2d::true_rect(cells, r.bins, x.bins));
+        rows.row(format!("share in [{a}, {b}) × [{c}, {d})"), &x.share, t, 4);
+    }
+    let mut top: Vec<(usize, &Est)> = r.heatmap.iter().flatten().enumerate().collect();
+    top.sort_by(|a, b| b.1.value().total_cmp(&a.1.value()));
+    for (i, e) in top.into_iter().take(12) {
+        rows.row(format!("cell (x bin {}, y bin {})", i % r.bins, i / r.bins), e, cells.map(|c| c[i]), 4);
+    }
+    rows.write(out);
 }
 
 fn fmt_units(x: f64) -> String {
@@ -459,6 +490,7 @@ pub fn coverage(doc: &EstimateDocument, truth: &Truth) -> (usize, usize) {
                 .collect(),
             None => Vec::new(),
         },
+        (TaskEstimate::Range2d(r), Truth::Grid { cells }) => crate::range2d::truth_pairs(r, cells),
         (TaskEstimate::LinearQueries(l), Truth::Linear { answers }) => {
             l.queries.iter().zip(answers).map(|(q, &v)| (&q.answer, v)).collect()
         }

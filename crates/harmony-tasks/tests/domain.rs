@@ -95,6 +95,10 @@ fn walk_document(w: &mut Walk, schema: &Schema, doc: &TaskEstimate, weight_range
                 }
             }
         }
+        TaskEstimate::Range2d(r) => {
+            w.shares("heatmap", r.heatmap.iter().flatten());
+            w.shares("rects", r.rects.iter().map(|x| &x.share));
+        }
         TaskEstimate::HeavyHitters(h) => w.shares("heavy hitters", h.items.iter().map(|i| &i.frequency)),
         TaskEstimate::Marginals(m) => {
             for mr in &m.marginals {
@@ -126,6 +130,7 @@ fn specs() -> Vec<serde_json::Value> {
     for m in ["hh", "haar", "flat"] {
         s.push(json!({"kind": "range", "attribute": "age", "method": m}));
     }
+    s.push(json!({"kind": "range2d", "x": "age", "y": "hours_per_week", "levels": 3}));
     s.push(json!({"kind": "heavy-hitters", "top": 5}));
     for post in ["raw", "gls", "joint"] {
         let attrs = ["workclass", "education", "race", "sex"];
@@ -165,7 +170,11 @@ fn every_documents_in_domain_values_and_intervals_lie_in_their_domain() {
             _ => rows.iter().map(|r| Input::Record(r)).collect(),
         };
         let agg = harmony_tasks::simulate::run(task.as_ref(), &inputs, 11 + i as u64).unwrap();
-        let query = Query { ranges: vec![[17.0, 30.0], [60.0, 90.0]], quantiles: None };
+        let query = Query {
+            ranges: vec![[17.0, 30.0], [60.0, 90.0]],
+            quantiles: None,
+            rects: vec![[17.0, 30.0, 0.0, 40.0], [60.0, 90.0, 40.0, 99.0]],
+        };
         let doc = task.estimate(agg.as_ref(), &query).unwrap();
         walk_document(&mut walk, &schema, &doc, [0.0, 1.0]);
         // The document's JSON parses back to the same document.

@@ -108,6 +108,7 @@ fn unbiased_against_the_truth_with_the_closed_form() {
     let query = Query {
         ranges: ranges.iter().map(|&(a, b)| [100.0 * a as f64 / d as f64, 100.0 * b as f64 / d as f64]).collect(),
         quantiles: None,
+        rects: vec![],
     };
     for method in METHODS {
         let task = task(method, d, 1.0);
@@ -142,7 +143,7 @@ fn unbiased_against_the_truth_with_the_closed_form() {
 fn fast_path_equals_devices() {
     let (rows, _) = population(3000, 40);
     let ins = inputs(&rows);
-    let query = Query { ranges: vec![[10.0, 35.5], [0.0, 100.0]], quantiles: Some(vec![0.25, 0.5]) };
+    let query = Query { ranges: vec![[10.0, 35.5], [0.0, 100.0]], quantiles: Some(vec![0.25, 0.5]), rects: vec![] };
     for method in METHODS {
         let task = task(method, 40, 2.0);
         let fast = task.simulate(&ins, 7, 123).unwrap();
@@ -158,7 +159,7 @@ fn fast_path_equals_devices() {
 fn merge_of_two_halves_equals_one_pass() {
     let (rows, _) = population(2000, 20);
     let ins = inputs(&rows);
-    let query = Query { ranges: vec![[3.0, 71.0]], quantiles: None };
+    let query = Query { ranges: vec![[3.0, 71.0]], quantiles: None, rects: vec![] };
     for method in METHODS {
         let task = task(method, 20, 1.0);
         let all = simulate::sequential(task.as_ref(), &ins, 5, 0).unwrap();
@@ -177,7 +178,7 @@ fn merge_of_two_halves_equals_one_pass() {
 /// No report yet (or a level without one): every number is null, never a made-up value.
 #[test]
 fn no_reports_give_no_estimates() {
-    let query = Query { ranges: vec![[10.0, 20.0]], quantiles: Some(vec![0.5]) };
+    let query = Query { ranges: vec![[10.0, 20.0]], quantiles: Some(vec![0.5]), rects: vec![] };
     for method in METHODS {
         let task = task(method, 32, 1.0);
         let empty = doc(task.as_ref(), task.aggregator().as_ref(), &query);
@@ -304,7 +305,8 @@ fn queries_round_to_bins_and_bad_ones_are_refused() {
     let task = task(RangeMethod::Haar, 10, 1.0);
     let (rows, _) = population(500, 10);
     let agg = simulate::run(task.as_ref(), &inputs(&rows), 2).unwrap();
-    let q = Query { ranges: vec![[14.0, 26.0], [-50.0, 250.0], [33.0, 33.0]], quantiles: Some(vec![0.5]) };
+    let q =
+        Query { ranges: vec![[14.0, 26.0], [-50.0, 250.0], [33.0, 33.0]], quantiles: Some(vec![0.5]), rects: vec![] };
     let d = doc(task.as_ref(), agg.as_ref(), &q);
     assert_eq!(d.ranges.iter().map(|r| r.bins).collect::<Vec<_>>(), vec![[1, 3], [0, 10], [3, 3]]);
     assert_eq!(d.ranges[2].share, Est::new(0.0, 0.0), "an empty range is exactly 0");
@@ -313,9 +315,9 @@ fn queries_round_to_bins_and_bad_ones_are_refused() {
     assert!(lo <= qr.bin.unwrap() && qr.bin.unwrap() <= hi, "{qr:?}");
     assert_eq!(qr.value.unwrap()[1] - qr.value.unwrap()[0], 10.0);
     for (bad, name) in [
-        (Query { ranges: vec![[5.0, 1.0]], quantiles: None }, "query.ranges[0]"),
-        (Query { ranges: vec![[0.0, 1.0], [f64::NAN, 1.0]], quantiles: None }, "query.ranges[1]"),
-        (Query { ranges: vec![], quantiles: Some(vec![0.5, 1.0]) }, "query.quantiles[1]"),
+        (Query { ranges: vec![[5.0, 1.0]], quantiles: None, rects: vec![] }, "query.ranges[0]"),
+        (Query { ranges: vec![[0.0, 1.0], [f64::NAN, 1.0]], quantiles: None, rects: vec![] }, "query.ranges[1]"),
+        (Query { ranges: vec![], quantiles: Some(vec![0.5, 1.0]), rects: vec![] }, "query.quantiles[1]"),
     ] {
         let e = task.estimate(agg.as_ref(), &bad).unwrap_err().to_string();
         assert!(e.contains(name), "{e}");
@@ -342,6 +344,7 @@ fn heavy_mse_matches_the_closed_form() {
     let query = Query {
         ranges: ranges.iter().map(|&(a, b)| [100.0 * a as f64 / d as f64, 100.0 * b as f64 / d as f64]).collect(),
         quantiles: Some(vec![]),
+        rects: vec![],
     };
     for method in METHODS {
         let task = task(method, d, 1.0);

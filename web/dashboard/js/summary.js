@@ -44,10 +44,21 @@ function marginalRows(doc) {
   });
 }
 
+/** range2d: the rectangles asked, then the 10 cells of largest share (the heatmap has them all). */
+function rectRows(doc) {
+  const subject = `${doc.x} × ${doc.y}`;
+  const edge = ([lo, hi], t) => +(lo + ((hi - lo) * t) / doc.bins).toPrecision(6);
+  const cells = doc.heatmap.flatMap((r, iy) => r.map((e, ix) => ({ e, ix, iy })))
+    .filter((c) => c.e.estimate !== null).sort((a, b) => shown(b.e).estimate - shown(a.e).estimate).slice(0, 10)
+    .map((c) => row(subject, `cell [${edge(doc.x_bounds, c.ix)}, ${edge(doc.x_bounds, c.ix + 1)}) × [${edge(doc.y_bounds, c.iy)}, ${edge(doc.y_bounds, c.iy + 1)})`, c.e, 'share'));
+  return [...doc.rects.map((r) => row(subject, `share in [${r.rect[0]}, ${r.rect[1]}) × [${r.rect[2]}, ${r.rect[3]})`, r, 'share')), ...cells];
+}
+
 const ROWS = {
   means: meansRows,
   frequency: (doc) => doc.categories.map((c) => row(doc.attribute, c.label, c, 'share')),
   range: rangeRows,
+  range2d: rectRows,
   'heavy-hitters': (doc) => doc.items.map((it) => row('heavy hitters', it.item ?? `(code ${it.code})`, it, 'share')),
   marginals: marginalRows,
   'linear-queries': (doc) => doc.queries.map((q) => row(q.name, 'answer', q, 'interval')),

@@ -151,6 +151,27 @@ impl LevelNoise {
     }
 }
 
+impl LevelNoise {
+    /// n_l · Var of `Σ_i w_i x̂_i` (the level's node estimates) when its node fractions are `f`.
+    fn weighted_variance(&self, w: &[f64], f: &[f64]) -> f64 {
+        let (p, q) = (self.pq.p, self.pq.q);
+        let gap2 = (p - q) * (p - q);
+        let s2: f64 = w.iter().map(|x| x * x).sum();
+        if self.grr {
+            // The report Y is one node: E[w_Y | v] = qΣw + (p−q)w_v, E[w_Y² | v] = qΣw² + (p−q)w_v².
+            let s1: f64 = w.iter().sum();
+            let per = |wv: f64| {
+                let m = q * s1 + (p - q) * wv;
+                q * s2 + (p - q) * wv * wv - m * m
+            };
+            f.iter().zip(w).map(|(fv, &wv)| fv * per(wv)).sum::<f64>() / gap2
+        } else {
+            let fw2: f64 = f.iter().zip(w).map(|(f, w)| f * w * w).sum();
+            (q * (1.0 - q) * s2 + (p * (1.0 - p) - q * (1.0 - q)) * fw2) / gap2
+        }
+    }
+}
+
 /// The server's estimate of a hierarchical collection: raw node estimates (with per-level
 /// prefix sums) and the consistent leaves (with prefix sums).
 #[derive(Debug, Clone, PartialEq)]
@@ -415,6 +436,59 @@ fn consistent_leaves(b: usize, x: &[Vec<f64>], sigma2: &[f64]) -> Vec<f64> {
     parent
 }
 
+/// The weights of Hay et al.'s bottom-up pass: level l's own estimate counts `a[l]`, its
+/// children's sum `1 − a[l]` (l < h − 1, 0-based levels).
+fn blend_weights(b: usize, sigma2: &[f64]) -> Vec<f64> {
+    let h = sigma2.len();
+    let mut var = sigma2[h - 1];
+    let mut a = vec![1.0; h];
+    for l in (0..h - 1).rev() {
+        let (w_own, w_kids) = (1.0 / sigma2[l], 1.0 / (b as f64 * var));
+        a[l] = w_own / (w_own + w_kids);
+        var = 1.0 / (w_own + w_kids);
+    }
+    a
+}
+
+/// The adjoint of [`consistent_leaves`]: for the functional `Σ_t r[t]·leaf_t` of the consistent
+/// leaves (an affine map of the raw node estimates `x`), its coefficient on each raw node
+/// estimate (`w[l][i]`, 0-based levels) and its constant (the root's share).
+fn consistent_adjoint(b: usize, sigma2: &[f64], r: &[f64]) -> (Vec<Vec<f64>>, f64) {
+    let h = sigma2.len();
+    let bf = b as f64;
+    let mut gz: Vec<Vec<f64>> = (1..=h).map(|l| vec![0.0; b.pow(l as u32)]).collect();
+    let mut gu = r.to_vec();
+    let mut constant = 0.0;
+    // Top-down pass, reversed: u_j = z_j − (Σ_siblings z)/B + parent/B.
+    for l in (0..h).rev() {
+        let mut gparent = vec![0.0; gu.len() / b];
+        for (g, kids) in gu.chunks(b).enumerate() {
+            let s: f64 = kids.iter().sum();
+            for (k, &gk) in kids.iter().enumerate() {
+                gz[l][g * b + k] += gk - s / bf;
+            }
+            gparent[g] = s / bf;
+        }
+        if l == 0 {
+            constant = gparent[0];
+        } else {
+            gu = gparent;
+        }
+    }
+    // Bottom-up pass, reversed: z_l = a·x_l + (1 − a)·Σ_kids z_{l+1}.
+    let a = blend_weights(b, sigma2);
+    let mut gx = gz.clone();
+    for l in 0..h - 1 {
+        let (own, rest) = gz.split_at_mut(l + 1);
+        for (i, &g) in own[l].iter().enumerate() {
+            gx[l][i] = a[l] * g;
+            rest[0][i * b..(i + 1) * b].iter_mut().for_each(|k| *k += (1.0 - a[l]) * g);
+        }
+    }
+    gx[h - 1].clone_from(&gz[h - 1]);
+    (gx, constant)
+}
+
 /// A device: draws its level l uniformly from `rng` (independently of x), then sends its
 /// level-l node through the level's oracle. Input: the device's bin x < D.
 impl Randomizer for Hierarchy {
@@ -481,6 +555,64 @@ impl HhEstimate {
     }
 }
 
+impl HhEstimate {
+    /// Per-level noise variances of one node estimate (the constrained inference's weights).
+    fn sigma2(&self) -> Vec<f64> {
+        self.noise.iter().zip(&self.sizes).map(|(nz, &s)| nz.set_variance(1, 0.0) / s.max(1.0)).collect()
+    }
+    /// The consistent estimate of a union of disjoint leaf ranges `[a, b)` (over `[0, D)`) and
+    /// its exact variance when the population's cumulative leaf fractions are `cum`.
+    ///
+    /// The consistent answer is an affine map of the raw node estimates (the weights of the
+    /// constrained inference depend only on ε and the level sizes), so the answer is one linear
+    /// combination `c + Σ_{l,i} w_{l,i} x̂_{l,i}`, its coefficients from the adjoint of the two
+    /// passes. Per level the noise of `Σ_i w_i x̂_i` is exact: OUE
+    /// `[q(1−q)Σw_i² + (p(1−p) − q(1−q))Σ f_i w_i²] / ((p−q)² n_l)`, GRR
+    /// `Σ_v f_v Var(w_Y | v) / ((p−q)² n_l)`; the split term uses `σ_ll = Var_f(w_{l,node(x)})`
+    /// (the level functions add up to the union's indicator minus the constant). O(B^h) per call.
+    pub fn consistent_union(&self, ranges: &[(usize, usize)], cum: &[f64]) -> (f64, VarianceParts) {
+        self.consistent_union_with(ranges, cum, &self.level_fractions(cum))
+    }
+    /// Each level's node fractions from the cumulative leaf fractions (what
+    /// [`consistent_union_with`](Self::consistent_union_with) takes, computed once for many
+    /// unions).
+    pub fn level_fractions(&self, cum: &[f64]) -> Vec<Vec<f64>> {
+        (1..=self.h)
+            .map(|l| {
+                let span = self.b.pow((self.h - l) as u32);
+                (0..self.b.pow(l as u32)).map(|i| mass(cum, i * span, (i + 1) * span)).collect()
+            })
+            .collect()
+    }
+    /// [`consistent_union`](Self::consistent_union) with the level fractions of `cum` given.
+    pub fn consistent_union_with(
+        &self,
+        ranges: &[(usize, usize)],
+        cum: &[f64],
+        fractions: &[Vec<f64>],
+    ) -> (f64, VarianceParts) {
+        let leaves = self.b.pow(self.h as u32);
+        let mut r = vec![0.0; leaves];
+        let mut estimate = 0.0;
+        let mut total_mass = 0.0;
+        for &(a, b) in ranges {
+            r[a..b].iter_mut().for_each(|x| *x = 1.0);
+            estimate += self.consistent_prefix[b] - self.consistent_prefix[a];
+            total_mass += mass(cum, a, b);
+        }
+        let (w, _) = consistent_adjoint(self.b, &self.sigma2(), &r);
+        let (mut noise, mut sigma) = (0.0, Vec::with_capacity(self.h));
+        for ((l, wl), f) in (1..=self.h).zip(&w).zip(fractions) {
+            noise += self.noise[l - 1].weighted_variance(wl, f) / self.sizes[l - 1];
+            let m1: f64 = f.iter().zip(wl).map(|(f, w)| f * w).sum();
+            let m2: f64 = f.iter().zip(wl).map(|(f, w)| f * w * w).sum();
+            sigma.push(m2 - m1 * m1);
+        }
+        let split = split_variance_levels(&sigma, &self.sizes, self.n, total_mass);
+        (estimate, VarianceParts { noise, split })
+    }
+}
+
 impl RangeEstimator for HhEstimate {
     fn domain(&self) -> usize {
         self.d
@@ -516,6 +648,15 @@ impl RangeEstimator for RawHh<'_> {
     fn plug_in_freqs(&self) -> Vec<f64> {
         self.0.plug_in_freqs()
     }
+}
+
+#[cfg(test)]
+pub(super) fn consistent_for_test(b: usize, x: &[Vec<f64>], sigma2: &[f64], r: &[f64]) -> (f64, f64) {
+    let leaves = consistent_leaves(b, x, sigma2);
+    let direct = leaves.iter().zip(r).map(|(l, r)| l * r).sum();
+    let (w, c) = consistent_adjoint(b, sigma2, r);
+    let linear = c + w.iter().zip(x).flat_map(|(w, x)| w.iter().zip(x).map(|(w, x)| w * x)).sum::<f64>();
+    (direct, linear)
 }
 
 #[cfg(test)]

@@ -52,10 +52,12 @@ use harmony_core::{Error, Result};
 use rand::Rng;
 
 pub mod flat;
+pub mod grid2d;
 pub mod haar;
 pub mod hierarchy;
 
 pub use flat::{FlatEstimate, FlatOue};
+pub use grid2d::{Grid2d, GridAnswers};
 pub use haar::{Haar, HaarAggregator, HaarEstimate, HaarReport};
 pub use hierarchy::{HhAggregator, HhEstimate, HhReport, Hierarchy, RawHh, choose_branching, random_range};
 

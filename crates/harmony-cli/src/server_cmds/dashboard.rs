@@ -35,6 +35,7 @@ const ASSETS: &[(&str, &[u8])] = &[
     ("js/charts/means.js", web!("dashboard/js/charts/means.js")),
     ("js/charts/frequency.js", web!("dashboard/js/charts/frequency.js")),
     ("js/charts/range.js", web!("dashboard/js/charts/range.js")),
+    ("js/charts/range2d.js", web!("dashboard/js/charts/range2d.js")),
     ("js/charts/heavy.js", web!("dashboard/js/charts/heavy.js")),
     ("js/charts/marginals.js", web!("dashboard/js/charts/marginals.js")),
     ("js/charts/linear.js", web!("dashboard/js/charts/linear.js")),

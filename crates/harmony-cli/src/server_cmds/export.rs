@@ -245,7 +245,7 @@ fn aggregate_datafusion(
 /// Runs `harmony aggregate`.
 pub fn aggregate(a: AggregateArgs) -> Result<()> {
     let dir = collection_dir(&a.reports, a.collection.as_deref())?;
-    let query = crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref())?;
+    let query = crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref(), None)?;
     let days = window_days(&a)?;
     let t = Instant::now();
     let (doc, files) = match a.engine {

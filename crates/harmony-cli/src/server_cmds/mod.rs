@@ -357,6 +357,10 @@ pub struct QueryArgs {
     /// Range collections: quantile levels (default 0.1,0.5,0.9).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub quantiles: Option<Vec<f64>>,
+    /// Range2d collections: rectangles [X1, X2) × [Y1, Y2) in the attributes' units,
+    /// `X1:X2:Y1:Y2` comma-separated.
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub rects: Option<Vec<String>>,
     /// Heavy-hitters collections: the column of `--data` holding the devices' items (`*`: every
     /// attribute as `attribute=value`), for the true frequencies.
     #[arg(long)]
@@ -636,9 +640,9 @@ pub fn policy_of(file: Option<&Path>, max_epsilon: Option<f64>, budget: Option<&
     Ok(policy)
 }
 
-/// The query of `--ranges` and `--quantiles`.
+/// The query of `--ranges`, `--quantiles` and `--rects`.
 fn query_of(a: &QueryArgs) -> Result<Query> {
-    crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref())
+    crate::specs::range_query(a.ranges.as_deref(), a.quantiles.as_deref(), a.rects.as_deref())
 }
 
 /// The truth of a document's task on the devices' data (heavy hitters: the items of `column`).

@@ -802,6 +802,7 @@ mod tests {
                     target: None,
                     ranges: None,
                     quantiles: None,
+                    rects: None,
                     column: None,
                     window: Default::default(),
                 };
@@ -943,6 +944,7 @@ mod tests {
             target: Some("label".into()),
             ranges: None,
             quantiles: None,
+            rects: None,
             column: None,
             window: Default::default(),
         };

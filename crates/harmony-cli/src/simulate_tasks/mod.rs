@@ -2,6 +2,7 @@
 //! own module and reusing simulate's data, schema, runs, seed, JSON and plot conventions.
 //!
 //! - `range`, `quantiles`: [`range`] (harmony_analytics::range);
+//! - `range2d`: [`range2d`] (harmony_analytics::range::grid2d);
 //! - `heavy-hitters`: [`heavy`] (harmony_analytics::heavy);
 //! - `marginals`: [`marginals`] (harmony_analytics::marginals);
 //! - `linear-queries`: [`linear`] (harmony_analytics::linear);
@@ -22,6 +23,7 @@ mod linear;
 pub mod marginals;
 pub mod poison;
 mod range;
+mod range2d;
 mod train;
 
 /// What `harmony simulate` estimates.
@@ -36,6 +38,8 @@ pub enum Task {
     Range,
     /// Quantiles (median, p10, p90, …) of one ordered column.
     Quantiles,
+    /// Rectangles and a heatmap over two numeric columns (--attributes X,Y).
+    Range2d,
     /// Top-k heavy hitters of a string/item column or a transactions file.
     HeavyHitters,
     /// k-way marginals over categorical (and binned numeric) attributes.
@@ -54,6 +58,7 @@ impl Task {
             Task::Frequency => "frequency",
             Task::Range => "range",
             Task::Quantiles => "quantiles",
+            Task::Range2d => "range2d",
             Task::HeavyHitters => "heavy-hitters",
             Task::Marginals => "marginals",
             Task::LinearQueries => "linear-queries",
@@ -99,6 +104,13 @@ pub struct TaskArgs {
     /// (0, 1); default 0.1,0.5,0.9; as `harmony query --quantiles`).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub quantiles: Option<Vec<f64>>,
+    /// range2d: levels L, 2^L bins per axis (default 5; 1 to 6).
+    #[arg(long)]
+    pub levels: Option<usize>,
+    /// range2d: rectangles `X1:X2:Y1:Y2` ([X1, X2) × [Y1, Y2) in the columns' units),
+    /// comma-separated, answered in the estimate document (as `harmony query --rects`).
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
+    pub rects: Option<Vec<String>>,
     /// heavy-hitters: report the top K items (default 20).
     #[arg(long)]
     pub top: Option<usize>,
@@ -205,6 +217,7 @@ pub const ALL: &[&CliTask] = &[
     &frequency::CLI,
     &range::CLI,
     &range::QUANTILES,
+    &range2d::CLI,
     &heavy::CLI,
     &marginals::CLI,
     &linear::CLI,

@@ -138,7 +138,7 @@ fn ranges_scored(args: &SimulateArgs) -> Result<usize> {
 
 /// The analysis `harmony simulate --task range|quantiles` runs.
 fn analysis(args: &SimulateArgs) -> Result<Range> {
-    let query = crate::specs::range_query(args.task.ranges.as_deref(), args.task.quantiles.as_deref())?;
+    let query = crate::specs::range_query(args.task.ranges.as_deref(), args.task.quantiles.as_deref(), None)?;
     let n_ranges = ranges_scored(args)?;
     let (data_name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
     let specs = crate::specs::range_methods(&args.task)?

@@ -222,6 +222,7 @@ class Analyst:
         from_: Optional[str] = None,
         to: Optional[str] = None,
         as_frame: Optional[bool] = None,
+        rects: Optional[Sequence[Sequence[float]]] = None,
     ) -> Estimates: ...
     def series(
         self,

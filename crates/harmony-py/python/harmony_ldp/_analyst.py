@@ -136,12 +136,13 @@ class Analyst:
         from_: Optional[str] = None,
         to: Optional[str] = None,
         as_frame: Optional[bool] = None,
+        rects: Optional[Sequence[Sequence[float]]] = None,
     ) -> Estimates:
         """The collection's estimates (``GET /v1/collections/{id}/estimates``), as
         ``Estimates`` (the document and its tables): of every report so far, or of the window
         ``[from_, to)`` (ISO dates or UTC timestamps ``YYYY-MM-DDTHH:MMZ`` on the collection's
         period; either end may be open). ``ranges`` (``[[lo, hi], …]``) and ``quantiles`` are
-        asked of a range task.
+        asked of a range task, ``rects`` (``[[x_lo, x_hi, y_lo, y_hi], …]``) of a range2d task.
 
         >>> import harmony_ldp as hl
         >>> hl.Analyst("http://127.0.0.1:9", "t").estimates("x", quantiles=[0.5])  # doctest: +ELLIPSIS
@@ -150,6 +151,8 @@ class Analyst:
         harmony_ldp.HarmonyError: request failed: GET http://127.0.0.1:9/v1/collections/x/estimates?quantiles=0.5 is ...
         """
         params = _range_params(ranges, quantiles) + [("from", _instant(from_, "from_")), ("to", _instant(to, "to"))]
+        if rects:
+            params.append(("rects", ",".join(":".join(repr(float(v)) for v in r) for r in rects)))
         return Estimates(self._request("GET", self._path(collection, "estimates", params)), as_frame=as_frame)
 
     def series(

@@ -76,6 +76,20 @@ def _tables(doc: Mapping[str, Any]) -> Dict[str, Dict[str, List[Any]]]:
             _add(quantiles, q=q["q"], bin=q.get("bin"), value_low=_num(v[0]), value_high=_num(v[1]),
                  ci_low=_num(iv[0]), ci_high=_num(iv[1]))
         t["cdf"], t["ranges"], t["quantiles"] = cdf, ranges, quantiles
+    elif task == "range2d":
+        cells: Dict[str, List[Any]] = {}
+        n, (x0, x1), (y0, y1) = doc["bins"], doc["x_bounds"], doc["y_bounds"]
+        for iy, row in enumerate(doc["heatmap"]):
+            for ix, e in enumerate(row):
+                _add(cells, x_bin=ix, y_bin=iy, x_low=x0 + (x1 - x0) * ix / n, x_high=x0 + (x1 - x0) * (ix + 1) / n,
+                     y_low=y0 + (y1 - y0) * iy / n, y_high=y0 + (y1 - y0) * (iy + 1) / n)
+                _est(cells, e)
+        rects: Dict[str, List[Any]] = {}
+        for r in doc["rects"]:
+            _add(rects, x_low=r["rect"][0], x_high=r["rect"][1], y_low=r["rect"][2], y_high=r["rect"][3],
+                 x_bin_low=r["bins"][0], x_bin_high=r["bins"][1], y_bin_low=r["bins"][2], y_bin_high=r["bins"][3])
+            _est(rects, r)
+        t["cells"], t["rects"] = cells, rects
     elif task == "linear-queries":
         t["queries"] = {}
         for q in doc["queries"]:
@@ -124,7 +138,9 @@ class Estimates:
     Tables by task: ``means`` → ``means`` (one row per numeric attribute, in its units) and
     ``frequencies`` (attribute, category); ``frequency`` → ``frequencies``; ``range`` → ``cdf``,
     ``ranges`` and ``quantiles`` (the bin interval ``value_low, value_high`` and the 95%
-    interval ``ci_low, ci_high``, in the attribute's units); ``linear-queries`` → ``queries``
+    interval ``ci_low, ci_high``, in the attribute's units); ``range2d`` → ``cells`` (the
+    finest grid: ``x_bin, y_bin`` and their bounds in units) and ``rects`` (the rectangles
+    asked, in units and in bins); ``linear-queries`` → ``queries``
     (with ``projected``); ``heavy-hitters`` → ``items``; ``marginals`` → ``cells``; ``train`` →
     ``model`` (feature, weight as ``estimate``; no standard error: private SGD has no closed form
     for one). A table is a pandas DataFrame when pandas is importable (or ``as_frame=True``), else

@@ -28,11 +28,12 @@ export function render(main, { id, onError }) {
   const rangeForm = el('form', { id: 'range-query', hidden: true },
     el('label', { for: 'ranges', text: 'Ranges (lo:hi, comma-separated)' }), el('input', { id: 'ranges', name: 'ranges', placeholder: '18:30,30:65' }),
     el('label', { for: 'quantiles', text: 'Quantiles' }), el('input', { id: 'quantiles', name: 'quantiles', placeholder: '0.1,0.5,0.9' }),
+    el('label', { for: 'rects', text: 'Rectangles (x1:x2:y1:y2, comma-separated)' }), el('input', { id: 'rects', name: 'rects', placeholder: '25:45:35:45' }),
     el('button', { type: 'submit', text: 'Ask' }), el('p', { id: 'range-error', class: 'error', role: 'alert' }));
   rangeForm.addEventListener('submit', (e) => {
     e.preventDefault();
     state.good = state.query;
-    state.query = { ranges: rangeForm.ranges.value.trim(), quantiles: rangeForm.quantiles.value.trim() };
+    state.query = { ranges: rangeForm.ranges.value.trim(), quantiles: rangeForm.quantiles.value.trim(), rects: rangeForm.rects.value.trim() };
     state.lastKey = '';
     document.getElementById('range-error').textContent = '';
     refresh();
@@ -117,7 +118,12 @@ export function render(main, { id, onError }) {
     count.dataset.reports = String(doc.reports);
     trend.update(doc.reports);
     document.getElementById('meta').textContent = `task ${doc.task} · ε ${doc.epsilon}`;
-    rangeForm.hidden = doc.task !== 'range';
+    rangeForm.hidden = doc.task !== 'range' && doc.task !== 'range2d';
+    // range2d asks rectangles; range asks ranges and quantiles.
+    for (const [name, task] of [['ranges', 'range'], ['quantiles', 'range'], ['rects', 'range2d']]) {
+      rangeForm[name].hidden = doc.task !== task;
+      rangeForm.querySelector(`label[for="${name}"]`).hidden = doc.task !== task;
+    }
     holdoutForm.hidden = doc.task !== 'train';
     const key = `${doc.reports}|${JSON.stringify(state.query)}|${doc.task === 'train' ? doc.state.round : ''}`;
     if (doc.reports !== state.daysCount && Date.now() - state.daysAt >= DAYS_MS) {

@@ -9,7 +9,7 @@ const EXAMPLE_SCHEMA = [
   { name: 'sex', kind: 'categorical', categories: ['Female', 'Male'] },
   { name: 'education', kind: 'categorical', categories: ['HS-grad', 'Some-college', 'Bachelors', 'Masters', 'Doctorate'] },
 ];
-const TASKS = ['means', 'frequency', 'range', 'heavy-hitters', 'marginals', 'linear-queries', 'train'];
+const TASKS = ['means', 'frequency', 'range', 'range2d', 'heavy-hitters', 'marginals', 'linear-queries', 'train'];
 
 export function render(main, { created }) {
   const field = (id, label, input, help) => el('div', { class: 'field' }, el('label', { for: id, text: label }), input,
@@ -31,7 +31,7 @@ export function render(main, { created }) {
     field('schema', 'Schema (JSON list of attributes)', schema, 'Each attribute: {"name", "kind": "numeric", "min", "max"} or {"name", "kind": "categorical", "categories": [...]}. Heavy-hitters devices report items (strings); the schema is still required.'),
     field('epsilon', 'ε (each device\'s budget for its report)', epsilon),
     field('kind', 'Task', kind),
-    field('options', 'Task options (JSON object)', options, 'E.g. {"attribute": "education"} for frequency or range, {"attributes": ["sex", "education"]} for marginals; see docs/SERVER.md "Tasks".'),
+    field('options', 'Task options (JSON object)', options, 'E.g. {"attribute": "education"} for frequency or range, {"x": "age", "y": "hours"} for range2d, {"attributes": ["sex", "education"]} for marginals; see docs/SERVER.md "Tasks".'),
     field('raw', 'Or paste the whole request body (used when not empty)', raw, '{"schema": [...], "epsilon": 2, "task": {"kind": "means"}}'),
     el('button', { type: 'submit', text: 'Create' }), msg);
   form.addEventListener('submit', async (e) => {
