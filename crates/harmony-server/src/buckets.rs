@@ -8,8 +8,8 @@
 //! of the buckets it covers and the live accumulator the merge of all of them, so no estimate
 //! ever rescans reports and a start reads the states, not the reports.
 //!
-//! Model rounds (`train`) and adaptive query rounds depend on the order of their reports and
-//! have no state to save: they keep one live accumulator and no windows.
+//! Model rounds (`train`) and adaptive query rounds depend on the order of their reports: their
+//! state does not split by period, so they keep one live accumulator and no windows.
 
 use crate::error::ApiError;
 use crate::store::{BucketDelta, Store, StoreError};

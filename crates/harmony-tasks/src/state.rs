@@ -8,7 +8,8 @@
 //! The fingerprint makes a state of another collection (another ε, schema, mechanism or seed)
 //! fail to merge with an error instead of adding counts that mean something else; the
 //! accumulator's own `merge` then checks its parameters again. Model rounds and adaptive query
-//! rounds depend on the order of their reports and have no state to save ([`crate::Task::mergeable`]).
+//! rounds depend on the order of their reports: their states save and restore whole, but do not
+//! merge with another's ([`crate::Task::mergeable`]).
 
 use crate::erased::{Task, TaskAggregator};
 use harmony_core::error::{Error, Result};
