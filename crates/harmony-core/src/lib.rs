@@ -6,7 +6,7 @@
 //! * [`numeric`]: mean estimation on [-1, 1] (Laplace, Duchi, Piecewise, Hybrid, SCDF,
 //!   Staircase, Duchi multidimensional with Harmony's correction, Harmony's 1-bit sampling).
 //! * [`frequency`]: frequency oracles over [0, d) (GRR, SUE, OUE, OLH, 1-bit Hadamard, Hadamard
-//!   Response, Bassily–Smith, adaptive) and the sketches (Apple's CMS and HCMS, RAPPOR).
+//!   Response, Bassily–Smith, Subset Selection, adaptive) and the sketches (Apple's CMS and HCMS, RAPPOR).
 //! * [`postprocess`]: opt-in, composable post-processing (norm-sub, simplex projection,
 //!   clip-and-renormalise).
 //! * [`wire`]: the versioned binary and JSON report encodings.

@@ -51,7 +51,7 @@ pub enum ReportKind {
     HadamardResponse = 6,
     /// Bassily–Smith with a random projection: row index and sign.
     BassilySmith = 7,
-    /// Adaptive (GRR or OUE).
+    /// Adaptive: the registered oracle of least variance for (ε, d).
     Adaptive = 8,
     /// Harmony 1-bit multi-attribute numeric: coordinate and sign.
     HarmonyBit = 9,
