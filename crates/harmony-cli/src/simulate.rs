@@ -13,8 +13,7 @@ use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::{Attribute, ColumnValues, Schema, Value};
 use harmony_core::strategy::{AttributeEstimate, RecordAggregator, RecordMechanism};
 use harmony_protocol::CreateCollection;
-use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
-use harmony_protocol::spec::TaskSpec;
+use harmony_protocol::estimates::{EstimateDocument, MeansEstimate};
 use harmony_tasks::means::MeansTask;
 use harmony_tasks::simulate::run_seed;
 use harmony_tasks::{Input, Task, Typed};
@@ -280,7 +279,7 @@ fn run_once(
         collection: "simulation".into(),
         reports: agg.count(),
         epsilon: task.config().epsilon,
-        result: TaskEstimate::Means(task.document(typed)),
+        result: task.document(typed).into(),
     };
     Ok((typed.estimates(), doc))
 }
@@ -395,7 +394,7 @@ pub fn run_means(args: &SimulateArgs) -> Result<()> {
     for &eps in &epsilons {
         for &kind in &strategies {
             let spec = crate::specs::means(&args.means, &file, kind)?;
-            let req = CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: TaskSpec::Means(spec) };
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: spec.into() };
             let task = harmony_tasks::resolve(&req, "simulation")
                 .and_then(MeansTask::new)
                 .with_context(|| format!("strategy {} at epsilon {eps}", kind.name()))?;
@@ -660,7 +659,7 @@ impl Accumulator {
 /// Attributes with `missing = "report"`: the present values' true mean and run 1's estimate of
 /// it (from its estimate document, what `harmony query` prints), the missing share beside them.
 fn present_values(attributes: &mut [AttrResult], schema: &Schema, truth: &[Truth], doc: Option<&EstimateDocument>) {
-    let Some(TaskEstimate::Means(m)) = doc.map(|d| &d.result) else { return };
+    let Some(Ok(m)) = doc.map(|d| <&MeansEstimate>::try_from(&d.result)) else { return };
     for (j, a) in attributes.iter_mut().enumerate() {
         let (
             AttrResult::Numeric {
@@ -852,7 +851,7 @@ mod tests {
         let runs = 40;
         for kind in [harmony_core::strategy::StrategyKind::Split, harmony_core::strategy::StrategyKind::SampleK] {
             let spec = harmony_protocol::spec::MeansSpec { strategy: kind, ..Default::default() };
-            let req = CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: TaskSpec::Means(spec) };
+            let req = CreateCollection { schema: Some(schema.clone()), epsilon: 1.0, task: spec.into() };
             let task = harmony_tasks::resolve(&req, "t").and_then(MeansTask::new).unwrap();
             let mut acc = Accumulator::new(&schema);
             for r in 0..runs {

@@ -414,7 +414,7 @@ fn means_spec(a: &SpecArgs<'_>) -> Result<TaskSpec> {
         Some(_) => strategies(a.means, file)?,
     };
     let [kind] = kinds[..] else { bail!("--strategy has {} values, expected one for a collection", kinds.len()) };
-    Ok(TaskSpec::Means(means(a.means, file, kind)?))
+    Ok(means(a.means, file, kind)?.into())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! * [`estimates`]: the estimate document of each task (`GET …/estimates`), every number with
 //!   its standard error and 95% CI (`null` when there is none yet).
 //! * [`encoding`]: report ids, hex, size limits.
+//! * [`typed`]: each task's spec and estimate types to and from [`TaskSpec`] and [`TaskEstimate`].
 //!
 //! Types only: no I/O, no randomizers (those live in harmony-core, -analytics and -learn; the
 //! task registry `harmony-tasks` builds them from a config).
@@ -30,6 +31,7 @@ pub mod estimates;
 mod openapi;
 pub mod period;
 pub mod spec;
+pub mod typed;
 
 pub use bodies::{
     AnswerAck, AnswerPost, BatchAck, CollectionSummary, DeviceKey, EnrollRequest, Enrolled, ErrorBody, ErrorDetail,
@@ -40,3 +42,4 @@ pub use encoding::{MAX_BATCH, MAX_REPORT_BYTES, MAX_REPORT_ID, from_hex_into, to
 pub use estimates::{EstimateDocument, TaskEstimate};
 pub use period::Period;
 pub use spec::{CollectionLabel, CreateCollection, NewCollection, TaskKind, TaskSpec};
+pub use typed::WrongTask;

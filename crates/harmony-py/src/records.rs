@@ -11,7 +11,7 @@ use harmony_core::schema::{Attribute, Declared, Schema, Value};
 use harmony_core::strategy::{AttributeEstimate, KChoice, RecordAggregator, RecordMechanism, StrategyKind};
 use harmony_protocol::CreateCollection;
 use harmony_protocol::estimates::{EstimateDocument, Query};
-use harmony_protocol::spec::{MeansSpec, TaskSpec};
+use harmony_protocol::spec::MeansSpec;
 use harmony_tasks::means::MeansTask;
 use harmony_tasks::simulate::{run, run_seed};
 use harmony_tasks::{Input, Typed};
@@ -343,8 +343,7 @@ pub fn simulate<'py>(
     for &eps in &epsilons {
         for &kind in &strategies {
             let spec = means_spec(kind, &num, &cat, k)?;
-            let req =
-                CreateCollection { schema: Some(schema.schema.clone()), epsilon: eps, task: TaskSpec::Means(spec) };
+            let req = CreateCollection { schema: Some(schema.schema.clone()), epsilon: eps, task: spec.into() };
             tasks.push(harmony_tasks::resolve(&req, "simulation").and_then(MeansTask::new).or_py()?);
         }
     }

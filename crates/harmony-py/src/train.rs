@@ -7,7 +7,7 @@ use crate::errors::{OrPy, input_error, param_error};
 use crate::records::{ColumnArg, encode, estimate_rows, parse_request};
 use harmony_protocol::CollectionConfig;
 use harmony_protocol::estimates::Query;
-use harmony_protocol::spec::TaskSpec;
+use harmony_protocol::spec::TrainSpec;
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 
@@ -32,8 +32,9 @@ pub fn simulate_train<'py>(
         return Err(input_error("frame", "0 rows", "at least one record"));
     }
     let epsilon = req.epsilon;
-    let TaskSpec::Train(spec) = &mut req.task else {
-        return Err(param_error("spec.task.kind", req.task.kind().name(), "train"));
+    let found = req.task.kind().name();
+    let Ok(spec) = <&mut TrainSpec>::try_from(&mut req.task) else {
+        return Err(param_error("spec.task.kind", found, "train"));
     };
     // The defaults of `harmony simulate --task train --users n`: the papers' g, T = ⌊n/g⌋.
     if spec.batch_size == 0 {
@@ -61,7 +62,7 @@ pub fn train_features<'py>(
     columns: Vec<ColumnArg<'py>>,
 ) -> PyResult<(Bound<'py, numpy::PyArray2<f64>>, Bound<'py, PyArray1<f64>>)> {
     let config = CollectionConfig::from_json(config).map_err(|e| param_error("config", e, "a train config"))?;
-    let TaskSpec::Train(spec) = &config.task else {
+    let Ok(spec) = <&TrainSpec>::try_from(&config.task) else {
         return Err(param_error("config.task.kind", config.task.kind().name(), "train"));
     };
     let schema = config.schema().or_py()?;

@@ -31,7 +31,7 @@ use harmony_client::budget::{self, Clock};
 use harmony_client::policy::delta_of;
 use harmony_client::{Client, FileLedger, Policy, SystemClock};
 use harmony_protocol::estimates::{EstimateDocument, Query};
-use harmony_protocol::spec::{ItemEncoding, TaskSpec};
+use harmony_protocol::spec::{HeavyHittersSpec, ItemEncoding};
 use harmony_protocol::{CollectionConfig, CreateCollection, Created, to_hex};
 use std::path::{Path, PathBuf};
 
@@ -652,7 +652,7 @@ pub fn truth(
     column: Option<&str>,
     doc: &EstimateDocument,
 ) -> Result<Option<Truth>> {
-    if let TaskSpec::HeavyHitters(h) = &config.task {
+    if let Ok(h) = <&HeavyHittersSpec>::try_from(&config.task) {
         let Some(c) = column else { return Ok(None) };
         let source = crate::items::Source::Column(c.to_string());
         let star = config.schema.as_ref().map(|s| s.attributes().iter().map(|a| a.name().to_string()).collect());

@@ -12,8 +12,8 @@ use clap::Args;
 use harmony_client::{Client, ClientError, DeviceTask, Policy, SimulatedDevices};
 use harmony_core::schema::{Schema, Value};
 use harmony_learn::cv::Experiment;
-use harmony_protocol::estimates::EstimateDocument;
-use harmony_protocol::spec::{GradientMechanism, Model, Schedule, TaskSpec, TrainSpec};
+use harmony_protocol::estimates::{EstimateDocument, TrainEstimate};
+use harmony_protocol::spec::{GradientMechanism, Model, Schedule, TrainSpec};
 use harmony_protocol::{CollectionConfig, DeviceKey, GradientPost, ModelState};
 use harmony_tasks::Input;
 use harmony_tasks::train::feature_map;
@@ -224,8 +224,8 @@ pub fn train_spec(schema: &Schema, epsilon: f64, o: &TrainOptions) -> Result<Tra
 
 /// The training spec and features of a config, or an error naming the collection.
 fn train_of(config: &CollectionConfig) -> Result<(&TrainSpec, &[String])> {
-    match (&config.task, &config.train) {
-        (TaskSpec::Train(s), Some(p)) => Ok((s, &p.features)),
+    match (<&TrainSpec>::try_from(&config.task), &config.train) {
+        (Ok(s), Some(p)) => Ok((s, &p.features)),
         _ => bail!("collection {} has no training task", config.id),
     }
 }
@@ -470,7 +470,7 @@ struct Scored<'a> {
 pub fn query(a: &QueryArgs, config: &CollectionConfig) -> Result<()> {
     let (spec, features) = train_of(config)?;
     let doc = a.ca.client(&a.server)?.with_token(&a.token.required()?).estimates(&config.id, &Default::default())?;
-    let harmony_protocol::estimates::TaskEstimate::Train(t) = &doc.result else {
+    let Ok(t) = <&TrainEstimate>::try_from(&doc.result) else {
         bail!("collection {}: the server's estimates are not a model", config.id)
     };
     let m = &t.state;

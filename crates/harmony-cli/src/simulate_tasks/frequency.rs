@@ -9,7 +9,7 @@ use crate::simulate::{SimulateArgs, load_inputs};
 use anyhow::{Result, anyhow};
 use harmony_core::FrequencyOracle;
 use harmony_core::schema::{Schema, Value};
-use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, FrequencyEstimate};
 use harmony_protocol::spec::{FrequencySpec, TaskSpec};
 use harmony_tasks::frequency::FrequencyTask;
 use harmony_tasks::{Input, Task, TaskAggregator};
@@ -40,7 +40,7 @@ impl Analysis for Frequency {
                     Some(m) => m.name().to_string(),
                     None => format!("{} (default)", harmony_tasks::frequency::default_oracle(epsilon, d)),
                 };
-                Setting { label, epsilon, spec: TaskSpec::Frequency(self.spec.clone()) }
+                Setting { label, epsilon, spec: self.spec.clone().into() }
             })
             .collect())
     }
@@ -54,7 +54,7 @@ impl Analysis for Frequency {
         agg: &dyn TaskAggregator,
         doc: &EstimateDocument,
     ) -> Result<Metrics> {
-        let TaskEstimate::Frequency(f) = &doc.result else { return Err(anyhow!("not a frequency document")) };
+        let f: &FrequencyEstimate = (&doc.result).try_into()?;
         let d = self.truth.len() as f64;
         let sq: f64 = f.categories.iter().zip(&self.truth).map(|(c, t)| (c.frequency.value() - t).powi(2)).sum();
         let (covered, cells) = render::coverage(doc, &Truth::Frequency(self.truth.clone()));
@@ -123,5 +123,5 @@ harmony collection create frequency --server http://127.0.0.1:8080 --schema exam
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
     a.file()?;
-    Ok(TaskSpec::Frequency(crate::specs::frequency(a.task, a.means)?))
+    Ok(crate::specs::frequency(a.task, a.means)?.into())
 }

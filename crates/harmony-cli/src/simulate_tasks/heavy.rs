@@ -9,10 +9,10 @@ use crate::items::{self, Sets, Source};
 use crate::population::Population;
 use crate::render::Truth;
 use crate::simulate::SimulateArgs;
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use harmony_analytics::heavy::{ItemCodec, SetSampler, precision_recall_f1};
 use harmony_core::schema::Schema;
-use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, HeavyHittersEstimate};
 use harmony_protocol::spec::{HeavyHittersSpec, ItemEncoding, TaskSpec};
 use harmony_tasks::{Input, Task, TaskAggregator};
 use std::collections::{BTreeMap, HashMap};
@@ -35,14 +35,14 @@ impl Analysis for Heavy {
         None
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let specs = self.specs.iter().map(|(label, s)| (label.clone(), TaskSpec::HeavyHitters(s.clone())));
+        let specs = self.specs.iter().map(|(label, s)| (label.clone(), TaskSpec::from(s.clone())));
         Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<Input<'_>> {
         self.population.inputs()
     }
     fn metrics(&self, _: &Setting, _: &dyn Task, _: &dyn TaskAggregator, doc: &EstimateDocument) -> Result<Metrics> {
-        let TaskEstimate::HeavyHitters(h) = &doc.result else { return Err(anyhow!("not a heavy-hitters document")) };
+        let h: &HeavyHittersEstimate = (&doc.result).try_into()?;
         let found = h.items.iter().map(|i| u64::from_str_radix(&i.code, 16)).collect::<Result<Vec<u64>, _>>()?;
         let (p, r, f1) = precision_recall_f1(&found, &self.true_top);
         Ok(vec![("precision", p), ("recall", r), ("f1", f1)])
@@ -186,7 +186,7 @@ fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
     let [spec] = &crate::specs::heavy(a.task)?[..] else {
         bail!("--method has several values, expected one for a collection")
     };
-    Ok(TaskSpec::HeavyHitters(spec.1.clone()))
+    Ok(spec.1.clone().into())
 }
 
 #[cfg(test)]

@@ -15,11 +15,11 @@ use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::population::Population;
 use crate::render::{self, Truth};
 use crate::simulate::{SimulateArgs, load_inputs};
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use harmony_core::sampling::{fast_rng, stream_seed, uniform01};
 use harmony_core::schema::{Attribute, Schema, Value};
 use harmony_protocol::CreateCollection;
-use harmony_protocol::estimates::{EstimateDocument, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, LinearEstimate};
 use harmony_protocol::spec::{LinearMechanism, LinearQueriesSpec, TaskSpec};
 use harmony_tasks::linear::LinearTask;
 use harmony_tasks::{Input, Task, TaskAggregator};
@@ -50,7 +50,7 @@ impl Analysis for Linear {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let specs = self.specs.iter().map(|s| (s.mechanism.name().to_string(), TaskSpec::LinearQueries(s.clone())));
+        let specs = self.specs.iter().map(|s| (s.mechanism.name().to_string(), TaskSpec::from(s.clone())));
         Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<Input<'_>> {
@@ -63,7 +63,7 @@ impl Analysis for Linear {
         agg: &dyn TaskAggregator,
         doc: &EstimateDocument,
     ) -> Result<Metrics> {
-        let TaskEstimate::LinearQueries(l) = &doc.result else { return Err(anyhow!("not a linear-queries document")) };
+        let l: &LinearEstimate = (&doc.result).try_into()?;
         let lt = LinearTask::new(task.config().clone())?;
         let predicted: f64 = lt.answer_variances(&self.p, agg.count(), &l.group_reports)?.iter().sum();
         let (sse, linf) = errors(l.queries.iter().map(|q| q.answer.value()), &self.truth);
@@ -189,8 +189,7 @@ fn analysis(args: &SimulateArgs) -> Result<Linear> {
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     // The domain and workload, as the task parses them (every spec shares them).
     let spec = LinearQueriesSpec { mechanism: LinearMechanism::Hr, delta: None, ..specs[0].clone() };
-    let req =
-        CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: TaskSpec::LinearQueries(spec) };
+    let req = CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: spec.into() };
     let config = harmony_tasks::resolve(&req, "simulation")
         .with_context(|| format!("--queries {}", args.task.queries.as_deref().unwrap_or("identity")))?;
     let task = LinearTask::new(config)?;
@@ -254,7 +253,7 @@ fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
     };
     let (batch_size, enrollment) = (t.train.batch_size, t.train.no_enrollment.then_some(false));
     let spec = crate::specs::linear(t, a.file()?, mechanism)?;
-    Ok(TaskSpec::LinearQueries(LinearQueriesSpec { batch_size, enrollment, ..spec }))
+    Ok(LinearQueriesSpec { batch_size, enrollment, ..spec }.into())
 }
 
 #[cfg(test)]

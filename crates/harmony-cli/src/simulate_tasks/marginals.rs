@@ -15,9 +15,9 @@
 use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::render::Truth;
 use crate::simulate::SimulateArgs;
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, bail};
 use harmony_core::schema::{Schema, Value};
-use harmony_protocol::estimates::{EstimateDocument, MarginalResult, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, MarginalResult, MarginalsEstimate};
 use harmony_protocol::spec::{MarginalsSpec, TaskSpec};
 use harmony_tasks::marginals::MarginalsTask;
 use harmony_tasks::text::true_cells;
@@ -58,14 +58,14 @@ impl Analysis for Marginals {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let specs = self.specs.iter().map(|(label, s)| (label.clone(), TaskSpec::Marginals(s.clone())));
+        let specs = self.specs.iter().map(|(label, s)| (label.clone(), TaskSpec::from(s.clone())));
         Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<Input<'_>> {
         self.values.chunks_exact(self.schema.len()).map(Input::Record).collect()
     }
     fn metrics(&self, _: &Setting, task: &dyn Task, _: &dyn TaskAggregator, doc: &EstimateDocument) -> Result<Metrics> {
-        let TaskEstimate::Marginals(doc) = &doc.result else { return Err(anyhow!("not a marginals document")) };
+        let doc: &MarginalsEstimate = (&doc.result).try_into()?;
         let task = MarginalsTask::new(task.config().clone())?;
         let (mut sse, mut tvd, mut pred, mut answered) = (0.0, 0.0, Some(0.0), 0usize);
         for m in &doc.marginals {
@@ -163,7 +163,7 @@ harmony collection create marginals --server http://127.0.0.1:8080 --schema exam
 fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
     let names = a.task.method.clone().unwrap_or(vec!["calm".into()]);
     let [name] = &names[..] else { bail!("--method has {} values, expected one for a collection", names.len()) };
-    Ok(TaskSpec::Marginals(crate::specs::marginals(a.task, a.means, a.file()?, name)?))
+    Ok(crate::specs::marginals(a.task, a.means, a.file()?, name)?.into())
 }
 
 #[cfg(test)]

@@ -16,12 +16,12 @@ use crate::population::Population;
 use crate::render::{self, Truth};
 use crate::simulate::{SimulateArgs, load_inputs};
 use crate::simulate_tasks::Task as TaskName;
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use harmony_analytics::range::{cumulative, random_range, true_quantile};
 use harmony_core::sampling::{fast_rng, stream_seed};
 use harmony_core::schema::Schema;
 use harmony_protocol::CreateCollection;
-use harmony_protocol::estimates::{EstimateDocument, Query, TaskEstimate};
+use harmony_protocol::estimates::{EstimateDocument, Query, RangeEstimate};
 use harmony_protocol::spec::{RangeMethod, RangeSpec, TaskSpec};
 use harmony_tasks::range::RangeTask;
 use harmony_tasks::{Task, TaskAggregator};
@@ -52,7 +52,7 @@ impl Analysis for Range {
         Some(self.schema.clone())
     }
     fn settings(&self) -> Result<Vec<Setting>> {
-        let specs = self.specs.iter().map(|s| (s.method.name().to_string(), TaskSpec::Range(s.clone())));
+        let specs = self.specs.iter().map(|s| (s.method.name().to_string(), TaskSpec::from(s.clone())));
         Ok(Setting::grid(specs, &self.epsilons))
     }
     fn inputs(&self) -> Vec<harmony_tasks::Input<'_>> {
@@ -82,7 +82,7 @@ impl Analysis for Range {
         }
         let m = self.ranges.len() as f64;
         let (covered, cells) = render::coverage(doc, &Truth::Range { bins: self.freqs.clone() });
-        let TaskEstimate::Range(r) = &doc.result else { return Err(anyhow!("not a range document")) };
+        let r: &RangeEstimate = (&doc.result).try_into()?;
         let (mut q_covered, mut q_error) = (0.0, 0.0);
         for q in &r.quantiles {
             let t = true_quantile(&self.freqs, q.q);
@@ -149,11 +149,7 @@ fn analysis(args: &SimulateArgs) -> Result<Range> {
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let population = Population::records(&schema, enc.values);
     // The bins of the devices, as the task maps them (the first spec; all share the bins).
-    let req = CreateCollection {
-        schema: Some(schema.clone()),
-        epsilon: epsilons[0],
-        task: TaskSpec::Range(specs[0].clone()),
-    };
+    let req = CreateCollection { schema: Some(schema.clone()), epsilon: epsilons[0], task: specs[0].clone().into() };
     let task = RangeTask::new(harmony_tasks::resolve(&req, "simulation").context("--column/--bins")?)?;
     let freqs = render::range_bins(&task, &population.inputs())?;
     let d = task.bins();
@@ -222,7 +218,7 @@ fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
     let file = a.file()?;
     let methods = if a.task.method.is_some() { crate::specs::range_methods(a.task)? } else { vec![RangeMethod::Hh] };
     let [method] = methods[..] else { bail!("--method has {} values, expected one for a collection", methods.len()) };
-    Ok(TaskSpec::Range(crate::specs::range(a.task, file, method)?))
+    Ok(crate::specs::range(a.task, file, method)?.into())
 }
 
 #[cfg(test)]
@@ -309,7 +305,7 @@ mod tests {
             "0.5",
         ]);
         let o = experiment::run(&analysis(&q).unwrap(), 3, 1).unwrap();
-        let TaskEstimate::Range(doc) = &o.results[0].estimates.result else { panic!("a range document") };
+        let doc: &RangeEstimate = (&o.results[0].estimates.result).try_into().unwrap();
         assert_eq!(doc.quantiles.len(), 1);
         assert!(o.results[0].metrics["quantile_bin_error"].mean <= 3.0, "{:?}", o.results[0].metrics);
     }

@@ -9,7 +9,7 @@ use crate::output::{Format, progress};
 use crate::simulate::{SimulateArgs, load_inputs};
 use anyhow::{Context, Result};
 use harmony_protocol::CreateCollection;
-use harmony_protocol::estimates::{EstimateDocument, Query};
+use harmony_protocol::estimates::{EstimateDocument, Query, TrainEstimate};
 use harmony_protocol::spec::TaskSpec;
 use harmony_tasks::train::TrainTask;
 use harmony_tasks::{Input, Task};
@@ -36,14 +36,14 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let mut results = Vec::new();
     for &eps in &epsilons {
         let spec = crate::server_cmds::rounds::train_spec(&schema, eps, &args.task.train)?;
-        let req = CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: TaskSpec::Train(spec) };
+        let req = CreateCollection { schema: Some(schema.clone()), epsilon: eps, task: spec.into() };
         let config =
             harmony_tasks::resolve(&req, "simulation").with_context(|| format!("--task train at epsilon {eps}"))?;
         let task = TrainTask::new(config.clone())?;
         let start = std::time::Instant::now();
         let agg = harmony_tasks::simulate::run(&task, &inputs, args.seed)?;
         let result = task.estimate(agg.as_ref(), &Query::default())?;
-        let harmony_protocol::estimates::TaskEstimate::Train(t) = &result else { unreachable!("a train task") };
+        let t: &TrainEstimate = (&result).try_into()?;
         let score = crate::server_cmds::rounds::score(&config, &t.state.model, &path, None)?;
         let estimates =
             EstimateDocument { collection: "simulation".into(), reports: agg.count(), epsilon: eps, result };
@@ -110,5 +110,5 @@ harmony collection create train --server http://127.0.0.1:8080 --schema examples
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {
     let schema = a.file()?.schema()?;
-    Ok(TaskSpec::Train(crate::server_cmds::rounds::train_spec(&schema, a.epsilon, &a.task.train)?))
+    Ok(crate::server_cmds::rounds::train_spec(&schema, a.epsilon, &a.task.train)?.into())
 }
