@@ -88,6 +88,12 @@ impl Collection {
     /// Builds a collection from its config (no reports yet).
     pub fn new(key: i64, config: CollectionConfig) -> Result<Self, String> {
         let task = harmony_tasks::build(&config).map_err(|e| e.to_string())?;
+        Self::with_task(key, config, task)
+    }
+
+    /// A collection of `config` serving `task`, the task that config describes (as
+    /// `harmony_tasks::create` returns them).
+    pub fn with_task(key: i64, config: CollectionConfig, task: Box<dyn Task>) -> Result<Self, String> {
         let train = match config.task.kind().has_rounds() {
             true => Some(Training::new(&config).map_err(|e| e.to_string())?),
             false => None,

@@ -47,4 +47,4 @@ pub mod train;
 pub use erased::{DeviceSide, ReportColumns, Task, TaskAggregator, Typed, document};
 pub use harmony_protocol::estimates::Query;
 pub use input::Input;
-pub use registry::{build, build_device, id_code_bits, resolve};
+pub use registry::{build, build_device, create, id_code_bits, resolve};

@@ -18,6 +18,11 @@ fn schema_for(schema: &Option<Schema>, task: TaskKind) -> Result<&Schema> {
 /// config a collection `id` publishes. Errors name the field (`epsilon`, `task.attribute`, …),
 /// the value and what was expected.
 pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
+    create(req, id).map(|(config, _)| config)
+}
+
+/// [`resolve`], and the task its config describes, built once (a server's create keeps both).
+pub fn create(req: &CreateCollection, id: &str) -> Result<(CollectionConfig, Box<dyn Task>)> {
     let eps = Epsilon::new(req.epsilon)?.value();
     let kind = req.task.kind();
     let mut train = None;
@@ -45,8 +50,8 @@ pub fn resolve(req: &CreateCollection, id: &str) -> Result<CollectionConfig> {
         train,
         recurring: None,
     };
-    build(&config)?;
-    Ok(config)
+    let task = build(&config)?;
+    Ok((config, task))
 }
 
 /// The task of `config`, boxed as the caller's return type asks (`dyn Task` or `dyn

@@ -69,7 +69,7 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
                 to_hex(&b)
             }
         };
-        let mut config = harmony_tasks::resolve(&req, &id).map_err(|e| ApiError::from_core("", e))?;
+        let (mut config, task) = harmony_tasks::create(&req, &id).map_err(|e| ApiError::from_core("", e))?;
         let rounds = config.task.kind().has_rounds() || crate::queries::is_adaptive(&config);
         if recurring && rounds {
             let msg =
@@ -81,7 +81,7 @@ pub async fn create(State(st): State<AppState>, req: axum::extract::Request) -> 
             let msg = "rounds (\"train\", \"adaptive-rounds\") are not implemented by this store";
             return Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "task", msg));
         }
-        let mut col = Collection::new(0, config.clone()).map_err(|e| ApiError::bad("task", e))?;
+        let mut col = Collection::with_task(0, config.clone(), task).map_err(|e| ApiError::bad("task", e))?;
         let text = serde_json::to_string(&config).expect("JSON of a config");
         let meta_text = serde_json::to_string(&meta).expect("JSON of a meta");
         let store = &st2.inner.store;
