@@ -309,7 +309,7 @@ mod tests {
         let pages = EXAMPLES.iter().map(|(p, t)| (p.to_string(), *t));
         let tasks = crate::simulate_tasks::ALL.iter().flat_map(|c| {
             ["simulate", "collection create"]
-                .map(|p| (format!("{p} {}", c.task.name()), task_examples_raw(p, c.task.name()).unwrap_or("")))
+                .map(|p| (format!("{p} {}", c.name), task_examples_raw(p, c.name).unwrap_or("")))
         });
         for (page, text) in pages.chain(tasks) {
             for w in commands(text) {

@@ -2,7 +2,7 @@
 //! create --task X` both build, so a served collection runs exactly what a simulation ran.
 
 use crate::data::SchemaFile;
-use crate::simulate_tasks::{CliTask, SpecArgs, Task, TaskArgs};
+use crate::simulate_tasks::{CliTask, SpecArgs, TaskArgs};
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use harmony_core::kinds::{OracleKind, RecordNumeric};
@@ -100,7 +100,7 @@ pub fn single(
     epsilon: f64,
 ) -> Result<(Option<Schema>, TaskSpec)> {
     let schema = file.map(SchemaFile::schema).transpose()?;
-    let cli = crate::simulate_tasks::cli(t.task);
+    let cli = t.task.cli();
     t.train.check_unused_except(cli.options)?;
     let spec = (cli.spec)(&SpecArgs { task: t, means: m, file, epsilon })?;
     if t.ranges.is_some() || t.quantiles.is_some() || t.rects.is_some() {
@@ -389,7 +389,7 @@ pub fn with_mechanism(t: &TaskArgs, spec: &LinearQueriesSpec, mechanism: LinearM
 
 /// The `means` task on the command line (its simulation is `simulate::run_means`).
 pub const MEANS: CliTask = CliTask {
-    task: Task::Means,
+    name: "means",
     about: "per-attribute means and frequencies of whole records (the default)",
     options: &["strategy", "numeric_mechanism", "categorical_mechanism", "k", "poison", "attack", "poison_target"],
     help: &[],
@@ -404,6 +404,7 @@ harmony collection create means --server http://127.0.0.1:8080 --schema examples
 harmony collection create means --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 2 --strategy sample-k --numeric-mechanism hm --name 'Adult, sample-k'",
     spec: means_spec,
     simulate: crate::simulate::run_means,
+    demo: None,
 };
 
 /// A means collection's spec: one strategy (`--strategy`, default harmony) and its mechanisms.

@@ -51,7 +51,7 @@ pub fn attach(mut cmd: clap::Command) -> clap::Command {
     for path in COMMANDS {
         cmd = at(cmd, path, &|c| {
             let c = c.mut_args(|a| if task_ids().any(|id| id == a.get_id()) { a.hide(true) } else { a });
-            let list: Vec<String> = ALL.iter().map(|c| format!("  {:<15} {}", c.task.name(), c.about)).collect();
+            let list: Vec<String> = ALL.iter().map(|c| format!("  {:<15} {}", c.name, c.about)).collect();
             let after = c.get_after_help().map(|s| format!("\n\n{s}")).unwrap_or_default();
             let tasks =
                 format!("Tasks (`harmony {} TASK --help`: the task's options):\n{}", path.join(" "), list.join("\n"));
@@ -179,7 +179,7 @@ mod tests {
             assert!(lines <= 60, "harmony {} --help: {lines} lines\n{help}", path.join(" "));
             assert!(help.matches("\n  harmony ").count() + help.matches("=$(harmony ").count() >= 2, "{help}");
         }
-        for task in ALL.iter().map(|c| c.task.name()) {
+        for task in ALL.iter().map(|c| c.name) {
             for path in [vec!["simulate".to_string()], vec!["collection".into(), "create".into()]] {
                 let help = task_help(&root, &path, task);
                 let lines = help.lines().count();
@@ -196,7 +196,7 @@ mod tests {
     #[test]
     fn every_task_of_simulate_and_collection_create_has_two_examples() {
         for path in ["simulate", "collection create"] {
-            for task in ALL.iter().map(|c| c.task.name()) {
+            for task in ALL.iter().map(|c| c.name) {
                 let e = crate::examples::task_examples(path, task).unwrap_or_default();
                 let own = format!("harmony {path} {task} ");
                 assert!(e.matches(own.as_str()).count() >= 2, "harmony {path} {task}: {e}");

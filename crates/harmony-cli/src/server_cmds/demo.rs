@@ -7,7 +7,7 @@ use super::submit::{population, submit};
 use crate::data::{self, SchemaFile};
 use crate::output::Format;
 use crate::render;
-use crate::simulate_tasks::{Task, TaskArgs};
+use crate::simulate_tasks::TaskArgs;
 use crate::specs::MeansArgs;
 use anyhow::{Result, anyhow};
 use clap::Args;
@@ -49,17 +49,8 @@ fn defaults(a: &mut DemoArgs) {
     if a.means.strategy.is_none() {
         a.means.strategy = Some(vec!["sample-k".into()]);
     }
-    match a.task.task {
-        Task::Frequency if a.task.column.is_none() => a.task.column = Some("education".into()),
-        Task::Train => {
-            let t = &mut a.task.train;
-            t.target.get_or_insert_with(|| "income".into());
-            t.model.get_or_insert_with(|| "logistic".into());
-            if t.rounds.is_none() && t.batch_size.is_none() {
-                t.users.get_or_insert(48_842);
-            }
-        }
-        _ => {}
+    if let Some(defaults) = a.task.task.cli().demo {
+        defaults(&mut a.task);
     }
 }
 

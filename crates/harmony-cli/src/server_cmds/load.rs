@@ -6,7 +6,7 @@
 use super::failover::Replicas;
 use super::quantile;
 use crate::data::{self, SchemaFile};
-use crate::simulate_tasks::{Task, TaskArgs};
+use crate::simulate_tasks::TaskArgs;
 use crate::specs::MeansArgs;
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
@@ -71,9 +71,10 @@ struct Prepared {
 /// Creates the collection and pre-builds `a.reports` reports of simulated devices (Adult's rows
 /// in turn) in batches with distinct ids.
 fn prepare(a: &mut LoadArgs, client: &Client) -> Result<Prepared> {
-    if a.task.task == Task::Train {
+    let name = a.task.task.name();
+    if harmony_protocol::TaskKind::ALL.iter().any(|k| k.name() == name && k.has_rounds()) {
         bail!(
-            "--task train: `harmony load` measures report ingest; model rounds post one gradient per device (see `harmony submit`)"
+            "--task {name}: `harmony load` measures report ingest; model rounds post one gradient per device (see `harmony submit`)"
         );
     }
     if a.means.strategy.is_none() {

@@ -104,7 +104,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// The `frequency` task on the command line.
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::Frequency,
+    name: "frequency",
     about: "the frequencies of one categorical column, with any oracle",
     options: &["column", "categorical_mechanism", "poison", "attack", "poison_target"],
     help: &[],
@@ -119,6 +119,9 @@ harmony collection create frequency --server http://127.0.0.1:8080 --schema exam
 harmony collection create frequency --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column race --categorical-mechanism oue",
     spec,
     simulate: run,
+    demo: Some(|t| {
+        t.column.get_or_insert_with(|| "education".into());
+    }),
 };
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {

@@ -165,7 +165,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// The `heavy-hitters` task on the command line (the one task whose collections need no schema).
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::HeavyHitters,
+    name: "heavy-hitters",
     about: "the top items of a string column or of item sets",
     options: &["column", "method", "top", "transactions", "separator", "items", "item_bits", "pad_length"],
     help: &[],
@@ -180,6 +180,7 @@ harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon
 harmony collection create heavy-hitters --server http://127.0.0.1:8080 --epsilon 4 --method treehist --item-bits 16 --top 5",
     spec,
     simulate: run,
+    demo: None,
 };
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {

@@ -216,7 +216,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// The `linear-queries` task on the command line.
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::LinearQueries,
+    name: "linear-queries",
     about: "a workload of linear queries (counts of predicates) over a few attributes",
     options: &["attributes", "queries", "method", "delta", "synthetic_domain", "hull", "batch_size", "no_enrollment"],
     help: &[
@@ -240,6 +240,7 @@ harmony collection create linear-queries --server http://127.0.0.1:8080 --schema
 harmony collection create linear-queries --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --queries examples/queries/adult_women.json --method adaptive-rounds --batch-size 500",
     spec,
     simulate: run,
+    demo: None,
 };
 
 /// One mechanism (`--method`, default hr); `--batch-size` as given: the task refuses it with any

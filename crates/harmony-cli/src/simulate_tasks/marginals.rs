@@ -142,7 +142,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// The `marginals` task on the command line.
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::Marginals,
+    name: "marginals",
     about: "k-way marginals of categorical and binned numeric attributes",
     options: &["attributes", "method", "k", "calm_l", "users"],
     help: &[],
@@ -157,6 +157,7 @@ harmony collection create marginals --server http://127.0.0.1:8080 --schema exam
 harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --method calm --users 100000",
     spec,
     simulate: run,
+    demo: None,
 };
 
 /// One method (`--method`, default calm).

@@ -26,44 +26,63 @@ mod range;
 mod range2d;
 mod train;
 
-/// What `harmony simulate` estimates.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum Task {
-    /// Per-attribute means and frequencies under one record-level ε (the default).
-    #[default]
-    Means,
-    /// Frequencies of one categorical attribute (--column) with any oracle.
-    Frequency,
-    /// Range queries [a, b) over one ordered column.
-    Range,
-    /// Quantiles (median, p10, p90, …) of one ordered column.
-    Quantiles,
-    /// Rectangles and a heatmap over two numeric columns (--attributes X,Y).
-    Range2d,
-    /// Top-k heavy hitters of a string/item column or a transactions file.
-    HeavyHitters,
-    /// k-way marginals over categorical (and binned numeric) attributes.
-    Marginals,
-    /// A workload of linear queries over a categorical domain.
-    LinearQueries,
-    /// A linear model by private gradient descent in rounds (--target, --model, --batch-size).
-    Train,
-}
+/// A task of the command line: one of [`ALL`], chosen by its name (`--task range`, or `range`
+/// after the command). `harmony simulate`'s default is `means`.
+#[derive(Copy, Clone)]
+pub struct Task(&'static CliTask);
 
 impl Task {
     /// The task's name.
     pub fn name(self) -> &'static str {
-        match self {
-            Task::Means => "means",
-            Task::Frequency => "frequency",
-            Task::Range => "range",
-            Task::Quantiles => "quantiles",
-            Task::Range2d => "range2d",
-            Task::HeavyHitters => "heavy-hitters",
-            Task::Marginals => "marginals",
-            Task::LinearQueries => "linear-queries",
-            Task::Train => "train",
-        }
+        self.0.name
+    }
+    /// What the command line knows of it.
+    pub fn cli(self) -> &'static CliTask {
+        self.0
+    }
+    /// Whether it is the task `c` describes.
+    pub fn is(self, c: &CliTask) -> bool {
+        self.0.name == c.name
+    }
+}
+
+impl PartialEq for Task {
+    fn eq(&self, other: &Self) -> bool {
+        self.is(other.0)
+    }
+}
+
+impl Eq for Task {}
+
+impl Default for Task {
+    fn default() -> Self {
+        Task(&crate::specs::MEANS)
+    }
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
+/// Every task of [`ALL`] as a value of `--task`.
+static VALUES: [Task; ALL.len()] = {
+    let mut v = [Task(ALL[0]); ALL.len()];
+    let mut i = 0;
+    while i < ALL.len() {
+        v[i] = Task(ALL[i]);
+        i += 1;
+    }
+    v
+};
+
+impl ValueEnum for Task {
+    fn value_variants<'a>() -> &'a [Self] {
+        &VALUES
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.name).help(self.0.about))
     }
 }
 
@@ -72,7 +91,7 @@ impl Task {
 #[derive(Args, Debug, Default)]
 pub struct TaskArgs {
     /// What to estimate.
-    #[arg(long, value_enum, default_value_t = Task::Means)]
+    #[arg(long, value_enum, default_value_t = Task::default())]
     pub task: Task,
 
     // ---- frequency, range, quantiles, heavy-hitters ----
@@ -167,8 +186,8 @@ pub struct TaskArgs {
 /// `simulate` runs. Each task's module holds its own (`range::CLI`, …); [`ALL`] lists them, and
 /// the help pages, the option checks, the examples and the dispatch all read them from there.
 pub struct CliTask {
-    /// The task.
-    pub task: Task,
+    /// Its name (`heavy-hitters`, …): the value of `--task`.
+    pub name: &'static str,
     /// What it estimates, one line (the task list of each command's help).
     pub about: &'static str,
     /// The ids of the [`TaskArgs`] options it takes (the others are refused).
@@ -185,6 +204,8 @@ pub struct CliTask {
     pub spec: fn(&SpecArgs<'_>) -> Result<TaskSpec>,
     /// `harmony simulate TASK`.
     pub simulate: fn(&SimulateArgs) -> Result<()>,
+    /// `harmony demo TASK`'s values of the options the task requires (Adult's columns).
+    pub demo: Option<fn(&mut TaskArgs)>,
 }
 
 /// What a task's spec is built from: its options, the record strategy's, the schema file and ε.
@@ -224,19 +245,14 @@ pub const ALL: &[&CliTask] = &[
     &train::CLI,
 ];
 
-/// The command line's description of `task`.
-pub fn cli(task: Task) -> &'static CliTask {
-    ALL.iter().find(|c| c.task == task).expect("every task is in ALL")
-}
-
 /// The task named `name` (`heavy-hitters`, …).
 pub fn by_name(name: &str) -> Option<&'static CliTask> {
-    ALL.iter().copied().find(|c| c.task.name() == name)
+    ALL.iter().copied().find(|c| c.name == name)
 }
 
 /// Runs `harmony simulate` for a task other than `means` (which `simulate::run` runs itself).
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    (cli(args.task.task).simulate)(args)
+    (args.task.task.cli().simulate)(args)
 }
 
 #[cfg(test)]
@@ -246,7 +262,10 @@ mod registry_tests {
     #[test]
     fn every_task_is_listed_once() {
         for t in Task::value_variants() {
-            assert_eq!(ALL.iter().filter(|c| c.task == *t).count(), 1, "{}", t.name());
+            assert_eq!(ALL.iter().filter(|c| t.is(c)).count(), 1, "{}", t.name());
         }
+        assert_eq!(Task::value_variants().len(), ALL.len());
+        assert_eq!(Task::default().name(), "means");
+        assert_eq!(Task::from_str("range2d", false).unwrap().name(), "range2d");
     }
 }

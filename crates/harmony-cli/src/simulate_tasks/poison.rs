@@ -8,7 +8,6 @@
 //! honest, the same honest devices), its closed form, their ratio and z, beside the honest
 //! estimate's standard error (shift / SE: the susceptibility). docs/POISONING.md.
 
-use super::Task as TaskName;
 use crate::output::progress;
 use crate::simulate::{SimulateArgs, load_inputs};
 use anyhow::{Result, anyhow, bail};
@@ -73,7 +72,7 @@ struct Cell {
 
 /// The targeted attribute alone: its one-attribute column and its index.
 fn column(args: &SimulateArgs, schema: &harmony_core::schema::Schema) -> Result<usize> {
-    let numeric = args.task.task == TaskName::Means;
+    let numeric = args.task.task.is(&crate::specs::MEANS);
     let found = match &args.task.column {
         Some(c) => schema.attributes().iter().position(|a| a.name() == c),
         None if numeric => schema.attributes().iter().position(|a| matches!(a, Attribute::Numeric { .. })),
@@ -97,7 +96,7 @@ fn list(given: &Option<String>, default: &str) -> Vec<String> {
 /// Runs `harmony simulate --poison`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let beta = args.poison.poison.ok_or_else(|| anyhow!("--poison is missing"))?;
-    if !matches!(args.task.task, TaskName::Frequency | TaskName::Means) {
+    if !(args.task.task.is(&super::frequency::CLI) || args.task.task.is(&crate::specs::MEANS)) {
         bail!("--poison with --task {}, expected --task frequency or --task means", args.task.task.name());
     }
     let attacks = args.poison.attack.iter().map(|a| Attack::parse(a)).collect::<Result<Vec<_>, _>>()?;
@@ -111,9 +110,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let m = fake_devices(beta, n)?;
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let (target, truth, freqs) = target(args, &attr, &rows)?;
-    let mechanisms = match args.task.task {
-        TaskName::Frequency => list(&args.means.categorical_mechanism, "grr,oue,olh"),
-        _ => list(&args.means.numeric_mechanism, "pm,hm"),
+    let mechanisms = match args.task.task.is(&super::frequency::CLI) {
+        true => list(&args.means.categorical_mechanism, "grr,oue,olh"),
+        false => list(&args.means.numeric_mechanism, "pm,hm"),
     };
     let pb = progress((mechanisms.len() * epsilons.len()) as u64, "poison", args.format);
     let mut results = Vec::new();

@@ -15,7 +15,6 @@ use crate::experiment::{self, Analysis, Column, Metrics, Setting, Show};
 use crate::population::Population;
 use crate::render::{self, Truth};
 use crate::simulate::{SimulateArgs, load_inputs};
-use crate::simulate_tasks::Task as TaskName;
 use anyhow::{Context, Result, bail};
 use harmony_analytics::range::{cumulative, random_range, true_quantile};
 use harmony_core::sampling::{fast_rng, stream_seed};
@@ -155,7 +154,7 @@ fn analysis(args: &SimulateArgs) -> Result<Range> {
     let d = task.bins();
     let mut rng = fast_rng(stream_seed(args.seed, 0xa11));
     let ranges = (0..n_ranges).map(|_| random_range(d, &mut rng)).collect();
-    let quantiles = args.task.task == TaskName::Quantiles;
+    let quantiles = args.task.task.is(&QUANTILES);
     let scored = if quantiles { String::new() } else { format!(", {n_ranges} random ranges") };
     let title = format!(
         "harmony simulate --task {}: {data_name} — n = {} devices, {} in D = {d} bins{scored}",
@@ -177,7 +176,7 @@ pub const RANGE_OPTIONS: &[&str] = &["column", "bins", "branching", "method", "q
 
 /// The `range` task on the command line.
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::Range,
+    name: "range",
     about: "range queries [a, b), the CDF and quantiles of one numeric column",
     options: super::range::RANGE_OPTIONS,
     help: &[],
@@ -192,11 +191,12 @@ harmony collection create range --server http://127.0.0.1:8080 --schema examples
 harmony collection create range --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --method haar --bins 32",
     spec,
     simulate: run,
+    demo: None,
 };
 
 /// `quantiles`: a range collection, simulated and scored on its quantiles.
 pub const QUANTILES: super::CliTask = super::CliTask {
-    task: super::Task::Quantiles,
+    name: "quantiles",
     about: "quantiles of one numeric column (range, scored on quantiles)",
     options: super::range::RANGE_OPTIONS,
     help: &[],
@@ -211,6 +211,7 @@ harmony collection create quantiles --server http://127.0.0.1:8080 --schema exam
 harmony collection create quantiles --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --column age --bins 16",
     spec,
     simulate: run,
+    demo: None,
 };
 
 /// One method (`--method`, default hh) over `--column`.

@@ -152,7 +152,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// The `range2d` task on the command line.
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::Range2d,
+    name: "range2d",
     about: "rectangles and a heatmap over two numeric columns (a quadtree)",
     options: &["attributes", "levels", "queries", "rects"],
     help: &[("attributes", "The two numeric columns X,Y"), ("queries", "Random rectangles scored per run (default 1000)")],
@@ -167,6 +167,7 @@ harmony collection create range2d --server http://127.0.0.1:8080 --schema exampl
 harmony collection create range2d --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes age,hours_per_week --levels 4",
     spec,
     simulate: run,
+    demo: None,
 };
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<harmony_protocol::spec::TaskSpec> {

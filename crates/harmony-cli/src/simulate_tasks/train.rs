@@ -76,7 +76,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 
 /// The `train` task on the command line (model rounds keep no time buckets and cannot recur).
 pub const CLI: super::CliTask = super::CliTask {
-    task: super::Task::Train,
+    name: "train",
     about: "a linear model (logistic, linear, SVM) by private gradient descent in rounds",
     options: &["target", "model", "positive", "threshold", "mechanism", "batch_size", "rounds", "users", "schedule", "kappa", "gradient_scale", "learning_rate", "lambda", "no_enrollment"],
     help: &[
@@ -106,6 +106,14 @@ harmony collection create train --server http://127.0.0.1:8080 --schema examples
 harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model svm --batch-size 1000 --users 10000 --schedule decay --learning-rate 0.3",
     spec,
     simulate: run,
+    demo: Some(|a| {
+        let t = &mut a.train;
+        t.target.get_or_insert_with(|| "income".into());
+        t.model.get_or_insert_with(|| "logistic".into());
+        if t.rounds.is_none() && t.batch_size.is_none() {
+            t.users.get_or_insert(48_842);
+        }
+    }),
 };
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<TaskSpec> {

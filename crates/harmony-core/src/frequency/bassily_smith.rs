@@ -233,7 +233,9 @@ impl FrequencyOracle for BassilySmith {
     fn domain_size(&self) -> usize {
         self.d
     }
-    #[inline]
+    // Always: two draws and a parity, in every batch loop (left to the inliner, the batch
+    // loops of the benchmark and the simulations called it out of line, ~20% slower).
+    #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> BassilySmithReport {
         let j = uniform_below(rng, self.m as u64) as usize;
         let keep = self.keep.sample(rng);

@@ -109,7 +109,9 @@ impl FrequencyOracle for Hadamard {
     fn domain_size(&self) -> usize {
         self.d
     }
-    #[inline]
+    // Always: two draws and a parity, in every batch loop (left to the inliner, the batch
+    // loops of the benchmark and the simulations called it out of line, ~20% slower).
+    #[inline(always)]
     fn randomize_unchecked<R: Rng + ?Sized>(&self, v: usize, rng: &mut R) -> HadamardReport {
         let j = uniform_below(rng, self.k as u64);
         let keep = self.keep.sample(rng);
