@@ -278,12 +278,12 @@ fn backfill(store: &dyn Store, task: &dyn Task, key: i64) -> Result<(), String> 
 pub fn delta(
     c: &std::sync::Arc<crate::state::Collection>,
     bucket: i64,
-    bodies: std::sync::Arc<Vec<Vec<u8>>>,
+    reports: crate::store::Reports,
 ) -> Result<(Box<dyn TaskAggregator>, BucketDelta), ApiError> {
     let c = c.clone();
     let build = move |keep: &dyn Fn(usize) -> bool| -> harmony_core::Result<(Box<dyn TaskAggregator>, Vec<u8>)> {
         let mut agg = c.task.aggregator();
-        for (i, b) in bodies.iter().enumerate() {
+        for (i, (_, b)) in reports.iter().enumerate() {
             if keep(i) {
                 agg.add(b)?;
             }

@@ -276,7 +276,7 @@ struct Job {
     key: i64,
     /// The UTC day the batch was received.
     day: i32,
-    reports: Vec<(String, Vec<u8>)>,
+    reports: crate::store::Reports,
     /// The state of its new reports, stored with them.
     delta: Mutex<Option<BucketDelta>>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
@@ -635,14 +635,14 @@ impl Store for PgStore {
     }
 
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
-        self.insert_reports_at(key, unix_now(), reports, None)
+        self.insert_reports_at(key, unix_now(), std::sync::Arc::new(reports), None)
     }
 
     fn insert_reports_at(
         &self,
         key: i64,
         received: i64,
-        reports: Vec<(String, Vec<u8>)>,
+        reports: crate::store::Reports,
         delta: Option<BucketDelta>,
     ) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);

@@ -29,7 +29,7 @@ fn rows(ids: &[(&str, u8)]) -> Vec<(String, Vec<u8>)> {
 fn job(key: i64, reports: Vec<(String, Vec<u8>)>) -> Job {
     let redo: crate::store::Redo = Box::new(|flags: &[bool]| Ok(flags.iter().map(|f| u8::from(*f)).collect()));
     let delta = BucketDelta { bucket: 0, state: b"all".to_vec(), redo };
-    Job { key, day: 1, reports, delta: Mutex::new(Some(delta)), reply: sync_channel(1).0 }
+    Job { key, day: 1, reports: std::sync::Arc::new(reports), delta: Mutex::new(Some(delta)), reply: sync_channel(1).0 }
 }
 
 fn stored(c: &mut postgres::Client, key: i64) -> Vec<(String, Vec<u8>)> {

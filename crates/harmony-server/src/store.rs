@@ -126,6 +126,10 @@ pub struct SharedState<'a> {
     pub state: &'a [u8],
 }
 
+/// A batch's reports, `(report id, encoded report)`, shared by the request (which aggregates
+/// them) and the store's writer (which stores them): never copied.
+pub type Reports = std::sync::Arc<Vec<(String, Vec<u8>)>>;
+
 /// [`BucketDelta::redo`]: the state of a batch's new reports given their flags.
 pub type Redo = Box<dyn FnOnce(&[bool]) -> StoreResult<Vec<u8>> + Send>;
 
@@ -208,12 +212,12 @@ pub trait Store: Send + Sync + 'static {
         &self,
         key: i64,
         _received: i64,
-        reports: Vec<(String, Vec<u8>)>,
+        reports: Reports,
         delta: Option<BucketDelta>,
     ) -> StoreResult<Vec<bool>> {
         match delta {
             Some(_) => Err(StoreError::Unsupported("bucket states")),
-            None => self.insert_reports(key, reports),
+            None => self.insert_reports(key, std::sync::Arc::unwrap_or_clone(reports)),
         }
     }
     /// Calls `f` on every stored state of a collection's batches: (bucket start, state).
@@ -327,7 +331,7 @@ struct Job {
     /// The UTC day the batch was received ([`utc_day_now`]).
     day: i32,
     /// Shared with the caller, which frees them on its own thread after the commit.
-    reports: std::sync::Arc<Vec<(String, Vec<u8>)>>,
+    reports: Reports,
     /// The state of its new reports, stored with them.
     delta: Mutex<Option<BucketDelta>>,
     reply: SyncSender<StoreResult<Vec<bool>>>,
@@ -703,18 +707,17 @@ impl Store for SqliteStore {
     }
 
     fn insert_reports(&self, key: i64, reports: Vec<(String, Vec<u8>)>) -> StoreResult<Vec<bool>> {
-        self.insert_reports_at(key, unix_now(), reports, None)
+        self.insert_reports_at(key, unix_now(), std::sync::Arc::new(reports), None)
     }
 
     fn insert_reports_at(
         &self,
         key: i64,
         received: i64,
-        reports: Vec<(String, Vec<u8>)>,
+        reports: Reports,
         delta: Option<BucketDelta>,
     ) -> StoreResult<Vec<bool>> {
         let (reply, rx) = sync_channel(1);
-        let reports = std::sync::Arc::new(reports);
         let job = Job { key, day: utc_day(received), reports: reports.clone(), delta: Mutex::new(delta), reply };
         self.sender()?.send(job).map_err(|_| StoreError::Closed)?;
         let result = rx.recv().map_err(|_| StoreError::Closed)?;

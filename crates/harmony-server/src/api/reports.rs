@@ -224,21 +224,20 @@ fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8], at: Option
     }
     let batch: BatchIn = parse_json(body)?;
     check_envelope(c, &batch)?;
-    let rows = decode_batch(c, &batch)?;
-    let bodies: std::sync::Arc<Vec<Vec<u8>>> = std::sync::Arc::new(rows.iter().map(|(_, b)| b.clone()).collect());
+    let rows = std::sync::Arc::new(decode_batch(c, &batch)?);
     let now = at.unwrap_or_else(|| st.now());
     let bucket = c.buckets().map(|b| b.period.start(now));
     // The state of the batch's reports, stored with them ([`crate::buckets`]).
     let (delta, stored) = match bucket {
         Some(b) => {
-            let (agg, d) = crate::buckets::delta(c, b, bodies.clone())?;
+            let (agg, d) = crate::buckets::delta(c, b, rows.clone())?;
             (Some(agg), Some(d))
         }
         None => (None, None),
     };
     c.settle(st.inner.store.as_ref(), false)?;
     let _committing = c.committing();
-    let flags = st.inner.store.insert_reports_at(c.key, now, rows, stored).map_err(|e| match e {
+    let flags = st.inner.store.insert_reports_at(c.key, now, rows.clone(), stored).map_err(|e| match e {
         StoreError::Conflict { index, id } => {
             let msg = format!("report id {id:?} is already stored with other bytes; nothing of this batch was stored");
             ApiError::new(StatusCode::CONFLICT, format!("reports[{index}].id"), msg)
@@ -259,7 +258,7 @@ fn ingest(st: &AppState, c: &std::sync::Arc<Collection>, body: &[u8], at: Option
         Some(d) if accepted == flags.len() as u64 => d,
         _ => {
             let mut d = c.task.aggregator();
-            for (b, new) in bodies.iter().zip(&flags) {
+            for ((_, b), new) in rows.iter().zip(&flags) {
                 if *new {
                     // Validated above: `add` decodes what `validate` accepted.
                     d.add(b).map_err(|e| ApiError::from_core("reports: ", e))?;

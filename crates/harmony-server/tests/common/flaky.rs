@@ -116,7 +116,7 @@ impl Store for Flaky {
         &self,
         key: i64,
         received: i64,
-        reports: Vec<(String, Vec<u8>)>,
+        reports: harmony_server::store::Reports,
         delta: Option<BucketDelta>,
     ) -> StoreResult<Vec<bool>> {
         self.up()?;
