@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ingest throughput of two `harmony` binaries, alternating A B A B … in one run
+# Ingest throughput of two `harmony` binaries, alternating A B, B A, … in one run
 # (docs/RESEARCH-ingest.md): `harmony load --reports N` into SQLite (the embedded server) or into
 # PostgreSQL (`harmony serve --db postgres://…`, a fresh database per run, dropped after it).
 # Prints one line per run: store, binary, reports/s, batch p50 and p99.
@@ -37,10 +37,17 @@ postgres() { # bin, label
   psql "$PGURL/postgres" -qc "DROP DATABASE $db"
 }
 
-for _ in $(seq "$ROUNDS"); do
+# A B in odd rounds, B A in even ones: the first run of a pair tends to be the faster one on
+# this machine, and the swap puts that on both binaries alike.
+for round in $(seq "$ROUNDS"); do
   for store in sqlite postgres; do
     [ "$STORES" = both ] || [ "$STORES" = "$store" ] || continue
-    "$store" "$A" A
-    "$store" "$B" B
+    if [ $((round % 2)) = 1 ]; then
+      "$store" "$A" A
+      "$store" "$B" B
+    else
+      "$store" "$B" B
+      "$store" "$A" A
+    fi
   done
 done

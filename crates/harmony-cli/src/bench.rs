@@ -69,7 +69,7 @@ pub struct BenchArgs {
     /// Privacy budgets, comma-separated (default 0.5,1,2,4).
     #[arg(long, value_delimiter = ',')]
     epsilon: Vec<f64>,
-    /// Number of users (default 1 000 000).
+    /// Number of simulated devices (default 1 000 000).
     #[arg(long)]
     n: Option<usize>,
     /// Aggregation threads (default: all cores). Randomization always runs on one thread.
@@ -199,7 +199,7 @@ fn plan(args: &BenchArgs) -> anyhow::Result<Plan> {
     }
     let n = args.n.unwrap_or(if args.quick { 100_000 } else { 1_000_000 });
     if n == 0 {
-        bail!("--n 0: the number of users must be >= 1");
+        bail!("--n 0: the number of devices must be >= 1");
     }
     let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1);
     let threads = args.threads.unwrap_or(cores);

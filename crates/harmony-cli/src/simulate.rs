@@ -24,7 +24,7 @@ use std::time::Instant;
 /// Options of `harmony simulate`.
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
-    /// Data, one user per row: CSV, .csv.xz, Parquet or Arrow IPC (detected from the magic bytes,
+    /// Data, one device per row: CSV, .csv.xz, Parquet or Arrow IPC (detected from the magic bytes,
     /// else the extension; `-` = stdin). Default: the bundled data/adult.csv.
     #[arg(long)]
     pub data: Option<PathBuf>,
@@ -50,7 +50,7 @@ pub struct SimulateArgs {
     /// Inference only: categorical columns with more labels than this are left out.
     #[arg(long, default_value_t = 100)]
     pub max_categories: usize,
-    /// Instead of a CSV, simulate this many synthetic users with 16 attributes (8 numeric:
+    /// Instead of a CSV, simulate this many synthetic devices with 16 attributes (8 numeric:
     /// truncated normals N(μ_j, 1/4) on [-1, 1]; 8 categorical: Zipf(1.1) over 4–32 labels).
     #[arg(long, conflicts_with_all = ["data", "schema"])]
     pub synthetic: Option<usize>,
@@ -70,7 +70,7 @@ pub struct SimulateArgs {
 fn synthetic(n: usize, seed: u64) -> Result<(SchemaFile, data::Encoded)> {
     use harmony_core::sampling::uniform01;
     if n == 0 {
-        bail!("--synthetic is 0, expected a number of users >= 1");
+        bail!("--synthetic is 0, expected a number of devices >= 1");
     }
     let mut attributes = Vec::new();
     for j in 0..8 {
@@ -349,7 +349,7 @@ fn means_data(args: &SimulateArgs) -> Result<(String, SchemaFile, harmony_data::
         Some(n) => {
             let (file, enc) = synthetic(n, args.seed)?;
             let columns = harmony_data::columns_from_rows(&file.schema()?, &enc.values);
-            (format!("synthetic ({n} users, 16 attributes)"), file, columns)
+            (format!("synthetic ({n} devices, 16 attributes)"), file, columns)
         }
         None => load_columns(&args.data, &args.schema, args.max_categories)?,
     };
@@ -716,7 +716,7 @@ fn ratio(a: Option<f64>, se: Option<f64>, b: Option<f64>) -> String {
 
 fn print_table(out: &Output) {
     println!(
-        "harmony simulate: {} — n = {} users, d = {} attributes, {} runs, seed {} (parse {:.2} s)",
+        "harmony simulate: {} — n = {} devices, d = {} attributes, {} runs, seed {} (parse {:.2} s)",
         out.data, out.n, out.d, out.runs, out.seed, out.parse_seconds
     );
     println!("MSE: numeric on the [-1, 1] scale, categorical on frequencies averaged over categories;");

@@ -17,7 +17,7 @@ use std::time::Instant;
 /// Options of `harmony train`.
 #[derive(Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// Data, one user per row: CSV, .csv.xz, Parquet or Arrow IPC (detected; `-` = stdin). Default: data/adult.csv.
+    /// Data, one device per row: CSV, .csv.xz, Parquet or Arrow IPC (detected; `-` = stdin). Default: data/adult.csv.
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Schema (TOML). Default: examples/adult.toml for the bundled data, else inferred.
@@ -452,9 +452,9 @@ fn compute(args: &TrainArgs) -> Result<Output> {
         d,
         metric,
         metric_units: if task.is_classification() {
-            "fraction of held-out users misclassified"
+            "fraction of held-out devices misclassified"
         } else {
-            "mean squared error of held-out users, target mapped to [-1, 1]"
+            "mean squared error of held-out devices, target mapped to [-1, 1]"
         },
         positive: positive_label(args, task, &schema, &features),
         folds: args.folds,
@@ -503,7 +503,7 @@ fn print_table(out: &Output) {
         _ => "linear SVM",
     };
     println!(
-        "harmony train: {what} of {} on {} — n = {} users, d = {} features, {}-fold CV × {} repeats, seed {} ({:.1} s)",
+        "harmony train: {what} of {} on {} — n = {} devices, d = {} features, {}-fold CV × {} repeats, seed {} ({:.1} s)",
         out.target, out.data, out.n, out.d, out.folds, out.repeats, out.seed, out.seconds
     );
     if let Some(p) = &out.positive {

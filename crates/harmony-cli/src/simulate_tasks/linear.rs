@@ -107,7 +107,7 @@ impl Analysis for Linear {
 /// N devices drawing Zipf(1.1) values, seeded (stream u64::MAX − 1 of --seed).
 fn synthetic(n: usize, j: usize, seed: u64) -> Result<(SchemaFile, Vec<Value>)> {
     if n == 0 {
-        bail!("--synthetic is 0, expected a number of users >= 1");
+        bail!("--synthetic is 0, expected a number of devices >= 1");
     }
     if j < 2 {
         bail!("--synthetic-domain is {j}, expected a domain size >= 2");
@@ -155,7 +155,7 @@ fn devices(args: &SimulateArgs) -> Result<(String, SchemaFile, Vec<Value>)> {
             }
             let j = args.task.synthetic_domain.unwrap_or(1000);
             let (file, values) = synthetic(n, j, args.seed)?;
-            Ok((format!("synthetic ({n} users, Zipf(1.1) over J = {j})"), file, values))
+            Ok((format!("synthetic ({n} devices, Zipf(1.1) over J = {j})"), file, values))
         }
         None => {
             if args.task.synthetic_domain.is_some() {
@@ -197,7 +197,7 @@ fn analysis(args: &SimulateArgs) -> Result<Linear> {
     let truth = task.workload().apply(&p);
     let (n, d) = (population.len(), truth.len());
     if specs.iter().any(|s| s.mechanism == LinearMechanism::Adaptive) && n < d {
-        bail!("--method adaptive needs at least one user per query: n = {n} < d = {d} queries");
+        bail!("--method adaptive needs at least one device per query: n = {n} < d = {d} queries");
     }
     let title = format!(
         "harmony simulate --task linear-queries: {data_name} — n = {n} devices, domain {} (J = {}), workload {} (d = {d} queries)",
@@ -365,7 +365,7 @@ mod tests {
         assert!(e.contains("3 values") && e.contains("J = 8"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
         let e = err(&with(&base, &["--synthetic", "5", "--synthetic-domain", "8", "--method", "adaptive"]));
-        assert!(e.contains("at least one user per query"), "{e}");
+        assert!(e.contains("at least one device per query"), "{e}");
         let e = err(&with(&base, &["--queries", "/nonexistent/q.json"]));
         assert!(e.contains("not a built-in workload"), "{e}");
     }
