@@ -166,6 +166,10 @@ impl TaskKind {
             TaskKind::Train => "train",
         }
     }
+    /// The task named `name` (as [`TaskKind::name`] writes it), if any.
+    pub fn from_name(name: &str) -> Option<TaskKind> {
+        Self::ALL.iter().copied().find(|k| k.name() == name)
+    }
     /// Whether devices report in rounds against public state the server updates (a model).
     pub fn has_rounds(self) -> bool {
         matches!(self, TaskKind::Train)

@@ -115,5 +115,9 @@ mod tests {
         let err = <&mut TrainSpec>::try_from(&mut spec).unwrap_err();
         assert_eq!((err.expected, err.found), (TaskKind::Train, TaskKind::Frequency));
         assert_eq!(err.to_string(), "a frequency spec, expected a train one");
+        for k in TaskKind::ALL {
+            assert_eq!(TaskKind::from_name(k.name()), Some(*k));
+        }
+        assert_eq!(TaskKind::from_name("ranges"), None);
     }
 }

@@ -72,7 +72,7 @@ struct Prepared {
 /// in turn) in batches with distinct ids.
 fn prepare(a: &mut LoadArgs, client: &Client) -> Result<Prepared> {
     let name = a.task.task.name();
-    if harmony_protocol::TaskKind::ALL.iter().any(|k| k.name() == name && k.has_rounds()) {
+    if harmony_protocol::TaskKind::from_name(name).is_some_and(|k| k.has_rounds()) {
         bail!(
             "--task {name}: `harmony load` measures report ingest; model rounds post one gradient per device (see `harmony submit`)"
         );
