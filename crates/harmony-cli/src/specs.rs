@@ -185,15 +185,6 @@ pub fn range_query(ranges: Option<&[String]>, quantiles: Option<&[f64]>, rects: 
     Query::parse(&parts.join("&")).map_err(|(field, message)| anyhow!("invalid option: --{field}: {message}"))
 }
 
-/// The `range2d` spec: `--attributes X,Y` (two numeric attributes) and `--levels`.
-pub fn range2d(t: &TaskArgs) -> Result<TaskSpec> {
-    let names = t.attributes.clone().unwrap_or_default();
-    let [x, y] = &names[..] else {
-        bail!("--attributes has {} values, expected the two numeric columns X,Y of --task range2d", names.len())
-    };
-    Ok(harmony_tasks::range2d::task_spec(x, y, t.levels))
-}
-
 /// `--method` of `linear-queries`: gaussian, hr, adaptive, adaptive-rounds (comma-separated;
 /// simulate's default the first three, a collection's hr; adaptive-rounds is a collection's only:
 /// its queries are chosen between rounds by the analyst, `harmony collection ask`).

@@ -28,7 +28,7 @@ use harmony_core::postprocess::project_simplex;
 use harmony_core::schema::{Attribute, Schema};
 use harmony_protocol::estimates::{
     AttributeResult, CategoryResult, Est, FrequencyEstimate, HeavyHittersEstimate, InDomain, LinearEstimate,
-    MarginalsEstimate, MeansEstimate, PrecisionWarning, Range2dEstimate, RangeEstimate,
+    MarginalsEstimate, MeansEstimate, PrecisionWarning, RangeEstimate,
 };
 
 /// Sets `e`'s in-domain value to `value` (already in [lo, hi]) with the raw interval clamped to
@@ -46,7 +46,7 @@ fn place(e: &mut Est, value: f64, lo: f64, hi: f64) -> bool {
 }
 
 /// [`place`] with the raw estimate clamped to [lo, hi].
-fn clamp(e: &mut Est, lo: f64, hi: f64) -> bool {
+pub(crate) fn clamp(e: &mut Est, lo: f64, hi: f64) -> bool {
     match e.estimate {
         Some(x) => place(e, x.clamp(lo, hi), lo, hi),
         None => false,
@@ -67,14 +67,14 @@ fn simplex(cats: &mut [CategoryResult]) -> bool {
 }
 
 /// The largest standard error among `ests` (NaN when none has one).
-fn max_se<'a>(ests: impl IntoIterator<Item = &'a Est>) -> f64 {
+pub(crate) fn max_se<'a>(ests: impl IntoIterator<Item = &'a Est>) -> f64 {
     ests.into_iter().filter_map(|e| e.std_error).fold(f64::NAN, f64::max)
 }
 
 const SIMPLEX_NOTE: &str = "frequencies projected onto the probability simplex";
 
 /// The note naming the steps that changed something (`None` when nothing did).
-fn note(steps: &[(bool, &str)]) -> Option<String> {
+pub(crate) fn note(steps: &[(bool, &str)]) -> Option<String> {
     let used: Vec<&str> = steps.iter().filter(|(c, _)| *c).map(|(_, s)| *s).collect();
     (!used.is_empty())
         .then(|| format!("in-domain values: {}; the raw unbiased estimates are in `estimate`", used.join("; ")))
@@ -166,19 +166,6 @@ pub fn range(doc: &mut RangeEstimate, reports: u64) {
     ]);
     let se = max_se(doc.cdf.iter().map(|p| &p.value).chain(doc.ranges.iter().map(|r| &r.share)));
     doc.warnings.extend(PrecisionWarning::check(&doc.attribute, se, 1.0, reports));
-}
-
-/// `range2d`: cells' and rectangles' shares clamped to [0, 1]; warns on the largest standard
-/// error of a cell or a rectangle.
-pub fn range2d(doc: &mut Range2dEstimate, reports: u64) {
-    let mut clamped = false;
-    for e in doc.heatmap.iter_mut().flatten().chain(doc.rects.iter_mut().map(|r| &mut r.share)) {
-        clamped |= clamp(e, 0.0, 1.0);
-    }
-    doc.in_domain_note = note(&[(clamped, "cells' and rectangles' shares clamped to [0, 1]")]);
-    let se = max_se(doc.heatmap.iter().flatten().chain(doc.rects.iter().map(|r| &r.share)));
-    let subject = format!("{} × {}", doc.x, doc.y);
-    doc.warnings.extend(PrecisionWarning::check(&subject, se, 1.0, reports));
 }
 
 /// The heavy-hitters task: each share clamped to [0, 1].

@@ -176,7 +176,7 @@ impl Range2dTask {
             in_domain_note: None,
             warnings: Vec::new(),
         };
-        crate::domain::range2d(&mut doc, agg.count());
+        in_domain(&mut doc, agg.count());
         Ok(doc)
     }
     /// The true share of devices in each finest cell (`iy · 2^L + ix`).
@@ -237,3 +237,17 @@ impl Task for Range2dTask {
 
 /// The wire kinds of this task's reports.
 pub const REPORT_KINDS: [harmony_core::wire::WireKind; 1] = [HhReport::KIND];
+
+/// The document in its domain: cells' and rectangles' shares clamped to [0, 1]; warns on the
+/// largest standard error of a cell or a rectangle.
+fn in_domain(doc: &mut Range2dEstimate, reports: u64) {
+    use crate::domain::{clamp, max_se, note};
+    let mut clamped = false;
+    for e in doc.heatmap.iter_mut().flatten().chain(doc.rects.iter_mut().map(|r| &mut r.share)) {
+        clamped |= clamp(e, 0.0, 1.0);
+    }
+    doc.in_domain_note = note(&[(clamped, "cells' and rectangles' shares clamped to [0, 1]")]);
+    let se = max_se(doc.heatmap.iter().flatten().chain(doc.rects.iter().map(|r| &r.share)));
+    let subject = format!("{} × {}", doc.x, doc.y);
+    doc.warnings.extend(harmony_protocol::estimates::PrecisionWarning::check(&subject, se, 1.0, reports));
+}

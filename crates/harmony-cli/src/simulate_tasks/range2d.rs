@@ -113,7 +113,7 @@ fn analysis(args: &SimulateArgs) -> Result<Range2d> {
     let query = crate::specs::range_query(None, None, args.task.rects.as_deref())?;
     let n_rects = rects_scored(args)?;
     let (data_name, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
-    let spec = crate::specs::range2d(&args.task)?;
+    let spec = task_spec(&args.task)?;
     let schema = file.schema()?;
     let epsilons = args.epsilon.clone().or(file.epsilon.clone()).unwrap_or(vec![0.5, 1.0, 2.0, 4.0]);
     let population = Population::records(&schema, enc.values);
@@ -172,5 +172,14 @@ harmony collection create range2d --server http://127.0.0.1:8080 --schema exampl
 
 fn spec(a: &super::SpecArgs<'_>) -> Result<harmony_protocol::spec::TaskSpec> {
     a.file()?;
-    crate::specs::range2d(a.task)
+    task_spec(a.task)
+}
+
+/// The `range2d` spec: `--attributes X,Y` (two numeric attributes) and `--levels`.
+fn task_spec(t: &super::TaskArgs) -> Result<TaskSpec> {
+    let names = t.attributes.clone().unwrap_or_default();
+    let [x, y] = &names[..] else {
+        bail!("--attributes has {} values, expected the two numeric columns X,Y of --task range2d", names.len())
+    };
+    Ok(harmony_tasks::range2d::task_spec(x, y, t.levels))
 }
