@@ -18,7 +18,7 @@ harmony simulate range --column age --data data/adult.csv --schema examples/adul
     (
         "plan",
         "# Devices needed for a standard error of 0.01 on every bundled attribute at ε = 1:
-harmony plan --users 100000 --epsilon 1 --target-error 0.01
+harmony plan --devices 100000 --epsilon 1 --target-error 0.01
 # The central ε that shuffling 100,000 reports of ε₀ = 4 gives (δ = 1e-6):
 harmony plan --shuffle 100000 --epsilon 4 --delta 1e-6",
     ),
@@ -93,7 +93,7 @@ done",
     (
         "collection token enroll",
         "# A training collection (logistic regression of income, 1,000 gradients a round):
-TRAIN=$(harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model logistic --batch-size 1000 --users 5000)
+TRAIN=$(harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model logistic --batch-size 1000 --devices 5000)
 # Keys for 5,000 devices, one per row of keys.csv (for `harmony submit --device-keys`):
 harmony collection token enroll --server http://127.0.0.1:8080 --collection $TRAIN --count 5000 --out keys.csv
 # Ten more for a pilot group:

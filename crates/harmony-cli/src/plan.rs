@@ -17,9 +17,9 @@ pub struct PlanArgs {
     /// Schema (TOML). Default: the bundled examples/adult.toml.
     #[arg(long)]
     pub schema: Option<PathBuf>,
-    /// Number of users.
-    #[arg(long)]
-    pub users: Option<u64>,
+    /// Number of devices (`--users` is an alias).
+    #[arg(long, alias = "users")]
+    pub devices: Option<u64>,
     /// Privacy budgets, comma-separated (default: the schema's, else 1).
     #[arg(long, value_delimiter = ',', allow_negative_numbers = true)]
     pub epsilon: Option<Vec<f64>>,
@@ -169,13 +169,13 @@ pub fn run(args: PlanArgs) -> Result<()> {
 fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
     let file = SchemaFile::load(path)?;
     let schema = file.schema()?;
-    if args.users.is_none() && args.target_error.is_none() {
-        bail!("give --users N (predicted errors) and/or --target-error E (users needed)");
+    if args.devices.is_none() && args.target_error.is_none() {
+        bail!("give --devices N (predicted errors) and/or --target-error E (users needed)");
     }
-    if let Some(u) = args.users
+    if let Some(u) = args.devices
         && u == 0
     {
-        bail!("--users is 0, expected an integer >= 1");
+        bail!("--devices is 0, expected an integer >= 1");
     }
     if let Some(t) = args.target_error
         && !(t > 0.0 && t.is_finite())
@@ -217,10 +217,10 @@ fn plan(args: &PlanArgs, path: &std::path::Path) -> Result<PlanOutput> {
         recommended.push(best);
     }
     let recommended_by = if args.target_error.is_some() { "users_needed" } else { "mean_std_error" };
-    Ok(PlanOutput { users: args.users, target_error: args.target_error, choices, recommended, recommended_by })
+    Ok(PlanOutput { users: args.devices, target_error: args.target_error, choices, recommended, recommended_by })
 }
 
-/// One compared combination at ε = `eps` as printed: per-attribute SEs at `--users`, users
+/// One compared combination at ε = `eps` as printed: per-attribute SEs at `--devices`, users
 /// needed for `--target-error`.
 fn choice(args: &PlanArgs, schema: &Schema, eps: f64, c: &plan::PlanChoice) -> Choice {
     let attributes: Vec<AttrPlan> = schema
@@ -228,7 +228,7 @@ fn choice(args: &PlanArgs, schema: &Schema, eps: f64, c: &plan::PlanChoice) -> C
         .iter()
         .zip(&c.variances)
         .map(|(a, &v)| {
-            let se = args.users.map(|n| (v / n as f64).sqrt());
+            let se = args.devices.map(|n| (v / n as f64).sqrt());
             AttrPlan {
                 name: a.name().to_string(),
                 kind: if a.is_numeric() { "numeric" } else { "categorical" },
@@ -242,7 +242,7 @@ fn choice(args: &PlanArgs, schema: &Schema, eps: f64, c: &plan::PlanChoice) -> C
         })
         .collect();
     let mean_se = args
-        .users
+        .devices
         .map(|_| attributes.iter().map(|a| a.std_error.unwrap_or(0.0)).sum::<f64>() / attributes.len() as f64);
     Choice {
         epsilon: eps,
@@ -259,7 +259,7 @@ fn choice(args: &PlanArgs, schema: &Schema, eps: f64, c: &plan::PlanChoice) -> C
 fn print_table(out: &PlanOutput, schema: &str) {
     println!("harmony plan: {schema} — closed-form worst-case standard errors (no data needed)");
     if let Some(u) = out.users {
-        println!("users: {u}; SE on [-1, 1] for numeric attributes, on frequencies for categorical ones");
+        println!("devices: {u}; SE on [-1, 1] for numeric attributes, on frequencies for categorical ones");
     }
     println!();
     println!(
@@ -298,7 +298,7 @@ mod tests {
     fn args(users: Option<u64>, target: Option<f64>) -> PlanArgs {
         PlanArgs {
             schema: None,
-            users,
+            devices: users,
             epsilon: Some(vec![0.5, 1.0, 4.0]),
             target_error: target,
             categorical_mechanism: None,
@@ -360,9 +360,9 @@ mod tests {
     fn bad_options_are_named() {
         let path = crate::data::bundled("examples/adult.toml");
         let e = plan(&args(None, None), &path).err().unwrap().to_string();
-        assert!(e.contains("--users") && e.contains("--target-error"), "{e}");
+        assert!(e.contains("--devices") && e.contains("--target-error"), "{e}");
         let e = plan(&args(Some(0), None), &path).err().unwrap().to_string();
-        assert!(e.contains("--users is 0"), "{e}");
+        assert!(e.contains("--devices is 0"), "{e}");
         let e = plan(&args(Some(10), Some(-1.0)), &path).err().unwrap().to_string();
         assert!(e.contains("--target-error is -1"), "{e}");
     }

@@ -252,7 +252,7 @@ pub fn marginal_orders(k: &str) -> Result<Vec<usize>> {
 }
 
 /// The marginals spec of one `--method` name: `--attributes`, the schema file's `[bins]`, the
-/// orders of `--k`, `--calm-l` and `--users`.
+/// orders of `--k`, `--calm-l` and `--devices`.
 pub fn marginals(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, method: &str) -> Result<MarginalsSpec> {
     let (method, post) = match method {
         "calm" => (MarginalsMethod::Calm, Some(MarginalsPost::Joint)),
@@ -274,7 +274,7 @@ pub fn marginals(t: &TaskArgs, m: &MeansArgs, file: &SchemaFile, method: &str) -
         method,
         post,
         l: t.calm_l.filter(|_| calm),
-        users: t.train.users.filter(|_| calm),
+        users: t.train.devices.filter(|_| calm),
         sets: None,
     })
 }

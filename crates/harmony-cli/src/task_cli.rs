@@ -158,6 +158,10 @@ mod tests {
     fn a_task_refuses_the_options_of_the_others() {
         let parse = |s: &str| crate::parse(argv(s));
         assert!(parse("harmony simulate range --column age --bins 8 --epsilon 1").is_ok());
+        // `--devices`, and `--users` as its alias.
+        assert!(parse("harmony simulate train --target income --devices 5000").is_ok());
+        assert!(parse("harmony simulate train --target income --users 5000").is_ok());
+        assert!(parse("harmony plan --users 5000").is_ok());
         let e = parse("harmony simulate range --column age --top 5").unwrap_err().to_string();
         assert!(e.contains("--top is not an option of task range") && e.contains("--bins"), "{e}");
         let e = parse("harmony collection create means --server s --epsilon 1 --column age").unwrap_err().to_string();

@@ -137,7 +137,7 @@ fn task_cases(attributes: &'static [&'static str], column: &'static str, users: 
         });
     }
     for method in ["calm", "direct", "fourier"] {
-        let mut task = vec!["--task", "marginals", "--k", "2", "--method", method, "--users", users];
+        let mut task = vec!["--task", "marginals", "--k", "2", "--method", method, "--devices", users];
         task.extend_from_slice(attributes);
         out.push(Case {
             name: match method {

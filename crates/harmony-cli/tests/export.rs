@@ -64,7 +64,7 @@ const CASES: &[Case] = &[
             "2",
             "--method",
             "calm",
-            "--users",
+            "--devices",
             "3000",
             "--attributes",
             "sex,race,income",

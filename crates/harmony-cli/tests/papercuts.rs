@@ -78,7 +78,7 @@ fn plan_runs_on_the_schema_inference_writes_for_a_table_with_gaps() {
     assert!(schema.contains("missing = \"report\""), "{schema}");
     let path = dir.join("inferred.toml");
     std::fs::write(&path, schema).unwrap();
-    let out = run(&["plan", "--schema", &p(&path), "--users", "10000"]);
+    let out = run(&["plan", "--schema", &p(&path), "--devices", "10000"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("left out") && stderr(&out).contains("reports missing values"), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("recommended"));
@@ -120,7 +120,7 @@ fn a_blanked_adult_goes_from_inference_to_the_served_estimates_without_an_error(
     let path = dir.join("blanked.toml");
     std::fs::write(&path, &schema).unwrap();
     let (data_s, schema_s) = (p(&data), p(&path));
-    let plan = harmony(&["plan", "--schema", &schema_s, "--users", "3000"]);
+    let plan = harmony(&["plan", "--schema", &schema_s, "--devices", "3000"]);
     assert!(plan.contains("recommended"), "{plan}");
     let sim = harmony(&["simulate", "--data", &data_s, "--schema", &schema_s, "--epsilon", "2", "--runs", "1"]);
     assert!(sim.contains("n = 3000"), "{sim}");

@@ -245,7 +245,7 @@ def test_device_client_submits_a_frame_under_its_policy(adult, adult_schema, ser
 
 def test_plan_is_the_clis(root, adult_schema, harmony_bin):
     """hl.plan gives `harmony plan --format json`'s variances, SEs and recommendation."""
-    out = subprocess.run([harmony_bin, "plan", "--schema", str(root / "examples" / "adult.toml"), "--users", "48842",
+    out = subprocess.run([harmony_bin, "plan", "--schema", str(root / "examples" / "adult.toml"), "--devices", "48842",
                           "--epsilon", "0.5,2", "--target-error", "0.01", "--format", "json"],
                          check=True, capture_output=True, text=True).stdout
     cli = json.loads(out)

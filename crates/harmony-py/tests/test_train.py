@@ -63,7 +63,7 @@ def test_predict_labels_values_and_margins():
     assert m.score(frame) < 0.2, m.score(frame)
     margins = m.decision_function(frame)
     assert ((margins > 0) == (pred == "hi")).all()
-    # The default batch size and rounds are the CLI's --users n: g·T ≤ n devices used.
+    # The default batch size and rounds are the CLI's --devices n: g·T ≤ n devices used.
     st = m.estimates.document["state"]
     assert st["batch_size"] * (st["round"] - 1) <= n
     # A numeric target with a threshold: True above it.

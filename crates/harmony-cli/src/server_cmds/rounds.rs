@@ -40,17 +40,18 @@ pub struct TrainOptions {
     /// The gradient randomizer: hm (default) or pm.
     #[arg(long)]
     pub mechanism: Option<String>,
-    /// Devices per round g (default with --users N: the papers' max(2·d·ln d/ε², N/1000));
+    /// Devices per round g (default with --devices N: the papers' max(2·d·ln d/ε², N/1000));
     /// linear-queries `--method adaptive-rounds`: the devices that answer each query (required).
     #[arg(long)]
     pub batch_size: Option<u64>,
-    /// Rounds T (required by --schedule noise unless --users gives it).
+    /// Rounds T (required by --schedule noise unless --devices gives it).
     #[arg(long)]
     pub rounds: Option<u64>,
     /// Expected devices N: plans T = ⌊N/g⌋ rounds (train); the devices CALM plans its marginals
     /// for (marginals; simulate: default the data's rows, collection create: 100,000).
-    #[arg(long)]
-    pub users: Option<u64>,
+    /// `--users` is an alias.
+    #[arg(long, alias = "users")]
+    pub devices: Option<u64>,
     /// Step sizes: noise (default; a constant step from public quantities, tail-averaged model)
     /// or decay (γ₀/√t with --learning-rate γ₀, last iterate).
     #[arg(long)]
@@ -88,7 +89,7 @@ impl TrainOptions {
             ("--mechanism", o.mechanism.is_some()),
             ("--batch-size", o.batch_size.is_some()),
             ("--rounds", o.rounds.is_some()),
-            ("--users", o.users.is_some()),
+            ("--devices", o.devices.is_some()),
             ("--schedule", o.schedule.is_some()),
             ("--kappa", o.kappa.is_some()),
             ("--gradient-scale", o.gradient_scale.is_some()),
@@ -174,8 +175,10 @@ pub fn train_spec(schema: &Schema, epsilon: f64, o: &TrainOptions) -> Result<Tra
         .ok_or_else(|| anyhow!("invalid option: --task train needs --model, expected one of linear, logistic, svm"))?;
     let task: Model = parse_name("--model", model, "linear, logistic, svm")?;
     let target = o.target.clone().ok_or_else(|| anyhow!("invalid option: --task train needs --target COLUMN"))?;
-    if let (Some(t), Some(n)) = (o.rounds, o.users) {
-        bail!("invalid option: --rounds {t} and --users {n} both given, expected one (--users N plans ⌊N/g⌋ rounds)");
+    if let (Some(t), Some(n)) = (o.rounds, o.devices) {
+        bail!(
+            "invalid option: --rounds {t} and --devices {n} both given, expected one (--devices N plans ⌊N/g⌋ rounds)"
+        );
     }
     harmony_core::Epsilon::new(epsilon).map_err(core_option_error)?;
     let mechanism: GradientMechanism = match &o.mechanism {
@@ -202,19 +205,19 @@ pub fn train_spec(schema: &Schema, epsilon: f64, o: &TrainOptions) -> Result<Tra
         enrollment: o.no_enrollment.then_some(false),
     };
     let fm = feature_map(schema, &spec).map_err(core_option_error)?;
-    spec.batch_size = match (o.batch_size, o.users) {
+    spec.batch_size = match (o.batch_size, o.devices) {
         (Some(0), _) => bail!("invalid option: --batch-size is 0, expected an integer >= 1 (devices per round)"),
         (Some(g), _) => g,
         (None, Some(n)) => harmony_learn::trainer::default_batch_size(fm.dimension(), Some(epsilon), n as usize) as u64,
         (None, None) => bail!(
-            "invalid option: --batch-size is missing, expected an integer >= 1 (devices per round), or --users N for the papers' default"
+            "invalid option: --batch-size is missing, expected an integer >= 1 (devices per round), or --devices N for the papers' default"
         ),
     };
-    if let Some(n) = o.users {
+    if let Some(n) = o.devices {
         let g = spec.batch_size;
         if n < g {
             bail!(
-                "invalid option: --users is {n}, expected at least --batch-size = {g} devices (T = ⌊N/g⌋ = 0 rounds)"
+                "invalid option: --devices is {n}, expected at least --batch-size = {g} devices (T = ⌊N/g⌋ = 0 rounds)"
             );
         }
         spec.rounds = Some(n / g);
@@ -717,7 +720,7 @@ mod tests {
     /// `collection create --task train` → `submit --simulate-devices` → the server's model
     /// equals the trainer's on the same device streams to 1e-12 and `harmony simulate --task
     /// train`'s (the same task objects in process); a repeated `harmony submit` after the last
-    /// round changes nothing; at ε = 8 it beats the majority class on the rows; `--users` plans
+    /// round changes nothing; at ε = 8 it beats the majority class on the rows; `--devices` plans
     /// ⌊N/g⌋ rounds.
     #[test]
     fn create_submit_query_equals_the_trainer() {
@@ -735,7 +738,7 @@ mod tests {
                     "logistic",
                     "--batch-size",
                     "25",
-                    "--users",
+                    "--devices",
                     "200",
                     "--no-enrollment",
                 ],
@@ -870,8 +873,8 @@ mod tests {
             (&["--schedule", "decay"], &["--learning-rate: invalid parameter: task.learning_rate is \"missing\""]),
             (&["--rounds", "5", "--mechanism", "laplace"], &["--mechanism", "laplace", "hm, pm"]),
             (&["--rounds", "5", "--lambda", "-1"], &["--lambda: invalid parameter: task.lambda is -1", ">= 0"]),
-            (&["--rounds", "5", "--users", "100"], &["--rounds 5 and --users 100"]),
-            (&["--users", "9"], &["--users is 9", "--batch-size = 10"]),
+            (&["--rounds", "5", "--devices", "100"], &["--rounds 5 and --devices 100"]),
+            (&["--devices", "9"], &["--devices is 9", "--batch-size = 10"]),
             (&["--rounds", "5", "--epsilon", "0"], &["--epsilon is 0.0", ">= 0.002"]),
             (&["--rounds", "5", "--target", "x1"], &["--target is \"x1\"", "--threshold"]),
             (
@@ -925,9 +928,9 @@ mod tests {
         let a = train_args(&url, &schema, &["--epsilon", "1", "--rounds", "3", "--batch-size", "2"]);
         let e = format!("{:#}", create(&a).unwrap_err());
         assert!(e.contains("needs --model"), "{e}");
-        // --users without --batch-size: the papers' g = max(2·d·ln d/ε², N/1000) (d = 3, ε = 1:
+        // --devices without --batch-size: the papers' g = max(2·d·ln d/ε², N/1000) (d = 3, ε = 1:
         // ⌈6.59⌉ = 7 > 5) and T = ⌊N/g⌋.
-        let a = train_args(&url, &schema, &["--epsilon", "1", "--model", "logistic", "--users", "5000"]);
+        let a = train_args(&url, &schema, &["--epsilon", "1", "--model", "logistic", "--devices", "5000"]);
         let config = create(&a).unwrap().config;
         let spec = train_of(&config).unwrap().0;
         assert_eq!((spec.batch_size, spec.rounds), (7, Some(714)));

@@ -6,7 +6,7 @@
 //! `--k 2|3` is the marginal order (the default `optimal` asks both 2- and 3-way marginals of one
 //! collection); `--attributes` the attributes (default: every categorical and binned numeric
 //! one); `--method calm,calm-family,calm-local,calm-gls,calm-raw,direct,fourier` (default
-//! calm, calm-raw, direct, fourier); `--calm-l` forces CALM's marginal size; `--users` the
+//! calm, calm-raw, direct, fourier); `--calm-l` forces CALM's marginal size; `--devices` the
 //! devices CALM plans for (default: the data's rows). Per method and ε: the average SSE and TVD
 //! of the answered marginals against the truth, the predicted SSE (closed form, plug-in), and
 //! the share of marginals answered (a Fourier coefficient no device drew leaves its marginals
@@ -117,7 +117,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     for m in &methods {
         let mut spec = crate::specs::marginals(t, &args.means, &file, m)?;
         if spec.method == harmony_protocol::spec::MarginalsMethod::Calm {
-            spec.users = Some(t.train.users.unwrap_or(enc.n as u64));
+            spec.users = Some(t.train.devices.unwrap_or(enc.n as u64));
         }
         specs.push((m.clone(), spec));
     }
@@ -144,17 +144,17 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 pub const CLI: super::CliTask = super::CliTask {
     name: "marginals",
     about: "k-way marginals of categorical and binned numeric attributes",
-    options: &["attributes", "method", "k", "calm_l", "users"],
+    options: &["attributes", "method", "k", "calm_l", "devices"],
     help: &[],
     not_taken: &[],
     simulate_examples: "# 2-way marginals of three attributes, every method:
 harmony simulate marginals --attributes sex,race,income --k 2 --epsilon 1 --runs 2
 # CALM only, planned for 100,000 devices:
-harmony simulate marginals --attributes sex,race,income,workclass --method calm --users 100000 --epsilon 1 --runs 2",
+harmony simulate marginals --attributes sex,race,income,workclass --method calm --devices 100000 --epsilon 1 --runs 2",
     create_examples: "# 2-way marginals of sex, race and income:
 harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --k 2
 # CALM, planned for 100,000 devices:
-harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --method calm --users 100000",
+harmony collection create marginals --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 1 --attributes sex,race,income --method calm --devices 100000",
     spec,
     simulate: run,
     demo: None,

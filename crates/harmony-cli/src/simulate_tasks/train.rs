@@ -78,16 +78,16 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
 pub const CLI: super::CliTask = super::CliTask {
     name: "train",
     about: "a linear model (logistic, linear, SVM) by private gradient descent in rounds",
-    options: &["target", "model", "positive", "threshold", "mechanism", "batch_size", "rounds", "users", "schedule", "kappa", "gradient_scale", "learning_rate", "lambda", "no_enrollment"],
+    options: &["target", "model", "positive", "threshold", "mechanism", "batch_size", "rounds", "devices", "schedule", "kappa", "gradient_scale", "learning_rate", "lambda", "no_enrollment"],
     help: &[
         ("target", "The target column (the other attributes are features)"),
         ("model", "logistic, linear or svm"),
         ("positive", "A categorical target's positive label (default: the 2nd)"),
         ("threshold", "A numeric target: positive above this public value"),
         ("mechanism", "The gradient randomizer: hm (default) or pm"),
-        ("batch_size", "Devices per round g (default: from --users)"),
-        ("rounds", "Rounds T (needed by --schedule noise without --users)"),
-        ("users", "Expected devices N: T = ⌊N/g⌋ rounds"),
+        ("batch_size", "Devices per round g (default: from --devices)"),
+        ("rounds", "Rounds T (needed by --schedule noise without --devices)"),
+        ("devices", "Expected devices N: T = ⌊N/g⌋ rounds"),
         ("schedule", "noise (default: a constant step) or decay (γ₀/√t)"),
         ("kappa", "κ of the noise step (default 2)"),
         ("gradient_scale", "Scale c ≥ 1 before clipping (default 2, decay 1)"),
@@ -97,13 +97,13 @@ pub const CLI: super::CliTask = super::CliTask {
     ],
     not_taken: &["period", "recurring"],
     simulate_examples: "# Logistic regression of income in rounds of 2,000 devices:
-harmony simulate train --target income --model logistic --batch-size 2000 --users 48842 --epsilon 4 --runs 1
+harmony simulate train --target income --model logistic --batch-size 2000 --devices 48842 --epsilon 4 --runs 1
 # Linear regression of hours per week with PM gradients:
-harmony simulate train --target hours_per_week --model linear --mechanism pm --batch-size 2000 --users 48842 --epsilon 4 --runs 1",
+harmony simulate train --target hours_per_week --model linear --mechanism pm --batch-size 2000 --devices 48842 --epsilon 4 --runs 1",
     create_examples: "# Logistic regression of income, rounds of 1,000 enrolled devices:
-harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model logistic --batch-size 1000 --users 10000
+harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model logistic --batch-size 1000 --devices 10000
 # An SVM with the decaying step size:
-harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model svm --batch-size 1000 --users 10000 --schedule decay --learning-rate 0.3",
+harmony collection create train --server http://127.0.0.1:8080 --schema examples/adult.toml --epsilon 4 --target income --model svm --batch-size 1000 --devices 10000 --schedule decay --learning-rate 0.3",
     spec,
     simulate: run,
     demo: Some(|a| {
@@ -111,7 +111,7 @@ harmony collection create train --server http://127.0.0.1:8080 --schema examples
         t.target.get_or_insert_with(|| "income".into());
         t.model.get_or_insert_with(|| "logistic".into());
         if t.rounds.is_none() && t.batch_size.is_none() {
-            t.users.get_or_insert(48_842);
+            t.devices.get_or_insert(48_842);
         }
     }),
 };
