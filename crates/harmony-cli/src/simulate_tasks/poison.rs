@@ -96,8 +96,10 @@ fn list(given: &Option<String>, default: &str) -> Vec<String> {
 /// Runs `harmony simulate --poison`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let beta = args.poison.poison.ok_or_else(|| anyhow!("--poison is missing"))?;
-    if !(args.task.task.is(&super::frequency::CLI) || args.task.task.is(&crate::specs::MEANS)) {
-        bail!("--poison with --task {}, expected --task frequency or --task means", args.task.task.name());
+    if !args.task.task.cli().options.contains(&"poison") {
+        let takers: Vec<String> =
+            super::ALL.iter().filter(|c| c.options.contains(&"poison")).map(|c| format!("--task {}", c.name)).collect();
+        bail!("--poison with --task {}, expected {}", args.task.task.name(), takers.join(" or "));
     }
     let attacks = args.poison.attack.iter().map(|a| Attack::parse(a)).collect::<Result<Vec<_>, _>>()?;
     let (data, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
