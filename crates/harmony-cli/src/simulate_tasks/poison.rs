@@ -93,14 +93,20 @@ fn list(given: &Option<String>, default: &str) -> Vec<String> {
     given.as_deref().unwrap_or(default).split(',').map(|s| s.trim().to_string()).collect()
 }
 
+/// An error unless the task takes `--poison` (its `CliTask` lists the option), naming those that do.
+fn check_task(args: &SimulateArgs) -> Result<()> {
+    if args.task.task.cli().options.contains(&"poison") {
+        return Ok(());
+    }
+    let takers: Vec<String> =
+        super::ALL.iter().filter(|c| c.options.contains(&"poison")).map(|c| format!("--task {}", c.name)).collect();
+    bail!("--poison with --task {}, expected {}", args.task.task.name(), takers.join(" or "))
+}
+
 /// Runs `harmony simulate --poison`.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let beta = args.poison.poison.ok_or_else(|| anyhow!("--poison is missing"))?;
-    if !args.task.task.cli().options.contains(&"poison") {
-        let takers: Vec<String> =
-            super::ALL.iter().filter(|c| c.options.contains(&"poison")).map(|c| format!("--task {}", c.name)).collect();
-        bail!("--poison with --task {}, expected {}", args.task.task.name(), takers.join(" or "));
-    }
+    check_task(args)?;
     let attacks = args.poison.attack.iter().map(|a| Attack::parse(a)).collect::<Result<Vec<_>, _>>()?;
     let (data, file, enc) = load_inputs(&args.data, &args.schema, args.max_categories)?;
     let schema = file.schema()?;
